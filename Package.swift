@@ -1,0 +1,47 @@
+// swift-tools-version: 6.0
+// Chronicle: an offline-first sync engine. Layers only point down:
+// C shims → ChronicleCore → ChronicleStore → (Sync/Server) → Tools.
+import PackageDescription
+
+let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
+
+let package = Package(
+    name: "Chronicle",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "ChronicleCore", targets: ["ChronicleCore"]),
+        .library(name: "ChronicleStore", targets: ["ChronicleStore"]),
+        .executable(name: "chronicle", targets: ["chronicle"]),
+        .executable(name: "chronicle-bench", targets: ["chronicle-bench"]),
+    ],
+    targets: [
+        // System libraries from Debian packages, wrapped as-is.
+        .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", pkgConfig: "sqlite3",
+                       providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CLZ4", path: "Sources/CLZ4", pkgConfig: "liblz4",
+                       providers: [.apt(["liblz4-dev"])]),
+        .systemLibrary(name: "CCrypto", path: "Sources/CCrypto", pkgConfig: "libcrypto",
+                       providers: [.apt(["libssl-dev"])]),
+
+        // Build-time: turns Schemas/**/*.json into Swift string constants so the
+        // schema is defined once, as data, and compiled in.
+        .executableTarget(name: "schema-embedder", path: "Tools/schema-embedder", swiftSettings: strict),
+        .plugin(name: "EmbedSchemas", capability: .buildTool(), dependencies: ["schema-embedder"],
+                path: "Plugins/EmbedSchemas"),
+
+        .target(name: "ChronicleCore", dependencies: ["CLZ4", "CCrypto"],
+                swiftSettings: strict, plugins: ["EmbedSchemas"]),
+        .target(name: "ChronicleStore", dependencies: ["ChronicleCore", "CSQLite", "CCrypto"],
+                swiftSettings: strict),
+
+        .executableTarget(name: "chronicle", dependencies: ["ChronicleStore"],
+                          path: "Tools/chronicle", swiftSettings: strict),
+        .executableTarget(name: "chronicle-bench", dependencies: ["ChronicleStore", "CSQLite"],
+                          path: "Tools/chronicle-bench", swiftSettings: strict),
+
+        .testTarget(name: "ChronicleCoreTests", dependencies: ["ChronicleCore"], swiftSettings: strict),
+        .testTarget(name: "ChronicleStoreTests", dependencies: ["ChronicleStore", "CSQLite"],
+                    swiftSettings: strict),
+        .testTarget(name: "ChronicleToolTests", dependencies: ["ChronicleStore"], swiftSettings: strict),
+    ]
+)

@@ -1,0 +1,52 @@
+import Foundation
+
+/// Where time comes from. Production uses the system clock; tests and the
+/// simulator move time only when told to.
+public protocol ChronicleClock: Sendable {
+    /// Milliseconds since 1970-01-01T00:00:00Z.
+    func nowMilliseconds() -> Int64
+}
+
+/// Where fresh ids come from. Production draws from the system's random
+/// source; tests and the simulator use a seeded generator.
+public protocol IDGenerator: Sendable {
+    func makeUUID() -> UUID
+}
+
+/// A deterministic id generator for tests and the simulator (SplitMix64).
+public final class SeededIDGenerator: IDGenerator, @unchecked Sendable {
+    private var state: UInt64
+    private let lock = NSLock()
+
+    public init(seed: UInt64) { state = seed }
+
+    public func next() -> UInt64 {
+        lock.lock(); defer { lock.unlock() }
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    public func makeUUID() -> UUID {
+        let a = next(), b = next()
+        var bytes = [UInt8](repeating: 0, count: 16)
+        for i in 0..<8 { bytes[i] = UInt8(truncatingIfNeeded: a >> (8 * i)) }
+        for i in 0..<8 { bytes[8 + i] = UInt8(truncatingIfNeeded: b >> (8 * i)) }
+        bytes[6] = (bytes[6] & 0x0F) | 0x40 // version 4
+        bytes[8] = (bytes[8] & 0x3F) | 0x80 // RFC 4122 variant
+        return UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+                           bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+    }
+}
+
+/// A clock that moves only when told to.
+public final class ManualClock: ChronicleClock, @unchecked Sendable {
+    private var now: Int64
+    private let lock = NSLock()
+    public init(startMilliseconds: Int64 = 1_780_000_000_000) { now = startMilliseconds }
+    public func nowMilliseconds() -> Int64 { lock.lock(); defer { lock.unlock() }; return now }
+    public func advance(milliseconds: Int64) { lock.lock(); now += milliseconds; lock.unlock() }
+    public func set(milliseconds: Int64) { lock.lock(); now = milliseconds; lock.unlock() }
+}

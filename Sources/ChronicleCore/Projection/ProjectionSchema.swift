@@ -1,0 +1,187 @@
+/// The SQL shape of a schema's projection: tables, FTS5 indexes and the
+/// triggers that keep them in step, plus the shadow tables rebase uses.
+///
+/// Everything here is derived from the `Schema`; nothing is written by hand
+/// per entity type, which is what makes the engine generic.
+public struct ProjectionSchema: Sendable {
+    public let schema: Schema
+
+    public init(schema: Schema) { self.schema = schema }
+
+    public static func quoted(_ identifier: String) -> String { "\"\(identifier)\"" }
+
+    static func sqlType(_ type: FieldType) -> String {
+        switch type {
+        case .text, .url, .id: "TEXT"
+        case .integer, .timestamp, .boolean: "INTEGER"
+        case .real: "REAL"
+        }
+    }
+
+    /// The columns of an entity's table, in canonical order.
+    public func columns(of entity: EntitySpec) -> [String] {
+        var columns = ["id", "created_at"]
+        for field in entity.scalarFields {
+            columns.append(field.name)
+            if field.rule == .forwardOnly { columns += [field.deviceColumn, field.timeColumn] }
+        }
+        return columns
+    }
+
+    private func tableDefinition(_ name: String, of entity: EntitySpec, primaryKey: Bool) -> String {
+        var lines = [primaryKey ? "id TEXT PRIMARY KEY NOT NULL" : "id TEXT NOT NULL", "created_at INTEGER NOT NULL"]
+        for field in entity.scalarFields {
+            lines.append("\(Self.quoted(field.name)) \(Self.sqlType(field.type))")
+            if field.rule == .forwardOnly {
+                lines.append("\(Self.quoted(field.deviceColumn)) TEXT")
+                lines.append("\(Self.quoted(field.timeColumn)) INTEGER")
+            }
+        }
+        return "CREATE TABLE \(Self.quoted(name)) (\n  " + lines.joined(separator: ",\n  ") + "\n)"
+    }
+
+    /// Condition under which premium-only indexes hold rows.
+    public var premiumCondition: String {
+        guard let plan = schema.plan else { return "0" }
+        return "EXISTS (SELECT 1 FROM \(Self.quoted(plan.entity)) WHERE \(Self.quoted(plan.field)) = '\(plan.premium)')"
+    }
+
+    /// Every projection table (entity tables then set tables), for digests and rebuilds.
+    public var tables: [(name: String, columns: [String], orderBy: String)] {
+        var result: [(String, [String], String)] = []
+        for entity in schema.entities {
+            result.append((entity.table, columns(of: entity), "id"))
+            for field in entity.setFields { result.append((entity.setTable(field), ["id", "value"], "id, value")) }
+        }
+        return result
+    }
+
+    /// DDL for the projection tables and their indexes (no FTS).
+    public var tableStatements: [String] {
+        var statements: [String] = []
+        for entity in schema.entities {
+            statements.append(tableDefinition(entity.table, of: entity, primaryKey: true))
+            statements.append(tableDefinition("chronicle_shadow_\(entity.table)", of: entity, primaryKey: true))
+            for field in entity.scalarFields where field.type == .id {
+                statements.append("CREATE INDEX \(Self.quoted("\(entity.table)_by_\(field.name)")) ON \(Self.quoted(entity.table))(\(Self.quoted(field.name)))")
+            }
+            for field in entity.setFields {
+                let table = entity.setTable(field)
+                statements.append("CREATE TABLE \(Self.quoted(table)) (id TEXT NOT NULL, value \(Self.sqlType(field.type)) NOT NULL, PRIMARY KEY (id, value))")
+                statements.append("CREATE TABLE \(Self.quoted("chronicle_shadow_\(table)")) (id TEXT NOT NULL, value \(Self.sqlType(field.type)) NOT NULL, PRIMARY KEY (id, value))")
+                statements.append("CREATE INDEX \(Self.quoted("\(table)_by_value")) ON \(Self.quoted(table))(value)")
+            }
+        }
+        return statements
+    }
+
+    /// DDL for the FTS5 indexes and the triggers that keep them in step with
+    /// their content tables. Indexes use external content: text is stored once.
+    public var searchStatements: [String] {
+        var statements: [String] = []
+        for entity in schema.entities {
+            for index in entity.search {
+                let content = index.setField.map { entity.setTable(entity.field($0)!) } ?? entity.table
+                let columns = index.fields.map(Self.quoted).joined(separator: ", ")
+                let newValues = index.fields.map { "new.\(Self.quoted($0))" }.joined(separator: ", ")
+                let oldValues = index.fields.map { "old.\(Self.quoted($0))" }.joined(separator: ", ")
+                let fts = Self.quoted(index.index)
+                statements.append("""
+                    CREATE VIRTUAL TABLE \(fts) USING fts5(\(columns), content=\(Self.quoted(content)), content_rowid='rowid', \
+                    tokenize='unicode61 remove_diacritics 2', prefix='2 3')
+                    """)
+                let gate = index.requiresPremium ? " WHEN \(premiumCondition)" : ""
+                statements.append("""
+                    CREATE TRIGGER \(Self.quoted(index.index + "_ai")) AFTER INSERT ON \(Self.quoted(content))\(gate) BEGIN
+                      INSERT INTO \(fts)(rowid, \(columns)) VALUES (new.rowid, \(newValues));
+                    END
+                    """)
+                statements.append("""
+                    CREATE TRIGGER \(Self.quoted(index.index + "_ad")) AFTER DELETE ON \(Self.quoted(content))\(gate) BEGIN
+                      INSERT INTO \(fts)(\(fts), rowid, \(columns)) VALUES ('delete', old.rowid, \(oldValues));
+                    END
+                    """)
+                if index.setField == nil {
+                    let changed = index.fields.map { "old.\(Self.quoted($0)) IS NOT new.\(Self.quoted($0))" }.joined(separator: " OR ")
+                    let when = index.requiresPremium ? "(\(changed)) AND \(premiumCondition)" : changed
+                    statements.append("""
+                        CREATE TRIGGER \(Self.quoted(index.index + "_au")) AFTER UPDATE OF \(columns) ON \(Self.quoted(content)) WHEN \(when) BEGIN
+                          INSERT INTO \(fts)(\(fts), rowid, \(columns)) VALUES ('delete', old.rowid, \(oldValues));
+                          INSERT INTO \(fts)(rowid, \(columns)) VALUES (new.rowid, \(newValues));
+                        END
+                        """)
+                }
+                if index.requiresPremium, let plan = schema.plan {
+                    let planTable = Self.quoted(plan.entity), planField = Self.quoted(plan.field)
+                    let fill = "INSERT INTO \(fts)(rowid, \(columns)) SELECT rowid, \(columns) FROM \(Self.quoted(content));"
+                    let clear = "INSERT INTO \(fts)(\(fts)) VALUES ('delete-all');"
+                    // The plan gates the whole index: fill it when premium starts, empty it when it ends.
+                    statements.append("""
+                        CREATE TRIGGER \(Self.quoted(index.index + "_plan_on")) AFTER UPDATE OF \(planField) ON \(planTable) \
+                        WHEN new.\(planField) = '\(plan.premium)' AND old.\(planField) IS NOT '\(plan.premium)' BEGIN \(fill) END
+                        """)
+                    statements.append("""
+                        CREATE TRIGGER \(Self.quoted(index.index + "_plan_new")) AFTER INSERT ON \(planTable) \
+                        WHEN new.\(planField) = '\(plan.premium)' AND (SELECT count(*) FROM \(planTable) WHERE \(planField) = '\(plan.premium)') = 1 BEGIN \(fill) END
+                        """)
+                    statements.append("""
+                        CREATE TRIGGER \(Self.quoted(index.index + "_plan_off")) AFTER UPDATE OF \(planField) ON \(planTable) \
+                        WHEN old.\(planField) = '\(plan.premium)' AND new.\(planField) IS NOT '\(plan.premium)' AND NOT \(premiumCondition) BEGIN \(clear) END
+                        """)
+                    statements.append("""
+                        CREATE TRIGGER \(Self.quoted(index.index + "_plan_gone")) AFTER DELETE ON \(planTable) \
+                        WHEN old.\(planField) = '\(plan.premium)' AND NOT \(premiumCondition) BEGIN \(clear) END
+                        """)
+                }
+            }
+        }
+        return statements
+    }
+
+    /// Names of every FTS5 table, with whether it is premium-gated.
+    public var searchIndexes: [(entity: EntitySpec, index: SearchIndexSpec)] {
+        schema.entities.flatMap { entity in entity.search.map { (entity, $0) } }
+    }
+
+    /// Every object the projection owns, for dropping it before a rebuild.
+    public var droppableObjects: [(kind: String, name: String)] {
+        var objects: [(String, String)] = []
+        for (_, index) in searchIndexes { objects.append(("TABLE", index.index)) }
+        for entity in schema.entities {
+            objects.append(("TABLE", entity.table))
+            objects.append(("TABLE", "chronicle_shadow_\(entity.table)"))
+            for field in entity.setFields {
+                objects.append(("TABLE", entity.setTable(field)))
+                objects.append(("TABLE", "chronicle_shadow_\(entity.setTable(field))"))
+            }
+        }
+        return objects
+    }
+
+    // MARK: - Shadows (rebase)
+
+    /// Statements that copy an entity's confirmed rows aside before the first
+    /// pending op touches it; `?1` is the entity id. Run only when the entity
+    /// is not already shadowed.
+    public func shadowSave(_ entity: EntitySpec) -> [String] {
+        var statements = ["INSERT INTO \(Self.quoted("chronicle_shadow_\(entity.table)")) SELECT * FROM \(Self.quoted(entity.table)) WHERE id = ?1"]
+        for field in entity.setFields {
+            let table = entity.setTable(field)
+            statements.append("INSERT INTO \(Self.quoted("chronicle_shadow_\(table)")) SELECT * FROM \(Self.quoted(table)) WHERE id = ?1")
+        }
+        return statements
+    }
+
+    /// Statements that put an entity's confirmed rows back and clear its shadow; `?1` is the entity id.
+    public func shadowRestore(_ entity: EntitySpec) -> [String] {
+        var statements: [String] = []
+        var pairs = [(entity.table, "chronicle_shadow_\(entity.table)")]
+        for field in entity.setFields { pairs.append((entity.setTable(field), "chronicle_shadow_\(entity.setTable(field))")) }
+        for (live, shadow) in pairs {
+            statements.append("DELETE FROM \(Self.quoted(live)) WHERE id = ?1")
+            statements.append("INSERT INTO \(Self.quoted(live)) SELECT * FROM \(Self.quoted(shadow)) WHERE id = ?1")
+            statements.append("DELETE FROM \(Self.quoted(shadow)) WHERE id = ?1")
+        }
+        return statements
+    }
+}

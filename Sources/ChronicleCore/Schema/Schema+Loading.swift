@@ -1,0 +1,191 @@
+import Foundation
+
+extension Schema {
+    /// Parses and checks a schema file's JSON text.
+    ///
+    /// Checks that every name is a plain SQL identifier, that op types name
+    /// real fields with actions that fit their rules, and that search indexes
+    /// name text fields; a bad schema is refused with `invalid_schema`.
+    public static func load(json text: String) throws(ChronicleError) -> Schema {
+        let root: [String: Any]
+        do {
+            guard let object = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] else {
+                throw ChronicleError(.invalidSchema, "A schema must be a JSON object.")
+            }
+            root = object
+        } catch let error as ChronicleError {
+            throw error
+        } catch {
+            throw ChronicleError(.invalidSchema, "The schema is not valid JSON: \(error.localizedDescription)")
+        }
+        func fail(_ message: String) -> ChronicleError { ChronicleError(.invalidSchema, message) }
+
+        guard let name = root["schema"] as? String, isIdentifier(name) else { throw fail("The schema needs a 'schema' name.") }
+        guard let version = root["version"] as? Int, version >= 1 else { throw fail("The schema needs a positive 'version'.") }
+
+        var entities: [EntitySpec] = []
+        for raw in root["entities"] as? [[String: Any]] ?? [] {
+            guard let entityName = raw["name"] as? String, isIdentifier(entityName) else {
+                throw fail("Every entity needs a lowercase identifier 'name'.")
+            }
+            var fields: [FieldSpec] = []
+            for f in raw["fields"] as? [[String: Any]] ?? [] {
+                guard let fieldName = f["name"] as? String, isIdentifier(fieldName),
+                      !reservedColumns.contains(fieldName), !fieldName.contains("__") else {
+                    throw fail("Entity '\(entityName)' has a field without a valid name (reserved: \(reservedColumns.sorted())).")
+                }
+                guard let type = (f["type"] as? String).flatMap(FieldType.init(rawValue:)) else {
+                    throw fail("Field '\(entityName).\(fieldName)' needs a 'type' (text, url, integer, real, boolean, timestamp, id).")
+                }
+                guard let rule = (f["rule"] as? String).flatMap(MergeRule.init(rawValue:)) else {
+                    throw fail("Field '\(entityName).\(fieldName)' needs a merge 'rule' (\(MergeRule.allCases.map(\.rawValue).joined(separator: ", "))).")
+                }
+                if rule == .mergeOrAsk {
+                    throw fail("Field '\(entityName).\(fieldName)': the mergeOrAsk rule is not available in this version of Chronicle.")
+                }
+                if rule == .counter, type != .integer, type != .real {
+                    throw fail("Counter field '\(entityName).\(fieldName)' must be an integer or real.")
+                }
+                if rule == .forwardOnly, type != .integer, type != .real, type != .timestamp {
+                    throw fail("Forward-only field '\(entityName).\(fieldName)' must be numeric.")
+                }
+                fields.append(FieldSpec(
+                    name: fieldName, type: type, rule: rule,
+                    enumValues: f["enum"] as? [String],
+                    minimum: (f["min"] as? NSNumber)?.doubleValue,
+                    maximum: (f["max"] as? NSNumber)?.doubleValue,
+                    minLength: f["minLength"] as? Int,
+                    maxLength: f["maxLength"] as? Int,
+                    references: f["references"] as? String))
+            }
+            guard Set(fields.map(\.name)).count == fields.count else { throw fail("Entity '\(entityName)' repeats a field name.") }
+            var search: [SearchIndexSpec] = []
+            for s in raw["search"] as? [[String: Any]] ?? [] {
+                guard let index = s["index"] as? String, isIdentifier(index) else { throw fail("A search index of '\(entityName)' needs an 'index' name.") }
+                let setField = s["set"] as? String
+                let indexFields = setField.map { _ in ["value"] } ?? (s["fields"] as? [String] ?? [])
+                guard !indexFields.isEmpty else { throw fail("Search index '\(index)' names no fields.") }
+                if let setField {
+                    guard let spec = fields.first(where: { $0.name == setField }), spec.isSet else {
+                        throw fail("Search index '\(index)' names '\(setField)', which is not a set field of '\(entityName)'.")
+                    }
+                } else {
+                    for field in indexFields {
+                        guard let spec = fields.first(where: { $0.name == field }), !spec.isSet,
+                              [.text, .url].contains(spec.type) else {
+                            throw fail("Search index '\(index)' names '\(field)', which is not a text field of '\(entityName)'.")
+                        }
+                    }
+                }
+                let weights = (s["weights"] as? [NSNumber])?.map(\.doubleValue) ?? Array(repeating: 1, count: indexFields.count)
+                guard weights.count == indexFields.count else { throw fail("Search index '\(index)' needs one weight per field.") }
+                let owner = s["owner"] as? String
+                if let owner, fields.first(where: { $0.name == owner })?.type != .id {
+                    throw fail("Search index '\(index)' has owner '\(owner)', which is not an id field.")
+                }
+                search.append(SearchIndexSpec(index: index, fields: indexFields, setField: setField, weights: weights,
+                                              requiresPremium: s["requiresPremium"] as? Bool ?? false, owner: owner))
+            }
+            entities.append(EntitySpec(name: entityName, fields: fields, search: search))
+        }
+        guard Set(entities.map(\.name)).count == entities.count else { throw fail("The schema repeats an entity name.") }
+        let entityByName = Dictionary(uniqueKeysWithValues: entities.map { ($0.name, $0) })
+        for entity in entities {
+            for field in entity.fields where field.references != nil {
+                guard field.type == .id, entityByName[field.references!] != nil else {
+                    throw fail("Field '\(entity.name).\(field.name)' references '\(field.references!)', which is not an entity.")
+                }
+            }
+        }
+
+        var ops: [OpTypeSpec] = []
+        for raw in root["ops"] as? [[String: Any]] ?? [] {
+            guard let type = raw["type"] as? String, !type.isEmpty, let opVersion = raw["version"] as? Int, opVersion >= 1 else {
+                throw fail("Every op type needs a 'type' and a positive 'version'.")
+            }
+            let label = "\(type)@\(opVersion)"
+            guard let entityName = raw["entity"] as? String, let entity = entityByName[entityName] else {
+                throw fail("Op type '\(label)' names no known 'entity'.")
+            }
+            guard let action = (raw["action"] as? String).flatMap(OpAction.init(rawValue:)) else {
+                throw fail("Op type '\(label)' needs an 'action'.")
+            }
+            let opFields = raw["fields"] as? [String] ?? []
+            let required = Set(raw["required"] as? [String] ?? [])
+            var defaults = Payload()
+            for (key, rawValue) in raw["defaults"] as? [String: Any] ?? [:] {
+                guard entity.field(key) != nil else { throw fail("Op type '\(label)' has a default for unknown field '\(key)'.") }
+                do { defaults[key] = try CanonicalJSON.value(fromJSON: rawValue, key: key) } catch { throw fail("Op type '\(label)': \(error.message)") }
+            }
+            let field = raw["field"] as? String
+            let valueKey = raw["value"] as? String
+            switch action {
+            case .create, .upsert, .set:
+                for key in opFields {
+                    guard let spec = entity.field(key), !spec.isSet, spec.rule != .counter else {
+                        throw fail("Op type '\(label)' sets '\(key)', which is not a settable field of '\(entityName)'.")
+                    }
+                }
+                guard required.isSubset(of: Set(opFields)) else { throw fail("Op type '\(label)' requires a field it does not list.") }
+            case .add, .remove:
+                guard let field, entity.field(field)?.isSet == true, let valueKey, isIdentifier(valueKey) else {
+                    throw fail("Op type '\(label)' must name a set 'field' and a 'value' key.")
+                }
+            case .increment:
+                guard let field, entity.field(field)?.rule == .counter, let valueKey, isIdentifier(valueKey) else {
+                    throw fail("Op type '\(label)' must name a counter 'field' and a 'value' key.")
+                }
+            case .delete, .restore:
+                guard entity.hasSoftDelete else { throw fail("Op type '\(label)' needs a 'deleted_at' field on '\(entityName)'.") }
+            }
+            ops.append(OpTypeSpec(type: type, version: opVersion, entity: entityName, action: action, fields: opFields,
+                                  required: required, defaults: defaults, field: field, valueKey: valueKey))
+        }
+        guard Set(ops.map { "\($0.type)@\($0.version)" }).count == ops.count else { throw fail("The schema repeats an op type version.") }
+
+        var plan: PlanSpec?
+        if let p = root["plan"] as? [String: Any] {
+            guard let entityName = p["entity"] as? String, let field = p["field"] as? String,
+                  entityByName[entityName]?.field(field) != nil, let premium = p["premium"] as? String else {
+                throw fail("The 'plan' must name an entity, one of its fields and the premium value.")
+            }
+            plan = PlanSpec(entity: entityName, field: field, premium: premium)
+        }
+        if plan == nil, entities.contains(where: { $0.search.contains(where: \.requiresPremium) }) {
+            throw fail("A search index requires premium but the schema declares no 'plan'.")
+        }
+        return Schema(name: name, version: version, entities: entities, ops: ops, plan: plan,
+                      fingerprint: SHA256Hasher.hex(text))
+    }
+
+    /// Columns every entity table has.
+    public static let reservedColumns: Set<String> = ["id", "created_at", "rowid", "value"]
+
+    static func isIdentifier(_ s: String) -> Bool {
+        guard let first = s.utf8.first, (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(first) else { return false }
+        return s.utf8.allSatisfy { c in
+            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(c) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(c) || c == UInt8(ascii: "_")
+        } && s.utf8.count <= 64
+    }
+}
+
+extension Schema {
+    /// The read-it-later reference schema, `Schemas/readitlater/v1.json`.
+    public static let readItLater: Schema = builtin("readitlater/v1.json")
+    /// The field-service schema, `Schemas/fieldservice/v1.json`.
+    public static let fieldService: Schema = builtin("fieldservice/v1.json")
+
+    /// Every schema compiled into this build, by name.
+    public static func named(_ name: String) -> Schema? {
+        switch name {
+        case "readitlater": readItLater
+        case "fieldservice": fieldService
+        default: nil
+        }
+    }
+
+    private static func builtin(_ path: String) -> Schema {
+        guard let text = EmbeddedSchemas.files[path] else { preconditionFailure("Schemas/\(path) was not embedded in the build") }
+        do { return try load(json: text) } catch { preconditionFailure("Schemas/\(path) is invalid: \(error)") }
+    }
+}

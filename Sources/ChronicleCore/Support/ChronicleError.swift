@@ -1,0 +1,46 @@
+/// The error Chronicle's own code throws at its boundaries: a stable,
+/// machine-readable code and one sentence a person can act on.
+///
+/// Codes never change meaning once shipped; scripts match on them
+/// (`chronicle … --json` prints `{"error":{"code":…,"message":…}}`).
+public struct ChronicleError: Error, Sendable, Equatable, CustomStringConvertible {
+    public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+
+        public static let malformedPayload = Code(rawValue: "malformed_payload")
+        public static let unknownOpType = Code(rawValue: "unknown_op_type")
+        public static let unknownField = Code(rawValue: "unknown_field")
+        public static let missingField = Code(rawValue: "missing_field")
+        public static let invalidValue = Code(rawValue: "invalid_value")
+        public static let serverOnlyField = Code(rawValue: "server_only_field")
+        public static let unknownEntity = Code(rawValue: "unknown_entity")
+        public static let entityExists = Code(rawValue: "entity_exists")
+        public static let entityDeleted = Code(rawValue: "entity_deleted")
+        public static let invalidSchema = Code(rawValue: "invalid_schema")
+        public static let storeMissing = Code(rawValue: "store_missing")
+        public static let storeExists = Code(rawValue: "store_exists")
+        public static let futureStoreVersion = Code(rawValue: "future_store_version")
+        public static let notAChronicleStore = Code(rawValue: "not_a_chronicle_store")
+        public static let schemaMismatch = Code(rawValue: "schema_mismatch")
+        public static let logGap = Code(rawValue: "log_gap")
+        public static let duplicateOp = Code(rawValue: "duplicate_op")
+        public static let wrongLibrary = Code(rawValue: "wrong_library")
+        public static let invariantViolated = Code(rawValue: "invariant_violated")
+        public static let digestMismatch = Code(rawValue: "digest_mismatch")
+        public static let database = Code(rawValue: "database_error")
+        public static let diskFull = Code(rawValue: "disk_full")
+        public static let usage = Code(rawValue: "usage")
+    }
+
+    public let code: Code
+    public let message: String
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { "\(message) [\(code.rawValue)]" }
+}

@@ -1,0 +1,138 @@
+import ChronicleCore
+import Foundation
+
+/// What folding one confirmed batch did.
+public struct ApplyResult: Sendable, Equatable {
+    /// Ops appended to the confirmed log.
+    public var applied: Int
+    /// Of those, ops this device wrote that left the outbox.
+    public var confirmedOwn: Int
+    /// Pending ops replayed on top of the new confirmed state.
+    public var rebased: Int
+    /// The cursor after the batch.
+    public var cursor: Int64
+}
+
+extension DeviceStore {
+    static let logColumns = "server_seq, op_id, device_id, device_seq, type, version, entity_id, payload, device_time, base_seq, server_time"
+    static let outboxColumns = "device_seq, op_id, type, version, entity_id, payload, device_time, base_seq"
+
+    /// Folds a batch of confirmed ops (what sync delivers) into the store, keeping
+    /// pending local ops on top: rows with queued edits keep showing them.
+    ///
+    /// The batch must continue the log exactly (`serverSeq` = cursor + 1, + 2, …);
+    /// one transaction: all of it lands or none. Cost is proportional to the
+    /// batch and to the pending ops on the rows it touches, not to the library.
+    @discardableResult
+    public func applyConfirmed(_ ops: [Op]) throws -> ApplyResult {
+        guard !ops.isEmpty else {
+            return ApplyResult(applied: 0, confirmedOwn: 0, rebased: 0, cursor: try cursor())
+        }
+        return try writeTransaction { db in
+            var cursor = try Self.meta("cursor", in: db).integerValue ?? 0
+            for op in ops {
+                guard let seq = op.serverSeq, op.serverTime != nil else {
+                    throw ChronicleError(.invariantViolated, "Confirmed op \(op.opID.lowercased) has no server sequence or time.")
+                }
+                guard seq == cursor + 1 else {
+                    throw ChronicleError(.logGap, "Confirmed ops must continue the log: expected server seq \(cursor + 1), got \(seq).")
+                }
+                guard op.libraryID == libraryID else {
+                    throw ChronicleError(.wrongLibrary, "Op \(op.opID.lowercased) belongs to library \(op.libraryID.lowercased), not this store's \(libraryID.lowercased).")
+                }
+                cursor = seq
+            }
+
+            // Rows that both carry pending ops and are touched by the batch go back to
+            // their confirmed state first; their pending ops are replayed afterwards.
+            let shadowed = try db.query("SELECT entity, id FROM chronicle_shadowed") { ShadowKey(entity: $0.text(0), id: $0.text(1)) }
+            var rebase: [ShadowKey] = []
+            if !shadowed.isEmpty {
+                let touched = Set(ops.compactMap { op in materializer.entity(of: op).map { ShadowKey(entity: $0.name, id: op.entityID.lowercased) } })
+                rebase = shadowed.filter(touched.contains)
+                for key in rebase {
+                    for sql in projection.shadowRestore(schema.entity(key.entity)!) { try db.execute(sql, [.text(key.id)]) }
+                    try db.execute("DELETE FROM chronicle_shadowed WHERE entity = ?1 AND id = ?2", [.text(key.entity), .text(key.id)])
+                }
+            }
+
+            let insert = try db.statement("INSERT INTO chronicle_log(\(Self.logColumns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)")
+            var own: [String] = []
+            for op in ops {
+                do {
+                    try insert.execute(Self.logArguments(op))
+                } catch let error as SQLiteError where error.isConstraint && error.message.contains("op_id") {
+                    throw ChronicleError(.duplicateOp, "Op \(op.opID.lowercased) is already in the confirmed log; an op id is applied at most once.")
+                }
+                try materialize(op, in: db)
+                if op.deviceID == deviceID { own.append(op.opID.lowercased) }
+            }
+            for opID in own { try db.execute("DELETE FROM chronicle_outbox WHERE op_id = ?1", [.text(opID)]) }
+
+            var rebased = 0
+            if !rebase.isEmpty {
+                let keys = Set(rebase.map(\.id))
+                let pending = try db.query("SELECT \(Self.outboxColumns) FROM chronicle_outbox ORDER BY device_seq") { try outboxOp($0) }
+                for op in pending where keys.contains(op.entityID.lowercased) {
+                    if let entity = materializer.entity(of: op) { try shadowIfNeeded(entity, op.entityID.lowercased, in: db) }
+                    try materialize(op, in: db)
+                    rebased += 1
+                }
+            }
+            try Self.setMeta("cursor", .integer(cursor), in: db)
+            return ApplyResult(applied: ops.count, confirmedOwn: own.count, rebased: rebased, cursor: cursor)
+        }
+    }
+
+    struct ShadowKey: Hashable { var entity: String; var id: String }
+
+    static func logArguments(_ op: Op) -> [Value] {
+        [.integer(op.serverSeq!), .text(op.opID.lowercased), .text(op.deviceID.lowercased), .integer(op.deviceSeq),
+         .text(op.type), .integer(Int64(op.version)), .text(op.entityID.lowercased), .text(CanonicalJSON.encode(op.payload)),
+         .integer(op.deviceTime), .integer(op.baseSeq), .integer(op.serverTime!)]
+    }
+
+    /// Decodes a row selected with `logColumns`.
+    func logOp(_ row: Row) throws -> Op {
+        Op(opID: try Self.uuid(row.text(1)), libraryID: libraryID, deviceID: try Self.uuid(row.text(2)), deviceSeq: row.int(3),
+           type: row.text(4), version: Int(row.int(5)), entityID: try Self.uuid(row.text(6)),
+           payload: try CanonicalJSON.decodePayload(row.text(7)), deviceTime: row.int(8), baseSeq: row.int(9),
+           serverSeq: row.int(0), serverTime: row.int(10))
+    }
+
+    /// Decodes a row selected with `outboxColumns`.
+    func outboxOp(_ row: Row) throws -> Op {
+        Op(opID: try Self.uuid(row.text(1)), libraryID: libraryID, deviceID: deviceID, deviceSeq: row.int(0),
+           type: row.text(2), version: Int(row.int(3)), entityID: try Self.uuid(row.text(4)),
+           payload: try CanonicalJSON.decodePayload(row.text(5)), deviceTime: row.int(6), baseSeq: row.int(7))
+    }
+
+    static func uuid(_ text: String) throws -> UUID {
+        guard let uuid = UUID(uuidString: text) else {
+            throw ChronicleError(.invariantViolated, "The store holds a malformed id '\(text)'.")
+        }
+        return uuid
+    }
+
+    /// The highest server sequence this store has applied.
+    public func cursor() throws -> Int64 {
+        try read { db in try Self.meta("cursor", in: db).integerValue ?? 0 }
+    }
+
+    /// Ops waiting to be confirmed, in device order.
+    public func pendingOps() throws -> [Op] {
+        try read { db in try db.query("SELECT \(Self.outboxColumns) FROM chronicle_outbox ORDER BY device_seq") { try outboxOp($0) } }
+    }
+
+    /// Confirmed ops, optionally for one entity, in server order.
+    public func confirmedOps(entity: UUID? = nil, after: Int64 = 0, limit: Int = Int.max) throws -> [Op] {
+        try read { db in
+            if let entity {
+                return try db.query("SELECT \(Self.logColumns) FROM chronicle_log WHERE entity_id = ?1 AND server_seq > ?2 ORDER BY server_seq LIMIT ?3",
+                                    [.text(entity.lowercased), .integer(after), .integer(Int64(min(limit, Int(Int64.max))))]) { try logOp($0) }
+            }
+            return try db.query("SELECT \(Self.logColumns) FROM chronicle_log WHERE server_seq > ?1 ORDER BY server_seq LIMIT ?2",
+                                [.integer(after), .integer(Int64(min(limit, Int(Int64.max))))]) { try logOp($0) }
+        }
+    }
+}

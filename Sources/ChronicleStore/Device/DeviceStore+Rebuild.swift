@@ -1,0 +1,86 @@
+import ChronicleCore
+import Foundation
+
+/// What a rebuild did.
+public struct RebuildReport: Sendable {
+    public var confirmedReplayed: Int64
+    public var pendingReplayed: Int
+    public var seconds: Double
+    public var digest: String
+}
+
+/// Progress of long work: done so far and the total.
+public typealias ProgressHandler = (_ done: Int64, _ total: Int64) -> Void
+
+extension DeviceStore {
+    /// Drops every projection table and FTS index and replays the log (then the
+    /// outbox on top). One transaction: readers keep seeing the old projection
+    /// until it commits, and an interrupted rebuild leaves the store as it was.
+    /// Streams the log; memory does not grow with it.
+    @discardableResult
+    public func rebuild(progress: ProgressHandler? = nil) throws -> RebuildReport {
+        let start = DispatchTime.now().uptimeNanoseconds
+        let (confirmed, pending) = try writeTransaction { db in
+            for (_, index) in projection.searchIndexes { try db.execute("DROP TABLE IF EXISTS \(ProjectionSchema.quoted(index.index))") }
+            for (kind, name) in projection.droppableObjects { try db.execute("DROP \(kind) IF EXISTS \(ProjectionSchema.quoted(name))") }
+            try db.execute("DELETE FROM chronicle_shadowed")
+            try Self.createProjection(projection, in: db, withSearch: false)
+            let counts = try Self.replay(from: db, into: db, materializer, projection, upTo: nil, includePending: true, progress: progress)
+            // Build the FTS indexes in one pass each, then install their triggers.
+            for statement in projection.searchStatements { try db.execute(statement) }
+            let premium = try db.scalarInt("SELECT \(projection.premiumCondition)") == 1
+            for (_, index) in projection.searchIndexes where !index.requiresPremium || premium {
+                let fts = ProjectionSchema.quoted(index.index)
+                try db.execute("INSERT INTO \(fts)(\(fts)) VALUES ('rebuild')")
+            }
+            return counts
+        }
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        return RebuildReport(confirmedReplayed: confirmed, pendingReplayed: pending, seconds: seconds, digest: try digest())
+    }
+
+    /// Replays confirmed ops (up to `upTo`) and optionally the outbox from `source`
+    /// into the projection tables of `target`, which must exist and be empty.
+    static func replay(from source: Database, into target: Database, _ materializer: Materializer, _ projection: ProjectionSchema,
+                       upTo: Int64?, includePending: Bool, entity: String? = nil,
+                       progress: ProgressHandler?) throws -> (Int64, Int) {
+        var conditions: [String] = []
+        var arguments: [Value] = []
+        if let upTo { arguments.append(.integer(upTo)); conditions.append("server_seq <= ?\(arguments.count)") }
+        if let entity { arguments.append(.text(entity)); conditions.append("entity_id = ?\(arguments.count)") }
+        let filter = conditions.isEmpty ? "" : " WHERE " + conditions.joined(separator: " AND ")
+        let total = try source.scalarInt("SELECT count(*) FROM chronicle_log\(filter)", arguments) ?? 0
+        var done: Int64 = 0
+        let stride: Int64 = 10_000
+        progress?(0, total)
+        let libraryID = UUID()  // ops are replayed by value; their library is not consulted here
+        let statement = try source.uncached("SELECT \(logColumns) FROM chronicle_log\(filter) ORDER BY server_seq")
+        try statement.forEach(arguments) { row in
+            let op = Op(opID: try uuid(row.text(1)), libraryID: libraryID, deviceID: try uuid(row.text(2)), deviceSeq: row.int(3),
+                        type: row.text(4), version: Int(row.int(5)), entityID: try uuid(row.text(6)),
+                        payload: try CanonicalJSON.decodePayload(row.text(7)), deviceTime: row.int(8), baseSeq: row.int(9),
+                        serverSeq: row.int(0), serverTime: row.int(10))
+            try materialize(op, materializer, in: target)
+            done += 1
+            if done % stride == 0 { progress?(done, total) }
+        }
+        progress?(done, total)
+        var pending = 0
+        if includePending {
+            let deviceID = try uuid(try meta("device_id", in: source).textValue ?? "")
+            let entityFilter = entity.map { _ in " WHERE entity_id = ?1" } ?? ""
+            let ops = try source.query("SELECT \(outboxColumns) FROM chronicle_outbox\(entityFilter) ORDER BY device_seq",
+                                       entity.map { [.text($0)] } ?? []) { row in
+                Op(opID: try uuid(row.text(1)), libraryID: libraryID, deviceID: deviceID, deviceSeq: row.int(0),
+                   type: row.text(2), version: Int(row.int(3)), entityID: try uuid(row.text(4)),
+                   payload: try CanonicalJSON.decodePayload(row.text(5)), deviceTime: row.int(6), baseSeq: row.int(7))
+            }
+            for op in ops {
+                if let spec = materializer.entity(of: op) { try shadowIfNeeded(spec, op.entityID.lowercased, projection, in: target) }
+                try materialize(op, materializer, in: target)
+                pending += 1
+            }
+        }
+        return (done, pending)
+    }
+}

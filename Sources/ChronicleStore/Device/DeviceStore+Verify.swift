@@ -1,0 +1,141 @@
+import ChronicleCore
+import CSQLite
+import Foundation
+
+/// One check `verify` ran.
+public struct VerifyCheck: Sendable {
+    public var name: String
+    public var passed: Bool
+    public var detail: String
+}
+
+public struct VerifyReport: Sendable {
+    public var checks: [VerifyCheck]
+    public var digest: String
+    public var passed: Bool { checks.allSatisfy(\.passed) }
+}
+
+extension DeviceStore {
+    /// A SHA-256 over the canonical projection rows: every projection table in
+    /// schema order, rows by id, every column with its SQLite type. Two stores
+    /// with the same digest show the same state.
+    public func digest() throws -> String {
+        try read { db in try Self.digest(projection, in: db) }
+    }
+
+    static func digest(_ projection: ProjectionSchema, in db: Database) throws -> String {
+        let hasher = SHA256Hasher()
+        for table in projection.tables {
+            hasher.update("table \(table.name)\n")
+            let columns = table.columns.map(ProjectionSchema.quoted).joined(separator: ", ")
+            let statement = try db.uncached("SELECT \(columns) FROM \(ProjectionSchema.quoted(table.name)) ORDER BY \(table.orderBy)")
+            let count = Int32(table.columns.count)
+            try statement.forEach { row in
+                for index in 0..<count {
+                    var tag: UInt8
+                    switch row.columnType(index) {
+                    case SQLITE_NULL: tag = 0
+                    case SQLITE_INTEGER: tag = 1
+                    case SQLITE_FLOAT: tag = 2
+                    default: tag = 3
+                    }
+                    withUnsafeBytes(of: &tag) { hasher.update($0) }
+                    switch tag {
+                    case 1: var v = row.int(index).littleEndian; withUnsafeBytes(of: &v) { hasher.update($0) }
+                    case 2: var v = row.double(index).bitPattern.littleEndian; withUnsafeBytes(of: &v) { hasher.update($0) }
+                    case 3:
+                        row.withBytes(index) { bytes in
+                            var length = UInt64(bytes.count).littleEndian
+                            withUnsafeBytes(of: &length) { hasher.update($0) }
+                            hasher.update(bytes)
+                        }
+                    default: break
+                    }
+                }
+            }
+        }
+        return hasher.hexDigest()
+    }
+
+    /// Checks everything the store promises: SQLite's own integrity, every FTS5
+    /// index against its content, the log's invariants, and that the projection
+    /// equals a fresh replay of the log (digest).
+    public func verify(progress: ProgressHandler? = nil) throws -> VerifyReport {
+        var checks: [VerifyCheck] = []
+        let integrity = try read { db in try db.query("PRAGMA integrity_check") { $0.text(0) } }
+        checks.append(VerifyCheck(name: "sqlite integrity_check", passed: integrity == ["ok"], detail: integrity.prefix(5).joined(separator: "; ")))
+
+        // FTS5's integrity-check is an INSERT, so it runs on the writer and is rolled back.
+        let premium = try read { db in try db.scalarInt("SELECT \(projection.premiumCondition)") == 1 }
+        for (_, index) in projection.searchIndexes {
+            let fts = ProjectionSchema.quoted(index.index)
+            // A premium-only index is empty on a free plan; then only its own structure is checked.
+            let againstContent = !index.requiresPremium || premium
+            var detail = againstContent ? "index matches its content table" : "empty while the plan is free"
+            var passed = true
+            do {
+                try writer.withLock { db in
+                    try db.transaction { db in
+                        try db.execute("INSERT INTO \(fts)(\(fts), rank) VALUES ('integrity-check', \(againstContent ? 1 : 0))")
+                        if !againstContent, try db.scalarInt("SELECT count(*) FROM \(ProjectionSchema.quoted(index.index + "_docsize"))") != 0 {
+                            throw ChronicleError(.invariantViolated, "premium-only index has rows on a free plan")
+                        }
+                    }
+                }
+            } catch {
+                passed = false
+                detail = "\(error)"
+            }
+            checks.append(VerifyCheck(name: "fts5 integrity-check \(index.index)", passed: passed, detail: detail))
+        }
+
+        let logCheck = try read { db -> VerifyCheck in
+            let stats = try db.query("SELECT count(*), coalesce(min(server_seq), 0), coalesce(max(server_seq), 0), count(DISTINCT op_id) FROM chronicle_log") {
+                ($0.int(0), $0.int(1), $0.int(2), $0.int(3))
+            }[0]
+            let cursor = try Self.meta("cursor", in: db).integerValue ?? -1
+            var problems: [String] = []
+            if stats.0 > 0 && (stats.1 != 1 || stats.2 != stats.0) { problems.append("server_seq has gaps (\(stats.0) ops spanning \(stats.1)…\(stats.2))") }
+            if stats.3 != stats.0 { problems.append("an op id appears more than once") }
+            if cursor != stats.2 { problems.append("cursor \(cursor) is not the last server seq \(stats.2)") }
+            let outbox = try db.query("SELECT count(*), coalesce(min(device_seq), 0), coalesce(max(device_seq), 0) FROM chronicle_outbox") { ($0.int(0), $0.int(1), $0.int(2)) }[0]
+            let last = try Self.meta("last_device_seq", in: db).integerValue ?? -1
+            if outbox.0 > 0 && (outbox.2 - outbox.1 + 1 != outbox.0 || outbox.2 != last) { problems.append("outbox device_seq has gaps") }
+            if try db.scalarInt("SELECT count(*) FROM chronicle_outbox o JOIN chronicle_log l ON l.op_id = o.op_id") != 0 {
+                problems.append("a confirmed op is still in the outbox")
+            }
+            let triggers = Set(try db.query("SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'chronicle_%'") { $0.text(0) })
+            for required in ["chronicle_log_append_only_update", "chronicle_log_append_only_delete", "chronicle_log_gap_free",
+                             "chronicle_outbox_gap_free", "chronicle_outbox_leaves_when_confirmed"] where !triggers.contains(required) {
+                problems.append("guard trigger \(required) is missing")
+            }
+            let detail = problems.isEmpty ? "\(stats.0) confirmed ops, gap-free; \(outbox.0) pending, gap-free" : problems.joined(separator: "; ")
+            return VerifyCheck(name: "log invariants", passed: problems.isEmpty, detail: detail)
+        }
+        checks.append(logCheck)
+
+        let current = try digest()
+        let replayed = try replayDigest(progress: progress)
+        checks.append(VerifyCheck(name: "digest equals a replay of the log", passed: current == replayed,
+                                  detail: current == replayed ? current : "projection \(current) but replay gives \(replayed)"))
+        return VerifyReport(checks: checks, digest: current)
+    }
+
+    /// The digest a full replay of the log (and outbox) gives, computed in a
+    /// scratch in-memory database; the store is not touched.
+    public func replayDigest(upTo: Int64? = nil, progress: ProgressHandler? = nil) throws -> String {
+        try read { source in
+            let scratch = try Self.scratchProjection(projection)
+            _ = try Self.replay(from: source, into: scratch, materializer, projection, upTo: upTo, includePending: upTo == nil, progress: progress)
+            return try Self.digest(projection, in: scratch)
+        }
+    }
+
+    /// An in-memory database holding empty projection tables (no FTS).
+    static func scratchProjection(_ projection: ProjectionSchema) throws -> Database {
+        let scratch = try Database(path: ":memory:")
+        try scratch.execute("CREATE TABLE chronicle_shadowed (entity TEXT NOT NULL, id TEXT NOT NULL, PRIMARY KEY (entity, id)) WITHOUT ROWID")
+        try createProjection(projection, in: scratch, withSearch: false)
+        return scratch
+    }
+}

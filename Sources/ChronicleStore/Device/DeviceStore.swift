@@ -1,0 +1,188 @@
+import ChronicleCore
+import Foundation
+
+/// One device's store: a single SQLite file holding the confirmed log, the
+/// outbox, the projection tables and FTS5 indexes, and metadata.
+///
+/// One writer connection behind a lock; reads go through a pool of read-only
+/// connections that never wait on the writer (WAL).
+///
+/// ```swift
+/// let store = try DeviceStore.create(at: "library.chronicle", schema: .readItLater)
+/// let save = try store.write("article.save", payload: ["url": .text("https://example.com")])
+/// try store.write("article.tag", entity: save.entityID, payload: ["tag": .text("later")])
+/// let hits = try store.search("example")
+/// ```
+public final class DeviceStore: Sendable {
+    public let path: String
+    public let schema: Schema
+    public let deviceID: UUID
+    public let libraryID: UUID
+    let clock: any ChronicleClock
+    let ids: any IDGenerator
+    let materializer: Materializer
+    let projection: ProjectionSchema
+    let writer: Locked<Database>
+    let readers: Locked<[Database]>
+
+    /// Creates a new, empty store at `path`. Fails if a file is already there.
+    public static func create(at path: String, schema: Schema, libraryID: UUID? = nil, deviceID: UUID? = nil,
+                              clock: any ChronicleClock = SystemClock(),
+                              ids: any IDGenerator = SystemIDGenerator()) throws -> DeviceStore {
+        if FileManager.default.fileExists(atPath: path) {
+            throw ChronicleError(.storeExists, "A file already exists at \(path); choose another path or open it instead.")
+        }
+        let db = try Database(path: path)
+        let library = libraryID ?? ids.makeUUID()
+        let device = deviceID ?? ids.makeUUID()
+        do {
+            try db.transaction { db in
+                for statement in StoreFormat.statements { try db.execute(statement) }
+                let meta: [(String, Value)] = [
+                    ("format_version", .integer(StoreFormat.currentVersion)),
+                    ("schema_name", .text(schema.name)),
+                    ("schema_version", .integer(Int64(schema.version))),
+                    ("schema_fingerprint", .text(schema.fingerprint)),
+                    ("library_id", .text(library.lowercased)),
+                    ("device_id", .text(device.lowercased)),
+                    ("last_device_seq", .integer(0)),
+                    ("cursor", .integer(0)),
+                    ("created_at", .integer(clock.nowMilliseconds())),
+                ]
+                for (key, value) in meta {
+                    try db.execute("INSERT INTO chronicle_meta(key, value) VALUES (?1, ?2)", [.text(key), value])
+                }
+                try Self.createProjection(ProjectionSchema(schema: schema), in: db, withSearch: true)
+            }
+        } catch {
+            try? FileManager.default.removeItem(atPath: path)
+            try? FileManager.default.removeItem(atPath: path + "-wal")
+            try? FileManager.default.removeItem(atPath: path + "-shm")
+            throw error
+        }
+        return DeviceStore(path: path, schema: schema, deviceID: device, libraryID: library, clock: clock, ids: ids, writer: db)
+    }
+
+    /// Opens an existing store. The schema is the compiled-in one the store names.
+    public static func open(at path: String, clock: any ChronicleClock = SystemClock(),
+                            ids: any IDGenerator = SystemIDGenerator()) throws -> DeviceStore {
+        guard FileManager.default.fileExists(atPath: path) else {
+            throw ChronicleError(.storeMissing, "No store at \(path). Create one with `chronicle init --store \(path)`.")
+        }
+        // Look before touching: a store from a future version must be left exactly as it is.
+        let meta: [String: Value]
+        do {
+            var options = Database.Options()
+            options.readOnly = true
+            let probe = try Database(path: path, options: options)
+            meta = Dictionary(uniqueKeysWithValues: try probe.query("SELECT key, value FROM chronicle_meta") { ($0.text(0), $0.value(1)) })
+        } catch let error as SQLiteError where error.primaryCode == 26 /* SQLITE_NOTADB */ {
+            throw ChronicleError(.notAChronicleStore, "\(path) is not a SQLite database, so not a Chronicle store.")
+        } catch is SQLiteError {
+            throw ChronicleError(.notAChronicleStore, "\(path) is a SQLite database but not a Chronicle store (it has no chronicle_meta table).")
+        }
+        guard let format = meta["format_version"]?.integerValue else {
+            throw ChronicleError(.notAChronicleStore, "\(path) has no store format version; it is not a Chronicle store.")
+        }
+        if format > StoreFormat.currentVersion {
+            throw ChronicleError(.futureStoreVersion, "\(path) uses store format v\(format), but this build of Chronicle reads up to v\(StoreFormat.currentVersion). Update Chronicle to open it; the store was left untouched.")
+        }
+        guard let schemaName = meta["schema_name"]?.textValue, let schema = Schema.named(schemaName) else {
+            throw ChronicleError(.schemaMismatch, "\(path) uses schema '\(meta["schema_name"]?.textValue ?? "?")', which this build does not include.")
+        }
+        let storedSchemaVersion = meta["schema_version"]?.integerValue ?? 0
+        if storedSchemaVersion > Int64(schema.version) {
+            throw ChronicleError(.futureStoreVersion, "\(path) uses schema \(schemaName) v\(storedSchemaVersion), but this build knows up to v\(schema.version). Update Chronicle to open it; the store was left untouched.")
+        }
+        guard let library = meta["library_id"]?.textValue.flatMap(UUID.init(uuidString:)),
+              let device = meta["device_id"]?.textValue.flatMap(UUID.init(uuidString:)) else {
+            throw ChronicleError(.notAChronicleStore, "\(path) lacks its library or device id.")
+        }
+        let db = try Database(path: path, options: { var o = Database.Options(); o.create = false; return o }())
+        let store = DeviceStore(path: path, schema: schema, deviceID: device, libraryID: library, clock: clock, ids: ids, writer: db)
+        if meta["schema_fingerprint"]?.textValue != schema.fingerprint {
+            // The projection's shape is derived from the schema: rebuild it from the log.
+            _ = try store.rebuild()
+            try store.writer.withLock { db in
+                try db.execute("UPDATE chronicle_meta SET value = ?1 WHERE key = 'schema_fingerprint'", [.text(schema.fingerprint)])
+                try db.execute("UPDATE chronicle_meta SET value = ?1 WHERE key = 'schema_version'", [.integer(Int64(schema.version))])
+            }
+        }
+        return store
+    }
+
+    private init(path: String, schema: Schema, deviceID: UUID, libraryID: UUID, clock: any ChronicleClock,
+                 ids: any IDGenerator, writer: Database) {
+        self.path = path
+        self.schema = schema
+        self.deviceID = deviceID
+        self.libraryID = libraryID
+        self.clock = clock
+        self.ids = ids
+        self.materializer = Materializer(schema: schema)
+        self.projection = ProjectionSchema(schema: schema)
+        self.writer = Locked(writer)
+        self.readers = Locked([])
+    }
+
+    static func createProjection(_ projection: ProjectionSchema, in db: Database, withSearch: Bool) throws {
+        for statement in projection.tableStatements { try db.execute(statement) }
+        if withSearch { for statement in projection.searchStatements { try db.execute(statement) } }
+    }
+
+    // MARK: - Access
+
+    /// Runs `body` on a read-only connection with a consistent snapshot.
+    /// Never waits for the writer.
+    public func read<T>(_ body: (Database) throws -> T) throws -> T {
+        let db = try readers.withLock { pool -> Database in
+            if let db = pool.popLast() { return db }
+            var options = Database.Options()
+            options.readOnly = true
+            return try Database(path: path, options: options)
+        }
+        defer { readers.withLock { $0.append(db) } }
+        return try db.readTransaction(body)
+    }
+
+    /// Runs `body` in one write transaction on the writer connection.
+    func writeTransaction<T>(_ body: (Database) throws -> T) throws -> T {
+        try writer.withLock { db in
+            do {
+                return try db.transaction(body)
+            } catch let error as SQLiteError where error.isDiskFull {
+                throw ChronicleError(.diskFull, "The disk is full; nothing was written. Free some space and try again.")
+            }
+        }
+    }
+
+    static func meta(_ key: String, in db: Database) throws -> Value {
+        try db.query("SELECT value FROM chronicle_meta WHERE key = ?1", [.text(key)]) { $0.value(0) }.first ?? .null
+    }
+
+    static func setMeta(_ key: String, _ value: Value, in db: Database) throws {
+        try db.execute("INSERT INTO chronicle_meta(key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value", [.text(key), value])
+    }
+
+    /// Applies one op's materializer steps to the projection.
+    func materialize(_ op: Op, in db: Database) throws {
+        try Self.materialize(op, materializer, in: db)
+    }
+
+    static func materialize(_ op: Op, _ materializer: Materializer, in db: Database) throws {
+        for step in materializer.steps(for: op) {
+            try db.statement(step.sql).execute(step.arguments)
+        }
+    }
+
+    /// Copies an entity's confirmed rows aside the first time a pending op touches it.
+    func shadowIfNeeded(_ entity: EntitySpec, _ id: String, in db: Database) throws {
+        try Self.shadowIfNeeded(entity, id, projection, in: db)
+    }
+
+    static func shadowIfNeeded(_ entity: EntitySpec, _ id: String, _ projection: ProjectionSchema, in db: Database) throws {
+        try db.execute("INSERT OR IGNORE INTO chronicle_shadowed(entity, id) VALUES (?1, ?2)", [.text(entity.name), .text(id)])
+        guard db.changes == 1 else { return }
+        for sql in projection.shadowSave(entity) { try db.execute(sql, [.text(id)]) }
+    }
+}

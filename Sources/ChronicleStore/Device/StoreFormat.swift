@@ -1,0 +1,87 @@
+/// The device store's own tables (log, outbox, metadata) and the invariants
+/// SQLite enforces on them. Documented in `Schemas/store/device-v1.md`.
+enum StoreFormat {
+    /// Bumped with a migration whenever these tables change shape.
+    static let currentVersion: Int64 = 1
+
+    static let statements: [String] = [
+        """
+        CREATE TABLE chronicle_meta (key TEXT PRIMARY KEY NOT NULL, value) WITHOUT ROWID
+        """,
+        // The confirmed log: a gap-free prefix of the server's log, append-only.
+        """
+        CREATE TABLE chronicle_log (
+          server_seq INTEGER PRIMARY KEY,
+          op_id TEXT NOT NULL UNIQUE,
+          device_id TEXT NOT NULL,
+          device_seq INTEGER NOT NULL,
+          type TEXT NOT NULL,
+          version INTEGER NOT NULL,
+          entity_id TEXT NOT NULL,
+          payload TEXT NOT NULL,
+          device_time INTEGER NOT NULL,
+          base_seq INTEGER NOT NULL,
+          server_time INTEGER NOT NULL
+        )
+        """,
+        "CREATE INDEX chronicle_log_by_entity ON chronicle_log(entity_id, server_seq)",
+        """
+        CREATE TRIGGER chronicle_log_append_only_update BEFORE UPDATE ON chronicle_log BEGIN
+          SELECT RAISE(ABORT, 'chronicle_log is append-only: confirmed ops are never updated');
+        END
+        """,
+        """
+        CREATE TRIGGER chronicle_log_append_only_delete BEFORE DELETE ON chronicle_log BEGIN
+          SELECT RAISE(ABORT, 'chronicle_log is append-only: confirmed ops are never deleted');
+        END
+        """,
+        """
+        CREATE TRIGGER chronicle_log_gap_free BEFORE INSERT ON chronicle_log
+        WHEN NEW.server_seq IS NOT (SELECT coalesce(max(server_seq), 0) + 1 FROM chronicle_log) BEGIN
+          SELECT RAISE(ABORT, 'chronicle_log: server_seq must follow the last confirmed op without a gap');
+        END
+        """,
+        // The outbox: ops this device wrote that the server has not confirmed, in device order.
+        """
+        CREATE TABLE chronicle_outbox (
+          device_seq INTEGER PRIMARY KEY,
+          op_id TEXT NOT NULL UNIQUE,
+          type TEXT NOT NULL,
+          version INTEGER NOT NULL,
+          entity_id TEXT NOT NULL,
+          payload TEXT NOT NULL,
+          device_time INTEGER NOT NULL,
+          base_seq INTEGER NOT NULL,
+          attempts INTEGER NOT NULL DEFAULT 0,
+          last_error TEXT
+        )
+        """,
+        "CREATE INDEX chronicle_outbox_by_entity ON chronicle_outbox(entity_id)",
+        """
+        CREATE TRIGGER chronicle_outbox_gap_free BEFORE INSERT ON chronicle_outbox
+        WHEN NEW.device_seq IS NOT (SELECT value FROM chronicle_meta WHERE key = 'last_device_seq') + 1 BEGIN
+          SELECT RAISE(ABORT, 'chronicle_outbox: device_seq must follow the last one without a gap');
+        END
+        """,
+        """
+        CREATE TRIGGER chronicle_outbox_once BEFORE INSERT ON chronicle_outbox
+        WHEN EXISTS (SELECT 1 FROM chronicle_log WHERE op_id = NEW.op_id) BEGIN
+          SELECT RAISE(ABORT, 'chronicle_outbox: this op id is already confirmed');
+        END
+        """,
+        """
+        CREATE TRIGGER chronicle_outbox_advance AFTER INSERT ON chronicle_outbox BEGIN
+          UPDATE chronicle_meta SET value = NEW.device_seq WHERE key = 'last_device_seq';
+        END
+        """,
+        """
+        CREATE TRIGGER chronicle_outbox_leaves_when_confirmed BEFORE DELETE ON chronicle_outbox
+        WHEN NOT EXISTS (SELECT 1 FROM chronicle_log WHERE op_id = OLD.op_id) BEGIN
+          SELECT RAISE(ABORT, 'chronicle_outbox: an op leaves the outbox only when the confirmed log reaches it');
+        END
+        """,
+        "CREATE TRIGGER chronicle_outbox_fixed BEFORE UPDATE OF op_id, device_seq, type, version, entity_id, payload, device_time, base_seq ON chronicle_outbox BEGIN SELECT RAISE(ABORT, 'chronicle_outbox: queued ops are immutable'); END",
+        // Entities whose confirmed rows were copied aside because pending ops sit on top of them.
+        "CREATE TABLE chronicle_shadowed (entity TEXT NOT NULL, id TEXT NOT NULL, PRIMARY KEY (entity, id)) WITHOUT ROWID",
+    ]
+}

@@ -1,0 +1,137 @@
+import CSQLite
+import ChronicleCore
+
+/// One SQLite connection with a prepared-statement cache.
+///
+/// Not thread-safe on its own: a `Database` is always owned by something that
+/// serializes access to it (the store's writer lock, or one reader checkout).
+/// Opened in WAL mode so readers never block on the writer.
+///
+/// ```swift
+/// let db = try Database(path: "/tmp/x.sqlite")
+/// try db.transaction { db in try db.execute("INSERT INTO t VALUES (?1)", [.integer(1)]) }
+/// ```
+/// See <https://sqlite.org/c3ref/open.html> and <https://sqlite.org/wal.html>.
+public final class Database {
+    let handle: OpaquePointer
+    public let path: String
+    private var cache: [String: Statement] = [:]
+    private static let cacheCountMax = 256
+
+    public struct Options: Sendable {
+        public var readOnly = false
+        public var create = true
+        /// How long a connection waits for a lock before `SQLITE_BUSY`.
+        public var busyTimeoutMilliseconds: Int32 = 5_000
+        /// `NORMAL` in WAL mode is durable against application crashes and keeps
+        /// the database consistent across power loss; `FULL` also keeps the
+        /// last commits across power loss.
+        public var synchronousFull = true
+        public init() {}
+    }
+
+    public init(path: String, options: Options = Options()) throws(SQLiteError) {
+        var handle: OpaquePointer?
+        var flags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI
+        flags |= options.readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE
+        if options.create && !options.readOnly { flags |= SQLITE_OPEN_CREATE }
+        let rc = sqlite3_open_v2(path, &handle, flags, nil)
+        guard rc == SQLITE_OK, let handle else {
+            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+            let code = handle.map { sqlite3_extended_errcode($0) } ?? rc
+            if let handle { sqlite3_close_v2(handle) }
+            throw SQLiteError(extendedCode: code, message: message, sql: nil)
+        }
+        self.handle = handle
+        self.path = path
+        sqlite3_extended_result_codes(handle, 1)
+        sqlite3_busy_timeout(handle, options.busyTimeoutMilliseconds)
+        _ = chronicle_enable_defensive(handle)
+        try execute("PRAGMA foreign_keys = ON")
+        try execute("PRAGMA secure_delete = OFF")
+        if !options.readOnly {
+            try execute("PRAGMA journal_mode = WAL")
+            try execute("PRAGMA synchronous = \(options.synchronousFull ? "FULL" : "NORMAL")")
+        }
+        try execute("PRAGMA temp_store = MEMORY")
+        try execute("PRAGMA cache_size = -16000")
+    }
+
+    deinit {
+        cache.removeAll()
+        sqlite3_close_v2(handle)
+    }
+
+    func error(_ rc: Int32, sql: String?) -> SQLiteError {
+        let code = sqlite3_extended_errcode(handle)
+        return SQLiteError(extendedCode: code == SQLITE_OK ? rc : code, message: String(cString: sqlite3_errmsg(handle)), sql: sql)
+    }
+
+    /// A cached prepared statement for `sql`.
+    public func statement(_ sql: String) throws(SQLiteError) -> Statement {
+        if let cached = cache[sql] { return cached }
+        let statement = try Statement(database: self, sql: sql)
+        if cache.count >= Self.cacheCountMax { cache.removeAll(keepingCapacity: true) }
+        cache[sql] = statement
+        return statement
+    }
+
+    /// Runs one statement with arguments, or several without (`sqlite3_exec`).
+    public func execute(_ sql: String, _ arguments: [Value] = []) throws(SQLiteError) {
+        if arguments.isEmpty, sql.contains(";") {
+            var message: UnsafeMutablePointer<CChar>?
+            let rc = sqlite3_exec(handle, sql, nil, nil, &message)
+            if rc != SQLITE_OK {
+                let text = message.map { String(cString: $0) } ?? String(cString: sqlite3_errmsg(handle))
+                sqlite3_free(message)
+                throw SQLiteError(extendedCode: sqlite3_extended_errcode(handle), message: text, sql: sql)
+            }
+            return
+        }
+        try statement(sql).execute(arguments)
+    }
+
+    /// Prepares without caching (one-off statements: DDL, integrity checks).
+    public func uncached(_ sql: String) throws(SQLiteError) -> Statement { try Statement(database: self, sql: sql) }
+
+    public func query<T>(_ sql: String, _ arguments: [Value] = [], _ decode: (Row) throws -> T) throws -> [T] {
+        try statement(sql).map(arguments, decode)
+    }
+
+    public func scalarInt(_ sql: String, _ arguments: [Value] = []) throws -> Int64? {
+        try query(sql, arguments) { $0.optionalInt(0) }.first ?? nil
+    }
+
+    public func scalarText(_ sql: String, _ arguments: [Value] = []) throws -> String? {
+        try query(sql, arguments) { $0.optionalText(0) }.first ?? nil
+    }
+
+    public var changes: Int { Int(sqlite3_changes(handle)) }
+    public var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
+
+    /// Runs `body` in a `BEGIN IMMEDIATE` transaction: committed if it returns,
+    /// rolled back if it throws. Takes the write lock up front so a transaction
+    /// never fails half-way on a lock upgrade.
+    public func transaction<T>(_ body: (Database) throws -> T) throws -> T {
+        precondition(!isInTransaction, "transactions do not nest")
+        try execute("BEGIN IMMEDIATE")
+        do {
+            let result = try body(self)
+            try execute("COMMIT")
+            return result
+        } catch {
+            if isInTransaction { try? execute("ROLLBACK") }
+            throw error
+        }
+    }
+
+    /// A read transaction: a consistent snapshot for several queries.
+    public func readTransaction<T>(_ body: (Database) throws -> T) throws -> T {
+        try execute("BEGIN DEFERRED")
+        defer { if isInTransaction { try? execute("ROLLBACK") } }
+        return try body(self)
+    }
+
+    /// The SQLite library version, e.g. "3.40.1".
+    public static var libraryVersion: String { String(cString: sqlite3_libversion()) }
+}
