@@ -1,0 +1,73 @@
+import ChronicleCore
+@testable import ChronicleStore
+import Foundation
+import Testing
+
+/// A fresh store in a temporary directory, with a seeded id generator and a
+/// manual clock so every run is the same.
+struct Fixture {
+    let directory: URL
+    let store: DeviceStore
+    let clock: ManualClock
+    let ids: SeededIDGenerator
+
+    init(schema: Schema = .readItLater, seed: UInt64 = 1, library: UUID? = nil) throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-test-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        clock = ManualClock()
+        ids = SeededIDGenerator(seed: seed)
+        store = try DeviceStore.create(at: directory.appendingPathComponent("store.chronicle").path, schema: schema,
+                                       libraryID: library, clock: clock, ids: ids)
+    }
+
+    var path: String { store.path }
+
+    /// Saves an article and returns its id.
+    @discardableResult
+    func save(_ url: String = "https://example.com/a", title: String? = nil) throws -> UUID {
+        var payload: Payload = ["url": .text(url)]
+        if let title { payload["title"] = .text(title) }
+        return try store.write("article.save", payload: payload).entityID
+    }
+
+    func field(_ id: UUID, _ name: String) throws -> Value? { try store.row(id)?[name] }
+
+    func tags(_ id: UUID) throws -> [String] {
+        try store.row(id)?.sets.first { $0.name == "tags" }?.values.compactMap(\.textValue) ?? []
+    }
+}
+
+/// Builds confirmed ops as a server would, continuing a store's log.
+final class ServerLog {
+    let library: UUID
+    var seq: Int64 = 0
+    var deviceSeqs: [UUID: Int64] = [:]
+    let ids: SeededIDGenerator
+    var time: Int64 = 1_780_000_000_000
+
+    init(library: UUID, seed: UInt64 = 99) {
+        self.library = library
+        ids = SeededIDGenerator(seed: seed)
+    }
+
+    /// An op from another device (or the server), confirmed at the next seq.
+    func op(_ type: String, entity: UUID, from device: UUID, payload: Payload = [:], deviceTime: Int64? = nil, version: Int = 1) -> Op {
+        seq += 1
+        time += 1000
+        let deviceSeq = (deviceSeqs[device] ?? 0) + 1
+        deviceSeqs[device] = deviceSeq
+        return Op(opID: ids.makeUUID(), libraryID: library, deviceID: device, deviceSeq: deviceSeq, type: type, version: version,
+                  entityID: entity, payload: payload, deviceTime: deviceTime ?? time, baseSeq: seq - 1,
+                  serverSeq: seq, serverTime: time)
+    }
+
+    /// Confirms a device's own queued op at the next seq.
+    func confirm(_ pending: Op) -> Op {
+        seq += 1
+        time += 1000
+        var op = pending
+        op.serverSeq = seq
+        op.serverTime = time
+        return op
+    }
+}
