@@ -5,14 +5,14 @@ import Testing
 
 /// A fresh store in a temporary directory, with a seeded id generator and a
 /// manual clock so every run is the same.
-struct Fixture {
+final class Fixture {
     let directory: URL
     let store: DeviceStore
     let clock: ManualClock
     let ids: SeededIDGenerator
 
     init(schema: Schema = .readItLater, seed: UInt64 = 1, library: UUID? = nil) throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-test-\(UUID().uuidString)")
+        directory = Fixture.scratchRoot.appendingPathComponent("chronicle-test-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         clock = ManualClock()
         ids = SeededIDGenerator(seed: seed)
@@ -21,6 +21,12 @@ struct Fixture {
     }
 
     var path: String { store.path }
+
+    /// tmpfs when there is one: the store still fsyncs, but tests need not wait for a disk.
+    static let scratchRoot: URL = FileManager.default.fileExists(atPath: "/dev/shm")
+        ? URL(fileURLWithPath: "/dev/shm") : FileManager.default.temporaryDirectory
+
+    deinit { try? FileManager.default.removeItem(at: directory) }
 
     /// Saves an article and returns its id.
     @discardableResult

@@ -103,3 +103,19 @@ extension DeviceStore {
         }
     }
 }
+
+extension DeviceStore {
+    /// Rows whose id starts with `prefix` (a whole id or a short form of it), across every entity type.
+    public func rows(matchingIDPrefix prefix: String, limit: Int = 10) throws -> [(entity: String, id: String)] {
+        let cleaned = prefix.lowercased()
+        guard !cleaned.isEmpty, cleaned.allSatisfy({ $0.isHexDigit || $0 == "-" }) else { return [] }
+        return try read { db in
+            var found: [(String, String)] = []
+            for entity in schema.entities {
+                found += try db.query("SELECT id FROM \(ProjectionSchema.quoted(entity.table)) WHERE id >= ?1 AND id < ?1 || 'g' LIMIT ?2",
+                                      [.text(cleaned), .integer(Int64(limit))]) { (entity.name, $0.text(0)) }
+            }
+            return found
+        }
+    }
+}

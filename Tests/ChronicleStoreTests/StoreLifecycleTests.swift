@@ -1,0 +1,106 @@
+import ChronicleCore
+@testable import ChronicleStore
+import Foundation
+import Testing
+
+@Suite struct StoreLifecycleTests {
+    func code(_ body: () throws -> Void) -> ChronicleError.Code? {
+        do { try body(); return nil } catch let error as ChronicleError { return error.code } catch { return ChronicleError.Code(rawValue: "\(error)") }
+    }
+
+    @Test func reopenKeepsEverything() throws {
+        let f = try Fixture()
+        let id = try f.save(title: "Persisted")
+        let digest = try f.store.digest()
+        let reopened = try DeviceStore.open(at: f.path)
+        #expect(reopened.deviceID == f.store.deviceID)
+        #expect(reopened.libraryID == f.store.libraryID)
+        #expect(try reopened.digest() == digest)
+        #expect(try reopened.row(id)?["title"] == .text("Persisted"))
+        let next = try reopened.write("article.tag", entity: id, payload: ["tag": .text("x")])
+        #expect(next.deviceSeq == 2)
+    }
+
+    @Test func missingGarbageAndForeignFilesAreRefusedClearly() throws {
+        let f = try Fixture()
+        let missing = f.directory.appendingPathComponent("missing.chronicle").path
+        #expect(code { _ = try DeviceStore.open(at: missing) } == .storeMissing)
+        let garbage = f.directory.appendingPathComponent("garbage.chronicle").path
+        try Data((0..<4096).map { UInt8($0 % 251) }).write(to: URL(fileURLWithPath: garbage))
+        #expect(code { _ = try DeviceStore.open(at: garbage) } == .notAChronicleStore)
+        let foreign = f.directory.appendingPathComponent("foreign.sqlite").path
+        try Database(path: foreign).execute("CREATE TABLE t(x)")
+        #expect(code { _ = try DeviceStore.open(at: foreign) } == .notAChronicleStore)
+        #expect(code { _ = try DeviceStore.create(at: f.path, schema: .readItLater) } == .storeExists)
+    }
+
+    @Test func storeFromAFutureVersionIsRefusedAndLeftUntouched() throws {
+        let f = try Fixture()
+        try f.save()
+        let path = f.directory.appendingPathComponent("future.chronicle").path
+        do {
+            let db = try Database(path: f.path)
+            try db.execute("VACUUM INTO '\(path)'")
+        }
+        do {
+            let db = try Database(path: path)
+            try db.execute("UPDATE chronicle_meta SET value = 99 WHERE key = 'format_version'")
+            try db.execute("PRAGMA journal_mode = DELETE")
+        }
+        let before = try Data(contentsOf: URL(fileURLWithPath: path))
+        let error = #expect(throws: ChronicleError.self) { _ = try DeviceStore.open(at: path) }
+        #expect(error?.code == .futureStoreVersion)
+        #expect(error?.message.contains("v99") == true && error?.message.contains("v1") == true)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before)
+    }
+
+    @Test func premiumPlanTurnsOnFullTextSearchAndFreeTurnsItOff() throws {
+        let f = try Fixture()
+        let server = ServerLog(library: f.store.libraryID)
+        let save = try f.store.write("article.save", payload: ["url": .text("https://e.com/p"), "title": .text("Plain title")])
+        let id = save.entityID
+        try f.store.applyConfirmed([server.confirm(save)])
+        try f.store.applyConfirmed([server.op("article.parsed", entity: id, from: Op.serverDeviceID,
+                                              payload: ["text": .text("a body mentioning photosynthesis"), "word_count": .integer(4)])])
+        #expect(try f.store.search("photosynthesis").isEmpty, "full text is not searchable on the free plan")
+        try f.store.applyConfirmed([server.op("library.plan", entity: f.store.libraryID, from: Op.serverDeviceID, payload: ["plan": .text("premium")])])
+        #expect(try f.store.search("photosynthesis").map(\.id) == [id.lowercased])
+        #expect(try f.store.verify().passed)
+        try f.store.applyConfirmed([server.op("library.plan", entity: f.store.libraryID, from: Op.serverDeviceID, payload: ["plan": .text("free")])])
+        #expect(try f.store.search("photosynthesis").isEmpty)
+        #expect(try f.store.verify().passed)
+    }
+
+    @Test func clientOpSettingAServerOnlyFieldChangesNothingWhenConfirmed() throws {
+        let f = try Fixture()
+        let server = ServerLog(library: f.store.libraryID)
+        let id = try f.save()
+        try f.store.applyConfirmed([server.op("article.parsed", entity: id, from: UUID(), payload: ["text": .text("forged")])])
+        #expect(try f.field(id, "text")?.isNull == true)
+    }
+
+    @Test func readersDoNotWaitForTheWriter() throws {
+        let f = try Fixture()
+        try f.save(title: "Before")
+        let db = try Database(path: f.path)
+        try db.execute("BEGIN IMMEDIATE")
+        try db.execute("UPDATE article SET title = 'Uncommitted'")
+        // The write lock is held; a read still answers at once with committed data.
+        let titles = try f.store.read { db in try db.query("SELECT title FROM article") { $0.text(0) } }
+        #expect(titles == ["Before"])
+        try db.execute("ROLLBACK")
+    }
+
+    @Test func fieldServiceSchemaRunsOnTheSameEngine() throws {
+        let f = try Fixture(schema: .fieldService)
+        let job = try f.store.write("job.create", payload: ["title": .text("Replace boiler"), "customer": .text("Ada")])
+        let part = try f.store.write("part.add", payload: ["job_id": .text(job.entityID.lowercased), "sku": .text("VALVE-22")])
+        try f.store.write("part.adjust", entity: part.entityID, payload: ["delta": .integer(5)])
+        try f.store.write("part.adjust", entity: part.entityID, payload: ["delta": .integer(-2)])
+        try f.store.write("job.assign", entity: job.entityID, payload: ["member": .text("sam")])
+        #expect(try f.store.row(part.entityID)?["quantity"] == .integer(3))
+        #expect(try f.store.search("valve").first?.id == job.entityID.lowercased, "a part hit counts for its job")
+        #expect(try f.store.search("boiler").first?.kind == "job")
+        #expect(try f.store.verify().passed)
+    }
+}

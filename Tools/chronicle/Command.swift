@@ -1,0 +1,49 @@
+import ChronicleCore
+
+/// One subcommand of `chronicle`.
+struct Command: Sendable {
+    let name: String
+    let summary: String
+    let usage: String
+    let details: String
+    let run: @Sendable (inout Arguments, Context) throws -> Int32
+
+    var help: String {
+        var text = "\(summary)\n\nUsage: \(usage)\n"
+        if !details.isEmpty { text += "\n\(details)\n" }
+        text += """
+
+            Global options:
+              --store PATH   the store file (or set CHRONICLE_STORE)
+              --json         print JSON for scripts instead of text
+              --help         show this help
+
+            """
+        return text
+    }
+}
+
+/// Exit codes, stable for scripts.
+enum ExitCode {
+    static let success: Int32 = 0
+    /// verify or rebuild --verify found a problem.
+    static let verificationFailed: Int32 = 1
+    /// The command line was wrong.
+    static let usage: Int32 = 2
+    /// The store refused the request (unknown id, invalid value, …).
+    static let refused: Int32 = 3
+    /// The store could not be opened (missing, not a store, future version).
+    static let store: Int32 = 4
+    /// An unexpected failure (SQLite error, disk full).
+    static let failure: Int32 = 70
+
+    static func of(_ error: ChronicleError) -> Int32 {
+        switch error.code {
+        case .usage: usage
+        case .storeMissing, .storeExists, .futureStoreVersion, .notAChronicleStore, .schemaMismatch: store
+        case .digestMismatch: verificationFailed
+        case .database, .diskFull, .invariantViolated: failure
+        default: refused
+        }
+    }
+}
