@@ -42,6 +42,6 @@ let package = Package(
         .testTarget(name: "ChronicleCoreTests", dependencies: ["ChronicleCore"], swiftSettings: strict),
         .testTarget(name: "ChronicleStoreTests", dependencies: ["ChronicleStore", "CSQLite"],
                     swiftSettings: strict),
-        .testTarget(name: "ChronicleToolTests", dependencies: ["ChronicleStore"], swiftSettings: strict),
+        .testTarget(name: "ChronicleToolTests", dependencies: ["ChronicleStore", "chronicle"], swiftSettings: strict),
     ]
 )
