@@ -41,7 +41,7 @@ extension Command {
                 for (name, value) in row.fields where !value.isNull {
                     let type = spec?.field(name)?.type
                     let shown = name == "created_at" || type == .timestamp ? value.integerValue.map(Output.time) ?? value.display
-                        : type == .boolean ? (value.integerValue == 1 ? "true" : "false") : value.display
+                        : value.display
                     ctx.output.line("  \(name.padding(toLength: 12, withPad: " ", startingAt: 0)) \(shown.count > 200 ? String(shown.prefix(200)) + "…" : shown)")
                 }
                 for (name, values) in row.sets {
@@ -142,8 +142,10 @@ extension Command {
             ctx.output.line("")
             if let state = audit.state {
                 ctx.output.line("State:")
+                let spec = try ctx.store().schema.entity(audit.entityType)
                 for (name, value) in state.sorted(by: { $0.key < $1.key }) where !value.isNull {
-                    ctx.output.line("  \(name) = \(value.display)")
+                    let isTime = name == "created_at" || spec?.field(name)?.type == .timestamp
+                    ctx.output.line("  \(name) = \(isTime ? value.integerValue.map(Output.time) ?? value.display : value.display)")
                 }
                 for (name, values) in audit.sets.sorted(by: { $0.key < $1.key }) {
                     ctx.output.line("  \(name) = {\(values.map(\.display).joined(separator: ", "))}")

@@ -61,7 +61,7 @@ extension DeviceStore {
         let columns = projection.columns(of: entity)
         func snapshot() throws -> (row: [String: Value]?, sets: [String: Set<Value>]) {
             let row = try scratch.query("SELECT \(columns.map(ProjectionSchema.quoted).joined(separator: ", ")) FROM \(ProjectionSchema.quoted(entity.table)) WHERE id = ?1", [.text(key)]) { row in
-                Dictionary(uniqueKeysWithValues: columns.enumerated().map { ($1, row.value(Int32($0))) })
+                Dictionary(uniqueKeysWithValues: columns.enumerated().map { ($1, Self.typed(row.value(Int32($0)), entity.field($1))) })
             }.first
             var sets: [String: Set<Value>] = [:]
             for field in entity.setFields {

@@ -32,6 +32,12 @@ public struct EntityRow: Sendable {
 }
 
 extension DeviceStore {
+    /// SQLite keeps booleans as 0/1; give them back as booleans.
+    static func typed(_ value: Value, _ field: FieldSpec?) -> Value {
+        if field?.type == .boolean, let i = value.integerValue, value.textValue == nil { return .bool(i != 0) }
+        return value
+    }
+
     public func status() throws -> StoreStatus {
         try read { db in
             let meta = Dictionary(uniqueKeysWithValues: try db.query("SELECT key, value FROM chronicle_meta") { ($0.text(0), $0.value(1)) })
@@ -88,7 +94,9 @@ extension DeviceStore {
         return try read { db in
             var result = try db.query(sql, arguments + [.text(entity.name)]) { row -> EntityRow in
                 var fields: [(String, Value)] = [("created_at", row.value(1))]
-                for (offset, name) in names.enumerated() { fields.append((name, row.value(Int32(offset + 2)))) }
+                for (offset, field) in entity.scalarFields.enumerated() {
+                    fields.append((field.name, Self.typed(row.value(Int32(offset + 2)), field)))
+                }
                 return EntityRow(entityType: entity.name, id: row.text(0), fields: fields, sets: [],
                                  pending: row.int(Int32(names.count + 2)) == 1)
             }

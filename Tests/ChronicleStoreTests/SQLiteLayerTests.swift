@@ -1,0 +1,111 @@
+import ChronicleCore
+@testable import ChronicleStore
+import CSQLite
+import Foundation
+import Testing
+
+@Suite struct SQLiteLayerTests {
+    func scratch() throws -> (Database, URL) {
+        let dir = Fixture.scratchRoot.appendingPathComponent("chronicle-sqlite-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let db = try Database(path: dir.appendingPathComponent("t.sqlite").path)
+        try db.execute("CREATE TABLE t (i INTEGER, r REAL, s TEXT, b INTEGER)")
+        return (db, dir)
+    }
+
+    @Test func typedValuesRoundTrip() throws {
+        let (db, dir) = try scratch()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let values: [Value] = [.integer(Int64.min), .real(-0.5), .text("naïve 🎉 \u{0}inside"), .bool(true)]
+        try db.execute("INSERT INTO t VALUES (?1, ?2, ?3, ?4)", values)
+        try db.execute("INSERT INTO t VALUES (?1, ?2, ?3, ?4)", [.null, .null, .text(""), .bool(false)])
+        let rows = try db.query("SELECT i, r, s, b FROM t ORDER BY rowid") { row in (0..<4).map { row.value(Int32($0)) } }
+        #expect(rows[0] == [.integer(Int64.min), .real(-0.5), .text("naïve 🎉 \u{0}inside"), .integer(1)])
+        #expect(rows[1] == [.null, .null, .text(""), .integer(0)])
+    }
+
+    @Test func transactionRollsBackWhenTheBodyThrows() throws {
+        let (db, dir) = try scratch()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        struct Boom: Error {}
+        #expect(throws: Boom.self) {
+            try db.transaction { db in
+                try db.execute("INSERT INTO t(i) VALUES (1)")
+                throw Boom()
+            }
+        }
+        #expect(!db.isInTransaction)
+        #expect(try db.scalarInt("SELECT count(*) FROM t") == 0)
+        try db.transaction { db in try db.execute("INSERT INTO t(i) VALUES (2)") }
+        #expect(try db.scalarInt("SELECT count(*) FROM t") == 1)
+    }
+
+    @Test func errorsCarryExtendedCodeMessageAndSQL() throws {
+        let (db, dir) = try scratch()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try db.execute("CREATE TABLE u (x INTEGER PRIMARY KEY)")
+        try db.execute("INSERT INTO u VALUES (1)")
+        do {
+            try db.execute("INSERT INTO u VALUES (?1)", [.integer(1)])
+            Issue.record("a duplicate key must fail")
+        } catch {
+            #expect(error.extendedCode == 1555)  // SQLITE_CONSTRAINT_PRIMARYKEY
+            #expect(error.isConstraint)
+            #expect(error.sql == "INSERT INTO u VALUES (?1)")
+            #expect(error.message.contains("UNIQUE"))
+            #expect(!error.description.contains("?1)\" [1]"), "arguments are not printed")
+        }
+        do {
+            _ = try db.statement("SELEKT 1")
+            Issue.record("bad SQL must fail")
+        } catch {
+            #expect(error.primaryCode == SQLITE_ERROR)
+            #expect(error.description.contains("SELEKT 1"))
+        }
+    }
+
+    @Test func statementsAreCachedAndReusable() throws {
+        let (db, dir) = try scratch()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let first = try db.statement("SELECT ?1 + 1")
+        #expect(first === (try db.statement("SELECT ?1 + 1")))
+        for i in 0..<5 {
+            #expect(try db.query("SELECT ?1 + 1", [.integer(Int64(i))]) { $0.int(0) } == [Int64(i) + 1])
+        }
+    }
+
+    @Test func walModeAndPragmasAreSet() throws {
+        let (db, dir) = try scratch()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        #expect(try db.scalarText("PRAGMA journal_mode") == "wal")
+        #expect(try db.scalarInt("PRAGMA foreign_keys") == 1)
+        #expect(try db.scalarInt("PRAGMA synchronous") == 2)
+    }
+}
+
+@Suite struct AuditTests {
+    @Test func auditShowsEveryOpAndTheStateAsOfAnySeq() throws {
+        let f = try Fixture()
+        let server = ServerLog(library: f.store.libraryID)
+        let phone = UUID()
+        let save = try f.store.write("article.save", payload: ["url": .text("https://e.com"), "title": .text("One")])
+        try f.store.applyConfirmed([server.confirm(save)])                                                         // seq 1
+        try f.store.applyConfirmed([server.op("article.update", entity: save.entityID, from: phone, payload: ["title": .text("Two")])])  // seq 2
+        try f.store.applyConfirmed([server.op("article.tag", entity: save.entityID, from: phone, payload: ["tag": .text("x")])])        // seq 3
+        try f.store.write("article.update", entity: save.entityID, payload: ["title": .text("Three")])               // pending
+
+        let audit = try f.store.audit(save.entityID)
+        #expect(audit.entries.map { $0.op.serverSeq } == [1, 2, 3, nil])
+        #expect(audit.entries[0].effects.first { $0.field == "title" }?.outcome == .superseded)
+        #expect(audit.entries[1].effects.first?.detail.contains("superseded by pending #2") == true)
+        #expect(audit.entries[3].effects.first?.outcome == .applied)
+        #expect(audit.state?["title"] == .text("Three"))
+        #expect(audit.sets["tags"] == [.text("x")])
+
+        let atTwo = try f.store.audit(save.entityID, asOf: 2)
+        #expect(atTwo.state?["title"] == .text("Two"))
+        #expect(atTwo.sets["tags"] == [])
+        #expect(try f.store.audit(save.entityID, asOf: 0).state == nil, "before its creation the row does not exist")
+        #expect(throws: ChronicleError.self) { _ = try f.store.audit(UUID()) }
+    }
+}
