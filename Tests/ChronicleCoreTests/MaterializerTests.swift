@@ -124,3 +124,36 @@ import Testing
         #expect(SearchQuery("NEAR(a b)").match == #""NEAR(a" "b)""#)
     }
 }
+
+@Suite struct FastPayloadParserTests {
+    func fast(_ text: String) throws -> Payload {
+        var copy = text
+        return try copy.withUTF8 { try CanonicalJSON.decodePayload(utf8: UnsafeRawBufferPointer($0)) }
+    }
+
+    @Test func agreesWithTheGeneralParserOnRandomPayloads() throws {
+        let rng = SeededIDGenerator(seed: 42)
+        let alphabet: [String] = ["a", "é", "\"", "\\", "\n", "\t", "\u{1}", "🎉", "/", "中", " ", "\u{7f}", "\u{2028}"]
+        for _ in 0..<2_000 {
+            var payload = Payload()
+            for k in 0..<Int(rng.next() % 5) {
+                let text = (0..<Int(rng.next() % 8)).map { _ in alphabet[Int(rng.next() % UInt64(alphabet.count))] }.joined()
+                switch rng.next() % 5 {
+                case 0: payload["k\(k)\(text)"] = .text(text)
+                case 1: payload["k\(k)"] = .integer(Int64(bitPattern: rng.next()))
+                case 2: payload["k\(k)"] = .real(Double(Int64(bitPattern: rng.next() >> 11)) / 1e9)
+                case 3: payload["k\(k)"] = .bool(rng.next() % 2 == 0)
+                default: payload["k\(k)"] = .null
+                }
+            }
+            let text = CanonicalJSON.encode(payload)
+            #expect(try fast(text) == payload, "\(text)")
+            #expect(try fast(text) == CanonicalJSON.decodePayload(text))
+        }
+        #expect(try fast(#"{"u":"\u00e9\ud83c\udf89"}"#) == ["u": .text("é🎉")])
+        #expect(try fast(#"{"r":1e-05,"i":-3}"#) == ["r": .real(1e-05), "i": .integer(-3)])
+        #expect(try fast(" { \"spaced\" : 1 ,\"b\":true}\n") == ["spaced": .integer(1), "b": .bool(true)])
+        #expect(try fast(#"{"huge":123456789012345678901234}"#) == ["huge": .real(1.2345678901234568e23)])
+        #expect(throws: ChronicleError.self) { _ = try fast(#"{"a":"\ud83c"}"#) }
+    }
+}

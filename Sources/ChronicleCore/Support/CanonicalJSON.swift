@@ -63,24 +63,6 @@ public enum CanonicalJSON {
         return out
     }
 
-    /// Parses a flat JSON object of scalars into a payload.
-    public static func decodePayload(_ text: String) throws(ChronicleError) -> Payload {
-        let object: Any
-        do {
-            object = try JSONSerialization.jsonObject(with: Data(text.utf8), options: [.fragmentsAllowed])
-        } catch {
-            throw ChronicleError(.malformedPayload, "The payload is not valid JSON: \(error.localizedDescription)")
-        }
-        guard let dictionary = object as? [String: Any] else {
-            throw ChronicleError(.malformedPayload, "The payload must be a JSON object.")
-        }
-        var payload = Payload(minimumCapacity: dictionary.count)
-        for (key, raw) in dictionary {
-            payload[key] = try value(fromJSON: raw, key: key)
-        }
-        return payload
-    }
-
     /// Converts a value produced by JSONSerialization into a `Value`.
     public static func value(fromJSON raw: Any, key: String) throws(ChronicleError) -> Value {
         switch raw {

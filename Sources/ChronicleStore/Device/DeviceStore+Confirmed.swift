@@ -96,7 +96,7 @@ extension DeviceStore {
     func logOp(_ row: Row) throws -> Op {
         Op(opID: try Self.uuid(row.text(1)), libraryID: libraryID, deviceID: try Self.uuid(row.text(2)), deviceSeq: row.int(3),
            type: row.text(4), version: Int(row.int(5)), entityID: try Self.uuid(row.text(6)),
-           payload: try CanonicalJSON.decodePayload(row.text(7)), deviceTime: row.int(8), baseSeq: row.int(9),
+           payload: try row.withBytes(7) { try CanonicalJSON.decodePayload(utf8: $0) }, deviceTime: row.int(8), baseSeq: row.int(9),
            serverSeq: row.int(0), serverTime: row.int(10))
     }
 
@@ -104,7 +104,7 @@ extension DeviceStore {
     func outboxOp(_ row: Row) throws -> Op {
         Op(opID: try Self.uuid(row.text(1)), libraryID: libraryID, deviceID: deviceID, deviceSeq: row.int(0),
            type: row.text(2), version: Int(row.int(3)), entityID: try Self.uuid(row.text(4)),
-           payload: try CanonicalJSON.decodePayload(row.text(5)), deviceTime: row.int(6), baseSeq: row.int(7))
+           payload: try row.withBytes(5) { try CanonicalJSON.decodePayload(utf8: $0) }, deviceTime: row.int(6), baseSeq: row.int(7))
     }
 
     static func uuid(_ text: String) throws -> UUID {

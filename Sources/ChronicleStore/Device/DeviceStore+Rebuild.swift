@@ -58,7 +58,7 @@ extension DeviceStore {
         try statement.forEach(arguments) { row in
             let op = Op(opID: try uuid(row.text(1)), libraryID: libraryID, deviceID: try uuid(row.text(2)), deviceSeq: row.int(3),
                         type: row.text(4), version: Int(row.int(5)), entityID: try uuid(row.text(6)),
-                        payload: try CanonicalJSON.decodePayload(row.text(7)), deviceTime: row.int(8), baseSeq: row.int(9),
+                        payload: try row.withBytes(7) { try CanonicalJSON.decodePayload(utf8: $0) }, deviceTime: row.int(8), baseSeq: row.int(9),
                         serverSeq: row.int(0), serverTime: row.int(10))
             try materialize(op, materializer, in: target)
             done += 1
@@ -73,7 +73,7 @@ extension DeviceStore {
                                        entity.map { [.text($0)] } ?? []) { row in
                 Op(opID: try uuid(row.text(1)), libraryID: libraryID, deviceID: deviceID, deviceSeq: row.int(0),
                    type: row.text(2), version: Int(row.int(3)), entityID: try uuid(row.text(4)),
-                   payload: try CanonicalJSON.decodePayload(row.text(5)), deviceTime: row.int(6), baseSeq: row.int(7))
+                   payload: try row.withBytes(5) { try CanonicalJSON.decodePayload(utf8: $0) }, deviceTime: row.int(6), baseSeq: row.int(7))
             }
             for op in ops {
                 if let spec = materializer.entity(of: op) { try shadowIfNeeded(spec, op.entityID.lowercased, projection, in: target) }
