@@ -157,3 +157,18 @@ import Testing
         #expect(throws: ChronicleError.self) { _ = try fast(#"{"a":"\ud83c"}"#) }
     }
 }
+
+@Suite struct UUIDTextTests {
+    @Test func fastTextFormMatchesFoundation() {
+        let ids = SeededIDGenerator(seed: 3)
+        for _ in 0..<1000 {
+            let id = ids.makeUUID()
+            #expect(id.lowercased == id.uuidString.lowercased())
+            #expect(UUID(text: id.lowercased) == id)
+            #expect(UUID(text: id.uuidString) == id)
+        }
+        for bad in ["", "x", "00000000-0000-4000-8000-00000000000", "00000000-0000-4000-8000-00000000000g", "000000000000-4000-8000-0000000000000"] {
+            #expect(UUID(text: bad) == nil)
+        }
+    }
+}

@@ -106,6 +106,12 @@ import Testing
                 let replay = try f.store.replayDigest()
                 #expect(incremental == replay, "seed \(seed): incremental digest differs from a replay after pulling to seq \(end)")
                 if incremental != replay { return comparisons }
+                if roll(4) == 0 {
+                    // Search indexes match their content tables (FTS5 integrity-check), mid-history too.
+                    let failed = try f.store.verify().checks.filter { !$0.passed }
+                    #expect(failed.isEmpty, "seed \(seed): \(failed.map { "\($0.name): \($0.detail)" })")
+                    if !failed.isEmpty { return comparisons }
+                }
                 comparisons += 1
             }
         }
@@ -113,6 +119,8 @@ import Testing
         for op in try f.store.pendingOps() where op.deviceSeq > Int64(pushed) { serverLog.append(server.confirm(op)) }
         if delivered < serverLog.count { try f.store.applyConfirmed(Array(serverLog[delivered...])) }
         #expect(try f.store.status().unsentOps == 0, "seed \(seed): every op was confirmed")
+        let failed = try f.store.verify().checks.filter { !$0.passed }
+        #expect(failed.isEmpty, "seed \(seed): \(failed.map { "\($0.name): \($0.detail)" })")
         let before = try f.store.digest()
         let rebuilt = try f.store.rebuild()
         #expect(before == rebuilt.digest, "seed \(seed): rebuild changed the digest")

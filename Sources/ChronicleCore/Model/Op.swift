@@ -56,5 +56,55 @@ public struct Op: Sendable, Hashable {
 
 extension UUID {
     /// The lowercase text form the store uses in every id column.
-    public var lowercased: String { uuidString.lowercased() }
+    /// (Foundation's `uuidString` goes through `snprintf`; this is the hot path of bulk apply.)
+    public var lowercased: String {
+        let digits: StaticString = "0123456789abcdef"
+        return withUnsafeBytes(of: uuid) { bytes in
+            String(unsafeUninitializedCapacity: 36) { out in
+                var o = 0
+                for i in 0..<16 {
+                    if i == 4 || i == 6 || i == 8 || i == 10 { out[o] = UInt8(ascii: "-"); o += 1 }
+                    out[o] = digits.utf8Start[Int(bytes[i] >> 4)]
+                    out[o + 1] = digits.utf8Start[Int(bytes[i] & 0x0F)]
+                    o += 2
+                }
+                return 36
+            }
+        }
+    }
+
+    /// Parses the 36-character text form (either case); nil for anything else.
+    public init?(text: String) {
+        var copy = text
+        let parsed: uuid_t? = copy.withUTF8 { utf8 in
+            guard utf8.count == 36 else { return nil }
+            var bytes = [UInt8](repeating: 0, count: 16)
+            var b = 0
+            var i = 0
+            while i < 36 {
+                if i == 8 || i == 13 || i == 18 || i == 23 {
+                    guard utf8[i] == UInt8(ascii: "-") else { return nil }
+                    i += 1
+                    continue
+                }
+                guard let high = Self.nibble(utf8[i]), let low = Self.nibble(utf8[i + 1]) else { return nil }
+                bytes[b] = high << 4 | low
+                b += 1
+                i += 2
+            }
+            return (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+                    bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15])
+        }
+        guard let parsed else { return nil }
+        self.init(uuid: parsed)
+    }
+
+    private static func nibble(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
 }

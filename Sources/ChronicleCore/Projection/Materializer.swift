@@ -1,3 +1,5 @@
+import Foundation
+
 /// One SQL statement and its arguments.
 public struct SQLStep: Sendable, Hashable {
     public let sql: String
@@ -15,8 +17,13 @@ public struct SQLStep: Sendable, Hashable {
 /// a rebuild and an audit replay all fold ops the same way. Total: an op that
 /// names an unknown type, a missing row or a field it may not set does nothing
 /// rather than fail, because confirmed ops must always apply.
+///
+/// The SQL text depends only on the op type, which payload fields are present
+/// and whether the server wrote it, so it is compiled once per such shape and
+/// cached; per op only the arguments are gathered.
 public struct Materializer: Sendable {
     public let schema: Schema
+    private let cache = PlanCache()
 
     public init(schema: Schema) { self.schema = schema }
 
@@ -28,90 +35,150 @@ public struct Materializer: Sendable {
     }
 
     public func steps(for op: Op) -> [SQLStep] {
-        guard let spec = schema.opType(op.type, version: op.version), let entity = schema.entity(spec.entity) else { return [] }
-        let id = Value.text(op.entityID.lowercased)
-        let table = Self.q(entity.table)
-        switch spec.action {
-        case .create:
-            return [createStep(op, spec, entity, id)]
-        case .upsert:
-            // Create if missing, then set: setting the values just inserted is a no-op.
-            return [createStep(op, spec, entity, id)] + setSteps(op, spec, entity, id)
-        case .set:
-            return setSteps(op, spec, entity, id)
-        case .add, .remove:
-            guard let field = entity.field(spec.field!), let value = op.payload[spec.valueKey!], !value.isNull else { return [] }
-            let setTable = Self.q(entity.setTable(field))
-            if spec.action == .add {
-                return [SQLStep("INSERT OR IGNORE INTO \(setTable)(id, value) SELECT ?1, ?2 WHERE EXISTS (SELECT 1 FROM \(table) WHERE id = ?1)", [id, value])]
-            }
-            return [SQLStep("DELETE FROM \(setTable) WHERE id = ?1 AND value = ?2", [id, value])]
-        case .increment:
-            guard let field = entity.field(spec.field!), let delta = op.payload[spec.valueKey!], delta.realValue != nil else { return [] }
-            let column = Self.q(field.name)
-            return [SQLStep("UPDATE \(table) SET \(column) = coalesce(\(column), 0) + ?2 WHERE id = ?1", [id, delta])]
-        case .delete:
-            return [SQLStep("UPDATE \(table) SET deleted_at = ?2 WHERE id = ?1", [id, .integer(op.deviceTime)])]
-        case .restore:
-            return [SQLStep("UPDATE \(table) SET deleted_at = NULL WHERE id = ?1", [id])]
+        guard let spec = schema.opType(op.type, version: op.version) else { return [] }
+        var mask: UInt64 = 0
+        for (bit, name) in spec.fields.enumerated() where op.payload[name] != nil { mask |= 1 << UInt64(bit) }
+        if let key = spec.valueKey, let value = op.payload[key], !value.isNull,
+           spec.action != .increment || value.realValue != nil {
+            mask |= 1 << 63
+        }
+        let key = PlanKey(type: spec.type, version: spec.version, mask: mask, server: op.isServerAuthored)
+        let templates = cache.plan(key) { compile(spec, mask: mask, server: op.isServerAuthored) }
+        return templates.map { template in
+            SQLStep(template.sql, template.arguments.map { source in
+                switch source {
+                case .entityID: .text(op.entityID.lowercased)
+                case .deviceID: .text(op.deviceID.lowercased)
+                case .deviceTime: .integer(op.deviceTime)
+                case .payload(let name): op.payload[name] ?? .null
+                case .constant(let value): value
+                }
+            })
         }
     }
 
-    /// May this op write this field? Server-only fields take server-authored ops only.
-    private func writable(_ field: FieldSpec, by op: Op) -> Bool {
+    // MARK: - Compiling
+
+    enum Argument: Sendable {
+        case entityID, deviceID, deviceTime
+        case payload(String)
+        case constant(Value)
+    }
+
+    struct Template: Sendable {
+        let sql: String
+        let arguments: [Argument]
+    }
+
+    struct PlanKey: Hashable, Sendable {
+        let type: String
+        let version: Int
+        let mask: UInt64
+        let server: Bool
+    }
+
+    final class PlanCache: @unchecked Sendable {
+        private let lock = NSLock()
+        private var plans: [PlanKey: [Template]] = [:]
+
+        func plan(_ key: PlanKey, _ make: () -> [Template]) -> [Template] {
+            lock.lock()
+            if let plan = plans[key] { lock.unlock(); return plan }
+            lock.unlock()
+            let plan = make()
+            lock.lock()
+            plans[key] = plan
+            lock.unlock()
+            return plan
+        }
+    }
+
+    private func compile(_ spec: OpTypeSpec, mask: UInt64, server: Bool) -> [Template] {
+        guard let entity = schema.entity(spec.entity) else { return [] }
+        let present = Set(spec.fields.enumerated().filter { mask & (1 << UInt64($0.offset)) != 0 }.map(\.element))
+        let table = Self.q(entity.table)
+        switch spec.action {
+        case .create:
+            return [createTemplate(spec, entity, present, server)]
+        case .upsert:
+            // Create if missing, then set: setting the values just inserted is a no-op.
+            return [createTemplate(spec, entity, present, server)] + setTemplates(entity, present, server)
+        case .set:
+            return setTemplates(entity, present, server)
+        case .add, .remove:
+            guard mask & (1 << 63) != 0, let field = entity.field(spec.field!) else { return [] }
+            let setTable = Self.q(entity.setTable(field))
+            let value = Argument.payload(spec.valueKey!)
+            if spec.action == .add {
+                return [Template(sql: "INSERT OR IGNORE INTO \(setTable)(id, value) SELECT ?1, ?2 WHERE EXISTS (SELECT 1 FROM \(table) WHERE id = ?1)",
+                                 arguments: [.entityID, value])]
+            }
+            return [Template(sql: "DELETE FROM \(setTable) WHERE id = ?1 AND value = ?2", arguments: [.entityID, value])]
+        case .increment:
+            guard mask & (1 << 63) != 0, let field = entity.field(spec.field!) else { return [] }
+            let column = Self.q(field.name)
+            return [Template(sql: "UPDATE \(table) SET \(column) = coalesce(\(column), 0) + ?2 WHERE id = ?1",
+                             arguments: [.entityID, .payload(spec.valueKey!)])]
+        case .delete:
+            return [Template(sql: "UPDATE \(table) SET deleted_at = ?2 WHERE id = ?1", arguments: [.entityID, .deviceTime])]
+        case .restore:
+            return [Template(sql: "UPDATE \(table) SET deleted_at = NULL WHERE id = ?1", arguments: [.entityID])]
+        }
+    }
+
+    /// May an op (by the server or not) write this field? Server-only fields take server-authored ops only.
+    private func writable(_ field: FieldSpec, server: Bool) -> Bool {
         switch field.rule {
-        case .serverOnly: op.isServerAuthored
+        case .serverOnly: server
         case .set, .counter: false
         default: true
         }
     }
 
-    private func createStep(_ op: Op, _ spec: OpTypeSpec, _ entity: EntitySpec, _ id: Value) -> SQLStep {
+    private func createTemplate(_ spec: OpTypeSpec, _ entity: EntitySpec, _ present: Set<String>, _ server: Bool) -> Template {
         var columns = ["id", "created_at"]
-        var arguments: [Value] = [id, .integer(op.deviceTime)]
+        var arguments: [Argument] = [.entityID, .deviceTime]
         for field in entity.scalarFields {
-            let value: Value
-            if spec.fields.contains(field.name), let given = op.payload[field.name], writable(field, by: op) {
-                value = given
+            if present.contains(field.name), writable(field, server: server) {
+                arguments.append(.payload(field.name))
             } else if let fallback = spec.defaults[field.name] {
-                value = fallback
+                arguments.append(.constant(fallback))
             } else {
                 continue
             }
             columns.append(Self.q(field.name))
-            arguments.append(value)
             if field.rule == .forwardOnly {
                 columns += [Self.q(field.deviceColumn), Self.q(field.timeColumn)]
-                arguments += [.text(op.deviceID.lowercased), .integer(op.deviceTime)]
+                arguments += [.deviceID, .deviceTime]
             }
         }
         let placeholders = (1...columns.count).map { "?\($0)" }.joined(separator: ", ")
-        return SQLStep("INSERT INTO \(Self.q(entity.table))(\(columns.joined(separator: ", "))) VALUES (\(placeholders)) ON CONFLICT(id) DO NOTHING", arguments)
+        return Template(sql: "INSERT INTO \(Self.q(entity.table))(\(columns.joined(separator: ", "))) VALUES (\(placeholders)) ON CONFLICT(id) DO NOTHING",
+                        arguments: arguments)
     }
 
-    private func setSteps(_ op: Op, _ spec: OpTypeSpec, _ entity: EntitySpec, _ id: Value) -> [SQLStep] {
+    private func setTemplates(_ entity: EntitySpec, _ present: Set<String>, _ server: Bool) -> [Template] {
         let table = Self.q(entity.table)
         var assignments: [String] = []
-        var arguments: [Value] = [id]
-        var steps: [SQLStep] = []
-        for field in entity.scalarFields where spec.fields.contains(field.name) && writable(field, by: op) {
-            guard let value = op.payload[field.name] else { continue }
+        var arguments: [Argument] = [.entityID]
+        var templates: [Template] = []
+        for field in entity.scalarFields where present.contains(field.name) && writable(field, server: server) {
             if field.rule == .forwardOnly {
                 let c = Self.q(field.name), d = Self.q(field.deviceColumn), t = Self.q(field.timeColumn)
                 // Forward only: a lower value is ignored unless the same device set the
                 // current value less than the window earlier by its own clock.
-                steps.append(SQLStep("""
+                templates.append(Template(sql: """
                     UPDATE \(table) SET \(c) = ?2, \(d) = ?3, \(t) = ?4 WHERE id = ?1 AND (\(c) IS NULL OR ?2 >= \(c) \
                     OR (\(d) = ?3 AND ?4 >= \(t) AND ?4 - \(t) < \(MergeRule.forwardOnlyWindowMilliseconds)))
-                    """, [id, value, .text(op.deviceID.lowercased), .integer(op.deviceTime)]))
+                    """, arguments: [.entityID, .payload(field.name), .deviceID, .deviceTime]))
             } else {
-                arguments.append(value)
+                arguments.append(.payload(field.name))
                 assignments.append("\(Self.q(field.name)) = ?\(arguments.count)")
             }
         }
         if !assignments.isEmpty {
-            steps.insert(SQLStep("UPDATE \(table) SET \(assignments.joined(separator: ", ")) WHERE id = ?1", arguments), at: 0)
+            templates.insert(Template(sql: "UPDATE \(table) SET \(assignments.joined(separator: ", ")) WHERE id = ?1", arguments: arguments), at: 0)
         }
-        return steps
+        return templates
     }
 }

@@ -75,42 +75,28 @@ public struct ProjectionSchema: Sendable {
         return statements
     }
 
-    /// DDL for the FTS5 indexes and the triggers that keep them in step with
-    /// their content tables. Indexes use external content: text is stored once.
+    /// The table an index takes its text from: the entity table, or a set field's table.
+    public func contentTable(of index: SearchIndexSpec, in entity: EntitySpec) -> String {
+        index.setField.map { entity.setTable(entity.field($0)!) } ?? entity.table
+    }
+
+    /// DDL for the FTS5 indexes. Indexes use external content: text is stored
+    /// once, in the projection table. Rows are indexed by explicit single-row
+    /// statements (see `SearchIndexer`), not by triggers: a trigger that writes
+    /// an FTS5 table makes every statement open a savepoint, and FTS5 flushes
+    /// its pending terms at each one, which made bulk apply three times slower.
+    /// Only the plan gate, which changes rarely, is a trigger.
     public var searchStatements: [String] {
         var statements: [String] = []
         for entity in schema.entities {
             for index in entity.search {
-                let content = index.setField.map { entity.setTable(entity.field($0)!) } ?? entity.table
+                let content = contentTable(of: index, in: entity)
                 let columns = index.fields.map(Self.quoted).joined(separator: ", ")
-                let newValues = index.fields.map { "new.\(Self.quoted($0))" }.joined(separator: ", ")
-                let oldValues = index.fields.map { "old.\(Self.quoted($0))" }.joined(separator: ", ")
                 let fts = Self.quoted(index.index)
                 statements.append("""
                     CREATE VIRTUAL TABLE \(fts) USING fts5(\(columns), content=\(Self.quoted(content)), content_rowid='rowid', \
                     tokenize='unicode61 remove_diacritics 2', prefix='2 3')
                     """)
-                let gate = index.requiresPremium ? " WHEN \(premiumCondition)" : ""
-                statements.append("""
-                    CREATE TRIGGER \(Self.quoted(index.index + "_ai")) AFTER INSERT ON \(Self.quoted(content))\(gate) BEGIN
-                      INSERT INTO \(fts)(rowid, \(columns)) VALUES (new.rowid, \(newValues));
-                    END
-                    """)
-                statements.append("""
-                    CREATE TRIGGER \(Self.quoted(index.index + "_ad")) AFTER DELETE ON \(Self.quoted(content))\(gate) BEGIN
-                      INSERT INTO \(fts)(\(fts), rowid, \(columns)) VALUES ('delete', old.rowid, \(oldValues));
-                    END
-                    """)
-                if index.setField == nil {
-                    let changed = index.fields.map { "old.\(Self.quoted($0)) IS NOT new.\(Self.quoted($0))" }.joined(separator: " OR ")
-                    let when = index.requiresPremium ? "(\(changed)) AND \(premiumCondition)" : changed
-                    statements.append("""
-                        CREATE TRIGGER \(Self.quoted(index.index + "_au")) AFTER UPDATE OF \(columns) ON \(Self.quoted(content)) WHEN \(when) BEGIN
-                          INSERT INTO \(fts)(\(fts), rowid, \(columns)) VALUES ('delete', old.rowid, \(oldValues));
-                          INSERT INTO \(fts)(rowid, \(columns)) VALUES (new.rowid, \(newValues));
-                        END
-                        """)
-                }
                 if index.requiresPremium, let plan = schema.plan {
                     let planTable = Self.quoted(plan.entity), planField = Self.quoted(plan.field)
                     let fill = "INSERT INTO \(fts)(rowid, \(columns)) SELECT rowid, \(columns) FROM \(Self.quoted(content));"

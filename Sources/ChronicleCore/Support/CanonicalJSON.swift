@@ -43,6 +43,10 @@ public enum CanonicalJSON {
     }
 
     public static func quote(_ s: String) -> String {
+        // Most strings need no escaping: copy them in one go.
+        if !s.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+            return "\"" + s + "\""
+        }
         var out = "\""
         out.reserveCapacity(s.utf8.count + 2)
         for scalar in s.unicodeScalars {

@@ -43,19 +43,9 @@ extension DeviceStore {
                 cursor = seq
             }
 
-            // Rows that both carry pending ops and are touched by the batch go back to
-            // their confirmed state first; their pending ops are replayed afterwards.
-            let shadowed = try db.query("SELECT entity, id FROM chronicle_shadowed") { ShadowKey(entity: $0.text(0), id: $0.text(1)) }
-            var rebase: [ShadowKey] = []
-            if !shadowed.isEmpty {
-                let touched = Set(ops.compactMap { op in materializer.entity(of: op).map { ShadowKey(entity: $0.name, id: op.entityID.lowercased) } })
-                rebase = shadowed.filter(touched.contains)
-                for key in rebase {
-                    for sql in projection.shadowRestore(schema.entity(key.entity)!) { try db.execute(sql, [.text(key.id)]) }
-                    try db.execute("DELETE FROM chronicle_shadowed WHERE entity = ?1 AND id = ?2", [.text(key.entity), .text(key.id)])
-                }
-            }
-
+            // The log and the outbox first: their guard triggers make SQLite open a statement
+            // savepoint per insert, and once FTS5 tables are written in this transaction every
+            // savepoint makes FTS5 flush its pending terms to disk. Projection writes come after.
             let insert = try db.statement("INSERT INTO chronicle_log(\(Self.logColumns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)")
             var own: [String] = []
             for op in ops {
@@ -64,10 +54,28 @@ extension DeviceStore {
                 } catch let error as SQLiteError where error.isConstraint && error.message.contains("op_id") {
                     throw ChronicleError(.duplicateOp, "Op \(op.opID.lowercased) is already in the confirmed log; an op id is applied at most once.")
                 }
-                try materialize(op, in: db)
                 if op.deviceID == deviceID { own.append(op.opID.lowercased) }
             }
             for opID in own { try db.execute("DELETE FROM chronicle_outbox WHERE op_id = ?1", [.text(opID)]) }
+            try Self.setMeta("cursor", .integer(cursor), in: db)
+
+            // Rows that both carry pending ops and are touched by the batch go back to
+            // their confirmed state first; their pending ops are replayed afterwards.
+            let batch = SearchIndexer.Batch()
+            let shadowed = try db.query("SELECT entity, id FROM chronicle_shadowed") { ShadowKey(entity: $0.text(0), id: $0.text(1)) }
+            var rebase: [ShadowKey] = []
+            if !shadowed.isEmpty {
+                let touched = Set(ops.compactMap { op in materializer.entity(of: op).map { ShadowKey(entity: $0.name, id: op.entityID.lowercased) } })
+                rebase = shadowed.filter(touched.contains)
+                for key in rebase {
+                    try indexer.reindexEntity(key.entity, key.id, add: false, in: db, batch: batch)
+                    for sql in projection.shadowRestore(schema.entity(key.entity)!) { try db.execute(sql, [.text(key.id)]) }
+                    try indexer.reindexEntity(key.entity, key.id, add: true, in: db, batch: batch)
+                    try db.execute("DELETE FROM chronicle_shadowed WHERE entity = ?1 AND id = ?2", [.text(key.entity), .text(key.id)])
+                }
+            }
+
+            for op in ops { try materialize(op, in: db, batch: batch) }
 
             var rebased = 0
             if !rebase.isEmpty {
@@ -75,11 +83,11 @@ extension DeviceStore {
                 let pending = try db.query("SELECT \(Self.outboxColumns) FROM chronicle_outbox ORDER BY device_seq") { try outboxOp($0) }
                 for op in pending where keys.contains(op.entityID.lowercased) {
                     if let entity = materializer.entity(of: op) { try shadowIfNeeded(entity, op.entityID.lowercased, in: db) }
-                    try materialize(op, in: db)
+                    try materialize(op, in: db, batch: batch)
                     rebased += 1
                 }
             }
-            try Self.setMeta("cursor", .integer(cursor), in: db)
+            try indexer.flush(batch, in: db)
             return ApplyResult(applied: ops.count, confirmedOwn: own.count, rebased: rebased, cursor: cursor)
         }
     }
@@ -108,7 +116,7 @@ extension DeviceStore {
     }
 
     static func uuid(_ text: String) throws -> UUID {
-        guard let uuid = UUID(uuidString: text) else {
+        guard let uuid = UUID(text: text) else {
             throw ChronicleError(.invariantViolated, "The store holds a malformed id '\(text)'.")
         }
         return uuid

@@ -22,6 +22,7 @@ public final class DeviceStore: Sendable {
     let ids: any IDGenerator
     let materializer: Materializer
     let projection: ProjectionSchema
+    let indexer: SearchIndexer
     let writer: Locked<Database>
     let readers: Locked<[Database]>
 
@@ -121,6 +122,7 @@ public final class DeviceStore: Sendable {
         self.ids = ids
         self.materializer = Materializer(schema: schema)
         self.projection = ProjectionSchema(schema: schema)
+        self.indexer = SearchIndexer(projection: projection)
         self.writer = Locked(writer)
         self.readers = Locked([])
     }
@@ -164,11 +166,16 @@ public final class DeviceStore: Sendable {
         try db.execute("INSERT INTO chronicle_meta(key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value", [.text(key), value])
     }
 
-    /// Applies one op's materializer steps to the projection.
-    func materialize(_ op: Op, in db: Database) throws {
-        try Self.materialize(op, materializer, in: db)
+    /// Applies one op's materializer steps to the projection and keeps the
+    /// search indexes in step.
+    /// The caller flushes `batch` into the indexes before its transaction commits.
+    func materialize(_ op: Op, in db: Database, batch: SearchIndexer.Batch) throws {
+        try indexer.around(op, schema.opType(op.type, version: op.version), in: db, batch: batch) {
+            try Self.materialize(op, materializer, in: db)
+        }
     }
 
+    /// Applies one op's materializer steps only (replays that build FTS afterwards, scratch databases).
     static func materialize(_ op: Op, _ materializer: Materializer, in db: Database) throws {
         for step in materializer.steps(for: op) {
             try db.statement(step.sql).execute(step.arguments)
