@@ -97,6 +97,9 @@ public struct ProjectionSchema: Sendable {
                     CREATE VIRTUAL TABLE \(fts) USING fts5(\(columns), content=\(Self.quoted(content)), content_rowid='rowid', \
                     tokenize='unicode61 remove_diacritics 2', prefix='2 3')
                     """)
+                // `ORDER BY rank` then ranks by bm25 with the schema's column weights.
+                let weights = index.weights.map { CanonicalJSON.format($0) }.joined(separator: ", ")
+                statements.append("INSERT INTO \(fts)(\(fts), rank) VALUES ('rank', 'bm25(\(weights))')")
                 if index.requiresPremium, let plan = schema.plan {
                     let planTable = Self.quoted(plan.entity), planField = Self.quoted(plan.field)
                     let fill = "INSERT INTO \(fts)(rowid, \(columns)) SELECT rowid, \(columns) FROM \(Self.quoted(content));"

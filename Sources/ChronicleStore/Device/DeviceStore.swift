@@ -23,6 +23,7 @@ public final class DeviceStore: Sendable {
     let materializer: Materializer
     let projection: ProjectionSchema
     let indexer: SearchIndexer
+    let searchPlans: [SearchPlan]
     let writer: Locked<Database>
     let readers: Locked<[Database]>
 
@@ -123,6 +124,7 @@ public final class DeviceStore: Sendable {
         self.materializer = Materializer(schema: schema)
         self.projection = ProjectionSchema(schema: schema)
         self.indexer = SearchIndexer(projection: projection)
+        self.searchPlans = Self.searchPlans(projection)
         self.writer = Locked(writer)
         self.readers = Locked([])
     }

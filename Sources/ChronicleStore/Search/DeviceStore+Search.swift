@@ -9,75 +9,102 @@ public struct SearchHit: Sendable, Equatable {
     public var title: String?
     /// The best-matching passage, matched words between the markers.
     public var snippet: String
-    /// bm25 score of the best match; lower is better.
+    /// bm25 score of the best match (with the schema's column weights); lower is better.
     public var score: Double
     /// Which index the best match came from, e.g. `article_fts`, `highlight_fts`.
     public var matchedIn: String
 }
 
 extension DeviceStore {
+    /// How many of an index's newest matches are ranked by bm25. Ranking every
+    /// match of a common word in 20,000 long articles takes ~50 ms; within this
+    /// window a query's cost stays bounded however common its words are, and
+    /// when a query matches fewer rows than this, all of them are ranked.
+    public static let searchRankWindow = 1_000
+
     /// Full-text search over every FTS5 index of the schema, ranked by bm25.
     ///
     /// Any string is a valid query (see `SearchQuery`): quotes, operators,
     /// unbalanced parentheses and emoji never raise an error. Hits in a
-    /// highlight or note count for the article they belong to. Deleted rows
-    /// are left out.
+    /// highlight or note count for the article they belong to; deleted rows
+    /// are left out. Each index contributes its best matches among its newest
+    /// `searchRankWindow` matches; snippets are made for the final hits only.
     public func search(_ text: String, limit: Int = 20, markers: (String, String) = ("[", "]")) throws -> [SearchHit] {
         let query = SearchQuery(text)
         guard !query.isEmpty, limit > 0 else { return [] }
-        let sql = searchSQL(markers: markers)
+        let match = Value.text(query.match)
+        let perIndex = Int64(min(max(limit * 3, 30), 3_000))
         return try read { db in
-            try db.query(sql, [.text(query.match), .integer(Int64(min(limit, 1000)))]) { row in
-                SearchHit(kind: row.text(0), id: row.text(1), title: row.optionalText(5), snippet: row.text(4),
-                          score: row.double(2), matchedIn: row.text(3))
+            let premium = try db.scalarInt("SELECT \(projection.premiumCondition)") == 1
+            struct Candidate { var kind: String; var id: String; var score: Double; var plan: SearchPlan; var rowid: Int64 }
+            var best: [String: Candidate] = [:]
+            for plan in searchPlans where !plan.gated || premium {
+                let floor = try db.scalarInt(plan.window, [match, .integer(Int64(Self.searchRankWindow - 1))]) ?? Int64.min
+                try db.statement(plan.candidates).forEach([match, .integer(floor), .integer(perIndex)]) { row in
+                    let candidate = Candidate(kind: plan.ownerKind, id: row.text(2), score: row.double(1), plan: plan, rowid: row.int(0))
+                    let key = candidate.kind + "/" + candidate.id
+                    if let known = best[key], known.score <= candidate.score { return }
+                    best[key] = candidate
+                }
+            }
+            let top = best.values.sorted { ($0.score, $0.kind, $0.id) < ($1.score, $1.kind, $1.id) }.prefix(limit)
+            return try top.map { candidate in
+                let snippet = try db.query(candidate.plan.snippet, [.text(markers.0), .text(markers.1), match, .integer(candidate.rowid)]) { $0.text(0) }.first ?? ""
+                let title = try candidate.plan.title.flatMap { try db.scalarText($0, [.text(candidate.id)]) }
+                return SearchHit(kind: candidate.kind, id: candidate.id, title: title, snippet: snippet,
+                                 score: candidate.score, matchedIn: candidate.plan.index)
             }
         }
     }
 
     /// The field shown as a row's title: `title`, else `name`, else the first text field.
-    func titleField(of entity: EntitySpec) -> String? {
+    static func titleField(of entity: EntitySpec) -> String? {
         entity.field("title")?.name ?? entity.field("name")?.name
             ?? entity.scalarFields.first(where: { $0.type == .text })?.name
     }
 
-    private func searchSQL(markers: (String, String)) -> String {
-        func literal(_ s: String) -> String { "'" + s.replacingOccurrences(of: "'", with: "''") + "'" }
+    /// The SQL one index's part of a search runs, derived from the schema.
+    struct SearchPlan: Sendable {
+        let index: String
+        let ownerKind: String
+        let gated: Bool
+        /// `?1` match, `?2` offset → the rowid where the ranking window starts.
+        let window: String
+        /// `?1` match, `?2` lowest rowid, `?3` limit → (rowid, rank, owner id), best first.
+        let candidates: String
+        /// `?1`/`?2` markers, `?3` match, `?4` rowid → snippet.
+        let snippet: String
+        /// `?1` owner id → title.
+        let title: String?
+    }
+
+    static func searchPlans(_ projection: ProjectionSchema) -> [SearchPlan] {
+        let schema = projection.schema
         let q = ProjectionSchema.quoted
-        var parts: [String] = []
-        for (entity, index) in projection.searchIndexes {
+        return projection.searchIndexes.map { entity, index in
             let fts = q(index.index)
-            let weights = index.weights.map { CanonicalJSON.format($0) }.joined(separator: ", ")
-            let snippet = "snippet(\(fts), -1, \(literal(markers.0)), \(literal(markers.1)), '…', 12)"
-            var from = "\(fts) JOIN "
-            var conditions = ["\(fts) MATCH ?1"]
-            let owner: EntitySpec
-            let ownerID: String
+            var from = "\(fts) f JOIN "
+            var conditions = ["f.\(fts) MATCH ?1", "f.rowid >= ?2"]
             if let setField = index.setField {
-                from += "\(q(entity.setTable(entity.field(setField)!))) s ON s.rowid = \(fts).rowid JOIN \(q(entity.table)) t ON t.id = s.id"
+                from += "\(q(entity.setTable(entity.field(setField)!))) s ON s.rowid = f.rowid JOIN \(q(entity.table)) t ON t.id = s.id"
             } else {
-                from += "\(q(entity.table)) t ON t.rowid = \(fts).rowid"
+                from += "\(q(entity.table)) t ON t.rowid = f.rowid"
             }
             if entity.hasSoftDelete { conditions.append("t.deleted_at IS NULL") }
+            var owner = entity
+            var ownerID = "t.id"
             if let ownerField = index.owner, let target = entity.field(ownerField)?.references, let ownerEntity = schema.entity(target) {
                 owner = ownerEntity
                 from += " JOIN \(q(ownerEntity.table)) o ON o.id = t.\(q(ownerField))"
                 if ownerEntity.hasSoftDelete { conditions.append("o.deleted_at IS NULL") }
                 ownerID = "o.id"
-            } else {
-                owner = entity
-                ownerID = "t.id"
             }
-            let title = titleField(of: owner).map { (index.owner != nil ? "o." : "t.") + q($0) } ?? "NULL"
-            parts.append("""
-                SELECT \(literal(owner.name)) AS kind, \(ownerID) AS owner, bm25(\(fts), \(weights)) AS score, \
-                \(literal(index.index)) AS source, \(snippet) AS snip, \(title) AS title FROM \(from) WHERE \(conditions.joined(separator: " AND "))
-                """)
+            return SearchPlan(
+                index: index.index, ownerKind: owner.name, gated: index.requiresPremium,
+                window: "SELECT rowid FROM \(fts) WHERE \(fts) MATCH ?1 ORDER BY rowid DESC LIMIT 1 OFFSET ?2",
+                candidates: "SELECT f.rowid, f.rank, \(ownerID) FROM \(from) WHERE \(conditions.joined(separator: " AND ")) ORDER BY f.rank LIMIT ?3",
+                snippet: "SELECT snippet(\(fts), -1, ?1, ?2, '…', 12) FROM \(fts) WHERE \(fts) MATCH ?3 AND rowid = ?4",
+                title: titleField(of: owner).map { "SELECT \(q($0)) FROM \(q(owner.table)) WHERE id = ?1" })
         }
-        // SQLite returns the other columns from the row that holds min(score).
-        return """
-            SELECT kind, owner, min(score) AS best, source, snip, title FROM (
-            \(parts.joined(separator: "\nUNION ALL\n"))
-            ) GROUP BY kind, owner ORDER BY best, owner LIMIT ?2
-            """
     }
 }
