@@ -109,3 +109,19 @@ import Testing
         #expect(throws: ChronicleError.self) { _ = try f.store.audit(UUID()) }
     }
 }
+
+@Suite struct CheckpointTests {
+    @Test func walIsCheckpointedInTheBackgroundNotByCommits() throws {
+        let f = try Fixture()
+        let id = try f.save(title: "t")
+        #expect(try f.store.read { db in try db.scalarInt("PRAGMA wal_autocheckpoint") } == 1000, "readers keep the default")
+        let writerSetting = try f.store.writer.withLock { db in try db.scalarInt("PRAGMA wal_autocheckpoint") }
+        #expect(writerSetting == 0)
+        for i in 0..<1500 {
+            try f.store.write("article.update", entity: id, payload: ["title": .text("title \(i) " + String(repeating: "x", count: 1500))])
+        }
+        f.store.checkpointer.drain()
+        #expect(f.store.checkpointer.completed > 0)
+        #expect(try f.store.verify().passed)
+    }
+}

@@ -25,6 +25,7 @@ public final class DeviceStore: Sendable {
     let indexer: SearchIndexer
     let searchPlans: [SearchPlan]
     let writer: Locked<Database>
+    let checkpointer: Checkpointer
     let readers: Locked<[Database]>
 
     /// Creates a new, empty store at `path`. Fails if a file is already there.
@@ -62,7 +63,7 @@ public final class DeviceStore: Sendable {
             try? FileManager.default.removeItem(atPath: path + "-shm")
             throw error
         }
-        return DeviceStore(path: path, schema: schema, deviceID: device, libraryID: library, clock: clock, ids: ids, writer: db)
+        return try DeviceStore(path: path, schema: schema, deviceID: device, libraryID: library, clock: clock, ids: ids, writer: db)
     }
 
     /// Opens an existing store. The schema is the compiled-in one the store names.
@@ -101,7 +102,7 @@ public final class DeviceStore: Sendable {
             throw ChronicleError(.notAChronicleStore, "\(path) lacks its library or device id.")
         }
         let db = try Database(path: path, options: { var o = Database.Options(); o.create = false; return o }())
-        let store = DeviceStore(path: path, schema: schema, deviceID: device, libraryID: library, clock: clock, ids: ids, writer: db)
+        let store = try DeviceStore(path: path, schema: schema, deviceID: device, libraryID: library, clock: clock, ids: ids, writer: db)
         if meta["schema_fingerprint"]?.textValue != schema.fingerprint {
             // The projection's shape is derived from the schema: rebuild it from the log.
             _ = try store.rebuild()
@@ -114,7 +115,7 @@ public final class DeviceStore: Sendable {
     }
 
     private init(path: String, schema: Schema, deviceID: UUID, libraryID: UUID, clock: any ChronicleClock,
-                 ids: any IDGenerator, writer: Database) {
+                 ids: any IDGenerator, writer: Database) throws {
         self.path = path
         self.schema = schema
         self.deviceID = deviceID
@@ -125,6 +126,8 @@ public final class DeviceStore: Sendable {
         self.projection = ProjectionSchema(schema: schema)
         self.indexer = SearchIndexer(projection: projection)
         self.searchPlans = Self.searchPlans(projection)
+        self.checkpointer = Checkpointer(path: path)
+        try checkpointer.install(on: writer)
         self.writer = Locked(writer)
         self.readers = Locked([])
     }
