@@ -125,3 +125,18 @@ import Testing
         #expect(try f.store.verify().passed)
     }
 }
+
+@Suite struct IDGeneratorTests {
+    @Test func systemIdsAreVersion7AndSortByTime() {
+        let clock = ManualClock(startMilliseconds: 1_800_000_000_000)
+        let ids = SystemIDGenerator(clock: clock)
+        var previous = ""
+        for _ in 0..<100 {
+            clock.advance(milliseconds: 1)
+            let id = ids.makeUUID().lowercased
+            #expect(Array(id)[14] == "7", "version nibble")
+            #expect(id > previous, "later ids sort later")
+            previous = id
+        }
+    }
+}

@@ -31,7 +31,8 @@ public final class DeviceStore: Sendable {
     /// Creates a new, empty store at `path`. Fails if a file is already there.
     public static func create(at path: String, schema: Schema, libraryID: UUID? = nil, deviceID: UUID? = nil,
                               clock: any ChronicleClock = SystemClock(),
-                              ids: any IDGenerator = SystemIDGenerator()) throws -> DeviceStore {
+                              ids: (any IDGenerator)? = nil) throws -> DeviceStore {
+        let ids = ids ?? SystemIDGenerator(clock: clock)
         if FileManager.default.fileExists(atPath: path) {
             throw ChronicleError(.storeExists, "A file already exists at \(path); choose another path or open it instead.")
         }
@@ -68,7 +69,8 @@ public final class DeviceStore: Sendable {
 
     /// Opens an existing store. The schema is the compiled-in one the store names.
     public static func open(at path: String, clock: any ChronicleClock = SystemClock(),
-                            ids: any IDGenerator = SystemIDGenerator()) throws -> DeviceStore {
+                            ids: (any IDGenerator)? = nil) throws -> DeviceStore {
+        let ids = ids ?? SystemIDGenerator(clock: clock)
         guard FileManager.default.fileExists(atPath: path) else {
             throw ChronicleError(.storeMissing, "No store at \(path). Create one with `chronicle init --store \(path)`.")
         }
