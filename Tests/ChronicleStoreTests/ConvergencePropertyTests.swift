@@ -100,7 +100,14 @@ import Testing
             default:  // this device pulls a batch
                 guard delivered < serverLog.count else { continue }
                 let end = min(serverLog.count, delivered + 1 + roll(6))
-                try f.store.applyConfirmed(Array(serverLog[delivered..<end]))
+                let slice = Array(serverLog[delivered..<end])
+                if roll(3) == 0 {
+                    // Bulk mode: several transactions, search indexes rebuilt at the end.
+                    let cut = roll(slice.count + 1)
+                    try f.store.applyConfirmedInBulk([Array(slice[..<cut]), Array(slice[cut...])])
+                } else {
+                    try f.store.applyConfirmed(slice)
+                }
                 delivered = end
                 let incremental = try f.store.digest()
                 let replay = try f.store.replayDigest()

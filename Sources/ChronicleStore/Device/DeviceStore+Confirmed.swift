@@ -28,7 +28,13 @@ extension DeviceStore {
         guard !ops.isEmpty else {
             return ApplyResult(applied: 0, confirmedOwn: 0, rebased: 0, cursor: try cursor())
         }
-        return try writeTransaction { db in
+        return try writeTransaction { db in try fold(ops, in: db, indexing: true) }
+    }
+
+    /// Appends a batch to the log and folds it into the projection, inside the caller's
+    /// transaction. With `indexing` off the FTS indexes are left alone (bulk mode
+    /// rebuilds them at the end).
+    func fold(_ ops: [Op], in db: Database, indexing: Bool) throws -> ApplyResult {
             var cursor = try Self.meta("cursor", in: db).integerValue ?? 0
             for op in ops {
                 guard let seq = op.serverSeq, op.serverTime != nil else {
@@ -51,7 +57,8 @@ extension DeviceStore {
             for op in ops {
                 do {
                     try insert.execute(Self.logArguments(op))
-                } catch let error as SQLiteError where error.isConstraint && error.message.contains("op_id") {
+                } catch {
+                    guard error.isConstraint && error.message.contains("op_id") else { throw error }
                     throw ChronicleError(.duplicateOp, "Op \(op.opID.lowercased) is already in the confirmed log; an op id is applied at most once.")
                 }
                 if op.deviceID == deviceID { own.append(op.opID.lowercased) }
@@ -68,14 +75,16 @@ extension DeviceStore {
                 let touched = Set(ops.compactMap { op in materializer.entity(of: op).map { ShadowKey(entity: $0.name, id: op.entityID.lowercased) } })
                 rebase = shadowed.filter(touched.contains)
                 for key in rebase {
-                    try indexer.reindexEntity(key.entity, key.id, add: false, in: db, batch: batch)
+                    if indexing { try indexer.reindexEntity(key.entity, key.id, add: false, in: db, batch: batch) }
                     for sql in projection.shadowRestore(schema.entity(key.entity)!) { try db.execute(sql, [.text(key.id)]) }
-                    try indexer.reindexEntity(key.entity, key.id, add: true, in: db, batch: batch)
+                    if indexing { try indexer.reindexEntity(key.entity, key.id, add: true, in: db, batch: batch) }
                     try db.execute("DELETE FROM chronicle_shadowed WHERE entity = ?1 AND id = ?2", [.text(key.entity), .text(key.id)])
                 }
             }
 
-            for op in ops { try materialize(op, in: db, batch: batch) }
+            for op in ops {
+                if indexing { try materialize(op, in: db, batch: batch) } else { try Self.materialize(op, materializer, in: db) }
+            }
 
             var rebased = 0
             if !rebase.isEmpty {
@@ -83,13 +92,12 @@ extension DeviceStore {
                 let pending = try db.query("SELECT \(Self.outboxColumns) FROM chronicle_outbox ORDER BY device_seq") { try outboxOp($0) }
                 for op in pending where keys.contains(op.entityID.lowercased) {
                     if let entity = materializer.entity(of: op) { try shadowIfNeeded(entity, op.entityID.lowercased, in: db) }
-                    try materialize(op, in: db, batch: batch)
+                    if indexing { try materialize(op, in: db, batch: batch) } else { try Self.materialize(op, materializer, in: db) }
                     rebased += 1
                 }
             }
-            try indexer.flush(batch, in: db)
+            if indexing { try indexer.flush(batch, in: db) }
             return ApplyResult(applied: ops.count, confirmedOwn: own.count, rebased: rebased, cursor: cursor)
-        }
     }
 
     struct ShadowKey: Hashable { var entity: String; var id: String }

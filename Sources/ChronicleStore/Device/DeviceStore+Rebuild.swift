@@ -26,17 +26,25 @@ extension DeviceStore {
             try db.execute("DELETE FROM chronicle_shadowed")
             try Self.createProjection(projection, in: db, withSearch: false)
             let counts = try Self.replay(from: db, into: db, materializer, projection, upTo: nil, includePending: true, progress: progress)
-            // Build the FTS indexes in one pass each, then install their triggers.
+            // Build the FTS indexes in one pass each.
             for statement in projection.searchStatements { try db.execute(statement) }
-            let premium = try db.scalarInt("SELECT \(projection.premiumCondition)") == 1
-            for (_, index) in projection.searchIndexes where !index.requiresPremium || premium {
-                let fts = ProjectionSchema.quoted(index.index)
-                try db.execute("INSERT INTO \(fts)(\(fts)) VALUES ('rebuild')")
-            }
+            try rebuildSearchIndexes(in: db)
             return counts
         }
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
         return RebuildReport(confirmedReplayed: confirmed, pendingReplayed: pending, seconds: seconds, digest: try digest())
+    }
+
+    /// Refills every FTS5 index from its content table in one pass (premium-only
+    /// indexes stay empty on a free plan) and clears the stale mark bulk apply sets.
+    func rebuildSearchIndexes(in db: Database) throws {
+        let premium = try db.scalarInt("SELECT \(projection.premiumCondition)") == 1
+        for (_, index) in projection.searchIndexes {
+            let fts = ProjectionSchema.quoted(index.index)
+            let command = !index.requiresPremium || premium ? "rebuild" : "delete-all"
+            try db.execute("INSERT INTO \(fts)(\(fts)) VALUES ('\(command)')")
+        }
+        try db.execute("DELETE FROM chronicle_meta WHERE key = 'search_stale'")
     }
 
     /// Replays confirmed ops (up to `upTo`) and optionally the outbox from `source`

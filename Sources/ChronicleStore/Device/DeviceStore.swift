@@ -105,6 +105,10 @@ public final class DeviceStore: Sendable {
         }
         let db = try Database(path: path, options: { var o = Database.Options(); o.create = false; return o }())
         let store = try DeviceStore(path: path, schema: schema, deviceID: device, libraryID: library, clock: clock, ids: ids, writer: db)
+        if meta["search_stale"]?.integerValue == 1 {
+            // A bulk apply was interrupted before it rebuilt the search indexes.
+            try store.writeTransaction { db in try store.rebuildSearchIndexes(in: db) }
+        }
         if meta["schema_fingerprint"]?.textValue != schema.fingerprint {
             // The projection's shape is derived from the schema: rebuild it from the log.
             _ = try store.rebuild()

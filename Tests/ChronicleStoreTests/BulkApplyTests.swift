@@ -1,0 +1,67 @@
+import ChronicleCore
+@testable import ChronicleStore
+import Foundation
+import Testing
+
+@Suite struct BulkApplyTests {
+    /// A small library from two remote devices, in batches.
+    func library(_ server: ServerLog, articles: Int) -> [[Op]] {
+        let phone = UUID(), tablet = UUID()
+        var ops: [Op] = []
+        var ids: [UUID] = []
+        for i in 0..<articles {
+            let id = UUID()
+            ids.append(id)
+            ops.append(server.op("article.save", entity: id, from: i % 2 == 0 ? phone : tablet,
+                                 payload: ["url": .text("https://example.com/\(i)"), "title": .text("Article \(i) about tunnels")]))
+            ops.append(server.op("article.tag", entity: id, from: phone, payload: ["tag": .text("t\(i % 3)")]))
+            if i % 4 == 0 { ops.append(server.op("article.update", entity: ids[i / 2], from: tablet, payload: ["title": .text("Renamed \(i) planes")])) }
+        }
+        return stride(from: 0, to: ops.count, by: 25).map { Array(ops[$0..<min($0 + 25, ops.count)]) }
+    }
+
+    @Test func bulkAndIncrementalReachTheSameStateAndSearch() throws {
+        let a = try Fixture(seed: 1), b = try Fixture(seed: 2, library: a.store.libraryID)
+        let batches = library(ServerLog(library: a.store.libraryID), articles: 120)
+        for batch in batches { try a.store.applyConfirmed(batch) }
+        var progressCalls = 0
+        let result = try b.store.applyConfirmedInBulk(batches) { _, _ in progressCalls += 1 }
+        #expect(result.applied == batches.map(\.count).reduce(0, +))
+        #expect(progressCalls == batches.count)
+        #expect(try a.store.digest() == b.store.digest())
+        #expect(try !b.store.searchIndexesStale())
+        #expect(try b.store.verify().passed)
+        for query in ["tunnels", "planes", "renamed 4*", "t1"] {
+            #expect(try a.store.search(query, limit: 50).map(\.id) == b.store.search(query, limit: 50).map(\.id), "\(query)")
+        }
+    }
+
+    @Test func aFailingBatchKeepsWhatLandedAndLeavesIndexesWhole() throws {
+        let f = try Fixture()
+        var batches = library(ServerLog(library: f.store.libraryID), articles: 40)
+        batches[2] = Array(batches[2].dropFirst())  // a gap: the third batch is refused
+        let error = #expect(throws: ChronicleError.self) { try f.store.applyConfirmedInBulk(batches) }
+        #expect(error?.code == .logGap)
+        #expect(try f.store.cursor() == Int64(batches[0].count + batches[1].count))
+        #expect(try !f.store.searchIndexesStale())
+        #expect(try f.store.verify().passed)
+    }
+
+    @Test func storeKilledMidBulkRebuildsItsIndexesOnOpen() throws {
+        let f = try Fixture()
+        let batches = library(ServerLog(library: f.store.libraryID), articles: 20)
+        try f.store.applyConfirmed(batches[0])
+        // What a process killed after its first bulk batch leaves behind.
+        try f.store.writer.withLock { db in
+            try db.transaction { db in
+                try DeviceStore.setMeta("search_stale", .integer(1), in: db)
+                try db.execute("INSERT INTO article_fts(article_fts) VALUES ('delete-all')")
+            }
+        }
+        #expect(try f.store.search("tunnels").isEmpty)
+        let reopened = try DeviceStore.open(at: f.path)
+        #expect(try !reopened.searchIndexesStale())
+        #expect(try !reopened.search("tunnels").isEmpty)
+        #expect(try reopened.verify().passed)
+    }
+}
