@@ -1,1 +1,345 @@
-print("todo")
+// chronicle-bench: measures the device store against raw SQLite doing the same
+// SQL work in the same run, and prints a table (or, with --json, one JSON object).
+//
+//   swift build -c release --product chronicle-bench
+//   .build/release/chronicle-bench --quick
+import ChronicleCore
+import ChronicleStore
+import Foundation
+
+/// Shared constants of the benchmark.
+enum Bench {
+    /// Distinct words in the generated text; frequencies are Zipf-distributed.
+    static let vocabularySize = 5_000
+
+    static let usage = """
+        usage: chronicle-bench [options]
+
+        Measures Chronicle's device store beside raw SQLite doing the same SQL work
+        (prepared statements through the C API, same DDL and pragmas) in the same run:
+          write    one local op per durable transaction (DeviceStore.write): median, p99
+          apply    bulk apply of N confirmed ops (DeviceStore.applyConfirmed): ops/s
+          rebuild  rebuild from that N-op log (DeviceStore.rebuild): ops/s, peak RSS (child process)
+          search   FTS5 search over a library of articles (DeviceStore.search): p50, p99,
+                   plus exact bm25 ranking as a reference for the engine's ranking window
+
+        options:
+          --ops N         confirmed ops for apply and rebuild (default 1,000,000; quick 100,000)
+          --articles N    articles in the search library (default 100,000; quick 10,000)
+          --writes N      local writes measured (default 5,000; quick 1,000)
+          --batch N       confirmed ops per applyConfirmed batch (default 10,000)
+          --queries N     queries per search kind (default 200; quick 50)
+          --seed N        workload seed (default 42)
+          --quick         small sizes for a smoke run
+          --only PHASE    write, apply, rebuild or search (repeatable; rebuild needs apply's log,
+                          which is then built but not reported)
+          --dir PATH      where to put the temporary stores (default: the system temp dir)
+          --keep          keep the stores afterwards
+          --json          print one JSON object instead of the table
+          --json-file P   also write the JSON object to file P
+          --help          this text
+
+        diagnostics (environment variables, baseline side only):
+          CHRONICLE_BENCH_BY_TYPE=1                    apply: baseline time per op type
+          CHRONICLE_BENCH_BASELINE_DDL=no-prefix|no-fts what FTS5 prefix indexes / FTS5 cost
+          CHRONICLE_BENCH_BASELINE_PRAGMAS="a=1;b=2"   extra pragmas, e.g. cache_size=-262144
+        """
+}
+
+struct Options {
+    var ops = 1_000_000
+    var articles = 100_000
+    var writes = 5_000
+    var batch = 10_000
+    var queries = 200
+    var seed: UInt64 = 42
+    var quick = false
+    var only: Set<String> = []
+    var directory: String? = nil
+    var keep = false
+    var json = false
+    var jsonFile: String? = nil
+
+    static func parse(_ arguments: [String]) throws -> Options {
+        var options = Options()
+        var explicit: Set<String> = []
+        var index = 0
+        func value(_ flag: String) throws -> String {
+            index += 1
+            guard index < arguments.count else { throw BenchError("\(flag) needs a value") }
+            return arguments[index]
+        }
+        func number(_ flag: String) throws -> Int {
+            let text = try value(flag).replacingOccurrences(of: "_", with: "").replacingOccurrences(of: ",", with: "")
+            guard let n = Int(text), n > 0 else { throw BenchError("\(flag) needs a positive whole number") }
+            explicit.insert(flag)
+            return n
+        }
+        while index < arguments.count {
+            let flag = arguments[index]
+            switch flag {
+            case "--ops": options.ops = try number(flag)
+            case "--articles": options.articles = try number(flag)
+            case "--writes": options.writes = try number(flag)
+            case "--batch": options.batch = try number(flag)
+            case "--queries": options.queries = try number(flag)
+            case "--seed": options.seed = UInt64(try number(flag))
+            case "--quick": options.quick = true
+            case "--only":
+                let phase = try value(flag)
+                guard ["write", "apply", "rebuild", "search"].contains(phase) else {
+                    throw BenchError("--only takes write, apply, rebuild or search (got '\(phase)')")
+                }
+                options.only.insert(phase)
+            case "--dir": options.directory = try value(flag)
+            case "--keep": options.keep = true
+            case "--json": options.json = true
+            case "--json-file": options.jsonFile = try value(flag)
+            case "--help", "-h": print(Bench.usage); exit(0)
+            default: throw BenchError("unknown option '\(flag)'; see --help")
+            }
+            index += 1
+        }
+        if options.quick {
+            if !explicit.contains("--ops") { options.ops = 100_000 }
+            if !explicit.contains("--articles") { options.articles = 10_000 }
+            if !explicit.contains("--writes") { options.writes = 1_000 }
+            if !explicit.contains("--queries") { options.queries = 50 }
+        }
+        return options
+    }
+
+    func runs(_ phase: String) -> Bool { only.isEmpty || only.contains(phase) }
+}
+
+// MARK: - Child processes (re-executed by the rebuild measurement)
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+if arguments.first == "_rebuild" || arguments.first == "_rebuild-raw" {
+    do {
+        if arguments[0] == "_rebuild", arguments.count == 2 {
+            print(try RebuildBenchmark.chronicleChild(path: arguments[1]))
+        } else if arguments[0] == "_rebuild-raw", arguments.count == 4, let ops = Int(arguments[2]), let seed = UInt64(arguments[3]) {
+            print(try RebuildBenchmark.rawChild(path: arguments[1], ops: ops, seed: seed))
+        } else {
+            throw BenchError("usage: chronicle-bench _rebuild STORE | _rebuild-raw DB OPS SEED")
+        }
+        exit(0)
+    } catch {
+        progress("chronicle-bench \(arguments[0]): \(error)")
+        exit(1)
+    }
+}
+
+// MARK: - Main
+
+let options: Options
+do {
+    options = try Options.parse(arguments)
+} catch {
+    progress("chronicle-bench: \(error)")
+    exit(2)
+}
+
+let base = options.directory ?? FileManager.default.temporaryDirectory.path
+let directory = base + "/chronicle-bench-\(getpid())-\(Int(Date().timeIntervalSince1970))"
+do {
+    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+} catch {
+    progress("chronicle-bench: cannot create \(directory): \(error)")
+    exit(1)
+}
+
+let vocabulary = Vocabulary(size: Bench.vocabularySize, seed: options.seed)
+var rows: [TableRow] = []
+var json: [(String, JSON)] = [
+    ("config", .object([
+        ("ops", .int(Int64(options.ops))), ("articles", .int(Int64(options.articles))), ("writes", .int(Int64(options.writes))),
+        ("batch", .int(Int64(options.batch))), ("queries_per_kind", .int(Int64(options.queries))),
+        ("seed", .int(Int64(options.seed))), ("quick", .bool(options.quick)), ("sqlite", .string(Database.libraryVersion)),
+        ("cores", .int(Int64(ProcessInfo.processInfo.activeProcessorCount))), ("directory", .string(directory)),
+    ])),
+]
+var notes: [String] = []
+var failed = false
+let started = nowNanoseconds()
+
+do {
+    // 1. Local writes.
+    if options.runs("write") {
+        progress("write: \(formatCount(Double(options.writes))) writes, one durable transaction each…")
+        var result = try WriteBenchmark(directory: directory, writes: options.writes, seed: options.seed, vocabulary: vocabulary).run()
+        let median = result.chronicle.percentileMilliseconds(0.5), baseMedian = result.baseline.percentileMilliseconds(0.5)
+        let p99 = result.chronicle.percentileMilliseconds(0.99), baseP99 = result.baseline.percentileMilliseconds(0.99)
+        let ratio = median / baseMedian
+        rows.append(TableRow(measurement: "write: median latency", chronicle: millisecondsText(median), baseline: millisecondsText(baseMedian),
+                             ratio: ratioText(ratio), target: "<= 1.5x raw", verdict: verdict(ratio <= 1.5)))
+        rows.append(TableRow(measurement: "write: p99 latency", chronicle: millisecondsText(p99), baseline: millisecondsText(baseP99),
+                             ratio: ratioText(p99 / baseP99), target: "<= 1 ms", verdict: verdict(p99 <= 1.0)))
+        rows.append(TableRow(measurement: "write: mean latency", chronicle: millisecondsText(result.chronicle.meanMilliseconds),
+                             baseline: millisecondsText(result.baseline.meanMilliseconds),
+                             ratio: ratioText(result.chronicle.meanMilliseconds / result.baseline.meanMilliseconds), target: "", verdict: ""))
+        json.append(("write", .object([
+            ("writes", .int(Int64(result.writes))),
+            ("op_types", .object(result.typeCounts.sorted { $0.key < $1.key }.map { ($0.key, .int(Int64($0.value))) })),
+            ("chronicle", .object([("median_ms", .number(median)), ("p99_ms", .number(p99)), ("mean_ms", .number(result.chronicle.meanMilliseconds)),
+                                   ("max_ms", .number(result.chronicle.percentileMilliseconds(1)))])),
+            ("sqlite", .object([("median_ms", .number(baseMedian)), ("p99_ms", .number(baseP99)), ("mean_ms", .number(result.baseline.meanMilliseconds)),
+                                ("max_ms", .number(result.baseline.percentileMilliseconds(1)))])),
+            ("median_ratio", .number(ratio)), ("p99_ratio", .number(p99 / baseP99)),
+            ("targets", .object([("p99_ms_max", .number(1)), ("median_ratio_max", .number(1.5))])),
+            ("pass", .bool(p99 <= 1.0 && ratio <= 1.5)),
+        ])))
+        failed = failed || !(p99 <= 1.0 && ratio <= 1.5)
+    }
+
+    // 2. Bulk apply, and 3. rebuild from the log it leaves.
+    if options.runs("apply") || options.runs("rebuild") {
+        let reportApply = options.runs("apply")
+        progress("apply: \(formatCount(Double(options.ops))) confirmed ops in batches of \(formatCount(Double(options.batch)))\(reportApply ? "" : " (to build the log for rebuild; not reported)")…")
+        let apply = try ApplyBenchmark(directory: directory, ops: options.ops, batchSize: options.batch, seed: options.seed,
+                                       vocabulary: vocabulary).run()
+        if reportApply {
+            let ratio = apply.chronicleOpsPerSecond / apply.baselineOpsPerSecond
+            let pass = apply.chronicleOpsPerSecond >= 100_000 && ratio >= 0.6
+            var batches = apply.batchSamples
+            rows.append(TableRow(measurement: "apply: \(formatCount(Double(apply.ops))) confirmed ops",
+                                 chronicle: formatCount(apply.chronicleOpsPerSecond) + " ops/s",
+                                 baseline: formatCount(apply.baselineOpsPerSecond) + " ops/s", ratio: ratioText(ratio),
+                                 target: ">= 100,000 ops/s and >= 0.6x raw", verdict: verdict(pass)))
+            json.append(("apply", .object([
+                ("ops", .int(Int64(apply.ops))), ("batches", .int(Int64(apply.batches))), ("server_ops", .int(Int64(apply.serverOps))),
+                ("op_types", .object(apply.typeCounts.sorted { $0.key < $1.key }.map { ($0.key, .int(Int64($0.value))) })),
+                ("chronicle", .object([("ops_per_second", .number(apply.chronicleOpsPerSecond)),
+                                       ("seconds", .number(Double(apply.chronicleNanoseconds) / 1e9)),
+                                       ("batch_p50_ms", .number(batches.percentileMilliseconds(0.5))),
+                                       ("batch_max_ms", .number(batches.percentileMilliseconds(1))),
+                                       ("store_bytes", .int(apply.storeBytes))])),
+                ("sqlite", .object([("ops_per_second", .number(apply.baselineOpsPerSecond)),
+                                    ("seconds", .number(Double(apply.baselineNanoseconds) / 1e9)),
+                                    ("database_bytes", .int(apply.baselineBytes))])),
+                ("ratio", .number(ratio)),
+                ("targets", .object([("ops_per_second_min", .number(100_000)), ("ratio_min", .number(0.6))])),
+                ("pass", .bool(pass)),
+            ])))
+            failed = failed || !pass
+        }
+
+        if options.runs("rebuild") {
+            let rebuild = try RebuildBenchmark(storePath: apply.storePath, baselinePath: apply.baselinePath, ops: apply.ops,
+                                               seed: options.seed, incrementalDigest: apply.digest).run()
+            let c = rebuild.chronicle, b = rebuild.baseline
+            let ratio = c.opsPerSecond / b.opsPerSecond
+            let peakMB = Double(c.peakKilobytes) / 1024, basePeakMB = Double(b.peakKilobytes) / 1024
+            let speedPass = c.opsPerSecond >= 150_000, memoryPass = peakMB <= 150
+            rows.append(TableRow(measurement: "rebuild: \(formatCount(Double(c.ops))) ops", chronicle: formatCount(c.opsPerSecond) + " ops/s",
+                                 baseline: formatCount(b.opsPerSecond) + " ops/s", ratio: ratioText(ratio),
+                                 target: ">= 150,000 ops/s", verdict: verdict(speedPass)))
+            rows.append(TableRow(measurement: "rebuild: peak RSS (VmHWM)", chronicle: formatFixed(peakMB, 1) + " MB",
+                                 baseline: formatFixed(basePeakMB, 1) + " MB", ratio: ratioText(peakMB / basePeakMB),
+                                 target: "<= 150 MB", verdict: verdict(memoryPass)))
+            rows.append(TableRow(measurement: "rebuild: digest = incremental", chronicle: rebuild.digestMatchesIncremental == true ? "yes" : "NO",
+                                 baseline: "", ratio: "", target: "same state", verdict: verdict(rebuild.digestMatchesIncremental)))
+            if let transaction = c.transactionSeconds {
+                notes.append("rebuild: chronicle's rebuild() took \(formatFixed(c.seconds, 2)) s, of which the transaction \(formatFixed(transaction, 2)) s and the closing digest \(formatFixed(c.seconds - transaction, 2)) s; without the digest: \(formatCount(Double(c.ops) / transaction)) ops/s.")
+            }
+            notes.append("rebuild: VmHWM at child start (before the rebuild): chronicle \(c.startKilobytes / 1024) MB, raw sqlite \(b.startKilobytes / 1024) MB.")
+            json.append(("rebuild", .object([
+                ("ops", .int(c.ops)),
+                ("chronicle", .object([("ops_per_second", .number(c.opsPerSecond)), ("seconds", .number(c.seconds)),
+                                       ("transaction_seconds", c.transactionSeconds.map(JSON.number) ?? .null),
+                                       ("peak_rss_mb", .number(peakMB)), ("start_rss_mb", .number(Double(c.startKilobytes) / 1024)),
+                                       ("digest_matches_incremental", rebuild.digestMatchesIncremental.map(JSON.bool) ?? .null)])),
+                ("sqlite", .object([("ops_per_second", .number(b.opsPerSecond)), ("seconds", .number(b.seconds)),
+                                    ("peak_rss_mb", .number(basePeakMB)), ("start_rss_mb", .number(Double(b.startKilobytes) / 1024))])),
+                ("ratio", .number(ratio)),
+                ("targets", .object([("ops_per_second_min", .number(150_000)), ("peak_rss_mb_max", .number(150))])),
+                ("pass", .bool(speedPass && memoryPass && rebuild.digestMatchesIncremental != false)),
+            ])))
+            failed = failed || !(speedPass && memoryPass && rebuild.digestMatchesIncremental != false)
+        }
+    }
+
+    // 4. Search.
+    if options.runs("search") {
+        progress("search: building a library of \(formatCount(Double(options.articles))) articles…")
+        var result = try SearchBenchmark(directory: directory, articles: options.articles, queriesPerKind: options.queries,
+                                         seed: options.seed, vocabulary: vocabulary).run()
+        var kinds: [(String, JSON)] = []
+        var allPass = true
+        for index in result.kinds.indices {
+            let name = result.kinds[index].name
+            let p50 = result.kinds[index].chronicle.percentileMilliseconds(0.5), p99 = result.kinds[index].chronicle.percentileMilliseconds(0.99)
+            let b50 = result.kinds[index].baseline.percentileMilliseconds(0.5), b99 = result.kinds[index].baseline.percentileMilliseconds(0.99)
+            let matches = result.kinds[index].matches.percentileMilliseconds(0.5) * 1e6
+            let mismatches = result.kinds[index].mismatches
+            let pass = p99 <= 5
+            allPass = allPass && pass
+            rows.append(TableRow(measurement: "search \(name): p50", chronicle: millisecondsText(p50), baseline: millisecondsText(b50),
+                                 ratio: ratioText(p50 / b50), target: "", verdict: ""))
+            rows.append(TableRow(measurement: "search \(name): p99", chronicle: millisecondsText(p99), baseline: millisecondsText(b99),
+                                 ratio: ratioText(p99 / b99), target: "<= 5 ms", verdict: verdict(pass)))
+            let e50 = result.kinds[index].exact.percentileMilliseconds(0.5), e99 = result.kinds[index].exact.percentileMilliseconds(0.99)
+            let overlap = result.kinds[index].meanOverlap
+            notes.append("search \(name): median \(formatCount(matches)) FTS rows matched per query; \(mismatches) of \(result.kinds[index].queries.count) queries returned different hits or snippets from the baseline; exact bm25 ranking of every match (raw sqlite, one statement): p50 \(millisecondsText(e50)), p99 \(millisecondsText(e99)); the engine's top \(SearchBenchmark.limit) share \(formatFixed(100 * overlap, 1))% of the exact top \(SearchBenchmark.limit) on average.")
+            kinds.append((name, .object([
+                ("queries", .int(Int64(result.kinds[index].queries.count))),
+                ("examples", .array(result.kinds[index].queries.prefix(5).map(JSON.string))),
+                ("median_fts_matches", .number(matches)),
+                ("max_fts_matches", .number(result.kinds[index].matches.percentileMilliseconds(1) * 1e6)),
+                ("chronicle", .object([("p50_ms", .number(p50)), ("p99_ms", .number(p99)),
+                                       ("mean_ms", .number(result.kinds[index].chronicle.meanMilliseconds))])),
+                ("sqlite", .object([("p50_ms", .number(b50)), ("p99_ms", .number(b99)),
+                                    ("mean_ms", .number(result.kinds[index].baseline.meanMilliseconds))])),
+                ("exact_ranking", .object([("p50_ms", .number(e50)), ("p99_ms", .number(e99)), ("mean_top_overlap", .number(overlap))])),
+                ("p50_ratio", .number(p50 / b50)), ("p99_ratio", .number(p99 / b99)),
+                ("result_mismatches", .int(Int64(mismatches))),
+                ("pass", .bool(pass)),
+            ])))
+        }
+        notes.append("search: \(formatCount(Double(result.articles))) articles (\(formatCount(Double(result.fullTextArticles))) with full text) loaded as \(formatCount(Double(result.loadOps))) confirmed ops in \(formatFixed(result.loadSeconds, 1)) s; store \(result.storeBytes / 1_048_576) MB.")
+        json.append(("search", .object([
+            ("articles", .int(Int64(result.articles))), ("full_text_articles", .int(Int64(result.fullTextArticles))),
+            ("load_ops", .int(Int64(result.loadOps))), ("load_seconds", .number(result.loadSeconds)),
+            ("store_bytes", .int(result.storeBytes)), ("limit", .int(Int64(SearchBenchmark.limit))),
+            ("kinds", .object(kinds)), ("targets", .object([("p99_ms_max", .number(5))])), ("pass", .bool(allPass)),
+        ])))
+        failed = failed || !allPass
+    }
+} catch {
+    progress("chronicle-bench: \(error)")
+    if !options.keep { try? FileManager.default.removeItem(atPath: directory) }
+    exit(1)
+}
+
+if options.keep {
+    progress("stores kept in \(directory)")
+} else {
+    try? FileManager.default.removeItem(atPath: directory)
+}
+let elapsed = Double(nowNanoseconds() - started) / 1e9
+json.append(("notes", .array(notes.map(JSON.string))))
+json.append(("seconds", .number(elapsed)))
+json.append(("pass", .bool(!failed)))
+
+if let file = options.jsonFile {
+    do {
+        try Data((JSON.object(json).rendered + "\n").utf8).write(to: URL(fileURLWithPath: file))
+    } catch {
+        progress("chronicle-bench: cannot write \(file): \(error)")
+    }
+}
+if options.json {
+    print(JSON.object(json).rendered)
+} else {
+    print("Chronicle benchmark — SQLite \(Database.libraryVersion), \(ProcessInfo.processInfo.activeProcessorCount) cores, seed \(options.seed)\(options.quick ? ", quick" : "")")
+    print("ratio = chronicle / raw sqlite (same SQL work, same run); lower is better for latency, higher for ops/s")
+    print("")
+    print(renderTable(rows))
+    if !notes.isEmpty {
+        print("")
+        for note in notes { print("- " + note) }
+    }
+    print("")
+    print("total \(formatFixed(elapsed, 1)) s")
+}

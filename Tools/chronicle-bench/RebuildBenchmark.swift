@@ -1,0 +1,166 @@
+import CSQLite
+import ChronicleCore
+import ChronicleStore
+import Foundation
+
+/// Measurement 3: `DeviceStore.rebuild()` over the N-op log left by the apply
+/// measurement, and raw SQLite replaying the same statements. Each runs in a
+/// fresh child process (this binary, re-executed with a hidden subcommand) so
+/// its peak resident memory (`VmHWM`) is its own, not this process's.
+struct RebuildBenchmark {
+    struct Side {
+        var ops: Int64
+        /// The timed work: for Chronicle the whole `rebuild()` call (which ends
+        /// with a projection digest), for the baseline the SQL work only.
+        var seconds: Double
+        /// Chronicle only: the rebuild transaction alone, as `RebuildReport.seconds` says.
+        var transactionSeconds: Double?
+        var peakKilobytes: Int
+        var startKilobytes: Int
+        var digest: String?
+
+        var opsPerSecond: Double { Double(ops) / seconds }
+    }
+
+    struct Result {
+        var chronicle: Side
+        var baseline: Side
+        var digestMatchesIncremental: Bool?
+    }
+
+    let storePath: String
+    let baselinePath: String
+    let ops: Int
+    let seed: UInt64
+    let incrementalDigest: String?
+
+    func run() throws -> Result {
+        progress("rebuild: chronicle (child process)…")
+        let chronicle = try Self.side(try runChild(["_rebuild", storePath]))
+        progress("rebuild: chronicle \(formatCount(chronicle.opsPerSecond)) ops/s, peak \(chronicle.peakKilobytes / 1024) MB; raw sqlite (child process)…")
+        let baseline = try Self.side(try runChild(["_rebuild-raw", baselinePath, String(ops), String(seed)]))
+        progress("rebuild: raw sqlite \(formatCount(baseline.opsPerSecond)) ops/s, peak \(baseline.peakKilobytes / 1024) MB")
+        return Result(chronicle: chronicle, baseline: baseline,
+                      digestMatchesIncremental: incrementalDigest.map { $0 == chronicle.digest })
+    }
+
+    private static func side(_ object: [String: Any]) throws -> Side {
+        guard let ops = (object["ops"] as? NSNumber)?.int64Value, let seconds = (object["seconds"] as? NSNumber)?.doubleValue,
+              let peak = (object["vmhwm_kb"] as? NSNumber)?.intValue, let start = (object["start_vmhwm_kb"] as? NSNumber)?.intValue else {
+            throw BenchError("the rebuild child printed an unexpected result: \(object)")
+        }
+        return Side(ops: ops, seconds: seconds, transactionSeconds: (object["transaction_seconds"] as? NSNumber)?.doubleValue,
+                    peakKilobytes: peak, startKilobytes: start, digest: object["digest"] as? String)
+    }
+
+    /// Runs this binary with `arguments`; its stderr passes through (progress),
+    /// its stdout is one JSON object.
+    private func runChild(_ arguments: [String]) throws -> [String: Any] {
+        let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = FileHandle.standardError
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw BenchError("\(arguments[0]) child exited with status \(process.terminationStatus)")
+        }
+        guard let object = try JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+            throw BenchError("\(arguments[0]) child printed no JSON object")
+        }
+        return object
+    }
+
+    // MARK: - Child processes
+
+    /// `chronicle-bench _rebuild STORE`: opens the store and rebuilds it.
+    static func chronicleChild(path: String) throws -> String {
+        let store = try DeviceStore.open(at: path)
+        let start = procStatusKilobytes("VmHWM") ?? 0
+        var throttle = Throttle()
+        let t0 = nowNanoseconds()
+        let report = try store.rebuild { done, total in
+            if throttle.ready() { progress("rebuild (chronicle): \(formatCount(Double(done)))/\(formatCount(Double(total))) ops") }
+        }
+        let seconds = Double(nowNanoseconds() - t0) / 1e9
+        let peak = procStatusKilobytes("VmHWM") ?? 0
+        return JSON.object([
+            ("ops", .int(report.confirmedReplayed)), ("seconds", .number(seconds)),
+            ("transaction_seconds", .number(report.seconds)), ("vmhwm_kb", .int(Int64(peak))),
+            ("start_vmhwm_kb", .int(Int64(start))), ("digest", .string(report.digest)),
+        ]).rendered
+    }
+
+    /// `chronicle-bench _rebuild-raw DB OPS SEED`: what `rebuild()` does, as raw
+    /// SQLite. The log is streamed with one prepared SELECT exactly as the engine
+    /// streams it; the statements each row turns into are regenerated from the
+    /// seeded workload outside the timer (decoding payloads and building SQL is
+    /// the engine's own work, which is what the ratio should expose).
+    static func rawChild(path: String, ops: Int, seed: UInt64) throws -> String {
+        let schema = Schema.readItLater
+        let projection = ProjectionSchema(schema: schema)
+        let materializer = Materializer(schema: schema)
+        let vocabulary = Vocabulary(size: Bench.vocabularySize, seed: seed)
+        let db = try RawDatabase(path: path)
+        let start = procStatusKilobytes("VmHWM") ?? 0
+        var timed: UInt64 = 0
+        var t = nowNanoseconds()
+        try db.exec("BEGIN IMMEDIATE")
+        for (_, index) in projection.searchIndexes { try db.exec("DROP TABLE IF EXISTS \(ProjectionSchema.quoted(index.index))") }
+        for (kind, name) in projection.droppableObjects { try db.exec("DROP \(kind) IF EXISTS \(ProjectionSchema.quoted(name))") }
+        try db.exec("DELETE FROM chronicle_shadowed")
+        db.clearCache()
+        for statement in projection.tableStatements { try db.exec(statement) }
+        let total = Int(try db.scalarInt("SELECT count(*) FROM chronicle_log") ?? 0)
+        guard total == ops else { throw BenchError("the baseline log holds \(total) ops, expected \(ops)") }
+        let select = try db.prepare("SELECT \(LogRow.columns) FROM chronicle_log ORDER BY server_seq")
+        try db.bind(select, [])
+        timed += nowNanoseconds() - t
+
+        var workload = ConfirmedWorkload(seed: seed, total: ops, libraryID: benchLibraryID(seed: seed), vocabulary: vocabulary)
+        var touched = 0
+        var throttle = Throttle()
+        while !workload.isDone {
+            let batch = workload.nextBatch(10_000)
+            var steps: [PreparedStep] = []
+            steps.reserveCapacity(batch.count * 2)
+            for op in batch { steps += try db.prepared(materializer.steps(for: op)) }
+            var firstID = ""
+            t = nowNanoseconds()
+            for k in 0..<batch.count {
+                guard sqlite3_step(select) == SQLITE_ROW else { throw BenchError("the baseline log ended early") }
+                for column: Int32 in [1, 2, 4, 6, 7] {
+                    _ = sqlite3_column_text(select, column)
+                    touched &+= Int(sqlite3_column_bytes(select, column))
+                }
+                for column: Int32 in [0, 3, 5, 8, 9, 10] { touched &+= Int(truncatingIfNeeded: sqlite3_column_int64(select, column)) }
+                if k == 0 { firstID = String(cString: sqlite3_column_text(select, 1)) }
+            }
+            try db.execute(steps)
+            timed += nowNanoseconds() - t
+            guard firstID == batch[0].opID.lowercased else {
+                throw BenchError("the regenerated workload does not match the baseline log at seq \(batch[0].serverSeq!)")
+            }
+            if throttle.ready() { progress("rebuild (raw sqlite): \(formatCount(Double(workload.produced)))/\(formatCount(Double(ops))) ops") }
+        }
+        t = nowNanoseconds()
+        sqlite3_reset(select)
+        for statement in projection.searchStatements { try db.exec(statement) }
+        let premium = try db.scalarInt("SELECT \(projection.premiumCondition)") == 1
+        for (_, index) in projection.searchIndexes where !index.requiresPremium || premium {
+            let fts = ProjectionSchema.quoted(index.index)
+            try db.exec("INSERT INTO \(fts)(\(fts)) VALUES ('rebuild')")
+        }
+        try db.exec("COMMIT")
+        timed += nowNanoseconds() - t
+        let peak = procStatusKilobytes("VmHWM") ?? 0
+        return JSON.object([
+            ("ops", .int(Int64(ops))), ("seconds", .number(Double(timed) / 1e9)), ("vmhwm_kb", .int(Int64(peak))),
+            ("start_vmhwm_kb", .int(Int64(start))), ("checksum", .int(Int64(touched))),
+        ]).rendered
+    }
+}

@@ -1,0 +1,272 @@
+import CSQLite
+import ChronicleCore
+import ChronicleStore
+import Foundation
+
+/// Measurement 4: `DeviceStore.search` over a library of N articles (a fifth
+/// with ~2,000 words of parsed full text on a premium plan), beside raw SQLite
+/// running the same FTS5 statements through prepared statements on the same
+/// file. A third, exact-ranking query (every match ranked by bm25, snippets for
+/// the page only) is run as a reference for how much the engine's ranking
+/// window changes the results.
+struct SearchBenchmark {
+    static let kinds = ["one-word", "two-word", "phrase", "prefix"]
+    static let limit = 20
+
+    struct Kind {
+        var name: String
+        var queries: [String]
+        var chronicle: Samples
+        var baseline: Samples
+        /// Raw SQLite running `exactSQL` (every match ranked).
+        var exact: Samples
+        /// Sum over queries of |engine hits ∩ exact hits| / |exact hits|.
+        var overlapSum: Double
+        /// FTS rows matched per query (over every index, before grouping by owner).
+        var matches: Samples
+        /// Queries whose hits (kind, id, order, snippet) differ between the engine and the baseline.
+        var mismatches: Int
+
+        var meanOverlap: Double { queries.isEmpty ? .nan : overlapSum / Double(queries.count) }
+    }
+
+    struct Result {
+        var articles: Int
+        var fullTextArticles: Int
+        var loadOps: Int
+        var loadSeconds: Double
+        var storeBytes: Int64
+        var kinds: [Kind]
+    }
+
+    let directory: String
+    let articles: Int
+    let queriesPerKind: Int
+    let seed: UInt64
+    let vocabulary: Vocabulary
+
+    func run() throws -> Result {
+        let schema = Schema.readItLater
+        let path = directory + "/search.chronicle"
+        let libraryID = benchLibraryID(seed: seed ^ 0x5EA2C4)
+        let clock = ManualClock()
+        let store = try DeviceStore.create(at: path, schema: schema, libraryID: libraryID, clock: clock,
+                                           ids: SeededV7IDGenerator(seed: seed ^ 0x5EA2C4, clock: clock))
+        let (loadOps, fullText, loadSeconds) = try load(store, libraryID: libraryID)
+
+        let raw = try RawDatabase(path: path, readOnly: true)
+        let baseline = try RawSearch(raw, schema: schema)
+        let exact = try raw.prepare(Self.exactSQL(schema: schema, markers: ("[", "]")))
+        let counters = try ProjectionSchema(schema: schema).searchIndexes.map { _, index in
+            let fts = ProjectionSchema.quoted(index.index)
+            return try raw.prepare("SELECT count(*) FROM \(fts) WHERE \(fts) MATCH ?1")
+        }
+
+        var rng = SplitMix64(seed: seed ^ 0x0E7135)
+        var kinds: [Kind] = []
+        for name in Self.kinds {
+            let queries = (0..<queriesPerKind).map { _ in query(name, &rng) }
+            var kind = Kind(name: name, queries: queries, chronicle: Samples(capacity: queries.count),
+                            baseline: Samples(capacity: queries.count), exact: Samples(capacity: queries.count),
+                            overlapSum: 0, matches: Samples(), mismatches: 0)
+            progress("search: \(name) queries (\(queries.count), e.g. \(queries.prefix(3).map { "'\($0)'" }.joined(separator: ", ")))…")
+            // A few untimed queries warm the page caches and the statement caches of every side.
+            for text in queries.prefix(10) {
+                _ = try store.search(text, limit: Self.limit)
+                _ = try baseline.search(SearchQuery(text).match, limit: Self.limit)
+            }
+            for text in queries {
+                var matched: Int64 = 0
+                for counter in counters {
+                    matched += try rawCount(raw, counter, SearchQuery(text).match)
+                }
+                kind.matches.add(UInt64(matched))
+            }
+            for text in queries {
+                let match = SearchQuery(text).match
+                let t0 = nowNanoseconds()
+                let hits = try store.search(text, limit: Self.limit)
+                let t1 = nowNanoseconds()
+                let rawHits = try baseline.search(match, limit: Self.limit)
+                let t2 = nowNanoseconds()
+                let exactHits = try Self.rawExact(raw, exact, match, limit: Int64(Self.limit))
+                let t3 = nowNanoseconds()
+                kind.chronicle.add(t1 - t0)
+                kind.baseline.add(t2 - t1)
+                kind.exact.add(t3 - t2)
+                if hits.map({ $0.kind + "/" + $0.id }) != rawHits.hits || hits.map(\.snippet) != rawHits.snippets { kind.mismatches += 1 }
+                let found = Set(hits.map { $0.kind + "/" + $0.id })
+                kind.overlapSum += exactHits.isEmpty ? 1 : Double(exactHits.filter(found.contains).count) / Double(exactHits.count)
+            }
+            progress("search: \(name): chronicle p50 \(formatFixed(kind.chronicle.percentileMilliseconds(0.5), 3)) ms p99 \(formatFixed(kind.chronicle.percentileMilliseconds(0.99), 3)) ms; raw sqlite p50 \(formatFixed(kind.baseline.percentileMilliseconds(0.5), 3)) ms p99 \(formatFixed(kind.baseline.percentileMilliseconds(0.99), 3)) ms; exact ranking p50 \(formatFixed(kind.exact.percentileMilliseconds(0.5), 3)) ms, top-\(Self.limit) overlap \(formatFixed(100 * kind.meanOverlap, 1))%")
+            kinds.append(kind)
+        }
+        return Result(articles: articles, fullTextArticles: fullText, loadOps: loadOps, loadSeconds: loadSeconds,
+                      storeBytes: databaseBytes(path), kinds: kinds)
+    }
+
+    /// Fills the store through confirmed ops: the premium plan, then per article a
+    /// save (title, url, sometimes a byline), for every fifth article the parsed
+    /// full text, some tags and, for one in ten, a highlight.
+    private func load(_ store: DeviceStore, libraryID: UUID) throws -> (ops: Int, fullText: Int, seconds: Double) {
+        var rng = SplitMix64(seed: seed ^ 0x10AD)
+        var seq: Int64 = 0
+        var time: Int64 = 1_780_000_000_000
+        let device = rng.uuid()
+        var deviceSeq: Int64 = 0, serverDeviceSeq: Int64 = 0
+        var batch: [Op] = []
+        var batchBytes = 0
+        var total = 0, fullText = 0
+        var seconds = 0.0
+        var throttle = Throttle()
+        let tags = (0..<300).map { vocabulary.words[40 + $0 * 7] }
+        let colors = ["yellow", "green", "blue", "pink", "purple"]
+
+        func append(_ type: String, _ entity: UUID, _ payload: Payload, server: Bool) {
+            seq += 1
+            time += 1_000
+            let author = server ? Op.serverDeviceID : device
+            if server { serverDeviceSeq += 1 } else { deviceSeq += 1 }
+            batch.append(Op(opID: rng.uuid7(milliseconds: time), libraryID: libraryID, deviceID: author, deviceSeq: server ? serverDeviceSeq : deviceSeq,
+                            type: type, version: 1, entityID: entity, payload: payload, deviceTime: time, baseSeq: seq - 1,
+                            serverSeq: seq, serverTime: time))
+        }
+        func flush() throws {
+            guard !batch.isEmpty else { return }
+            let t0 = nowNanoseconds()
+            try store.applyConfirmed(batch)
+            seconds += Double(nowNanoseconds() - t0) / 1e9
+            total += batch.count
+            batch.removeAll(keepingCapacity: true)
+            batchBytes = 0
+        }
+
+        append("library.plan", libraryID, ["plan": .text("premium")], server: true)
+        for index in 0..<articles {
+            let article = rng.uuid7(milliseconds: time)
+            var payload: Payload = [
+                "url": .text("https://\(vocabulary.words[rng.below(vocabulary.count)]).example/\(vocabulary.sample(&rng))-\(index)"),
+                "title": .text(vocabulary.title(words: rng.int(4...10), &rng)),
+            ]
+            if rng.chance(0.3) { payload["byline"] = .text(vocabulary.title(words: 2, &rng)) }
+            append("article.save", article, payload, server: false)
+            if index % 5 == 0 {
+                let words = rng.int(1_800...2_200)
+                let text = vocabulary.text(words: words, &rng)
+                batchBytes += text.utf8.count
+                append("article.parsed", article, ["text": .text(text), "word_count": .integer(Int64(words))], server: true)
+                fullText += 1
+            }
+            for _ in 0..<rng.below(3) { append("article.tag", article, ["tag": .text(rng.pick(tags))], server: false) }
+            if rng.below(10) == 0 {
+                append("highlight.create", rng.uuid7(milliseconds: time), ["article_id": .text(article.lowercased),
+                                                        "quote": .text(vocabulary.text(words: rng.int(8...25), &rng)),
+                                                        "position": .integer(Int64(rng.below(10_000))),
+                                                        "color": .text(rng.pick(colors))], server: false)
+            }
+            if batch.count >= 5_000 || batchBytes >= 8_000_000 { try flush() }
+            if throttle.ready() {
+                progress("search: loading articles \(formatCount(Double(index + 1)))/\(formatCount(Double(articles))) (\(formatCount(Double(total + batch.count))) ops)")
+            }
+        }
+        try flush()
+        progress("search: loaded \(formatCount(Double(articles))) articles, \(formatCount(Double(fullText))) with full text, in \(formatFixed(seconds, 1)) s of applyConfirmed")
+        return (total, fullText, seconds)
+    }
+
+    /// A query of the given kind. Words are drawn log-uniformly by rank, so there
+    /// are as many queries for everyday words as for rare ones.
+    private func query(_ kind: String, _ rng: inout SplitMix64) -> String {
+        let all = 10..<vocabulary.count
+        switch kind {
+        case "one-word":
+            return vocabulary.words[vocabulary.logUniformRank(all, &rng)]
+        case "two-word":
+            return vocabulary.words[vocabulary.logUniformRank(all, &rng)] + " " + vocabulary.words[vocabulary.logUniformRank(all, &rng)]
+        case "phrase":
+            // Two fairly common words, so the phrase occurs somewhere.
+            let a = vocabulary.words[vocabulary.logUniformRank(1..<300, &rng)]
+            let b = vocabulary.words[vocabulary.logUniformRank(1..<300, &rng)]
+            return "\"\(a) \(b)\""
+        default:
+            let word = vocabulary.words[vocabulary.logUniformRank(all, &rng)]
+            return String(word.prefix(min(word.count, 3 + rng.below(3)))) + "*"
+        }
+    }
+
+    private func rawCount(_ raw: RawDatabase, _ statement: OpaquePointer, _ match: String) throws -> Int64 {
+        try raw.bind(statement, [.text(match)])
+        defer { sqlite3_reset(statement) }
+        guard sqlite3_step(statement) == SQLITE_ROW else { throw BenchError("count query failed: \(raw.errorMessage)") }
+        return sqlite3_column_int64(statement, 0)
+    }
+
+    /// The baseline query: bind, step every row, read every column.
+    /// Exact ranking's hits as `kind/owner`, best first.
+    static func rawExact(_ raw: RawDatabase, _ statement: OpaquePointer, _ match: String, limit: Int64) throws -> [String] {
+        try raw.bind(statement, [.text(match), .integer(limit)])
+        defer { sqlite3_reset(statement) }
+        var hits: [String] = []
+        while true {
+            let rc = sqlite3_step(statement)
+            if rc == SQLITE_DONE { break }
+            guard rc == SQLITE_ROW else { throw BenchError("search query failed (\(rc)): \(raw.errorMessage)") }
+            for column: Int32 in [3, 4, 5] { _ = sqlite3_column_text(statement, column) }
+            hits.append(String(cString: sqlite3_column_text(statement, 0)) + "/" + String(cString: sqlite3_column_text(statement, 1)))
+        }
+        return hits
+    }
+
+    /// Exact ranking as one statement: every match of every index ranked by bm25
+    /// (schema weights), best per owning row, snippets for the page only.
+    static func exactSQL(schema: Schema, markers: (String, String)) -> String {
+        func literal(_ s: String) -> String { "'" + s.replacingOccurrences(of: "'", with: "''") + "'" }
+        func titleField(of entity: EntitySpec) -> String? {
+            entity.field("title")?.name ?? entity.field("name")?.name ?? entity.scalarFields.first(where: { $0.type == .text })?.name
+        }
+        let q = ProjectionSchema.quoted
+        var parts: [String] = []
+        var snippets: [String] = []
+        for (entity, index) in ProjectionSchema(schema: schema).searchIndexes {
+            let fts = q(index.index)
+            let weights = index.weights.map { CanonicalJSON.format($0) }.joined(separator: ", ")
+            var from = "\(fts) JOIN "
+            var conditions = ["\(fts) MATCH ?1"]
+            let owner: EntitySpec
+            let ownerID: String
+            if let setField = index.setField {
+                from += "\(q(entity.setTable(entity.field(setField)!))) s ON s.rowid = \(fts).rowid JOIN \(q(entity.table)) t ON t.id = s.id"
+            } else {
+                from += "\(q(entity.table)) t ON t.rowid = \(fts).rowid"
+            }
+            if entity.hasSoftDelete { conditions.append("t.deleted_at IS NULL") }
+            if let ownerField = index.owner, let target = entity.field(ownerField)?.references, let ownerEntity = schema.entity(target) {
+                owner = ownerEntity
+                from += " JOIN \(q(ownerEntity.table)) o ON o.id = t.\(q(ownerField))"
+                if ownerEntity.hasSoftDelete { conditions.append("o.deleted_at IS NULL") }
+                ownerID = "o.id"
+            } else {
+                owner = entity
+                ownerID = "t.id"
+            }
+            let title = titleField(of: owner).map { (index.owner != nil ? "o." : "t.") + q($0) } ?? "NULL"
+            parts.append("""
+                SELECT \(literal(owner.name)) AS kind, \(ownerID) AS owner, bm25(\(fts), \(weights)) AS score, \
+                \(literal(index.index)) AS source, \(fts).rowid AS rid, \(title) AS title FROM \(from) WHERE \(conditions.joined(separator: " AND "))
+                """)
+            snippets.append("""
+                WHEN \(literal(index.index)) THEN (SELECT snippet(\(fts), -1, \(literal(markers.0)), \(literal(markers.1)), '…', 12) \
+                FROM \(fts) WHERE \(fts) MATCH ?1 AND \(fts).rowid = page.rid)
+                """)
+        }
+        return """
+            WITH page AS (
+            SELECT kind, owner, min(score) AS best, source, rid, title FROM (
+            \(parts.joined(separator: "\nUNION ALL\n"))
+            ) GROUP BY kind, owner ORDER BY best, owner LIMIT ?2
+            )
+            SELECT kind, owner, best, source, CASE source \(snippets.joined(separator: " ")) END AS snip, title
+            FROM page ORDER BY best, owner
+            """
+    }
+}
