@@ -48,3 +48,24 @@ import Testing
         #expect(try f.store.search("NEAR").count == 1)
     }
 }
+
+@Suite struct SearchVisibilityTests {
+    @Test func deletedRowsAndRowsOfDeletedOwnersAreNotFoundUntilRestored() throws {
+        let f = try Fixture()
+        let article = try f.save("https://example.com/k", title: "Kayaks")
+        try f.store.write("article.tag", entity: article, payload: ["tag": .text("paddling")])
+        try f.store.write("highlight.create", payload: ["article_id": .text(article.lowercased), "quote": .text("rivers bend")])
+        #expect(try f.store.search("rivers").count == 1)
+        #expect(try f.store.search("paddling").count == 1)
+        try f.store.write("article.delete", entity: article)
+        for query in ["kayaks", "rivers", "paddling"] { #expect(try f.store.search(query).isEmpty, "\(query) after delete") }
+        #expect(try f.store.verify().passed)
+        try f.store.write("article.restore", entity: article)
+        for query in ["kayaks", "rivers", "paddling"] { #expect(try f.store.search(query).count == 1, "\(query) after restore") }
+        #expect(try f.store.verify().passed)
+        let before = try f.store.digest()
+        try f.store.rebuild()
+        #expect(try f.store.digest() == before)
+        #expect(try f.store.search("rivers").count == 1)
+    }
+}

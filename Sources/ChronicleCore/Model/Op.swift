@@ -75,28 +75,33 @@ extension UUID {
 
     /// Parses the 36-character text form (either case); nil for anything else.
     public init?(text: String) {
-        var copy = text
-        let parsed: uuid_t? = copy.withUTF8 { utf8 in
-            guard utf8.count == 36 else { return nil }
-            var bytes = [UInt8](repeating: 0, count: 16)
-            var b = 0
-            var i = 0
-            while i < 36 {
-                if i == 8 || i == 13 || i == 18 || i == 23 {
-                    guard utf8[i] == UInt8(ascii: "-") else { return nil }
-                    i += 1
-                    continue
+        var value: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        let parsed = text.utf8.withContiguousStorageIfAvailable { utf8 -> Bool in
+            guard utf8.count == 36 else { return false }
+            return withUnsafeMutableBytes(of: &value) { out -> Bool in
+                var b = 0
+                var i = 0
+                while i < 36 {
+                    if i == 8 || i == 13 || i == 18 || i == 23 {
+                        guard utf8[i] == UInt8(ascii: "-") else { return false }
+                        i += 1
+                        continue
+                    }
+                    guard let high = Self.nibble(utf8[i]), let low = Self.nibble(utf8[i + 1]) else { return false }
+                    out[b] = high << 4 | low
+                    b += 1
+                    i += 2
                 }
-                guard let high = Self.nibble(utf8[i]), let low = Self.nibble(utf8[i + 1]) else { return nil }
-                bytes[b] = high << 4 | low
-                b += 1
-                i += 2
+                return true
             }
-            return (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
-                    bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15])
         }
-        guard let parsed else { return nil }
-        self.init(uuid: parsed)
+        if parsed == true {
+            self.init(uuid: value)
+        } else if parsed == nil, let fallback = UUID(uuidString: text) {
+            self = fallback  // a bridged string without contiguous UTF-8
+        } else {
+            return nil
+        }
     }
 
     private static func nibble(_ c: UInt8) -> UInt8? {

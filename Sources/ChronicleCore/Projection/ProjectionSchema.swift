@@ -80,21 +80,57 @@ public struct ProjectionSchema: Sendable {
         index.setField.map { entity.setTable(entity.field($0)!) } ?? entity.table
     }
 
-    /// DDL for the FTS5 indexes. Indexes use external content: text is stored
-    /// once, in the projection table. Rows are indexed by explicit single-row
-    /// statements (see `SearchIndexer`), not by triggers: a trigger that writes
-    /// an FTS5 table makes every statement open a savepoint, and FTS5 flushes
-    /// its pending terms at each one, which made bulk apply three times slower.
-    /// Only the plan gate, which changes rarely, is a trigger.
+    /// The view an index is built from: the rows that may be found. Deleted rows,
+    /// rows whose owner is deleted, and premium-only text on a free plan are not
+    /// in it, so the index never holds them and a search needs no join to skip
+    /// them. Columns: `rid` (the content row's rowid), `id` (the entity id),
+    /// `owner_id` (the row hits count for), then the indexed columns.
+    public func contentView(of index: SearchIndexSpec, in entity: EntitySpec) -> (name: String, sql: String) {
+        let q = Self.quoted
+        let name = index.index + "_content"
+        var columns: [String]
+        var from: String
+        var conditions: [String] = []
+        if let setField = index.setField {
+            from = "\(q(entity.setTable(entity.field(setField)!))) s JOIN \(q(entity.table)) t ON t.id = s.id"
+            columns = ["s.rowid AS rid", "s.id AS id", "s.id AS owner_id", "s.value AS value"]
+        } else {
+            from = "\(q(entity.table)) t"
+            columns = ["t.rowid AS rid", "t.id AS id"]
+            columns.append(index.owner.map { "t.\(q($0)) AS owner_id" } ?? "t.id AS owner_id")
+            columns += index.fields.map { "t.\(q($0)) AS \(q($0))" }
+        }
+        if entity.hasSoftDelete { conditions.append("t.deleted_at IS NULL") }
+        if let owner = ownerEntity(of: index, in: entity) {
+            from += " JOIN \(q(owner.table)) o ON o.id = t.\(q(index.owner!))"
+            if owner.hasSoftDelete { conditions.append("o.deleted_at IS NULL") }
+        }
+        if index.requiresPremium { conditions.append(premiumCondition) }
+        let filter = conditions.isEmpty ? "" : " WHERE " + conditions.joined(separator: " AND ")
+        return (name, "CREATE VIEW \(q(name)) AS SELECT \(columns.joined(separator: ", ")) FROM \(from)\(filter)")
+    }
+
+    /// The entity type a hit in this index counts for when it is not the row's own.
+    public func ownerEntity(of index: SearchIndexSpec, in entity: EntitySpec) -> EntitySpec? {
+        index.owner.flatMap { entity.field($0)?.references }.flatMap(schema.entity)
+    }
+
+    /// DDL for the FTS5 indexes and their content views. Rows are indexed by
+    /// explicit single-row statements (see `SearchIndexer`), not by triggers: a
+    /// trigger that writes an FTS5 table makes every statement open a
+    /// savepoint, and FTS5 flushes its pending terms at each one, which made
+    /// bulk apply three times slower. Only the plan gate, which changes
+    /// rarely, is a trigger.
     public var searchStatements: [String] {
         var statements: [String] = []
         for entity in schema.entities {
             for index in entity.search {
-                let content = contentTable(of: index, in: entity)
+                let view = contentView(of: index, in: entity)
                 let columns = index.fields.map(Self.quoted).joined(separator: ", ")
                 let fts = Self.quoted(index.index)
+                statements.append(view.sql)
                 statements.append("""
-                    CREATE VIRTUAL TABLE \(fts) USING fts5(\(columns), content=\(Self.quoted(content)), content_rowid='rowid', \
+                    CREATE VIRTUAL TABLE \(fts) USING fts5(\(columns), content=\(Self.quoted(view.name)), content_rowid='rid', \
                     tokenize='unicode61 remove_diacritics 2', prefix='2 3')
                     """)
                 // `ORDER BY rank` then ranks by bm25 with the schema's column weights.
@@ -102,16 +138,16 @@ public struct ProjectionSchema: Sendable {
                 statements.append("INSERT INTO \(fts)(\(fts), rank) VALUES ('rank', 'bm25(\(weights))')")
                 if index.requiresPremium, let plan = schema.plan {
                     let planTable = Self.quoted(plan.entity), planField = Self.quoted(plan.field)
-                    let fill = "INSERT INTO \(fts)(rowid, \(columns)) SELECT rowid, \(columns) FROM \(Self.quoted(content));"
+                    let fill = "INSERT INTO \(fts)(rowid, \(columns)) SELECT rid, \(columns) FROM \(Self.quoted(view.name));"
                     let clear = "INSERT INTO \(fts)(\(fts)) VALUES ('delete-all');"
                     // The plan gates the whole index: fill it when premium starts, empty it when it ends.
                     statements.append("""
                         CREATE TRIGGER \(Self.quoted(index.index + "_plan_on")) AFTER UPDATE OF \(planField) ON \(planTable) \
-                        WHEN new.\(planField) = '\(plan.premium)' AND old.\(planField) IS NOT '\(plan.premium)' BEGIN \(fill) END
+                        WHEN new.\(planField) = '\(plan.premium)' AND old.\(planField) IS NOT '\(plan.premium)' BEGIN \(clear) \(fill) END
                         """)
                     statements.append("""
                         CREATE TRIGGER \(Self.quoted(index.index + "_plan_new")) AFTER INSERT ON \(planTable) \
-                        WHEN new.\(planField) = '\(plan.premium)' AND (SELECT count(*) FROM \(planTable) WHERE \(planField) = '\(plan.premium)') = 1 BEGIN \(fill) END
+                        WHEN new.\(planField) = '\(plan.premium)' AND (SELECT count(*) FROM \(planTable) WHERE \(planField) = '\(plan.premium)') = 1 BEGIN \(clear) \(fill) END
                         """)
                     statements.append("""
                         CREATE TRIGGER \(Self.quoted(index.index + "_plan_off")) AFTER UPDATE OF \(planField) ON \(planTable) \
@@ -135,7 +171,10 @@ public struct ProjectionSchema: Sendable {
     /// Every object the projection owns, for dropping it before a rebuild.
     public var droppableObjects: [(kind: String, name: String)] {
         var objects: [(String, String)] = []
-        for (_, index) in searchIndexes { objects.append(("TABLE", index.index)) }
+        for (_, index) in searchIndexes {
+            objects.append(("TABLE", index.index))
+            objects.append(("VIEW", index.index + "_content"))
+        }
         for entity in schema.entities {
             objects.append(("TABLE", entity.table))
             objects.append(("TABLE", "chronicle_shadow_\(entity.table)"))

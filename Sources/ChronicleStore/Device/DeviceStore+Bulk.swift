@@ -26,7 +26,10 @@ extension DeviceStore {
         var failure: Error?
         do {
             for batch in batches where !batch.isEmpty {
-                let result = try writeTransaction { db in try fold(batch, in: db, indexing: false) }
+                let result = try writeTransaction { db in
+                    try db.execute("PRAGMA cache_size = -\(Self.bulkCacheKilobytes)")
+                    return try fold(batch, in: db, indexing: false)
+                }
                 total.applied += result.applied
                 total.confirmedOwn += result.confirmedOwn
                 total.rebased += result.rebased
@@ -37,7 +40,10 @@ extension DeviceStore {
             failure = error
         }
         // Indexes are rebuilt even when a batch failed: what did land must be searchable.
-        try writeTransaction { db in try rebuildSearchIndexes(in: db) }
+        try writeTransaction { db in
+            try rebuildSearchIndexes(in: db)
+            try db.execute("PRAGMA cache_size = -\(Database.Options.defaultCacheKilobytes)")
+        }
         if let failure { throw failure }
         return total
     }

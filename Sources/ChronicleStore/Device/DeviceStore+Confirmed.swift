@@ -75,9 +75,8 @@ extension DeviceStore {
                 let touched = Set(ops.compactMap { op in materializer.entity(of: op).map { ShadowKey(entity: $0.name, id: op.entityID.lowercased) } })
                 rebase = shadowed.filter(touched.contains)
                 for key in rebase {
-                    if indexing { try indexer.reindexEntity(key.entity, key.id, add: false, in: db, batch: batch) }
-                    for sql in projection.shadowRestore(schema.entity(key.entity)!) { try db.execute(sql, [.text(key.id)]) }
-                    if indexing { try indexer.reindexEntity(key.entity, key.id, add: true, in: db, batch: batch) }
+                    let restore = { for sql in self.projection.shadowRestore(self.schema.entity(key.entity)!) { try db.execute(sql, [.text(key.id)]) } }
+                    if indexing { try indexer.aroundEntity(key.entity, key.id, in: db, batch: batch, restore) } else { try restore() }
                     try db.execute("DELETE FROM chronicle_shadowed WHERE entity = ?1 AND id = ?2", [.text(key.entity), .text(key.id)])
                 }
             }

@@ -13,6 +13,9 @@ public struct RebuildReport: Sendable {
 public typealias ProgressHandler = (_ done: Int64, _ total: Int64) -> Void
 
 extension DeviceStore {
+    /// Page cache for rebuilds and bulk apply, in KiB; the usual is `Database.Options.defaultCacheKilobytes`.
+    static let bulkCacheKilobytes = 96_000
+
     /// Drops every projection table and FTS index and replays the log (then the
     /// outbox on top). One transaction: readers keep seeing the old projection
     /// until it commits, and an interrupted rebuild leaves the store as it was.
@@ -21,7 +24,9 @@ extension DeviceStore {
     public func rebuild(progress: ProgressHandler? = nil) throws -> RebuildReport {
         let start = DispatchTime.now().uptimeNanoseconds
         let (confirmed, pending) = try writeTransaction { db in
-            for (_, index) in projection.searchIndexes { try db.execute("DROP TABLE IF EXISTS \(ProjectionSchema.quoted(index.index))") }
+            // A rebuild touches every page: a larger cache for its duration saves re-reading them.
+            try db.execute("PRAGMA cache_size = -\(Self.bulkCacheKilobytes)")
+            defer { try? db.execute("PRAGMA cache_size = -\(Database.Options.defaultCacheKilobytes)") }
             for (kind, name) in projection.droppableObjects { try db.execute("DROP \(kind) IF EXISTS \(ProjectionSchema.quoted(name))") }
             try db.execute("DELETE FROM chronicle_shadowed")
             try Self.createProjection(projection, in: db, withSearch: false)
@@ -38,11 +43,10 @@ extension DeviceStore {
     /// Refills every FTS5 index from its content table in one pass (premium-only
     /// indexes stay empty on a free plan) and clears the stale mark bulk apply sets.
     func rebuildSearchIndexes(in db: Database) throws {
-        let premium = try db.scalarInt("SELECT \(projection.premiumCondition)") == 1
+        // Each index's content view decides what it holds (live rows; premium text on premium only).
         for (_, index) in projection.searchIndexes {
             let fts = ProjectionSchema.quoted(index.index)
-            let command = !index.requiresPremium || premium ? "rebuild" : "delete-all"
-            try db.execute("INSERT INTO \(fts)(\(fts)) VALUES ('\(command)')")
+            try db.execute("INSERT INTO \(fts)(\(fts)) VALUES ('rebuild')")
         }
         try db.execute("DELETE FROM chronicle_meta WHERE key = 'search_stale'")
     }

@@ -27,6 +27,8 @@ public final class Database {
         /// the database consistent across power loss; `FULL` also keeps the
         /// last commits across power loss.
         public var synchronousFull = true
+        /// SQLite's page cache per connection, in KiB.
+        public static let defaultCacheKilobytes = 16_000
         public init() {}
     }
 
@@ -54,7 +56,7 @@ public final class Database {
             try execute("PRAGMA synchronous = \(options.synchronousFull ? "FULL" : "NORMAL")")
         }
         try execute("PRAGMA temp_store = MEMORY")
-        try execute("PRAGMA cache_size = -16000")
+        try execute("PRAGMA cache_size = -\(Options.defaultCacheKilobytes)")
     }
 
     deinit {

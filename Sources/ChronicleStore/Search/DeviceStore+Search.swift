@@ -35,16 +35,18 @@ extension DeviceStore {
         let match = Value.text(query.match)
         let perIndex = Int64(min(max(limit * 3, 30), 3_000))
         return try read { db in
-            let premium = try db.scalarInt("SELECT \(projection.premiumCondition)") == 1
             struct Candidate { var kind: String; var id: String; var score: Double; var plan: SearchPlan; var rowid: Int64 }
             var best: [String: Candidate] = [:]
-            for plan in searchPlans where !plan.gated || premium {
+            for plan in searchPlans {
                 let floor = try db.scalarInt(plan.window, [match, .integer(Int64(Self.searchRankWindow - 1))]) ?? Int64.min
-                try db.statement(plan.candidates).forEach([match, .integer(floor), .integer(perIndex)]) { row in
-                    let candidate = Candidate(kind: plan.ownerKind, id: row.text(2), score: row.double(1), plan: plan, rowid: row.int(0))
-                    let key = candidate.kind + "/" + candidate.id
-                    if let known = best[key], known.score <= candidate.score { return }
-                    best[key] = candidate
+                let ranked = try db.query(plan.candidates, [match, .integer(floor), .integer(perIndex)]) { ($0.int(0), $0.double(1)) }
+                let owners = try db.statement(plan.owner)
+                for (rowid, score) in ranked {
+                    // The index holds only live rows (see `ProjectionSchema.contentView`), so no hit needs filtering.
+                    guard let id = try owners.map([.integer(rowid)], { $0.text(0) }).first else { continue }
+                    let key = plan.ownerKind + "/" + id
+                    if let known = best[key], known.score <= score { continue }
+                    best[key] = Candidate(kind: plan.ownerKind, id: id, score: score, plan: plan, rowid: rowid)
                 }
             }
             let top = best.values.sorted { ($0.score, $0.kind, $0.id) < ($1.score, $1.kind, $1.id) }.prefix(limit)
@@ -67,11 +69,12 @@ extension DeviceStore {
     struct SearchPlan: Sendable {
         let index: String
         let ownerKind: String
-        let gated: Bool
         /// `?1` match, `?2` offset → the rowid where the ranking window starts.
         let window: String
-        /// `?1` match, `?2` lowest rowid, `?3` limit → (rowid, rank, owner id), best first.
+        /// `?1` match, `?2` lowest rowid, `?3` limit → (rowid, rank), best first.
         let candidates: String
+        /// `?1` rowid → the id of the row the hit counts for.
+        let owner: String
         /// `?1`/`?2` markers, `?3` match, `?4` rowid → snippet.
         let snippet: String
         /// `?1` owner id → title.
@@ -79,30 +82,15 @@ extension DeviceStore {
     }
 
     static func searchPlans(_ projection: ProjectionSchema) -> [SearchPlan] {
-        let schema = projection.schema
         let q = ProjectionSchema.quoted
         return projection.searchIndexes.map { entity, index in
             let fts = q(index.index)
-            var from = "\(fts) f JOIN "
-            var conditions = ["f.\(fts) MATCH ?1", "f.rowid >= ?2"]
-            if let setField = index.setField {
-                from += "\(q(entity.setTable(entity.field(setField)!))) s ON s.rowid = f.rowid JOIN \(q(entity.table)) t ON t.id = s.id"
-            } else {
-                from += "\(q(entity.table)) t ON t.rowid = f.rowid"
-            }
-            if entity.hasSoftDelete { conditions.append("t.deleted_at IS NULL") }
-            var owner = entity
-            var ownerID = "t.id"
-            if let ownerField = index.owner, let target = entity.field(ownerField)?.references, let ownerEntity = schema.entity(target) {
-                owner = ownerEntity
-                from += " JOIN \(q(ownerEntity.table)) o ON o.id = t.\(q(ownerField))"
-                if ownerEntity.hasSoftDelete { conditions.append("o.deleted_at IS NULL") }
-                ownerID = "o.id"
-            }
+            let owner = projection.ownerEntity(of: index, in: entity) ?? entity
             return SearchPlan(
-                index: index.index, ownerKind: owner.name, gated: index.requiresPremium,
+                index: index.index, ownerKind: owner.name,
                 window: "SELECT rowid FROM \(fts) WHERE \(fts) MATCH ?1 ORDER BY rowid DESC LIMIT 1 OFFSET ?2",
-                candidates: "SELECT f.rowid, f.rank, \(ownerID) FROM \(from) WHERE \(conditions.joined(separator: " AND ")) ORDER BY f.rank LIMIT ?3",
+                candidates: "SELECT rowid, rank FROM \(fts) WHERE \(fts) MATCH ?1 AND rowid >= ?2 ORDER BY rank LIMIT ?3",
+                owner: "SELECT owner_id FROM \(q(projection.contentView(of: index, in: entity).name)) WHERE rid = ?1",
                 snippet: "SELECT snippet(\(fts), -1, ?1, ?2, '…', 12) FROM \(fts) WHERE \(fts) MATCH ?3 AND rowid = ?4",
                 title: titleField(of: owner).map { "SELECT \(q($0)) FROM \(q(owner.table)) WHERE id = ?1" })
         }

@@ -1,11 +1,13 @@
 import ChronicleCore
 
-/// Keeps the FTS5 indexes in step with the projection rows they index.
+/// Keeps the FTS5 indexes in step with the rows they may find.
 ///
-/// Around each op that can change indexed text it notes which indexed rows
-/// the op touches and what the index holds for them; when the transaction's
-/// batch ends, `flush` brings each touched row's index entry up to date in
-/// ascending rowid order, with single-row `VALUES` statements:
+/// Each index is built from a content view (`ProjectionSchema.contentView`)
+/// that leaves out deleted rows, rows whose owner is deleted, and premium-only
+/// text on a free plan. Around each op that can change what a view shows,
+/// this notes the view rows the op touches and what the index holds for them;
+/// when the transaction's batch ends, `flush` brings each touched entry up to
+/// date in ascending rowid order, with single-row `VALUES` statements:
 ///
 /// - External-content FTS5 needs the exact old values to delete an entry, so
 ///   they are read before the first change.
@@ -14,19 +16,29 @@ import ChronicleCore
 ///   out-of-order rowid makes it flush to disk every time, which made bulk
 ///   apply several times slower.
 ///
-/// Premium-gated indexes (rare writes, and a plan change refills them
-/// wholesale) are updated immediately instead.
+/// Premium-only indexes (rare writes, and a plan change refills them
+/// wholesale by trigger) are updated immediately instead.
 struct SearchIndexer: Sendable {
     struct Target: Sendable {
         let number: Int
         let index: SearchIndexSpec
-        let isSet: Bool
         let gated: Bool
-        let capture: String
-        let captureAll: String
+        let byID: String
+        let byMember: String
+        let byOwner: String
         let byRowid: String
         let delete: String
         let insert: String
+    }
+
+    /// Which view rows an op can change.
+    enum Scope: Sendable {
+        /// Rows with the op's entity id (its own row, or all its set elements).
+        case entity
+        /// The one set element the op adds or removes.
+        case member
+        /// Rows of other entity types owned by the op's entity (an article's highlights).
+        case owned
     }
 
     /// Index entries touched in one transaction: target → rowid → what the
@@ -41,104 +53,103 @@ struct SearchIndexer: Sendable {
     }
 
     private let targets: [Target]
-    private let byEntity: [String: [Target]]
-    private let byOpType: [String: [Target]]
-    private let premiumSQL: String
+    /// What a delete, a restore or a rebase of an entity can change.
+    private let entityWide: [String: [(Target, Scope)]]
+    private let byOpType: [String: [(Target, Scope)]]
 
     init(projection: ProjectionSchema) {
         let schema = projection.schema
         let q = ProjectionSchema.quoted
         var targets: [Target] = []
+        var owned: [String: [Target]] = [:]
+        var own: [String: [Target]] = [:]
         for (entity, index) in projection.searchIndexes {
-            let content = q(projection.contentTable(of: index, in: entity))
+            let view = q(projection.contentView(of: index, in: entity).name)
             let columns = index.fields.map(q).joined(separator: ", ")
             let fts = q(index.index)
             let slots = (0..<index.fields.count).map { "?\($0 + 2)" }.joined(separator: ", ")
-            let isSet = index.setField != nil
-            targets.append(Target(
-                number: targets.count, index: index, isSet: isSet, gated: index.requiresPremium,
-                capture: "SELECT rowid, \(columns) FROM \(content) WHERE id = ?1" + (isSet ? " AND value = ?2" : ""),
-                captureAll: "SELECT rowid, \(columns) FROM \(content) WHERE id = ?1",
-                byRowid: "SELECT \(columns) FROM \(content) WHERE rowid = ?1",
+            let target = Target(
+                number: targets.count, index: index, gated: index.requiresPremium,
+                byID: "SELECT rid, \(columns) FROM \(view) WHERE id = ?1",
+                byMember: "SELECT rid, \(columns) FROM \(view) WHERE id = ?1 AND value = ?2",
+                byOwner: "SELECT rid, \(columns) FROM \(view) WHERE owner_id = ?1",
+                byRowid: "SELECT \(columns) FROM \(view) WHERE rid = ?1",
                 delete: "INSERT INTO \(fts)(\(fts), rowid, \(columns)) VALUES ('delete', ?1, \(slots))",
-                insert: "INSERT INTO \(fts)(rowid, \(columns)) VALUES (?1, \(slots))"))
+                insert: "INSERT INTO \(fts)(rowid, \(columns)) VALUES (?1, \(slots))")
+            targets.append(target)
+            own[entity.name, default: []].append(target)
+            if let owner = projection.ownerEntity(of: index, in: entity) { owned[owner.name, default: []].append(target) }
         }
-        var byEntity: [String: [Target]] = [:]
-        for (offset, pair) in projection.searchIndexes.enumerated() { byEntity[pair.entity.name, default: []].append(targets[offset]) }
-        var byOpType: [String: [Target]] = [:]
+        var entityWide: [String: [(Target, Scope)]] = [:]
+        for entity in schema.entities {
+            let list = (own[entity.name] ?? []).map { ($0, Scope.entity) } + (owned[entity.name] ?? []).map { ($0, Scope.owned) }
+            if !list.isEmpty { entityWide[entity.name] = list }
+        }
+        var byOpType: [String: [(Target, Scope)]] = [:]
         for spec in schema.ops {
-            guard let candidates = byEntity[spec.entity] else { continue }
-            let touched: [Target]
+            let mine = own[spec.entity] ?? []
+            let touched: [(Target, Scope)]
             switch spec.action {
-            case .create, .upsert:
-                touched = candidates.filter { !$0.isSet }
+            case .create, .upsert, .delete, .restore:
+                touched = entityWide[spec.entity] ?? []
             case .set:
                 let written = Set(spec.fields)
-                touched = candidates.filter { !$0.isSet && !written.isDisjoint(with: $0.index.fields) }
+                touched = mine.filter { $0.index.setField == nil && !written.isDisjoint(with: $0.index.fields) }.map { ($0, .entity) }
             case .add, .remove:
-                touched = candidates.filter { $0.index.setField == spec.field }
-            case .increment, .delete, .restore:
+                touched = mine.filter { $0.index.setField == spec.field }.map { ($0, .member) }
+            case .increment:
                 touched = []
             }
             if !touched.isEmpty { byOpType["\(spec.type)@\(spec.version)"] = touched }
         }
         self.targets = targets
-        self.byEntity = byEntity
+        self.entityWide = entityWide
         self.byOpType = byOpType
-        self.premiumSQL = "SELECT \(projection.premiumCondition)"
     }
 
-    private typealias Captured = (rowid: Int64, values: [Value])
+    private typealias Rows = [(rowid: Int64, values: [Value])]
 
     /// Applies `body` (an op's materializer steps), noting the index entries it changes.
     func around(_ op: Op, _ spec: OpTypeSpec?, in db: Database, batch: Batch, _ body: () throws -> Void) throws {
         guard let touched = byOpType["\(op.type)@\(op.version)"] else { return try body() }
-        let id = Value.text(op.entityID.lowercased)
         let member = spec?.valueKey.flatMap { op.payload[$0] } ?? .null
-        let before = try touched.map { try capture($0, id, member, db) }
-        for (target, old) in zip(touched, before) where !target.gated {
-            if let old { batch.touch(target, old.rowid, old.values) }
-        }
+        try around(touched, .text(op.entityID.lowercased), member, in: db, batch: batch, body)
+    }
+
+    /// Runs `body` (putting an entity's confirmed rows back during rebase), noting what it changes.
+    func aroundEntity(_ entity: String, _ id: String, in db: Database, batch: Batch, _ body: () throws -> Void) throws {
+        try around(entityWide[entity] ?? [], .text(id), .null, in: db, batch: batch, body)
+    }
+
+    private func around(_ touched: [(Target, Scope)], _ id: Value, _ member: Value, in db: Database, batch: Batch,
+                        _ body: () throws -> Void) throws {
+        let before = try touched.map { try capture($0.0, $0.1, id, member, db) }
         try body()
-        var premium: Bool?
-        for (offset, target) in touched.enumerated() {
-            let after = try capture(target, id, member, db)
+        for (offset, (target, scope)) in touched.enumerated() {
+            let after = try capture(target, scope, id, member, db)
             if !target.gated {
-                // A row that did not exist before: its rowid was not indexed (or was touched already).
-                if let after { batch.touch(target, after.rowid, nil) }
+                for row in before[offset] { batch.touch(target, row.rowid, row.values) }
+                // A row the view did not show before: nothing was indexed for its rowid (or it was touched already).
+                for row in after { batch.touch(target, row.rowid, nil) }
                 continue
             }
-            guard after?.rowid != before[offset]?.rowid || after?.values != before[offset]?.values else { continue }
-            if premium == nil { premium = try db.scalarInt(premiumSQL) == 1 }
-            guard premium == true else { continue }
-            if let old = before[offset] { try db.statement(target.delete).execute([.integer(old.rowid)] + old.values) }
-            if let new = after { try db.statement(target.insert).execute([.integer(new.rowid)] + new.values) }
+            let old = Dictionary(before[offset].map { ($0.rowid, $0.values) }, uniquingKeysWith: { a, _ in a })
+            let new = Dictionary(after.map { ($0.rowid, $0.values) }, uniquingKeysWith: { a, _ in a })
+            for rowid in Set(old.keys).union(new.keys).sorted() where old[rowid] != new[rowid] {
+                if let values = old[rowid] { try db.statement(target.delete).execute([.integer(rowid)] + values) }
+                if let values = new[rowid] { try db.statement(target.insert).execute([.integer(rowid)] + values) }
+            }
         }
     }
 
-    private func capture(_ target: Target, _ id: Value, _ member: Value, _ db: Database) throws -> Captured? {
+    private func capture(_ target: Target, _ scope: Scope, _ id: Value, _ member: Value, _ db: Database) throws -> Rows {
         let count = Int32(target.index.fields.count)
-        return try db.query(target.capture, target.isSet ? [id, member] : [id]) { row in
-            (row.int(0), (1...count).map { row.value($0) })
-        }.first
-    }
-
-    /// Notes every indexed row of one entity before (`add: false`) or after
-    /// (`add: true`) rebase puts its confirmed rows back wholesale.
-    func reindexEntity(_ entity: String, _ id: String, add: Bool, in db: Database, batch: Batch) throws {
-        guard let targets = byEntity[entity] else { return }
-        var premium: Bool?
-        for target in targets {
-            let count = Int32(target.index.fields.count)
-            let rows = try db.query(target.captureAll, [.text(id)]) { row in (row.int(0), (1...count).map { row.value($0) }) }
-            if !target.gated {
-                for row in rows { batch.touch(target, row.0, add ? nil : row.1) }
-                continue
-            }
-            if premium == nil { premium = try db.scalarInt(premiumSQL) == 1 }
-            guard premium == true else { continue }
-            for row in rows { try db.statement(add ? target.insert : target.delete).execute([.integer(row.0)] + row.1) }
+        let (sql, arguments): (String, [Value]) = switch scope {
+        case .entity: (target.byID, [id])
+        case .member: (target.byMember, [id, member])
+        case .owned: (target.byOwner, [id])
         }
+        return try db.query(sql, arguments) { row in (row.int(0), (1...count).map { row.value($0) }) }
     }
 
     /// Brings every index entry the batch touched up to date, in ascending rowid order.
