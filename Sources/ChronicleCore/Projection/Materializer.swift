@@ -35,14 +35,15 @@ public struct Materializer: Sendable {
     }
 
     public func steps(for op: Op) -> [SQLStep] {
-        guard let spec = schema.opType(op.type, version: op.version) else { return [] }
+        guard let number = schema.opNumber(op.type, version: op.version) else { return [] }
+        let spec = schema.ops[number]
         var mask: UInt64 = 0
         for (bit, name) in spec.fields.enumerated() where op.payload[name] != nil { mask |= 1 << UInt64(bit) }
         if let key = spec.valueKey, let value = op.payload[key], !value.isNull,
            spec.action != .increment || value.realValue != nil {
             mask |= 1 << 63
         }
-        let key = PlanKey(type: spec.type, version: spec.version, mask: mask, server: op.isServerAuthored)
+        let key = PlanKey(op: number, mask: mask, server: op.isServerAuthored)
         let templates = cache.plan(key) { compile(spec, mask: mask, server: op.isServerAuthored) }
         return templates.map { template in
             SQLStep(template.sql, template.arguments.map { source in
@@ -71,8 +72,7 @@ public struct Materializer: Sendable {
     }
 
     struct PlanKey: Hashable, Sendable {
-        let type: String
-        let version: Int
+        let op: Int
         let mask: UInt64
         let server: Bool
     }

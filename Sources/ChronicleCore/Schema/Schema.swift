@@ -88,12 +88,15 @@ public struct Schema: Sendable {
     /// is never opened with a different schema by mistake.
     public let fingerprint: String
     private let entityIndex: [String: Int]
-    private let opIndex: [String: Int]
+    private let opIndex: [String: [Int: Int]]
 
     public func entity(_ name: String) -> EntitySpec? { entityIndex[name].map { entities[$0] } }
 
     /// The op type spec for `type@version`.
-    public func opType(_ type: String, version: Int) -> OpTypeSpec? { opIndex["\(type)@\(version)"].map { ops[$0] } }
+    public func opType(_ type: String, version: Int) -> OpTypeSpec? { opNumber(type, version: version).map { ops[$0] } }
+
+    /// The position of `type@version` in `ops`: a small integer key for per-op-type caches.
+    public func opNumber(_ type: String, version: Int) -> Int? { opIndex[type]?[version] }
 
     /// The newest version of an op type.
     public func currentOpType(_ type: String) -> OpTypeSpec? {
@@ -108,6 +111,8 @@ public struct Schema: Sendable {
         self.plan = plan
         self.fingerprint = fingerprint
         self.entityIndex = Dictionary(uniqueKeysWithValues: entities.enumerated().map { ($1.name, $0) })
-        self.opIndex = Dictionary(uniqueKeysWithValues: ops.enumerated().map { ("\($1.type)@\($1.version)", $0) })
+        var opIndex: [String: [Int: Int]] = [:]
+        for (number, op) in ops.enumerated() { opIndex[op.type, default: [:]][op.version] = number }
+        self.opIndex = opIndex
     }
 }

@@ -108,17 +108,21 @@ extension DeviceStore {
     }
 
     /// Decodes a row selected with `logColumns`.
-    func logOp(_ row: Row) throws -> Op {
-        Op(opID: try Self.uuid(row.text(1)), libraryID: libraryID, deviceID: try Self.uuid(row.text(2)), deviceSeq: row.int(3),
-           type: row.text(4), version: Int(row.int(5)), entityID: try Self.uuid(row.text(6)),
+    func logOp(_ row: Row) throws -> Op { try Self.logOp(row, libraryID: libraryID) }
+
+    /// Decodes a row selected with `outboxColumns`.
+    func outboxOp(_ row: Row) throws -> Op { try Self.outboxOp(row, libraryID: libraryID, deviceID: deviceID) }
+
+    static func logOp(_ row: Row, libraryID: UUID) throws -> Op {
+        Op(opID: try uuid(row.text(1)), libraryID: libraryID, deviceID: try uuid(row.text(2)), deviceSeq: row.int(3),
+           type: row.text(4), version: Int(row.int(5)), entityID: try uuid(row.text(6)),
            payload: try row.withBytes(7) { try CanonicalJSON.decodePayload(utf8: $0) }, deviceTime: row.int(8), baseSeq: row.int(9),
            serverSeq: row.int(0), serverTime: row.int(10))
     }
 
-    /// Decodes a row selected with `outboxColumns`.
-    func outboxOp(_ row: Row) throws -> Op {
-        Op(opID: try Self.uuid(row.text(1)), libraryID: libraryID, deviceID: deviceID, deviceSeq: row.int(0),
-           type: row.text(2), version: Int(row.int(3)), entityID: try Self.uuid(row.text(4)),
+    static func outboxOp(_ row: Row, libraryID: UUID, deviceID: UUID) throws -> Op {
+        Op(opID: try uuid(row.text(1)), libraryID: libraryID, deviceID: deviceID, deviceSeq: row.int(0),
+           type: row.text(2), version: Int(row.int(3)), entityID: try uuid(row.text(4)),
            payload: try row.withBytes(5) { try CanonicalJSON.decodePayload(utf8: $0) }, deviceTime: row.int(6), baseSeq: row.int(7))
     }
 

@@ -65,13 +65,10 @@ extension DeviceStore {
         var done: Int64 = 0
         let stride: Int64 = 10_000
         progress?(0, total)
-        let libraryID = UUID()  // ops are replayed by value; their library is not consulted here
+        let libraryID = try uuid(try meta("library_id", in: source).textValue ?? "")
         let statement = try source.uncached("SELECT \(logColumns) FROM chronicle_log\(filter) ORDER BY server_seq")
         try statement.forEach(arguments) { row in
-            let op = Op(opID: try uuid(row.text(1)), libraryID: libraryID, deviceID: try uuid(row.text(2)), deviceSeq: row.int(3),
-                        type: row.text(4), version: Int(row.int(5)), entityID: try uuid(row.text(6)),
-                        payload: try row.withBytes(7) { try CanonicalJSON.decodePayload(utf8: $0) }, deviceTime: row.int(8), baseSeq: row.int(9),
-                        serverSeq: row.int(0), serverTime: row.int(10))
+            let op = try logOp(row, libraryID: libraryID)
             try materialize(op, materializer, in: target)
             done += 1
             if done % stride == 0 { progress?(done, total) }
@@ -82,11 +79,7 @@ extension DeviceStore {
             let deviceID = try uuid(try meta("device_id", in: source).textValue ?? "")
             let entityFilter = entity.map { _ in " WHERE entity_id = ?1" } ?? ""
             let ops = try source.query("SELECT \(outboxColumns) FROM chronicle_outbox\(entityFilter) ORDER BY device_seq",
-                                       entity.map { [.text($0)] } ?? []) { row in
-                Op(opID: try uuid(row.text(1)), libraryID: libraryID, deviceID: deviceID, deviceSeq: row.int(0),
-                   type: row.text(2), version: Int(row.int(3)), entityID: try uuid(row.text(4)),
-                   payload: try row.withBytes(5) { try CanonicalJSON.decodePayload(utf8: $0) }, deviceTime: row.int(6), baseSeq: row.int(7))
-            }
+                                       entity.map { [.text($0)] } ?? []) { try outboxOp($0, libraryID: libraryID, deviceID: deviceID) }
             for op in ops {
                 if let spec = materializer.entity(of: op) { try shadowIfNeeded(spec, op.entityID.lowercased, projection, in: target) }
                 try materialize(op, materializer, in: target)

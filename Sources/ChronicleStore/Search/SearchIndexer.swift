@@ -53,9 +53,12 @@ struct SearchIndexer: Sendable {
     }
 
     private let targets: [Target]
+    private let schema: Schema
+    private func opNumber(_ op: Op) -> Int? { schema.opNumber(op.type, version: op.version) }
     /// What a delete, a restore or a rebase of an entity can change.
     private let entityWide: [String: [(Target, Scope)]]
-    private let byOpType: [String: [(Target, Scope)]]
+    /// Indexed by `Schema.opNumber`.
+    private let byOpType: [[(Target, Scope)]]
 
     init(projection: ProjectionSchema) {
         let schema = projection.schema
@@ -85,7 +88,7 @@ struct SearchIndexer: Sendable {
             let list = (own[entity.name] ?? []).map { ($0, Scope.entity) } + (owned[entity.name] ?? []).map { ($0, Scope.owned) }
             if !list.isEmpty { entityWide[entity.name] = list }
         }
-        var byOpType: [String: [(Target, Scope)]] = [:]
+        var byOpType: [[(Target, Scope)]] = []
         for spec in schema.ops {
             let mine = own[spec.entity] ?? []
             let touched: [(Target, Scope)]
@@ -100,9 +103,10 @@ struct SearchIndexer: Sendable {
             case .increment:
                 touched = []
             }
-            if !touched.isEmpty { byOpType["\(spec.type)@\(spec.version)"] = touched }
+            byOpType.append(touched)
         }
         self.targets = targets
+        self.schema = schema
         self.entityWide = entityWide
         self.byOpType = byOpType
     }
@@ -111,7 +115,8 @@ struct SearchIndexer: Sendable {
 
     /// Applies `body` (an op's materializer steps), noting the index entries it changes.
     func around(_ op: Op, _ spec: OpTypeSpec?, in db: Database, batch: Batch, _ body: () throws -> Void) throws {
-        guard let touched = byOpType["\(op.type)@\(op.version)"] else { return try body() }
+        guard let number = opNumber(op), !byOpType[number].isEmpty else { return try body() }
+        let touched = byOpType[number]
         let member = spec?.valueKey.flatMap { op.payload[$0] } ?? .null
         try around(touched, .text(op.entityID.lowercased), member, in: db, batch: batch, body)
     }
