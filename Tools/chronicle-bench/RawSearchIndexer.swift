@@ -4,78 +4,101 @@ import Foundation
 
 /// The baseline's FTS5 upkeep: the same SQL the engine's `SearchIndexer`
 /// (Sources/ChronicleStore/Search/SearchIndexer.swift, internal) runs, through
-/// raw prepared statements. Around each op that can change indexed text it
-/// reads the touched rows' indexed values before and after; at the end of the
-/// transaction it deletes the old entry and inserts the new one per touched
-/// rowid, in ascending rowid order. Premium-gated indexes are updated at once.
+/// raw prepared statements. Each index is built from its content view
+/// (`ProjectionSchema.contentView`: live rows, rows of live owners, premium
+/// text on premium only). Around each op that can change what a view shows it
+/// reads the touched view rows (by entity id, by set member, or by owner id)
+/// before and after; at the end of the transaction it deletes the old entry
+/// and inserts the new one per touched rowid, in ascending rowid order.
+/// Premium-only indexes are updated at once, rowid by rowid in ascending order.
 ///
 /// Keep in step with `SearchIndexer` when the engine changes how it indexes:
 /// the ratio is only meaningful while both sides do the same SQL work.
 final class RawSearchIndexer {
     struct Target {
         let number: Int
-        let isSet: Bool
+        let index: SearchIndexSpec
         let gated: Bool
         let fieldCount: Int32
-        let capture: OpaquePointer
+        let byID: OpaquePointer
+        /// Set indexes only (no other view has a `value` column).
+        let byMember: OpaquePointer?
+        let byOwner: OpaquePointer
         let byRowid: OpaquePointer
         let delete: OpaquePointer
         let insert: OpaquePointer
     }
 
+    /// Which view rows an op can change (as `SearchIndexer.Scope`).
+    enum Scope {
+        /// Rows with the op's entity id (its own row, or all its set elements).
+        case entity
+        /// The one set element the op adds or removes.
+        case member
+        /// Rows of other entity types owned by the op's entity (an article's highlights).
+        case owned
+    }
+
     private let db: RawDatabase
     private let targets: [Target]
-    private let byOpType: [String: [Target]]
-    private let premium: OpaquePointer
+    private let byOpType: [String: [(Target, Scope)]]
     private var entries: [Int: [Int64: [Value]?]] = [:]
 
-    /// Prepares every statement; the projection and FTS tables must exist.
+    /// Prepares every statement; the projection tables, content views and FTS tables must exist.
     init(db: RawDatabase, projection: ProjectionSchema) throws {
         self.db = db
         let schema = projection.schema
         let q = ProjectionSchema.quoted
         var targets: [Target] = []
-        var byEntity: [String: [(Target, SearchIndexSpec)]] = [:]
+        var owned: [String: [Target]] = [:]
+        var own: [String: [Target]] = [:]
         for (entity, index) in projection.searchIndexes {
-            let content = q(projection.contentTable(of: index, in: entity))
+            let view = q(projection.contentView(of: index, in: entity).name)
             let columns = index.fields.map(q).joined(separator: ", ")
             let fts = q(index.index)
             let slots = (0..<index.fields.count).map { "?\($0 + 2)" }.joined(separator: ", ")
             let isSet = index.setField != nil
             let target = Target(
-                number: targets.count, isSet: isSet, gated: index.requiresPremium, fieldCount: Int32(index.fields.count),
-                capture: try db.prepare("SELECT rowid, \(columns) FROM \(content) WHERE id = ?1" + (isSet ? " AND value = ?2" : "")),
-                byRowid: try db.prepare("SELECT \(columns) FROM \(content) WHERE rowid = ?1"),
+                number: targets.count, index: index, gated: index.requiresPremium, fieldCount: Int32(index.fields.count),
+                byID: try db.prepare("SELECT rid, \(columns) FROM \(view) WHERE id = ?1"),
+                byMember: isSet ? try db.prepare("SELECT rid, \(columns) FROM \(view) WHERE id = ?1 AND value = ?2") : nil,
+                byOwner: try db.prepare("SELECT rid, \(columns) FROM \(view) WHERE owner_id = ?1"),
+                byRowid: try db.prepare("SELECT \(columns) FROM \(view) WHERE rid = ?1"),
                 delete: try db.prepare("INSERT INTO \(fts)(\(fts), rowid, \(columns)) VALUES ('delete', ?1, \(slots))"),
                 insert: try db.prepare("INSERT INTO \(fts)(rowid, \(columns)) VALUES (?1, \(slots))"))
             targets.append(target)
-            byEntity[entity.name, default: []].append((target, index))
+            own[entity.name, default: []].append(target)
+            if let owner = projection.ownerEntity(of: index, in: entity) { owned[owner.name, default: []].append(target) }
         }
-        var byOpType: [String: [Target]] = [:]
+        var entityWide: [String: [(Target, Scope)]] = [:]
+        for entity in schema.entities {
+            let list = (own[entity.name] ?? []).map { ($0, Scope.entity) } + (owned[entity.name] ?? []).map { ($0, Scope.owned) }
+            if !list.isEmpty { entityWide[entity.name] = list }
+        }
+        var byOpType: [String: [(Target, Scope)]] = [:]
         for spec in schema.ops {
-            guard let candidates = byEntity[spec.entity] else { continue }
-            let touched: [(Target, SearchIndexSpec)]
+            let mine = own[spec.entity] ?? []
+            let touched: [(Target, Scope)]
             switch spec.action {
-            case .create, .upsert:
-                touched = candidates.filter { !$0.0.isSet }
+            case .create, .upsert, .delete, .restore:
+                touched = entityWide[spec.entity] ?? []
             case .set:
                 let written = Set(spec.fields)
-                touched = candidates.filter { !$0.0.isSet && !written.isDisjoint(with: $0.1.fields) }
+                touched = mine.filter { $0.index.setField == nil && !written.isDisjoint(with: $0.index.fields) }.map { ($0, .entity) }
             case .add, .remove:
-                touched = candidates.filter { $0.1.setField == spec.field }
-            case .increment, .delete, .restore:
+                touched = mine.filter { $0.index.setField == spec.field }.map { ($0, .member) }
+            case .increment:
                 touched = []
             }
-            if !touched.isEmpty { byOpType["\(spec.type)@\(spec.version)"] = touched.map(\.0) }
+            if !touched.isEmpty { byOpType["\(spec.type)@\(spec.version)"] = touched }
         }
         self.targets = targets
         self.byOpType = byOpType
-        self.premium = try db.prepare("SELECT \(projection.premiumCondition)")
     }
 
     /// What to keep an eye on for one op, worked out ahead of the timed region.
     struct Watch {
-        let targets: [Target]
+        let targets: [(Target, Scope)]
         let id: Value
         let member: Value
     }
@@ -86,26 +109,26 @@ final class RawSearchIndexer {
         return Watch(targets: touched, id: .text(op.entityID.lowercased), member: spec?.valueKey.flatMap { op.payload[$0] } ?? .null)
     }
 
+    private typealias Rows = [(rowid: Int64, values: [Value])]
+
     /// Runs `steps`, noting the index entries they change.
     func apply(_ steps: [PreparedStep], watching watch: Watch?) throws {
         guard let watch else { return try db.execute(steps) }
-        let before = try watch.targets.map { try capture($0, watch) }
-        for (target, old) in zip(watch.targets, before) where !target.gated {
-            if let old { touch(target, old.rowid, old.values) }
-        }
+        let before = try watch.targets.map { try capture($0.0, $0.1, watch) }
         try db.execute(steps)
-        var isPremium: Bool?
-        for (offset, target) in watch.targets.enumerated() {
-            let after = try capture(target, watch)
+        for (offset, (target, scope)) in watch.targets.enumerated() {
+            let after = try capture(target, scope, watch)
             if !target.gated {
-                if let after { touch(target, after.rowid, nil) }
+                for row in before[offset] { touch(target, row.rowid, row.values) }
+                for row in after { touch(target, row.rowid, nil) }
                 continue
             }
-            guard after?.rowid != before[offset]?.rowid || after?.values != before[offset]?.values else { continue }
-            if isPremium == nil { isPremium = try db.scalarInt(premium) == 1 }
-            guard isPremium == true else { continue }
-            if let old = before[offset] { try db.run(target.delete, [.integer(old.rowid)] + old.values) }
-            if let new = after { try db.run(target.insert, [.integer(new.rowid)] + new.values) }
+            let old = Dictionary(before[offset].map { ($0.rowid, $0.values) }, uniquingKeysWith: { a, _ in a })
+            let new = Dictionary(after.map { ($0.rowid, $0.values) }, uniquingKeysWith: { a, _ in a })
+            for rowid in Set(old.keys).union(new.keys).sorted() where old[rowid] != new[rowid] {
+                if let values = old[rowid] { try db.run(target.delete, [.integer(rowid)] + values) }
+                if let values = new[rowid] { try db.run(target.insert, [.integer(rowid)] + values) }
+            }
         }
     }
 
@@ -132,15 +155,22 @@ final class RawSearchIndexer {
         entries[target.number, default: [:]][rowid] = .some(values)
     }
 
-    private func capture(_ target: Target, _ watch: Watch) throws -> (rowid: Int64, values: [Value])? {
-        try db.bind(target.capture, target.isSet ? [watch.id, watch.member] : [watch.id])
-        defer { sqlite3_reset(target.capture) }
-        let rc = sqlite3_step(target.capture)
-        guard rc == SQLITE_ROW else {
-            guard rc == SQLITE_DONE else { throw BenchError("capture failed (\(rc)): \(db.errorMessage)") }
-            return nil
+    private func capture(_ target: Target, _ scope: Scope, _ watch: Watch) throws -> Rows {
+        let (statement, arguments): (OpaquePointer, [Value]) = switch scope {
+        case .entity: (target.byID, [watch.id])
+        case .member: (target.byMember!, [watch.id, watch.member])
+        case .owned: (target.byOwner, [watch.id])
         }
-        return (sqlite3_column_int64(target.capture, 0), (1...target.fieldCount).map { RawDatabase.value(target.capture, $0) })
+        try db.bind(statement, arguments)
+        defer { sqlite3_reset(statement) }
+        var rows: Rows = []
+        while true {
+            let rc = sqlite3_step(statement)
+            if rc == SQLITE_DONE { break }
+            guard rc == SQLITE_ROW else { throw BenchError("capture failed (\(rc)): \(db.errorMessage)") }
+            rows.append((sqlite3_column_int64(statement, 0), (1...target.fieldCount).map { RawDatabase.value(statement, $0) }))
+        }
+        return rows
     }
 }
 

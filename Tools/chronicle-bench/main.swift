@@ -12,13 +12,17 @@ enum Bench {
     /// Distinct words in the generated text; frequencies are Zipf-distributed.
     static let vocabularySize = 5_000
 
+    /// The page cache (KiB) `DeviceStore` uses during rebuild and bulk apply.
+    static let bulkCacheKilobytes = DeviceStore.bulkCacheKilobytes
+
     static let usage = """
         usage: chronicle-bench [options]
 
         Measures Chronicle's device store beside raw SQLite doing the same SQL work
         (prepared statements through the C API, same DDL and pragmas) in the same run:
           write    one local op per durable transaction (DeviceStore.write): median, p99
-          apply    bulk apply of N confirmed ops (DeviceStore.applyConfirmed): ops/s
+          apply    apply of N confirmed ops, batch by batch (DeviceStore.applyConfirmed): ops/s
+          bulk     the same N ops into a fresh store (DeviceStore.applyConfirmedInBulk): ops/s
           rebuild  rebuild from that N-op log (DeviceStore.rebuild): ops/s, peak RSS (child process)
           search   FTS5 search over a library of articles (DeviceStore.search): p50, p99,
                    plus exact bm25 ranking as a reference for the engine's ranking window
@@ -31,7 +35,7 @@ enum Bench {
           --queries N     queries per search kind (default 200; quick 50)
           --seed N        workload seed (default 42)
           --quick         small sizes for a smoke run
-          --only PHASE    write, apply, rebuild or search (repeatable; rebuild needs apply's log,
+          --only PHASE    write, apply, bulk, rebuild or search (repeatable; rebuild needs apply's log,
                           which is then built but not reported)
           --dir PATH      where to put the temporary stores (default: the system temp dir)
           --keep          keep the stores afterwards
@@ -87,8 +91,8 @@ struct Options {
             case "--quick": options.quick = true
             case "--only":
                 let phase = try value(flag)
-                guard ["write", "apply", "rebuild", "search"].contains(phase) else {
-                    throw BenchError("--only takes write, apply, rebuild or search (got '\(phase)')")
+                guard ["write", "apply", "bulk", "rebuild", "search"].contains(phase) else {
+                    throw BenchError("--only takes write, apply, bulk, rebuild or search (got '\(phase)')")
                 }
                 options.only.insert(phase)
             case "--dir": options.directory = try value(flag)
@@ -193,12 +197,14 @@ do {
         failed = failed || !(p99 <= 1.0 && ratio <= 1.5)
     }
 
-    // 2. Bulk apply, and 3. rebuild from the log it leaves.
+    // 2. Apply, and 3. rebuild from the log it leaves.
+    var applyDigest: String? = nil
     if options.runs("apply") || options.runs("rebuild") {
         let reportApply = options.runs("apply")
         progress("apply: \(formatCount(Double(options.ops))) confirmed ops in batches of \(formatCount(Double(options.batch)))\(reportApply ? "" : " (to build the log for rebuild; not reported)")…")
         let apply = try ApplyBenchmark(directory: directory, ops: options.ops, batchSize: options.batch, seed: options.seed,
                                        vocabulary: vocabulary).run()
+        applyDigest = apply.digest
         if reportApply {
             let ratio = apply.chronicleOpsPerSecond / apply.baselineOpsPerSecond
             let pass = apply.chronicleOpsPerSecond >= 100_000 && ratio >= 0.6
@@ -258,6 +264,42 @@ do {
             ])))
             failed = failed || !(speedPass && memoryPass && rebuild.digestMatchesIncremental != false)
         }
+    }
+
+    // 2b. Bulk apply of the same ops into a fresh store.
+    if options.runs("bulk") {
+        progress("bulk: \(formatCount(Double(options.ops))) confirmed ops in batches of \(formatCount(Double(options.batch))) through applyConfirmedInBulk (fresh store)…")
+        let bulk = try BulkApplyBenchmark(directory: directory, ops: options.ops, batchSize: options.batch, seed: options.seed,
+                                          vocabulary: vocabulary).run()
+        let ratio = bulk.chronicleOpsPerSecond / bulk.baselineOpsPerSecond
+        let pass = bulk.chronicleOpsPerSecond >= 100_000 && ratio >= 0.6
+        let digestMatches = applyDigest.map { $0 == bulk.digest }
+        rows.append(TableRow(measurement: "bulk: \(formatCount(Double(bulk.ops))) confirmed ops",
+                             chronicle: formatCount(bulk.chronicleOpsPerSecond) + " ops/s",
+                             baseline: formatCount(bulk.baselineOpsPerSecond) + " ops/s", ratio: ratioText(ratio),
+                             target: ">= 100,000 ops/s and >= 0.6x raw", verdict: verdict(pass)))
+        rows.append(TableRow(measurement: "bulk: digest = incremental apply",
+                             chronicle: digestMatches.map { $0 ? "yes" : "NO" } ?? "n/a", baseline: "", ratio: "",
+                             target: "same state", verdict: verdict(digestMatches)))
+        let cr = Double(bulk.chronicleRebuildNanoseconds) / 1e9, br = Double(bulk.baselineRebuildNanoseconds) / 1e9
+        notes.append("bulk: of the timed work, the closing FTS5 rebuild took chronicle \(formatFixed(cr, 2)) s, raw sqlite \(formatFixed(br, 2)) s; without it: chronicle \(formatCount(Double(bulk.ops) / (Double(bulk.chronicleNanoseconds) / 1e9 - cr))) ops/s, raw sqlite \(formatCount(Double(bulk.ops) / (Double(bulk.baselineNanoseconds) / 1e9 - br))) ops/s; search indexes stale afterwards: \(bulk.staleAfter ? "YES" : "no"); store \(bulk.storeBytes / 1_048_576) MB (raw \(bulk.baselineBytes / 1_048_576) MB).")
+        json.append(("bulk", .object([
+            ("ops", .int(Int64(bulk.ops))), ("batches", .int(Int64(bulk.batches))),
+            ("chronicle", .object([("ops_per_second", .number(bulk.chronicleOpsPerSecond)),
+                                   ("seconds", .number(Double(bulk.chronicleNanoseconds) / 1e9)),
+                                   ("index_rebuild_seconds", .number(cr)),
+                                   ("store_bytes", .int(bulk.storeBytes)),
+                                   ("digest_matches_incremental", digestMatches.map(JSON.bool) ?? .null),
+                                   ("search_stale_after", .bool(bulk.staleAfter))])),
+            ("sqlite", .object([("ops_per_second", .number(bulk.baselineOpsPerSecond)),
+                                ("seconds", .number(Double(bulk.baselineNanoseconds) / 1e9)),
+                                ("index_rebuild_seconds", .number(br)),
+                                ("database_bytes", .int(bulk.baselineBytes))])),
+            ("ratio", .number(ratio)),
+            ("targets", .object([("ops_per_second_min", .number(100_000)), ("ratio_min", .number(0.6))])),
+            ("pass", .bool(pass && digestMatches != false && !bulk.staleAfter)),
+        ])))
+        failed = failed || !(pass && digestMatches != false && !bulk.staleAfter)
     }
 
     // 4. Search.

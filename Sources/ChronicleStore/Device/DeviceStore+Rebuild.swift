@@ -14,7 +14,7 @@ public typealias ProgressHandler = (_ done: Int64, _ total: Int64) -> Void
 
 extension DeviceStore {
     /// Page cache for rebuilds and bulk apply, in KiB; the usual is `Database.Options.defaultCacheKilobytes`.
-    static let bulkCacheKilobytes = 96_000
+    public static let bulkCacheKilobytes = 64_000
 
     /// Drops every projection table and FTS index and replays the log (then the
     /// outbox on top). One transaction: readers keep seeing the old projection

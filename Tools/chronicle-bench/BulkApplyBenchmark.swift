@@ -1,0 +1,202 @@
+import ChronicleCore
+import ChronicleStore
+import Foundation
+
+/// Measurement 2b: the same N confirmed ops as the apply measurement, applied to
+/// a fresh store through `DeviceStore.applyConfirmedInBulk`, beside raw SQLite
+/// doing the same SQL work as that call
+/// (Sources/ChronicleStore/Device/DeviceStore+Bulk.swift; keep in step):
+///
+/// 1. one transaction: the `search_stale` mark, then `'delete-all'` on every FTS5 index;
+/// 2. per batch, one transaction: the larger page cache pragma, the log rows, the
+///    cursor, each op's materializer steps (no FTS5 upkeep);
+/// 3. one transaction: `'rebuild'` on every FTS5 index, the stale mark cleared,
+///    the usual page cache back.
+///
+/// Both sides advance batch by batch in the same run: the engine pulls its
+/// batches from a sequence that generates each batch (untimed) and runs the
+/// baseline's transaction for it (timed on its own) before handing it over.
+struct BulkApplyBenchmark {
+    struct Result {
+        var ops: Int
+        var batches: Int
+        var chronicleNanoseconds: UInt64
+        var baselineNanoseconds: UInt64
+        /// Of the above: the closing index rebuild alone.
+        var chronicleRebuildNanoseconds: UInt64
+        var baselineRebuildNanoseconds: UInt64
+        var storeBytes: Int64
+        var baselineBytes: Int64
+        var digest: String
+        var staleAfter: Bool
+
+        var chronicleOpsPerSecond: Double { Double(ops) / (Double(chronicleNanoseconds) / 1e9) }
+        var baselineOpsPerSecond: Double { Double(ops) / (Double(baselineNanoseconds) / 1e9) }
+    }
+
+    let directory: String
+    let ops: Int
+    let batchSize: Int
+    let seed: UInt64
+    let vocabulary: Vocabulary
+
+    /// The baseline's SQL, prepared once.
+    final class Baseline {
+        let raw: RawDatabase
+        let schema: Schema
+        let projection: ProjectionSchema
+        let materializer: Materializer
+        let logInsert: OpaquePointer
+        let setMeta: OpaquePointer
+        let begin: OpaquePointer
+        let commit: OpaquePointer
+        let bulkCache: OpaquePointer
+        let normalCache: OpaquePointer
+        let deleteAll: [OpaquePointer]
+        let rebuild: [OpaquePointer]
+        let clearStale: OpaquePointer
+        var nanoseconds: UInt64 = 0
+        var rebuildNanoseconds: UInt64 = 0
+
+        init(raw: RawDatabase, schema: Schema) throws {
+            self.raw = raw
+            self.schema = schema
+            projection = ProjectionSchema(schema: schema)
+            materializer = Materializer(schema: schema)
+            logInsert = try raw.prepare(LogRow.insertSQL)
+            setMeta = try raw.prepare("INSERT INTO chronicle_meta(key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value")
+            begin = try raw.prepare("BEGIN IMMEDIATE")
+            commit = try raw.prepare("COMMIT")
+            bulkCache = try raw.prepare("PRAGMA cache_size = -\(Bench.bulkCacheKilobytes)")
+            normalCache = try raw.prepare("PRAGMA cache_size = -\(Database.Options.defaultCacheKilobytes)")
+            deleteAll = try projection.searchIndexes.map { _, index in
+                let fts = ProjectionSchema.quoted(index.index)
+                return try raw.prepare("INSERT INTO \(fts)(\(fts)) VALUES ('delete-all')")
+            }
+            rebuild = try projection.searchIndexes.map { _, index in
+                let fts = ProjectionSchema.quoted(index.index)
+                return try raw.prepare("INSERT INTO \(fts)(\(fts)) VALUES ('rebuild')")
+            }
+            clearStale = try raw.prepare("DELETE FROM chronicle_meta WHERE key = 'search_stale'")
+        }
+
+        func start() throws {
+            let t0 = nowNanoseconds()
+            try raw.run(begin, [])
+            try raw.run(setMeta, [.text("search_stale"), .integer(1)])
+            for statement in deleteAll { try raw.run(statement, []) }
+            try raw.run(commit, [])
+            nanoseconds += nowNanoseconds() - t0
+        }
+
+        func apply(_ batch: [Op]) throws {
+            let logSteps = batch.map { PreparedStep(statement: logInsert, arguments: LogRow.arguments($0)) }
+            let steps = try batch.map { try raw.prepared(materializer.steps(for: $0)) }
+            let cursor = batch.last!.serverSeq!
+            let t0 = nowNanoseconds()
+            try raw.run(begin, [])
+            try raw.run(bulkCache, [])
+            try raw.execute(logSteps)
+            try raw.run(setMeta, [.text("cursor"), .integer(cursor)])
+            for item in steps { try raw.execute(item) }
+            try raw.run(commit, [])
+            nanoseconds += nowNanoseconds() - t0
+        }
+
+        func finish() throws {
+            let t0 = nowNanoseconds()
+            try raw.run(begin, [])
+            for statement in rebuild { try raw.run(statement, []) }
+            try raw.run(clearStale, [])
+            try raw.run(normalCache, [])
+            try raw.run(commit, [])
+            let elapsed = nowNanoseconds() - t0
+            nanoseconds += elapsed
+            rebuildNanoseconds += elapsed
+        }
+    }
+
+    /// The batches handed to `applyConfirmedInBulk`. Time spent in `next()`
+    /// (generating a batch, running the baseline's transaction for it) is
+    /// taken out of the engine's time.
+    final class Feed: Sequence, IteratorProtocol {
+        var workload: ConfirmedWorkload
+        let batchSize: Int
+        let baseline: Baseline
+        let started = nowNanoseconds()
+        var excluded: UInt64 = 0
+        var batches = 0
+        var failure: Error?
+        /// When the last `next()` returned (the one that said the batches are over).
+        var lastHandedOut: UInt64 = 0
+        private var throttle = Throttle()
+
+        init(workload: ConfirmedWorkload, batchSize: Int, baseline: Baseline) {
+            self.workload = workload
+            self.batchSize = batchSize
+            self.baseline = baseline
+        }
+
+        func next() -> [Op]? {
+            let t0 = nowNanoseconds()
+            defer {
+                let t1 = nowNanoseconds()
+                excluded += t1 - t0
+                lastHandedOut = t1
+            }
+            guard failure == nil, !workload.isDone else { return nil }
+            let batch = workload.nextBatch(batchSize)
+            do {
+                try baseline.apply(batch)
+            } catch {
+                failure = error
+                return nil
+            }
+            batches += 1
+            if throttle.ready() {
+                let engine = Double(t0 - started - excluded) / 1e9
+                let done = Double(workload.produced - batch.count)
+                progress("bulk: \(formatCount(Double(workload.produced)))/\(formatCount(Double(workload.total))) ops; chronicle \(formatCount(done / engine)) ops/s, raw sqlite \(formatCount(Double(workload.produced) / (Double(baseline.nanoseconds) / 1e9))) ops/s (before the index rebuild)")
+            }
+            return batch
+        }
+    }
+
+    func run() throws -> Result {
+        let schema = Schema.readItLater
+        let path = directory + "/bulk.chronicle"
+        let rawPath = directory + "/bulk-raw.sqlite"
+        let libraryID = benchLibraryID(seed: seed)
+        var deviceRNG = SplitMix64(seed: seed ^ 0xDE71CE)
+        let result: Result = try {
+            let clock = ManualClock()
+            let store = try DeviceStore.create(at: path, schema: schema, libraryID: libraryID, deviceID: deviceRNG.uuid(),
+                                               clock: clock, ids: SeededV7IDGenerator(seed: seed, clock: clock))
+            let raw = try StoreDDL.read(fromStoreAt: path, schema: schema).createBaseline(at: rawPath)
+            let baseline = try Baseline(raw: raw, schema: schema)
+            let feed = Feed(workload: ConfirmedWorkload(seed: seed, total: ops, libraryID: libraryID, vocabulary: vocabulary),
+                            batchSize: batchSize, baseline: baseline)
+
+            try baseline.start()
+            let t0 = nowNanoseconds()
+            try store.applyConfirmedInBulk(feed)
+            let t1 = nowNanoseconds()
+            if let failure = feed.failure { throw failure }
+            guard feed.workload.isDone else { throw BenchError("bulk: the engine stopped before the workload ended") }
+            // After the final `next()` (nil) the engine only rebuilds its indexes.
+            let chronicle = t1 - t0 - feed.excluded
+            progress("bulk: raw sqlite rebuilding its indexes…")
+            try baseline.finish()
+            progress("bulk: chronicle \(formatCount(Double(ops) / (Double(chronicle) / 1e9))) ops/s, raw sqlite \(formatCount(Double(ops) / (Double(baseline.nanoseconds) / 1e9))) ops/s; computing the digest…")
+            let stale = try store.searchIndexesStale()
+            let digest = try store.digest()
+            return Result(ops: ops, batches: feed.batches, chronicleNanoseconds: chronicle, baselineNanoseconds: baseline.nanoseconds,
+                          chronicleRebuildNanoseconds: t1 - feed.lastHandedOut, baselineRebuildNanoseconds: baseline.rebuildNanoseconds,
+                          storeBytes: 0, baselineBytes: 0, digest: digest, staleAfter: stale)
+        }()
+        var final = result
+        final.storeBytes = databaseBytes(path)
+        final.baselineBytes = databaseBytes(rawPath)
+        return final
+    }
+}
