@@ -122,3 +122,25 @@ import Testing
         #expect(jobs.first?["customer"] as? String == "Ada")
     }
 }
+
+@Suite struct ProgressBarTests {
+    /// Long work draws a progress bar on a terminal and stays quiet when piped.
+    @Test func rebuildDrawsProgressOnATerminalOnly() throws {
+        let t = try Tool()
+        try t.ok("init")
+        let article = try t.id("save", "https://example.com/p")
+        for i in 0..<3 { try t.ok("tag", article, "t\(i)") }
+        let piped = try t.run("rebuild")
+        #expect(piped.status == 0)
+        #expect(!piped.stderr.contains("Rebuilding"), "nothing on stderr when it is not a terminal")
+
+        // util-linux `script` gives the child a pseudo-terminal.
+        let script = URL(fileURLWithPath: "/usr/bin/script")
+        try #require(FileManager.default.isExecutableFile(atPath: script.path))
+        let command = "\(Tool.binary.path) --store \(t.store) rebuild"
+        let onTerminal = try Tool.exec(script, ["-qec", command, "/dev/null"])
+        #expect(onTerminal.status == 0, "\(onTerminal.stderr)")
+        #expect(onTerminal.stdout.contains("Rebuilding") && onTerminal.stdout.contains("100%"))
+        #expect(onTerminal.stdout.contains("Rebuilt from"))
+    }
+}

@@ -61,7 +61,10 @@ extension DeviceStore {
         if let upTo { arguments.append(.integer(upTo)); conditions.append("server_seq <= ?\(arguments.count)") }
         if let entity { arguments.append(.text(entity)); conditions.append("entity_id = ?\(arguments.count)") }
         let filter = conditions.isEmpty ? "" : " WHERE " + conditions.joined(separator: " AND ")
-        let total = try source.scalarInt("SELECT count(*) FROM chronicle_log\(filter)", arguments) ?? 0
+        let entityFilter = entity.map { _ in " WHERE entity_id = ?1" } ?? ""
+        let pendingTotal = includePending
+            ? try source.scalarInt("SELECT count(*) FROM chronicle_outbox\(entityFilter)", entity.map { [.text($0)] } ?? []) ?? 0 : 0
+        let total = (try source.scalarInt("SELECT count(*) FROM chronicle_log\(filter)", arguments) ?? 0) + pendingTotal
         var done: Int64 = 0
         let stride: Int64 = 10_000
         progress?(0, total)
@@ -73,19 +76,19 @@ extension DeviceStore {
             done += 1
             if done % stride == 0 { progress?(done, total) }
         }
-        progress?(done, total)
         var pending = 0
         if includePending {
             let deviceID = try uuid(try meta("device_id", in: source).textValue ?? "")
-            let entityFilter = entity.map { _ in " WHERE entity_id = ?1" } ?? ""
             let ops = try source.query("SELECT \(outboxColumns) FROM chronicle_outbox\(entityFilter) ORDER BY device_seq",
                                        entity.map { [.text($0)] } ?? []) { try outboxOp($0, libraryID: libraryID, deviceID: deviceID) }
             for op in ops {
                 if let spec = materializer.entity(of: op) { try shadowIfNeeded(spec, op.entityID.lowercased, projection, in: target) }
                 try materialize(op, materializer, in: target)
                 pending += 1
+                if pending % Int(stride) == 0 { progress?(done + Int64(pending), total) }
             }
         }
+        progress?(done + Int64(pending), total)
         return (done, pending)
     }
 }
