@@ -86,6 +86,22 @@ import Testing
         #expect(try t.run("status", "--json").object()["unsent_ops"] as? Int == 1, "refused commands wrote nothing")
     }
 
+    @Test func rebuildVerifyFailsLoudlyWhenTheProjectionHadDrifted() throws {
+        let t = try Tool()
+        try t.ok("init")
+        let article = try t.id("save", "https://example.com/d", "--title", "Original")
+        // Someone edits a projection table behind the engine's back.
+        _ = try Tool.exec(URL(fileURLWithPath: "/usr/bin/sqlite3"), [t.store, "UPDATE article SET title = 'Tampered'"])
+        let verify = try t.run("verify")
+        #expect(verify.status == 1)
+        #expect(verify.stdout.contains("FAIL digest equals a replay of the log"))
+        let rebuilt = try t.run("rebuild", "--verify")
+        #expect(rebuilt.status == 1)
+        #expect(rebuilt.stderr.contains("[digest_mismatch]"))
+        #expect(try t.run("show", article, "--json").object()["title"] as? String == "Original", "the rebuild restored the log's state")
+        #expect(try t.run("verify").status == 0)
+    }
+
     @Test func futureStoreIsRefusedAndLeftUntouched() throws {
         let t = try Tool()
         try t.ok("init")
