@@ -29,8 +29,12 @@ extension DeviceStore {
             defer { try? db.execute("PRAGMA cache_size = -\(Database.Options.defaultCacheKilobytes)") }
             for (kind, name) in projection.droppableObjects { try db.execute("DROP \(kind) IF EXISTS \(ProjectionSchema.quoted(name))") }
             try db.execute("DELETE FROM chronicle_shadowed")
-            try Self.createProjection(projection, in: db, withSearch: false)
+            // Secondary indexes are built after the replay, in one sorted pass each,
+            // rather than kept up to date row by row.
+            let statements = projection.tableStatements
+            for statement in statements where !statement.hasPrefix("CREATE INDEX") { try db.execute(statement) }
             let counts = try Self.replay(from: db, into: db, materializer, projection, upTo: nil, includePending: true, progress: progress)
+            for statement in statements where statement.hasPrefix("CREATE INDEX") { try db.execute(statement) }
             // Build the FTS indexes in one pass each.
             for statement in projection.searchStatements { try db.execute(statement) }
             try rebuildSearchIndexes(in: db)
