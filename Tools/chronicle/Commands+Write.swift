@@ -50,20 +50,8 @@ extension Command {
             try ctx.write("article.update", entity: id, payload: payload) { "Updated article \($0.entityID.lowercased)" }
             return ExitCode.success
         },
-        Command(name: "tag", summary: "Add a tag to an article.", usage: "chronicle tag ID TAG", details: "") { args, ctx in
-            let id = try ctx.resolve(try args.requirePositional("ID", usage: "chronicle tag ID TAG"), expecting: "article")
-            let tag = try args.requirePositional("TAG", usage: "chronicle tag ID TAG")
-            try args.finish(usage: "chronicle tag ID TAG")
-            try ctx.write("article.tag", entity: id, payload: ["tag": .text(tag)]) { "Tagged \($0.entityID.lowercased) with \(tag)" }
-            return ExitCode.success
-        },
-        Command(name: "untag", summary: "Remove a tag from an article.", usage: "chronicle untag ID TAG", details: "") { args, ctx in
-            let id = try ctx.resolve(try args.requirePositional("ID", usage: "chronicle untag ID TAG"), expecting: "article")
-            let tag = try args.requirePositional("TAG", usage: "chronicle untag ID TAG")
-            try args.finish(usage: "chronicle untag ID TAG")
-            try ctx.write("article.untag", entity: id, payload: ["tag": .text(tag)]) { "Removed tag \(tag) from \($0.entityID.lowercased)" }
-            return ExitCode.success
-        },
+        tagCommand("tag", summary: "Add a tag to an article.") { "Tagged \($0) with \($1)" },
+        tagCommand("untag", summary: "Remove a tag from an article.") { "Removed tag \($1) from \($0)" },
         Command(name: "highlight", summary: "Highlight a passage of an article.",
                 usage: "chronicle highlight ID --quote TEXT [--color yellow|green|blue|pink|purple] [--note TEXT] [--position N]",
                 details: "Prints the new highlight's id.") { args, ctx in
@@ -161,6 +149,18 @@ extension Command {
             return ExitCode.success
         },
     ]
+
+    /// `tag` and `untag`: the same arguments, op types `article.tag` / `article.untag`.
+    static func tagCommand(_ name: String, summary: String, say: @escaping @Sendable (String, String) -> String) -> Command {
+        let usage = "chronicle \(name) ID TAG"
+        return Command(name: name, summary: summary, usage: usage, details: "") { args, ctx in
+            let id = try ctx.resolve(try args.requirePositional("ID", usage: usage), expecting: "article")
+            let tag = try args.requirePositional("TAG", usage: usage)
+            try args.finish(usage: usage)
+            try ctx.write("article.\(name)", entity: id, payload: ["tag": .text(tag)]) { say($0.entityID.lowercased, tag) }
+            return ExitCode.success
+        }
+    }
 
     static func deleteOrRestore(_ args: inout Arguments, _ ctx: Context, action: String) throws -> Int32 {
         let usage = "chronicle \(action) ID"

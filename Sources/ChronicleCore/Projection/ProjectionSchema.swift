@@ -75,11 +75,6 @@ public struct ProjectionSchema: Sendable {
         return statements
     }
 
-    /// The table an index takes its text from: the entity table, or a set field's table.
-    public func contentTable(of index: SearchIndexSpec, in entity: EntitySpec) -> String {
-        index.setField.map { entity.setTable(entity.field($0)!) } ?? entity.table
-    }
-
     /// The view an index is built from: the rows that may be found. Deleted rows,
     /// rows whose owner is deleted, and premium-only text on a free plan are not
     /// in it, so the index never holds them and a search needs no join to skip

@@ -100,7 +100,7 @@ public struct Schema: Sendable {
 
     /// The newest version of an op type.
     public func currentOpType(_ type: String) -> OpTypeSpec? {
-        ops.filter { $0.type == type }.max { $0.version < $1.version }
+        opIndex[type]?.max { $0.key < $1.key }.map { ops[$0.value] }
     }
 
     init(name: String, version: Int, entities: [EntitySpec], ops: [OpTypeSpec], plan: PlanSpec?, fingerprint: String) {

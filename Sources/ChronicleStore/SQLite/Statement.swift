@@ -83,8 +83,6 @@ public final class Statement {
         try forEach(arguments) { result.append(try decode($0)) }
         return result
     }
-
-    public func reset() { sqlite3_reset(handle) }
 }
 
 /// A view of the statement's current row; valid only inside the callback that received it.
