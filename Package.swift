@@ -11,6 +11,8 @@ let package = Package(
     products: [
         .library(name: "ChronicleCore", targets: ["ChronicleCore"]),
         .library(name: "ChronicleStore", targets: ["ChronicleStore"]),
+        .library(name: "ChronicleSync", targets: ["ChronicleSync"]),
+        .library(name: "ChronicleServer", targets: ["ChronicleServer"]),
         .executable(name: "chronicle", targets: ["chronicle"]),
         .executable(name: "chronicle-bench", targets: ["chronicle-bench"]),
     ],
@@ -22,6 +24,8 @@ let package = Package(
                        providers: [.apt(["liblz4-dev"])]),
         .systemLibrary(name: "CCrypto", path: "Sources/CCrypto", pkgConfig: "libcrypto",
                        providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CMicroHTTPD", path: "Sources/CMicroHTTPD", pkgConfig: "libmicrohttpd",
+                       providers: [.apt(["libmicrohttpd-dev"])]),
 
         // Build-time: turns Schemas/**/*.json into Swift string constants so the
         // schema is defined once, as data, and compiled in.
@@ -34,13 +38,21 @@ let package = Package(
         .target(name: "ChronicleStore", dependencies: ["ChronicleCore", "CSQLite", "CCrypto"],
                 swiftSettings: strict),
 
-        .executableTarget(name: "chronicle", dependencies: ["ChronicleStore"],
+        .target(name: "ChronicleSync", dependencies: ["ChronicleStore"], swiftSettings: strict),
+        .target(name: "ChronicleServer", dependencies: ["ChronicleStore", "CMicroHTTPD", "CCrypto"],
+                swiftSettings: strict),
+
+        .executableTarget(name: "chronicle", dependencies: ["ChronicleStore", "ChronicleSync", "ChronicleServer"],
                           path: "Tools/chronicle", swiftSettings: strict),
         .executableTarget(name: "chronicle-bench", dependencies: ["ChronicleStore", "CSQLite"],
                           path: "Tools/chronicle-bench", swiftSettings: strict),
 
         .testTarget(name: "ChronicleCoreTests", dependencies: ["ChronicleCore"], swiftSettings: strict),
         .testTarget(name: "ChronicleStoreTests", dependencies: ["ChronicleStore", "CSQLite"],
+                    swiftSettings: strict),
+        .testTarget(name: "ChronicleServerTests", dependencies: ["ChronicleServer", "CMicroHTTPD"],
+                    swiftSettings: strict),
+        .testTarget(name: "ChronicleSyncTests", dependencies: ["ChronicleSync", "ChronicleServer"],
                     swiftSettings: strict),
         .testTarget(name: "ChronicleToolTests", dependencies: ["ChronicleStore", "chronicle"], swiftSettings: strict),
     ]
