@@ -50,7 +50,7 @@ import Testing
         let before = try Data(contentsOf: URL(fileURLWithPath: path))
         let error = #expect(throws: ChronicleError.self) { _ = try DeviceStore.open(at: path) }
         #expect(error?.code == .futureStoreVersion)
-        #expect(error?.message.contains("v99") == true && error?.message.contains("v1") == true)
+        #expect(error?.message.contains("v99") == true && error?.message.contains("v\(StoreFormat.currentVersion)") == true)
         #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before)
     }
 
@@ -102,5 +102,42 @@ import Testing
         #expect(try f.store.search("valve").first?.id == job.entityID.lowercased, "a part hit counts for its job")
         #expect(try f.store.search("boiler").first?.kind == "job")
         #expect(try f.store.verify().passed)
+    }
+}
+
+@Suite struct FormatMigrationTests {
+    /// A store written by format v1 (before sync bookkeeping) opens as v2: backed up first,
+    /// its queued ops kept, and the new outbox rules in force.
+    @Test func aVersion1StoreIsBackedUpAndMigratedWithItsOutboxKept() throws {
+        let f = try Fixture()
+        let directory = f.directory.appendingPathComponent("v1")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let path = directory.appendingPathComponent("old.chronicle").path
+        do {
+            let db = try Database(path: path)
+            try db.transaction { db in
+                for statement in StoreFormat.version1 { try db.execute(statement) }
+                let meta: [(String, Value)] = [
+                    ("format_version", .integer(1)), ("schema_name", .text("readitlater")), ("schema_version", .integer(1)),
+                    ("schema_fingerprint", .text(Schema.readItLater.fingerprint)), ("library_id", .text(UUID().lowercased)),
+                    ("device_id", .text(UUID().lowercased)), ("last_device_seq", .integer(0)), ("cursor", .integer(0)),
+                    ("created_at", .integer(0)),
+                ]
+                for (key, value) in meta { try DeviceStore.setMeta(key, value, in: db) }
+                try DeviceStore.createProjection(ProjectionSchema(schema: .readItLater), in: db, withSearch: true)
+            }
+        }
+        let store = try DeviceStore.open(at: path)
+        #expect(try store.status().formatVersion == StoreFormat.currentVersion)
+        #expect(FileManager.default.fileExists(atPath: path + ".backup-v1"))
+        let id = try store.write("article.save", payload: ["url": .text("https://example.com/migrated")]).entityID
+        #expect(try store.row(id) != nil)
+        #expect(try store.syncState().unsent == 1)
+        #expect(try store.verify().passed)
+        // The v2 rule: an op leaves the outbox only when confirmed or rejected.
+        #expect(throws: SQLiteError.self) { try store.writer.withLock { try $0.execute("DELETE FROM chronicle_outbox") } }
+        #expect(try store.reject(store.pendingOps()[0].opID, code: "test", message: "refused", verdict: nil))
+        #expect(try store.row(id) == nil, "the refused create is undone")
+        #expect(try store.notices().map(\.code) == ["test"])
     }
 }

@@ -34,6 +34,10 @@ enum ExitCode {
     static let refused: Int32 = 3
     /// The store could not be opened (missing, not a store, future version).
     static let store: Int32 = 4
+    /// `sync`: the server could not be reached (nothing is lost; try again later).
+    static let offline: Int32 = 5
+    /// `sync`, `login`: the server refused the request (signed out, bad password, wrong library).
+    static let serverRefused: Int32 = 6
     /// An unexpected failure (SQLite error, disk full).
     static let failure: Int32 = 70
 
@@ -42,6 +46,8 @@ enum ExitCode {
         case .usage: usage
         case .storeMissing, .storeExists, .futureStoreVersion, .notAChronicleStore, .schemaMismatch: store
         case .digestMismatch: verificationFailed
+        case .offline: offline
+        case .serverRefused: serverRefused
         case .database, .diskFull, .invariantViolated: failure
         default: refused
         }

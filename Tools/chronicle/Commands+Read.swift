@@ -158,16 +158,22 @@ extension Command {
         Command(name: "status", summary: "What this store knows: ops confirmed, changes not yet synced, ids.",
                 usage: "chronicle status", details: "") { args, ctx in
             try args.finish(usage: "chronicle status")
-            let s = try ctx.store().status()
+            let store = try ctx.store()
+            let s = try store.status()
+            let sync = try store.syncState()
+            let credentials = try? Credentials.load(forStore: store.path)
+            let headline = statusLine(unsent: s.unsentOps, sync: sync, signedIn: credentials != nil,
+                                      now: Int64(Date().timeIntervalSince1970 * 1000))
             if ctx.output.json {
                 ctx.output.emit(["store": s.path, "format_version": s.formatVersion, "schema": s.schema, "library_id": s.libraryID,
                                  "device_id": s.deviceID, "cursor": s.cursor, "confirmed_ops": s.confirmedOps, "unsent_ops": s.unsentOps,
-                                 "last_device_seq": s.lastDeviceSeq, "last_sync_at": s.lastSyncAt as Any? ?? NSNull(), "file_bytes": s.fileBytes])
+                                 "last_device_seq": s.lastDeviceSeq, "last_sync_at": s.lastSyncAt as Any? ?? NSNull(), "file_bytes": s.fileBytes,
+                                 "signed_in": credentials != nil, "server": credentials?.server as Any? ?? NSNull(),
+                                 "online": credentials != nil && !sync.isOffline, "last_error": sync.lastError as Any? ?? NSNull(),
+                                 "server_head": sync.serverHead, "unseen_notices": sync.unseenNotices, "status_line": headline])
                 return ExitCode.success
             }
-            let unsent = s.unsentOps == 0 ? "Everything written here is confirmed."
-                : "\(s.unsentOps) change\(s.unsentOps == 1 ? "" : "s") saved on this device; \(s.unsentOps == 1 ? "it" : "they") will sync when a server is reachable."
-            ctx.output.line(unsent + " Last synced \(s.lastSyncAt.map(Output.time) ?? "never").")
+            ctx.output.line(headline)
             ctx.output.line("")
             ctx.output.line("  store      \(s.path) (format v\(s.formatVersion), \(ByteCountFormatter.string(fromByteCount: s.fileBytes, countStyle: .file)))")
             ctx.output.line("  schema     \(s.schema)")
@@ -178,6 +184,27 @@ extension Command {
             return ExitCode.success
         },
     ]
+
+    /// The honest one-line status: "Offline — 12 changes saved on this device; they will sync when you reconnect. Last synced 3 hours ago."
+    static func statusLine(unsent: Int64, sync: SyncState, signedIn: Bool, now: Int64) -> String {
+        let changes = "\(unsent) change\(unsent == 1 ? "" : "s")"
+        let they = unsent == 1 ? "it" : "they"
+        let last = sync.lastSyncAt.map { "Last synced \(RelativeTime.ago($0, now: now))." } ?? "Never synced."
+        var line: String
+        if !signedIn {
+            line = unsent == 0 ? "Not signed in to a server; everything is kept on this device."
+                : "Not signed in to a server — \(changes) saved on this device; \(they) will sync once you sign in with `chronicle login`."
+        } else if sync.isOffline {
+            line = unsent == 0 ? "Offline — nothing waiting to sync. \(last)"
+                : "Offline — \(changes) saved on this device; \(they) will sync when you reconnect. \(last)"
+        } else {
+            line = unsent == 0 ? "Up to date. \(last)" : "Online — \(changes) waiting to sync. \(last)"
+        }
+        if sync.unseenNotices > 0 {
+            line += " \(sync.unseenNotices) change\(sync.unseenNotices == 1 ? " was" : "s were") not accepted by the server; see `chronicle notices`."
+        }
+        return line
+    }
 
     static func parseLimit(_ text: String?, default value: Int) throws -> Int {
         guard let text else { return value }

@@ -4,9 +4,10 @@ import Foundation
 
 // chronicle: the command-line face of a Chronicle device store.
 
-let commands = Command.writeCommands + Command.readCommands + Command.maintenanceCommands
+let commands = Command.writeCommands + Command.readCommands + Command.maintenanceCommands + Command.syncCommands + [Command.demo]
 let overview = """
-    chronicle — an offline-first library on this device: an append-only op log projected into SQLite and FTS5.
+    chronicle — an offline-first library on this device (an append-only op log projected into SQLite and FTS5),
+    and the sync server that orders every device's ops.
 
     Usage: chronicle [--store PATH] [--json] COMMAND [ARGUMENTS]
 
@@ -17,7 +18,8 @@ let overview = """
     Run `chronicle COMMAND --help` for a command's options.
 
     Exit codes: 0 ok, 1 verification failed, 2 bad command line, 3 refused (unknown id, invalid value, …),
-    4 store cannot be opened (missing, not a store, from a newer version), 70 unexpected failure.
+    4 store cannot be opened (missing, not a store, from a newer version), 5 offline (sync could not reach the server),
+    6 the server refused (bad password, signed out), 70 unexpected failure.
     """
 
 @MainActor func run() -> Int32 {

@@ -175,6 +175,9 @@ extension Schema {
     /// The field-service schema, `Schemas/fieldservice/v1.json`.
     public static let fieldService: Schema = builtin("fieldservice/v1.json")
 
+    /// Every schema compiled into this build.
+    public static var builtIn: [Schema] { [readItLater, fieldService] }
+
     /// Every schema compiled into this build, by name.
     public static func named(_ name: String) -> Schema? {
         switch name {

@@ -110,3 +110,21 @@ extension Schema {
         return true
     }
 }
+
+extension Schema {
+    /// The row ids an op's payload names (fields that reference another entity, and a
+    /// set op's value when its set holds ids), with the field that names each.
+    public func references(of spec: OpTypeSpec, payload: Payload) -> [(field: FieldSpec, id: String)] {
+        guard let entity = entity(spec.entity) else { return [] }
+        var found: [(field: FieldSpec, id: String)] = []
+        for (key, value) in payload.sorted(by: { $0.key < $1.key }) {
+            guard case .text(let text) = value else { continue }
+            if let field = entity.field(key), field.references != nil, spec.fields.contains(key) { found.append((field, text)) }
+        }
+        if let valueKey = spec.valueKey, let field = spec.field.flatMap(entity.field), field.references != nil,
+           case .text(let text)? = payload[valueKey] {
+            found.append((field, text))
+        }
+        return found
+    }
+}

@@ -15,21 +15,12 @@ extension DeviceStore {
     @discardableResult
     public func applyConfirmedInBulk<Batches: Sequence>(_ batches: Batches, progress: ProgressHandler? = nil) throws -> ApplyResult
         where Batches.Element == [Op] {
-        try writeTransaction { db in
-            try Self.setMeta("search_stale", .integer(1), in: db)
-            for (_, index) in projection.searchIndexes {
-                let fts = ProjectionSchema.quoted(index.index)
-                try db.execute("INSERT INTO \(fts)(\(fts)) VALUES ('delete-all')")
-            }
-        }
+        try beginBulk()
         var total = ApplyResult(applied: 0, confirmedOwn: 0, rebased: 0, cursor: try cursor())
         var failure: Error?
         do {
             for batch in batches where !batch.isEmpty {
-                let result = try writeTransaction { db in
-                    try db.execute("PRAGMA cache_size = -\(Self.bulkCacheKilobytes)")
-                    return try fold(batch, in: db, indexing: false)
-                }
+                let result = try applyBulkBatch(batch)
                 total.applied += result.applied
                 total.confirmedOwn += result.confirmedOwn
                 total.rebased += result.rebased
@@ -40,12 +31,39 @@ extension DeviceStore {
             failure = error
         }
         // Indexes are rebuilt even when a batch failed: what did land must be searchable.
+        try finishBulk()
+        if let failure { throw failure }
+        return total
+    }
+
+    /// The three steps of `applyConfirmedInBulk`, for callers whose batches arrive
+    /// asynchronously (sync's catch-up pull): mark the search indexes stale and empty them…
+    public func beginBulk() throws {
+        try writeTransaction { db in
+            try Self.setMeta("search_stale", .integer(1), in: db)
+            for (_, index) in projection.searchIndexes {
+                let fts = ProjectionSchema.quoted(index.index)
+                try db.execute("INSERT INTO \(fts)(\(fts)) VALUES ('delete-all')")
+            }
+        }
+    }
+
+    /// …fold each batch in its own transaction without touching them…
+    @discardableResult
+    public func applyBulkBatch(_ ops: [Op]) throws -> ApplyResult {
+        guard !ops.isEmpty else { return ApplyResult(applied: 0, confirmedOwn: 0, rebased: 0, cursor: try cursor()) }
+        return try writeTransaction { db in
+            try db.execute("PRAGMA cache_size = -\(Self.bulkCacheKilobytes)")
+            return try fold(ops, in: db, indexing: false)
+        }
+    }
+
+    /// …and rebuild them once at the end (always call it, also after a failure).
+    public func finishBulk() throws {
         try writeTransaction { db in
             try rebuildSearchIndexes(in: db)
             try db.execute("PRAGMA cache_size = -\(Database.Options.defaultCacheKilobytes)")
         }
-        if let failure { throw failure }
-        return total
     }
 
     /// True while bulk apply has left the search indexes to be rebuilt.

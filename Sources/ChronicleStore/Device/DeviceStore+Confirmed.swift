@@ -74,32 +74,41 @@ extension DeviceStore {
             if !shadowed.isEmpty {
                 let touched = Set(ops.compactMap { op in materializer.entity(of: op).map { ShadowKey(entity: $0.name, id: op.entityID.lowercased) } })
                 rebase = shadowed.filter(touched.contains)
-                for key in rebase {
-                    let restore = { for sql in self.projection.shadowRestore(self.schema.entity(key.entity)!) { try db.execute(sql, [.text(key.id)]) } }
-                    if indexing { try indexer.aroundEntity(key.entity, key.id, in: db, batch: batch, restore) } else { try restore() }
-                    try db.execute("DELETE FROM chronicle_shadowed WHERE entity = ?1 AND id = ?2", [.text(key.entity), .text(key.id)])
-                }
+                try restoreConfirmed(rebase, in: db, batch: batch, indexing: indexing)
             }
 
             for op in ops {
                 if indexing { try materialize(op, in: db, batch: batch) } else { try Self.materialize(op, materializer, in: db) }
             }
 
-            var rebased = 0
-            if !rebase.isEmpty {
-                let keys = Set(rebase.map(\.id))
-                let pending = try db.query("SELECT \(Self.outboxColumns) FROM chronicle_outbox ORDER BY device_seq") { try outboxOp($0) }
-                for op in pending where keys.contains(op.entityID.lowercased) {
-                    if let entity = materializer.entity(of: op) { try shadowIfNeeded(entity, op.entityID.lowercased, in: db) }
-                    if indexing { try materialize(op, in: db, batch: batch) } else { try Self.materialize(op, materializer, in: db) }
-                    rebased += 1
-                }
-            }
+            let rebased = try replayPending(on: Set(rebase.map(\.id)), in: db, batch: batch, indexing: indexing)
             if indexing { try indexer.flush(batch, in: db) }
             return ApplyResult(applied: ops.count, confirmedOwn: own.count, rebased: rebased, cursor: cursor)
     }
 
     struct ShadowKey: Hashable { var entity: String; var id: String }
+
+    /// Puts rows that pending ops sit on back to their confirmed state (from their shadow copies).
+    func restoreConfirmed(_ keys: [ShadowKey], in db: Database, batch: SearchIndexer.Batch, indexing: Bool) throws {
+        for key in keys {
+            let restore = { for sql in self.projection.shadowRestore(self.schema.entity(key.entity)!) { try db.execute(sql, [.text(key.id)]) } }
+            if indexing { try indexer.aroundEntity(key.entity, key.id, in: db, batch: batch, restore) } else { try restore() }
+            try db.execute("DELETE FROM chronicle_shadowed WHERE entity = ?1 AND id = ?2", [.text(key.entity), .text(key.id)])
+        }
+    }
+
+    /// Replays the outbox's ops on the given entity ids, in device order, shadowing again as they go.
+    func replayPending(on ids: Set<String>, in db: Database, batch: SearchIndexer.Batch, indexing: Bool) throws -> Int {
+        guard !ids.isEmpty else { return 0 }
+        var replayed = 0
+        let pending = try db.query("SELECT \(Self.outboxColumns) FROM chronicle_outbox ORDER BY device_seq") { try outboxOp($0) }
+        for op in pending where ids.contains(op.entityID.lowercased) {
+            if let entity = materializer.entity(of: op) { try shadowIfNeeded(entity, op.entityID.lowercased, in: db) }
+            if indexing { try materialize(op, in: db, batch: batch) } else { try Self.materialize(op, materializer, in: db) }
+            replayed += 1
+        }
+        return replayed
+    }
 
     static func logArguments(_ op: Op) -> [Value] {
         [.integer(op.serverSeq!), .text(op.opID.lowercased), .text(op.deviceID.lowercased), .integer(op.deviceSeq),

@@ -59,14 +59,7 @@ extension DeviceStore {
 
     /// The entity type of the row with this id, searching every entity table.
     public func entityType(of id: UUID) throws -> EntitySpec? {
-        try read { db in
-            for entity in schema.entities {
-                if try db.scalarInt("SELECT 1 FROM \(ProjectionSchema.quoted(entity.table)) WHERE id = ?1", [.text(id.lowercased)]) != nil {
-                    return entity
-                }
-            }
-            return nil
-        }
+        try read { db in try Self.entityType(of: id, schema, in: db) }
     }
 
     /// One row with its set fields, or nil.
@@ -78,6 +71,16 @@ extension DeviceStore {
     /// Rows of one entity type, newest first, optionally filtered by SQL over `t`.
     public func rows(_ entityName: String, where filter: String? = nil, _ arguments: [Value] = [],
                      includeDeleted: Bool = false, limit: Int = 1000) throws -> [EntityRow] {
+        try read { db in
+            try Self.rows(entityName, schema, where: filter, arguments, includeDeleted: includeDeleted, limit: limit,
+                          markPending: true, in: db)
+        }
+    }
+
+    /// The projection query behind `rows` and the server's verdicts. `markPending` reads
+    /// `chronicle_shadowed` (device stores only).
+    static func rows(_ entityName: String, _ schema: Schema, where filter: String? = nil, _ arguments: [Value] = [],
+                     includeDeleted: Bool, limit: Int, markPending: Bool, in db: Database) throws -> [EntityRow] {
         guard let entity = schema.entity(entityName) else {
             throw ChronicleError(.unknownEntity, "Schema \(schema.name) has no entity type '\(entityName)'; it has \(schema.entities.map(\.name).joined(separator: ", ")).")
         }
@@ -87,28 +90,37 @@ extension DeviceStore {
         if !includeDeleted && entity.hasSoftDelete { conditions.append("t.deleted_at IS NULL") }
         let whereClause = conditions.isEmpty ? "" : " WHERE " + conditions.joined(separator: " AND ")
         let columns = (["id", "created_at"] + names).map { "t." + ProjectionSchema.quoted($0) }.joined(separator: ", ")
+        let pending = markPending ? "EXISTS (SELECT 1 FROM chronicle_shadowed s WHERE s.entity = ?\(arguments.count + 1) AND s.id = t.id)" : "0"
         let sql = """
-            SELECT \(columns), EXISTS (SELECT 1 FROM chronicle_shadowed s WHERE s.entity = ?\(arguments.count + 1) AND s.id = t.id)
+            SELECT \(columns), \(pending)
             FROM \(ProjectionSchema.quoted(entity.table)) t\(whereClause) ORDER BY t.created_at DESC, t.id LIMIT \(limit)
             """
-        return try read { db in
-            var result = try db.query(sql, arguments + [.text(entity.name)]) { row -> EntityRow in
-                var fields: [(String, Value)] = [("created_at", row.value(1))]
-                for (offset, field) in entity.scalarFields.enumerated() {
-                    fields.append((field.name, Self.typed(row.value(Int32(offset + 2)), field)))
-                }
-                return EntityRow(entityType: entity.name, id: row.text(0), fields: fields, sets: [],
-                                 pending: row.int(Int32(names.count + 2)) == 1)
+        var result = try db.query(sql, arguments + (markPending ? [.text(entity.name)] : [])) { row -> EntityRow in
+            var fields: [(String, Value)] = [("created_at", row.value(1))]
+            for (offset, field) in entity.scalarFields.enumerated() {
+                fields.append((field.name, Self.typed(row.value(Int32(offset + 2)), field)))
             }
-            for index in result.indices {
-                for field in entity.setFields {
-                    let values = try db.query("SELECT value FROM \(ProjectionSchema.quoted(entity.setTable(field))) WHERE id = ?1 ORDER BY value",
-                                              [.text(result[index].id)]) { $0.value(0) }
-                    result[index].sets.append((field.name, values))
-                }
-            }
-            return result
+            return EntityRow(entityType: entity.name, id: row.text(0), fields: fields, sets: [],
+                             pending: row.int(Int32(names.count + 2)) == 1)
         }
+        for index in result.indices {
+            for field in entity.setFields {
+                let values = try db.query("SELECT value FROM \(ProjectionSchema.quoted(entity.setTable(field))) WHERE id = ?1 ORDER BY value",
+                                          [.text(result[index].id)]) { $0.value(0) }
+                result[index].sets.append((field.name, values))
+            }
+        }
+        return result
+    }
+
+    /// The entity type of the row with this id, searching every entity table.
+    static func entityType(of id: UUID, _ schema: Schema, in db: Database) throws -> EntitySpec? {
+        for entity in schema.entities {
+            if try db.scalarInt("SELECT 1 FROM \(ProjectionSchema.quoted(entity.table)) WHERE id = ?1", [.text(id.lowercased)]) != nil {
+                return entity
+            }
+        }
+        return nil
     }
 }
 

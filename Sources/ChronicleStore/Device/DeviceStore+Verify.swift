@@ -99,7 +99,7 @@ extension DeviceStore {
             }
             let triggers = Set(try db.query("SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'chronicle_%'") { $0.text(0) })
             for required in ["chronicle_log_append_only_update", "chronicle_log_append_only_delete", "chronicle_log_gap_free",
-                             "chronicle_outbox_gap_free", "chronicle_outbox_leaves_when_confirmed"] where !triggers.contains(required) {
+                             "chronicle_outbox_gap_free", "chronicle_outbox_leaves_when_settled", "chronicle_rejected_kept"] where !triggers.contains(required) {
                 problems.append("guard trigger \(required) is missing")
             }
             let detail = problems.isEmpty ? "\(stats.0) confirmed ops, gap-free; \(outbox.0) pending, gap-free" : problems.joined(separator: "; ")

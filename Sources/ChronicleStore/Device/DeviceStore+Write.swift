@@ -67,15 +67,7 @@ extension DeviceStore {
             }
         }
         // Ids in the payload must name live rows of the referenced type.
-        var references: [(FieldSpec, String)] = []
-        for (key, value) in payload {
-            guard case .text(let text) = value else { continue }
-            if let field = entity.field(key), field.references != nil, spec.fields.contains(key) { references.append((field, text)) }
-        }
-        if let valueKey = spec.valueKey, let field = spec.field.flatMap(entity.field), field.references != nil,
-           case .text(let text)? = payload[valueKey] {
-            references.append((field, text))
-        }
+        let references = schema.references(of: spec, payload: payload)
         for (field, target) in references {
             let other = schema.entity(field.references!)!
             let otherDeleted = other.hasSoftDelete ? "deleted_at" : "NULL"

@@ -26,7 +26,7 @@ public final class DeviceStore: Sendable {
     let searchPlans: [SearchPlan]
     let writer: Locked<Database>
     let checkpointer: Checkpointer
-    let readers: Locked<[Database]>
+    let readers: ReaderPool
 
     /// Creates a new, empty store at `path`. Fails if a file is already there.
     public static func create(at path: String, schema: Schema, libraryID: UUID? = nil, deviceID: UUID? = nil,
@@ -104,6 +104,7 @@ public final class DeviceStore: Sendable {
             throw ChronicleError(.notAChronicleStore, "\(path) lacks its library or device id.")
         }
         let db = try Database(path: path, options: { var o = Database.Options(); o.create = false; return o }())
+        if format < StoreFormat.currentVersion { try migrateFormat(db, from: format) }
         let store = try DeviceStore(path: path, schema: schema, deviceID: device, libraryID: library, clock: clock, ids: ids, writer: db)
         if meta["search_stale"]?.integerValue == 1 {
             // A bulk apply was interrupted before it rebuilt the search indexes.
@@ -135,7 +136,26 @@ public final class DeviceStore: Sendable {
         self.checkpointer = Checkpointer(path: path)
         try checkpointer.install(on: writer)
         self.writer = Locked(writer)
-        self.readers = Locked([])
+        self.readers = ReaderPool(path: path)
+    }
+
+    /// Brings an older store format up to the current one: a backup first
+    /// (`VACUUM INTO <path>.backup-v<N>`), then one transaction per step, so an
+    /// interrupted migration leaves the store at the last completed step.
+    static func migrateFormat(_ db: Database, from format: Int64) throws {
+        let backup = "\(db.path).backup-v\(format)"
+        if !FileManager.default.fileExists(atPath: backup) {
+            try db.execute("VACUUM INTO ?1", [.text(backup)])
+        }
+        for version in format..<StoreFormat.currentVersion {
+            guard let steps = StoreFormat.migrations[version] else {
+                throw ChronicleError(.invariantViolated, "No migration from store format v\(version) to v\(version + 1).")
+            }
+            try db.transaction { db in
+                for statement in steps { try db.execute(statement) }
+                try setMeta("format_version", .integer(version + 1), in: db)
+            }
+        }
     }
 
     static func createProjection(_ projection: ProjectionSchema, in db: Database, withSearch: Bool) throws {
@@ -148,14 +168,7 @@ public final class DeviceStore: Sendable {
     /// Runs `body` on a read-only connection with a consistent snapshot.
     /// Never waits for the writer.
     public func read<T>(_ body: (Database) throws -> T) throws -> T {
-        let db = try readers.withLock { pool -> Database in
-            if let db = pool.popLast() { return db }
-            var options = Database.Options()
-            options.readOnly = true
-            return try Database(path: path, options: options)
-        }
-        defer { readers.withLock { $0.append(db) } }
-        return try db.readTransaction(body)
+        try readers.read(body)
     }
 
     /// Runs `body` in one write transaction on the writer connection.

@@ -1,46 +1,64 @@
 /// The device store's own tables (log, outbox, metadata) and the invariants
-/// SQLite enforces on them. Documented in `Schemas/store/device-v1.md`.
+/// SQLite enforces on them. Documented in `Schemas/store/device-v1.md` and
+/// `device-v2.md`.
+///
+/// A new store runs the v1 statements and then every migration, so a fresh
+/// store and a migrated one are the same by construction.
 enum StoreFormat {
     /// Bumped with a migration whenever these tables change shape.
-    static let currentVersion: Int64 = 1
+    static let currentVersion: Int64 = 2
 
-    static let statements: [String] = [
+    /// Everything a new store runs, in order.
+    static var statements: [String] { version1 + migrations.sorted { $0.key < $1.key }.flatMap(\.value) }
+
+    /// The statements that take a store from format `key` to `key + 1`. Shipped steps are never edited.
+    static let migrations: [Int64: [String]] = [1: version2]
+
+    /// v2: sync bookkeeping. Ops the server rejected leave the outbox for
+    /// `chronicle_rejected` (kept, with the reason, so the app can tell the person).
+    static let version2: [String] = [
         """
-        CREATE TABLE chronicle_meta (key TEXT PRIMARY KEY NOT NULL, value) WITHOUT ROWID
-        """,
-        // The confirmed log: a gap-free prefix of the server's log, append-only.
-        """
-        CREATE TABLE chronicle_log (
-          server_seq INTEGER PRIMARY KEY,
+        CREATE TABLE chronicle_rejected (
+          device_seq INTEGER PRIMARY KEY,
           op_id TEXT NOT NULL UNIQUE,
-          device_id TEXT NOT NULL,
-          device_seq INTEGER NOT NULL,
           type TEXT NOT NULL,
           version INTEGER NOT NULL,
           entity_id TEXT NOT NULL,
           payload TEXT NOT NULL,
           device_time INTEGER NOT NULL,
           base_seq INTEGER NOT NULL,
-          server_time INTEGER NOT NULL
+          code TEXT NOT NULL,
+          message TEXT NOT NULL,
+          verdict TEXT,
+          rejected_at INTEGER NOT NULL,
+          seen INTEGER NOT NULL DEFAULT 0
         )
         """,
-        "CREATE INDEX chronicle_log_by_entity ON chronicle_log(entity_id, server_seq)",
         """
-        CREATE TRIGGER chronicle_log_append_only_update BEFORE UPDATE ON chronicle_log BEGIN
-          SELECT RAISE(ABORT, 'chronicle_log is append-only: confirmed ops are never updated');
+        CREATE TRIGGER chronicle_rejected_from_outbox BEFORE INSERT ON chronicle_rejected
+        WHEN NOT EXISTS (SELECT 1 FROM chronicle_outbox WHERE op_id = NEW.op_id AND device_seq = NEW.device_seq) BEGIN
+          SELECT RAISE(ABORT, 'chronicle_rejected: only a queued op can be rejected');
         END
         """,
+        "CREATE TRIGGER chronicle_rejected_fixed BEFORE UPDATE OF device_seq, op_id, type, version, entity_id, payload, device_time, base_seq, code, message, rejected_at ON chronicle_rejected BEGIN SELECT RAISE(ABORT, 'chronicle_rejected: a rejection is kept as it was recorded'); END",
+        "CREATE TRIGGER chronicle_rejected_kept BEFORE DELETE ON chronicle_rejected BEGIN SELECT RAISE(ABORT, 'chronicle_rejected: rejected ops are kept'); END",
+        "DROP TRIGGER chronicle_outbox_leaves_when_confirmed",
         """
-        CREATE TRIGGER chronicle_log_append_only_delete BEFORE DELETE ON chronicle_log BEGIN
-          SELECT RAISE(ABORT, 'chronicle_log is append-only: confirmed ops are never deleted');
+        CREATE TRIGGER chronicle_outbox_leaves_when_settled BEFORE DELETE ON chronicle_outbox
+        WHEN NOT EXISTS (SELECT 1 FROM chronicle_log WHERE op_id = OLD.op_id)
+         AND NOT EXISTS (SELECT 1 FROM chronicle_rejected WHERE op_id = OLD.op_id) BEGIN
+          SELECT RAISE(ABORT, 'chronicle_outbox: an op leaves the outbox only when the confirmed log reaches it or the server rejected it');
         END
         """,
+        // The highest deviceSeq the server has answered (accepted, duplicate or rejected): pushes resume after it.
+        "INSERT OR IGNORE INTO chronicle_meta(key, value) VALUES ('acked_device_seq', 0)",
+    ]
+
+    static let version1: [String] = [
         """
-        CREATE TRIGGER chronicle_log_gap_free BEFORE INSERT ON chronicle_log
-        WHEN NEW.server_seq IS NOT (SELECT coalesce(max(server_seq), 0) + 1 FROM chronicle_log) BEGIN
-          SELECT RAISE(ABORT, 'chronicle_log: server_seq must follow the last confirmed op without a gap');
-        END
+        CREATE TABLE chronicle_meta (key TEXT PRIMARY KEY NOT NULL, value) WITHOUT ROWID
         """,
+    ] + logStatements + [
         // The outbox: ops this device wrote that the server has not confirmed, in device order.
         """
         CREATE TABLE chronicle_outbox (
@@ -83,5 +101,44 @@ enum StoreFormat {
         "CREATE TRIGGER chronicle_outbox_fixed BEFORE UPDATE OF op_id, device_seq, type, version, entity_id, payload, device_time, base_seq ON chronicle_outbox BEGIN SELECT RAISE(ABORT, 'chronicle_outbox: queued ops are immutable'); END",
         // Entities whose confirmed rows were copied aside because pending ops sit on top of them.
         "CREATE TABLE chronicle_shadowed (entity TEXT NOT NULL, id TEXT NOT NULL, PRIMARY KEY (entity, id)) WITHOUT ROWID",
+    ]
+}
+
+extension StoreFormat {
+    /// The confirmed log and its guard triggers; the server's library store uses the same.
+    static let logStatements: [String] = [
+        // The confirmed log: a gap-free prefix of the server's log, append-only.
+        """
+        CREATE TABLE chronicle_log (
+          server_seq INTEGER PRIMARY KEY,
+          op_id TEXT NOT NULL UNIQUE,
+          device_id TEXT NOT NULL,
+          device_seq INTEGER NOT NULL,
+          type TEXT NOT NULL,
+          version INTEGER NOT NULL,
+          entity_id TEXT NOT NULL,
+          payload TEXT NOT NULL,
+          device_time INTEGER NOT NULL,
+          base_seq INTEGER NOT NULL,
+          server_time INTEGER NOT NULL
+        )
+        """,
+        "CREATE INDEX chronicle_log_by_entity ON chronicle_log(entity_id, server_seq)",
+        """
+        CREATE TRIGGER chronicle_log_append_only_update BEFORE UPDATE ON chronicle_log BEGIN
+          SELECT RAISE(ABORT, 'chronicle_log is append-only: confirmed ops are never updated');
+        END
+        """,
+        """
+        CREATE TRIGGER chronicle_log_append_only_delete BEFORE DELETE ON chronicle_log BEGIN
+          SELECT RAISE(ABORT, 'chronicle_log is append-only: confirmed ops are never deleted');
+        END
+        """,
+        """
+        CREATE TRIGGER chronicle_log_gap_free BEFORE INSERT ON chronicle_log
+        WHEN NEW.server_seq IS NOT (SELECT coalesce(max(server_seq), 0) + 1 FROM chronicle_log) BEGIN
+          SELECT RAISE(ABORT, 'chronicle_log: server_seq must follow the last confirmed op without a gap');
+        END
+        """,
     ]
 }

@@ -34,3 +34,13 @@ public struct SystemIDGenerator: IDGenerator {
                            bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
     }
 }
+
+/// Uniform random numbers from OpenSSL's CSPRNG, for backoff jitter.
+public enum SystemRandom {
+    /// A double in [0, 1).
+    @Sendable public static func unit() -> Double {
+        var bits: UInt64 = 0
+        withUnsafeMutableBytes(of: &bits) { precondition(RAND_bytes($0.baseAddress!.assumingMemoryBound(to: UInt8.self), 8) == 1) }
+        return Double(bits >> 11) / Double(1 << 53)
+    }
+}

@@ -1,0 +1,124 @@
+import Foundation
+
+/// The server's answer for one pushed op (DESIGN.md, "Sync protocol").
+public enum PushOutcome: Sendable, Equatable {
+    /// Newly ordered at `serverSeq`.
+    case accepted(serverSeq: Int64)
+    /// The server already held this op id; this is the original result.
+    case duplicate(serverSeq: Int64)
+    /// Refused for good: the op never enters the log. A repeat gets the same answer.
+    case rejected(code: String, message: String)
+
+    public var serverSeq: Int64? {
+        switch self {
+        case .accepted(let seq), .duplicate(let seq): seq
+        case .rejected: nil
+        }
+    }
+}
+
+/// One op's line in a push response.
+public struct PushResult: Sendable, Equatable {
+    public var opID: UUID
+    public var deviceSeq: Int64
+    public var outcome: PushOutcome
+    /// For a rejection: the server's state of the entity, so the device can show what stands.
+    public var verdict: Verdict?
+
+    public init(opID: UUID, deviceSeq: Int64, outcome: PushOutcome, verdict: Verdict? = nil) {
+        self.opID = opID
+        self.deviceSeq = deviceSeq
+        self.outcome = outcome
+        self.verdict = verdict
+    }
+}
+
+public struct PushResponse: Sendable, Equatable {
+    /// One result per pushed op, in the order they were sent.
+    public var results: [PushResult]
+    /// The library's highest serverSeq after the push.
+    public var head: Int64
+
+    public init(results: [PushResult], head: Int64) {
+        self.results = results
+        self.head = head
+    }
+}
+
+/// One page of the confirmed log.
+public struct PullPage: Sendable, Equatable {
+    /// Confirmed ops after the requested cursor, contiguous.
+    public var segment: Segment
+    /// The cursor to ask from next (the last op's serverSeq, or the request's cursor when empty).
+    public var nextCursor: Int64
+    /// More ops are waiting after `nextCursor`.
+    public var more: Bool
+    /// The library's highest serverSeq when the page was read.
+    public var head: Int64
+
+    public init(segment: Segment, nextCursor: Int64, more: Bool, head: Int64) {
+        self.segment = segment
+        self.nextCursor = nextCursor
+        self.more = more
+        self.head = head
+    }
+}
+
+/// The server's state of one entity: what settles a rejected op on the device.
+public struct Verdict: Sendable, Equatable {
+    public var entityID: UUID
+    /// nil when the server has no such entity.
+    public var entityType: String?
+    public var deleted: Bool
+    public var fields: [String: Value]
+    public var sets: [String: [Value]]
+    /// The last serverSeq that touched the entity (0 if none): a device that has pulled
+    /// that far shows exactly this state.
+    public var lastSeq: Int64
+    /// The library's head when the verdict was read.
+    public var head: Int64
+
+    public var exists: Bool { entityType != nil }
+
+    public init(entityID: UUID, entityType: String?, deleted: Bool, fields: [String: Value], sets: [String: [Value]],
+                lastSeq: Int64, head: Int64) {
+        self.entityID = entityID
+        self.entityType = entityType
+        self.deleted = deleted
+        self.fields = fields
+        self.sets = sets
+        self.lastSeq = lastSeq
+        self.head = head
+    }
+}
+
+/// A request-level refusal: HTTP status, a stable code and a sentence
+/// (plus the expected and actual values when there are two to compare).
+public struct ProtocolError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var status: Int
+    public var code: String
+    public var message: String
+    /// For 429 and 503: how long the client should wait before trying again.
+    public var retryAfterSeconds: Double?
+
+    public init(_ status: Int, _ code: String, _ message: String, retryAfterSeconds: Double? = nil) {
+        self.status = status
+        self.code = code
+        self.message = message
+        self.retryAfterSeconds = retryAfterSeconds
+    }
+
+    public init(_ status: Int, _ error: ChronicleError) {
+        self.init(status, error.code.rawValue, error.message)
+    }
+
+    public var description: String { "\(status) \(code): \(message)" }
+}
+
+/// The sync API as a device sees it, whatever carries it (HTTP, or an in-memory
+/// call in tests and the simulator). Every call carries the device's bearer token.
+public protocol SyncEndpoint: Sendable {
+    func push(_ segment: Segment, token: String) async throws(ProtocolError) -> PushResponse
+    func pull(library: UUID, after cursor: Int64, limit: Int, waitMilliseconds: Int, token: String) async throws(ProtocolError) -> PullPage
+    func verdict(library: UUID, entity: UUID, token: String) async throws(ProtocolError) -> Verdict
+}

@@ -1,0 +1,66 @@
+import CMicroHTTPD
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+// The C callbacks libmicrohttpd calls on its worker threads. They are plain
+// nonisolated functions; `cls` is the server's ServerCore (retained by
+// HTTPServer for the daemon's lifetime) and `*con_cls` a RequestContext
+// retained here on the first call and released in the completion notice.
+
+/// MHD_AccessHandlerCallback: called once when a request's head has arrived,
+/// once per body chunk, once when the body is complete, and once more after
+/// each resume.
+func chronicleAccessHandler(
+    _ cls: UnsafeMutableRawPointer?, _ connection: OpaquePointer?, _ url: UnsafePointer<CChar>?,
+    _ method: UnsafePointer<CChar>?, _ version: UnsafePointer<CChar>?, _ uploadData: UnsafePointer<CChar>?,
+    _ uploadDataSize: UnsafeMutablePointer<Int>?, _ requestState: UnsafeMutablePointer<UnsafeMutableRawPointer?>?
+) -> MHD_Result {
+    guard let cls, let connection, let uploadDataSize, let requestState else { return .NO }
+    let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
+
+    guard let existing = requestState.pointee else {
+        let handle = MHDConnection(pointer: connection)
+        let context = RequestContext(core: core, connection: handle,
+                                     method: method.map { String(cString: $0) } ?? "",
+                                     path: url.map { String(cString: $0) } ?? "",
+                                     remoteAddress: SocketAddress.describe(chronicle_mhd_client_address(connection)))
+        requestState.pointee = Unmanaged.passRetained(context).toOpaque()
+        return core.begin(context)
+    }
+    let context = Unmanaged<RequestContext>.fromOpaque(existing).takeUnretainedValue()
+
+    if uploadDataSize.pointee > 0 {
+        core.receive(UnsafeRawBufferPointer(start: uploadData, count: uploadDataSize.pointee), for: context)
+        uploadDataSize.pointee = 0 // all consumed (kept or, past the cap, dropped)
+        return .YES
+    }
+    return core.advance(context)
+}
+
+/// MHD_RequestCompletedCallback: the request is over; balance the retain
+/// taken on the first access-handler call.
+func chronicleRequestCompleted(
+    _ cls: UnsafeMutableRawPointer?, _ connection: OpaquePointer?,
+    _ requestState: UnsafeMutablePointer<UnsafeMutableRawPointer?>?, _ reason: MHD_RequestTerminationCode
+) {
+    guard let cls, let requestState, let existing = requestState.pointee else { return }
+    requestState.pointee = nil
+    let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
+    let context = Unmanaged<RequestContext>.fromOpaque(existing).takeRetainedValue()
+    core.complete(context, normally: reason == .REQUEST_TERMINATED_COMPLETED_OK)
+}
+
+/// MHD_LogCallback: keeps MHD's messages (never printed) so a failed start
+/// can say why.
+func chronicleMHDLog(_ cls: UnsafeMutableRawPointer?, _ format: UnsafePointer<CChar>?, _ arguments: CVaListPointer?) {
+    guard let cls, let format, let arguments else { return }
+    var buffer = [CChar](repeating: 0, count: 512)
+    _ = vsnprintf(&buffer, buffer.count, format, arguments)
+    var message = buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+    while message.last?.isNewline == true { message.removeLast() }
+    let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
+    core.record(message: message)
+}

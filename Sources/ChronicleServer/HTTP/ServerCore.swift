@@ -1,0 +1,251 @@
+import ChronicleCore
+import CMicroHTTPD
+import ChronicleStore
+import Synchronization
+
+/// What libmicrohttpd's callbacks reach through their closure pointer: the
+/// handler, the limits, and the registry of parked requests that `stop()`
+/// must answer before the daemon may stop.
+///
+/// Every method taking an `MHDConnection` runs on the MHD worker thread that
+/// owns that connection, inside an MHD callback.
+final class ServerCore: Sendable {
+    let handler: any HTTPHandler
+    let onCompleted: (@Sendable (RequestLogEntry) -> Void)?
+    let maxBodyBytes: Int
+
+    /// Parked requests, from just before their connection is suspended until
+    /// MHD reports them complete. `resumed` turns true once
+    /// `MHD_resume_connection` has returned for them.
+    private struct Registry {
+        var stopping = false
+        var parked: [ObjectIdentifier: (context: RequestContext, resumed: Bool)] = [:]
+    }
+
+    private let registry = Locked(Registry())
+    /// RequestContexts alive (between their first access-handler call and
+    /// the release of the last reference): lets tests prove retains balance.
+    let liveRequests = Atomic<Int>(0)
+    /// The last few messages libmicrohttpd logged: why a start failed.
+    private let messages = Locked<[String]>([])
+    private static let messageCountMax = 16
+    private static let reserveBytesMax: UInt64 = 256 << 10
+
+    init(handler: any HTTPHandler, maxBodyBytes: Int, onCompleted: (@Sendable (RequestLogEntry) -> Void)?) {
+        self.handler = handler
+        self.maxBodyBytes = maxBodyBytes
+        self.onCompleted = onCompleted
+    }
+
+    // MARK: - Request lifecycle
+
+    /// The first access-handler call: the head has arrived, the body has not.
+    /// A declared body over the cap is refused now, before it is sent (and a
+    /// client that asked `Expect: 100-continue` never sends it).
+    func begin(_ context: RequestContext) -> MHD_Result {
+        guard let raw = MHD_lookup_connection_value(context.connection.pointer, .HEADER_KIND, "Content-Length"),
+              let declared = UInt64(String(cString: raw)) else { return .YES }
+        if declared > UInt64(maxBodyBytes) {
+            context.state.withLock { $0.phase = .queued }
+            return queue(bodyTooLarge(), for: context)
+        }
+        // Trust the declared length only so far: a client that claims 16 MiB
+        // and sends nothing should not make us allocate it.
+        context.state.withLock { $0.body.reserveCapacity(Int(min(declared, Self.reserveBytesMax))) }
+        return .YES
+    }
+
+    /// A chunk of the body. Past the cap the body is dropped and only counted;
+    /// the 413 goes out once the request is complete.
+    func receive(_ chunk: UnsafeRawBufferPointer, for context: RequestContext) {
+        let maxBodyBytes = maxBodyBytes
+        context.state.withLock { state in
+            state.requestBytes += chunk.count
+            guard case .receiving = state.phase, !state.bodyTooLarge else { return }
+            if state.body.count + chunk.count > maxBodyBytes {
+                state.bodyTooLarge = true
+                state.body = []
+            } else {
+                state.body.append(contentsOf: chunk)
+            }
+        }
+    }
+
+    /// An access-handler call with no new body bytes: the request is complete
+    /// (hand it to the handler), or a parked request was resumed (queue its
+    /// stored response).
+    func advance(_ context: RequestContext) -> MHD_Result {
+        enum Step { case dispatch([UInt8]), queue(HTTPResponse), wait }
+        let tooLarge = bodyTooLarge()
+        let step = context.state.withLock { state -> Step in
+            switch state.phase {
+            case .receiving where state.bodyTooLarge:
+                state.phase = .queued
+                return .queue(tooLarge)
+            case .receiving:
+                state.phase = .handling
+                var body: [UInt8] = []
+                swap(&body, &state.body)
+                return .dispatch(body)
+            case .resuming(let response):
+                state.phase = .queued
+                return .queue(response)
+            case .handling, .answeredWhileHandling, .suspending, .answeredWhileSuspending, .suspended, .queued,
+                 .finished:
+                return .wait
+            }
+        }
+        switch step {
+        case .wait:
+            return .YES
+        case .queue(let response):
+            return queue(response, for: context)
+        case .dispatch(let body):
+            let request = HTTPRequest(method: context.method, path: context.path,
+                                      query: MHDValues.query(of: context.connection),
+                                      headers: MHDValues.headers(of: context.connection),
+                                      body: body, remoteAddress: context.remoteAddress)
+            handler.handle(request) { response in context.respond(response) }
+            return afterHandle(context)
+        }
+    }
+
+    /// `handle` has returned: queue the answer if there is one, else park the
+    /// request (or, once stopping, answer 503 instead of parking).
+    private func afterHandle(_ context: RequestContext) -> MHD_Result {
+        if let response = context.state.withLock({ state -> HTTPResponse? in
+            guard case .answeredWhileHandling(let response) = state.phase else { return nil }
+            state.phase = .queued
+            return response
+        }) {
+            return queue(response, for: context)
+        }
+
+        let registered = register(context)
+        enum Next { case queue(HTTPResponse), suspend }
+        let next = context.state.withLock { state -> Next in
+            switch state.phase {
+            case .answeredWhileHandling(let response):
+                state.phase = .queued
+                return .queue(response)
+            case .handling where registered:
+                state.phase = .suspending
+                return .suspend
+            case .handling:
+                state.phase = .queued
+                return .queue(.error(503, ChronicleError(.shuttingDown, "The server is shutting down.")))
+            case .receiving, .suspending, .answeredWhileSuspending, .suspended, .resuming, .queued, .finished:
+                preconditionFailure("request in phase \(state.phase) after its handler returned")
+            }
+        }
+        switch next {
+        case .queue(let response):
+            if registered { unregister(context) }
+            return queue(response, for: context)
+        case .suspend:
+            MHD_suspend_connection(context.connection.pointer)
+            let resumeNow = context.state.withLock { state -> Bool in
+                switch state.phase {
+                case .answeredWhileSuspending(let response):
+                    state.phase = .resuming(response)
+                    return true
+                case .suspending:
+                    state.phase = .suspended
+                    return false
+                default:
+                    preconditionFailure("request in phase \(state.phase) while suspending")
+                }
+            }
+            if resumeNow { context.resume() }
+            return .YES
+        }
+    }
+
+    /// MHD's completion notice (the response went out, or the request was abandoned).
+    func complete(_ context: RequestContext, normally: Bool) {
+        let entry = context.finish(normally: normally)
+        unregister(context)
+        onCompleted?(entry)
+    }
+
+    // MARK: - Responses
+
+    private func bodyTooLarge() -> HTTPResponse {
+        .error(413, ChronicleError(.bodyTooLarge, "The request body is larger than \(maxBodyBytes) bytes."))
+    }
+
+    /// Hands a copy of the response to MHD, which sends it once the access
+    /// handler returns. MHD adds Content-Length (and Date) itself.
+    private func queue(_ response: HTTPResponse, for context: RequestContext) -> MHD_Result {
+        let status = (200...999).contains(response.status) ? response.status : 500
+        let created = response.body.withUnsafeBytes { bytes in
+            MHD_create_response_from_buffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress),
+                                            .RESPMEM_MUST_COPY)
+        }
+        guard let created else { return .NO }
+        defer { MHD_destroy_response(created) }
+        for (name, value) in response.headers where name.lowercased() != "content-length" {
+            // MHD refuses names or values with line breaks; such a header is dropped.
+            _ = MHD_add_response_header(created, name, value)
+        }
+        context.state.withLock { state in
+            state.status = status
+            state.responseBytes = response.body.count
+        }
+        return MHD_queue_response(context.connection.pointer, UInt32(status), created)
+    }
+
+    // MARK: - Parked requests
+
+    /// Records a request about to be parked; false once the server is stopping.
+    private func register(_ context: RequestContext) -> Bool {
+        registry.withLock { registry in
+            if registry.stopping { return false }
+            registry.parked[ObjectIdentifier(context)] = (context, false)
+            return true
+        }
+    }
+
+    private func unregister(_ context: RequestContext) {
+        _ = registry.withLock { $0.parked.removeValue(forKey: ObjectIdentifier(context)) }
+    }
+
+    func didResume(_ context: RequestContext) {
+        registry.withLock { registry in
+            // Absent when MHD already completed it, which may happen as soon as
+            // the resume call has woken the worker.
+            registry.parked[ObjectIdentifier(context)]?.resumed = true
+        }
+    }
+
+    /// Refuses further parking and answers every parked request 503.
+    func beginShutdown() {
+        let parked = registry.withLock { registry -> [RequestContext] in
+            registry.stopping = true
+            return registry.parked.values.map(\.context)
+        }
+        let response = HTTPResponse.error(503, ChronicleError(.shuttingDown, "The server is shutting down."))
+        for context in parked { context.respond(response) }
+    }
+
+    /// True when no parked request is still suspended (MHD_stop_daemon must
+    /// never see one); `drained` when none is waiting to be sent either.
+    func parkedState() -> (allResumed: Bool, drained: Bool) {
+        registry.withLock { registry in
+            (registry.parked.values.allSatisfy(\.resumed), registry.parked.isEmpty)
+        }
+    }
+
+    // MARK: - MHD's log
+
+    func record(message: String) {
+        messages.withLock { messages in
+            if messages.count == Self.messageCountMax { messages.removeFirst() }
+            messages.append(message)
+        }
+    }
+
+    func loggedMessages() -> [String] {
+        messages.withLock { $0 }
+    }
+}

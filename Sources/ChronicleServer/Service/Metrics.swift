@@ -1,0 +1,82 @@
+import ChronicleStore
+import Foundation
+
+/// Counters and latency histograms, rendered in the Prometheus text format at `/metrics`.
+public final class Metrics: Sendable {
+    struct Histogram {
+        static let bounds: [Double] = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30]
+        var counts = [UInt64](repeating: 0, count: bounds.count)
+        var sum = 0.0
+        var count: UInt64 = 0
+
+        mutating func observe(_ seconds: Double) {
+            for (i, bound) in Self.bounds.enumerated() where seconds <= bound { counts[i] += 1 }
+            sum += seconds
+            count += 1
+        }
+    }
+
+    struct State {
+        var requests: [String: UInt64] = [:]      // "method route status"
+        var ops: [String: UInt64] = ["accepted": 0, "duplicate": 0, "rejected": 0]
+        var opsPulled: UInt64 = 0
+        var pull = Histogram()
+        var push = Histogram()
+        var waiting = 0
+    }
+
+    private let state = Locked(State())
+
+    public init() {}
+
+    func request(method: String, route: String, status: Int) {
+        state.withLock { $0.requests["\(method) \(route) \(status)", default: 0] += 1 }
+    }
+
+    func ops(accepted: Int, duplicate: Int, rejected: Int) {
+        state.withLock {
+            $0.ops["accepted", default: 0] += UInt64(accepted)
+            $0.ops["duplicate", default: 0] += UInt64(duplicate)
+            $0.ops["rejected", default: 0] += UInt64(rejected)
+        }
+    }
+
+    func pulled(ops: Int, seconds: Double) { state.withLock { $0.opsPulled += UInt64(ops); $0.pull.observe(seconds) } }
+    func pushed(seconds: Double) { state.withLock { $0.push.observe(seconds) } }
+    func waiting(_ delta: Int) { state.withLock { $0.waiting += delta } }
+
+    /// Ops answered so far by outcome (tests and benchmarks read these).
+    public var opCounts: [String: UInt64] { state.withLock { $0.ops } }
+
+    public func render() -> String {
+        let s = state.withLock { $0 }
+        var out = ""
+        out += "# HELP chronicle_http_requests_total HTTP requests answered, by method, route and status.\n"
+        out += "# TYPE chronicle_http_requests_total counter\n"
+        for (key, value) in s.requests.sorted(by: { $0.key < $1.key }) {
+            let parts = key.split(separator: " ")
+            out += "chronicle_http_requests_total{method=\"\(parts[0])\",route=\"\(parts[1])\",status=\"\(parts[2])\"} \(value)\n"
+        }
+        out += "# HELP chronicle_ops_total Pushed ops answered, by outcome.\n"
+        out += "# TYPE chronicle_ops_total counter\n"
+        for (key, value) in s.ops.sorted(by: { $0.key < $1.key }) {
+            out += "chronicle_ops_total{outcome=\"\(key)\"} \(value)\n"
+        }
+        out += "# HELP chronicle_ops_pulled_total Confirmed ops served to devices.\n"
+        out += "# TYPE chronicle_ops_pulled_total counter\n"
+        out += "chronicle_ops_pulled_total \(s.opsPulled)\n"
+        out += "# HELP chronicle_long_polls_waiting Pull requests parked until new ops arrive.\n"
+        out += "# TYPE chronicle_long_polls_waiting gauge\n"
+        out += "chronicle_long_polls_waiting \(s.waiting)\n"
+        out += Self.render("chronicle_pull_duration_seconds", "Time to answer a pull, long-poll wait included.", s.pull)
+        out += Self.render("chronicle_push_duration_seconds", "Time to order and commit a pushed batch.", s.push)
+        return out
+    }
+
+    private static func render(_ name: String, _ help: String, _ h: Histogram) -> String {
+        var out = "# HELP \(name) \(help)\n# TYPE \(name) histogram\n"
+        for (i, bound) in Histogram.bounds.enumerated() { out += "\(name)_bucket{le=\"\(bound)\"} \(h.counts[i])\n" }
+        out += "\(name)_bucket{le=\"+Inf\"} \(h.count)\n\(name)_sum \(h.sum)\n\(name)_count \(h.count)\n"
+        return out
+    }
+}

@@ -1,0 +1,181 @@
+import ChronicleCore
+import ChronicleStore
+import Dispatch
+import Foundation
+
+/// The HTTP face of `SyncService` (`Schemas/api/openapi.yaml`):
+///
+/// - `GET  /healthz`, `GET /metrics`
+/// - `POST /v1/devices` — register a device, get a bearer token
+/// - `POST /v1/libraries/{library}/ops` — push a segment (or JSON) of ops
+/// - `GET  /v1/libraries/{library}/ops?after=N&limit=M&wait=MS` — pull
+/// - `GET  /v1/libraries/{library}/entities/{id}` — the server's verdict for one entity
+///
+/// Every failure is a 4xx (or 503/507) with `{"error":{"code","message"}}`; a
+/// handler that throws something unexpected is logged and answered 500, never a crash.
+public struct SyncRoutes: HTTPHandler {
+    public let service: SyncService
+    /// Requests that touch a store run here, not on libmicrohttpd's threads: a commit
+    /// waits for fsync, and a blocked HTTP thread would stall every connection it serves.
+    /// Their answers go back through the server's park-and-respond path.
+    private let work = DispatchQueue(label: "chronicle.sync.work", attributes: .concurrent)
+
+    public init(service: SyncService) { self.service = service }
+
+    public func handle(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void) {
+        let parts = request.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+        let route = Self.routeName(parts)
+        let metrics = service.metrics
+        let answer: @Sendable (HTTPResponse) -> Void = { response in
+            metrics.request(method: request.method, route: route, status: response.status)
+            respond(response)
+        }
+        switch (request.method, parts.count) {
+        case ("GET", 1) where parts[0] == "healthz":
+            answer(.json(200, Array(#"{"status":"ok"}"#.utf8)))
+        case ("GET", 1) where parts[0] == "metrics":
+            answer(HTTPResponse(status: 200, headers: [("Content-Type", "text/plain; version=0.0.4")], body: Array(service.metrics.render().utf8)))
+        case ("POST", 2) where parts == ["v1", "devices"]:
+            work.async { answer(register(request)) }   // scrypt takes tens of milliseconds
+        case (_, 4) where parts[0] == "v1" && parts[1] == "libraries" && parts[3] == "ops":
+            guard let library = UUID(text: parts[2]) else { return answer(Self.badID(parts[2])) }
+            switch request.method {
+            case "POST": work.async { answer(push(request, library: library)) }
+            case "GET": work.async { pull(request, library: library, respond: answer) }
+            default: answer(Self.methodNotAllowed(request.method, allowed: "GET, POST"))
+            }
+        case (_, 5) where parts[0] == "v1" && parts[1] == "libraries" && parts[3] == "entities":
+            guard request.method == "GET" else { return answer(Self.methodNotAllowed(request.method, allowed: "GET")) }
+            guard let library = UUID(text: parts[2]) else { return answer(Self.badID(parts[2])) }
+            guard let entity = UUID(text: parts[4]) else { return answer(Self.badID(parts[4])) }
+            work.async { answer(verdict(request, library: library, entity: entity)) }
+        default:
+            answer(.error(404, code: "not_found", message: "No route for \(request.method) \(request.path); see Schemas/api/openapi.yaml."))
+        }
+    }
+
+    /// A low-cardinality route label for metrics.
+    static func routeName(_ parts: [String]) -> String {
+        switch parts.count {
+        case 1 where parts[0] == "healthz" || parts[0] == "metrics": "/" + parts[0]
+        case 2 where parts == ["v1", "devices"]: "/v1/devices"
+        case 4 where parts[1] == "libraries" && parts[3] == "ops": "/v1/libraries/{library}/ops"
+        case 5 where parts[1] == "libraries" && parts[3] == "entities": "/v1/libraries/{library}/entities/{id}"
+        default: "other"
+        }
+    }
+
+    // MARK: - Handlers
+
+    private func register(_ request: HTTPRequest) -> HTTPResponse {
+        do {
+            let body = try ProtocolJSON.decode(ProtocolJSON.Registration.self, from: request.body, what: "registration")
+            guard let device = UUID(text: body.deviceID) else { return Self.badID(body.deviceID) }
+            let (token, user) = try service.accounts.registerDevice(user: body.user, password: body.password, deviceID: device)
+            service.log.log("device_registered", ["user": .text(user.name), "device": .text(device.lowercased),
+                                                  "library": .text(user.libraryID.lowercased)])
+            return .json(201, ProtocolJSON.encode(ProtocolJSON.RegistrationResult(
+                token: token, libraryID: user.libraryID.lowercased, deviceID: device.lowercased, schema: user.schemaName)))
+        } catch let error as ProtocolError {
+            return Self.response(error)
+        } catch let error as ChronicleError {
+            return .error(400, error)
+        } catch {
+            return .error(500, code: "server_error", message: "\(error)")
+        }
+    }
+
+    private func push(_ request: HTTPRequest, library: UUID) -> HTTPResponse {
+        guard let token = Self.bearer(request) else { return Self.unauthorized() }
+        let type = (request.header("content-type") ?? "").split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+        do {
+            let segment: Segment
+            switch type {
+            case SegmentCodec.mediaType: segment = try SegmentCodec.decode(request.body, limits: service.limits.segmentLimits)
+            case "application/json": segment = try WireJSON.decode(request.body, limits: service.limits.segmentLimits)
+            default:
+                return .error(415, code: "unsupported_media_type",
+                              message: "Push a body of type \(SegmentCodec.mediaType) or application/json (got '\(type)').")
+            }
+            guard segment.libraryID == library else {
+                return .error(400, code: "wrong_library", message: "The segment is for library \(segment.libraryID.lowercased) but was sent to \(library.lowercased).")
+            }
+            return .json(200, ProtocolJSON.encode(try service.pushNow(segment, token: token)))
+        } catch let error as ProtocolError {
+            return Self.response(error)
+        } catch let error as ChronicleError {
+            let status = error.code == .segmentTooLarge ? 413 : 400
+            return .error(status, error)
+        } catch {
+            return .error(500, code: "server_error", message: "\(error)")
+        }
+    }
+
+    private func pull(_ request: HTTPRequest, library: UUID, respond: @escaping @Sendable (HTTPResponse) -> Void) {
+        guard let token = Self.bearer(request) else { return respond(Self.unauthorized()) }
+        func integer(_ name: String) throws(ProtocolError) -> Int64? {
+            guard let text = request.query[name] else { return nil }
+            guard let value = Int64(text) else { throw ProtocolError(400, "bad_query", "The query parameter '\(name)' must be an integer; got '\(text)'.") }
+            return value
+        }
+        let accept = request.header("accept") ?? ""
+        let json = accept.contains("application/json") && !accept.contains(SegmentCodec.mediaType)
+        do {
+            let after = try integer("after") ?? 0
+            let limit = try integer("limit").map { Int(clamping: $0) }
+            let wait = Int(clamping: try integer("wait") ?? 0)
+            service.pull(library: library, after: after, limit: limit, waitMilliseconds: wait, token: token) { result in
+                switch result {
+                case .failure(let error): respond(Self.response(error))
+                case .success(let page):
+                    let body = json ? WireJSON.encode(page.segment) : SegmentCodec.encode(page.segment)
+                    respond(HTTPResponse(status: 200, headers: [
+                        ("Content-Type", json ? "application/json" : SegmentCodec.mediaType),
+                        ("Chronicle-Next-Cursor", String(page.nextCursor)),
+                        ("Chronicle-More", page.more ? "true" : "false"),
+                        ("Chronicle-Head", String(page.head)),
+                    ], body: body))
+                }
+            }
+        } catch {
+            respond(Self.response(error))
+        }
+    }
+
+    private func verdict(_ request: HTTPRequest, library: UUID, entity: UUID) -> HTTPResponse {
+        guard let token = Self.bearer(request) else { return Self.unauthorized() }
+        do {
+            return .json(200, ProtocolJSON.encode(try service.verdictNow(library: library, entity: entity, token: token)))
+        } catch {
+            return Self.response(error)
+        }
+    }
+
+    // MARK: - Helpers
+
+    static func bearer(_ request: HTTPRequest) -> String? {
+        guard let header = request.header("authorization"), header.hasPrefix("Bearer ") else { return nil }
+        return String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
+    }
+
+    static func response(_ error: ProtocolError) -> HTTPResponse {
+        var response = HTTPResponse.error(error.status, code: error.code, message: error.message)
+        if let retry = error.retryAfterSeconds { response.headers.append(("Retry-After", String(Int(retry.rounded(.up))))) }
+        if error.status == 401 { response.headers.append(("WWW-Authenticate", "Bearer")) }
+        return response
+    }
+
+    static func unauthorized() -> HTTPResponse {
+        response(ProtocolError(401, "unauthorized", "Send 'Authorization: Bearer <token>'; get a token with `chronicle login`."))
+    }
+
+    static func badID(_ text: String) -> HTTPResponse {
+        .error(400, code: "bad_id", message: "'\(text.prefix(64))' is not a UUID.")
+    }
+
+    static func methodNotAllowed(_ method: String, allowed: String) -> HTTPResponse {
+        var response = HTTPResponse.error(405, code: "method_not_allowed", message: "\(method) is not allowed here; use \(allowed).")
+        response.headers.append(("Allow", allowed))
+        return response
+    }
+}

@@ -1,0 +1,37 @@
+import ChronicleCore
+import ChronicleStore
+import Foundation
+
+/// A running sync server: the `SyncService` behind libmicrohttpd, as `chronicle serve` runs it.
+///
+/// ```swift
+/// let server = try SyncServer(dataDirectory: "/var/lib/chronicle")   // 127.0.0.1, a free port
+/// print(server.url)                                                  // http://127.0.0.1:PORT
+/// server.stop()
+/// ```
+public final class SyncServer: Sendable {
+    public let service: SyncService
+    public let http: HTTPServer
+    public let host: String
+
+    public init(dataDirectory: String, configuration: HTTPServer.Configuration = HTTPServer.Configuration(),
+                limits: ServiceLimits = ServiceLimits(), log: ServerLog = ServerLog(to: nil),
+                clock: any ChronicleClock = SystemClock(), fault503Rate: Double = 0) throws {
+        let service = try SyncService(dataDirectory: dataDirectory, limits: limits, log: log, clock: clock)
+        self.service = service
+        host = configuration.host
+        let routes = SyncRoutes(service: service)
+        let handler: any HTTPHandler = fault503Rate > 0 ? FaultInjectingHandler(wrapping: routes, rate: fault503Rate) : routes
+        http = try HTTPServer(configuration: configuration, handler: handler) { entry in
+            log.log("request", ["method": .text(entry.method), "path": .text(entry.path), "status": .integer(Int64(entry.status)),
+                                "ms": .real((entry.durationMilliseconds * 1000).rounded() / 1000),
+                                "in_bytes": .integer(Int64(entry.requestBytes)), "out_bytes": .integer(Int64(entry.responseBytes))])
+        }
+        log.log("listening", ["host": .text(configuration.host), "port": .integer(Int64(http.port)), "data": .text(dataDirectory)])
+    }
+
+    public var port: UInt16 { http.port }
+    public var url: URL { URL(string: "http://\(host):\(http.port)")! }
+
+    public func stop() { http.stop() }
+}

@@ -1,0 +1,242 @@
+import ChronicleCore
+import ChronicleStore
+import Dispatch
+import Foundation
+
+/// Explicit limits on everything a request can ask for. Past one, a 4xx with a stable code.
+public struct ServiceLimits: Sendable {
+    /// Ops in one push (`too_many_ops`).
+    public var pushOpsMax = 1_000
+    /// Encoded size of one op inside a segment (`segment_too_large`).
+    public var opBytesMax = 256 << 10
+    /// Ops in one pull page; a larger `limit` is refused (`limit_too_large`).
+    public var pullOpsMax = 10_000
+    public var pullOpsDefault = 1_000
+    /// Longest long-poll wait a pull may ask for (`wait_too_long`).
+    public var waitMillisecondsMax = 60_000
+    public init() {}
+
+    var segmentLimits: SegmentCodec.Limits {
+        var limits = SegmentCodec.Limits()
+        limits.maxOps = pushOpsMax
+        limits.maxOpBytes = opBytesMax
+        return limits
+    }
+}
+
+/// The sync API behind the HTTP routes (and, in tests and the simulator, called
+/// directly): authenticates each call, routes it to the library's store, and
+/// parks long-poll pulls until ops arrive or their wait runs out.
+///
+/// Parked pulls hold no thread: they wait in a registry and are answered from
+/// whichever thread commits the next push to their library, or from a timer.
+public final class SyncService: SyncEndpoint {
+    public let dataDirectory: String
+    public let accounts: Accounts
+    public let metrics: Metrics
+    public let limits: ServiceLimits
+    let log: ServerLog
+    let clock: any ChronicleClock
+    private let libraries = Locked<[UUID: ServerLibrary]>([:])
+    private let waiters = Locked<Waiters>(Waiters())
+
+    struct Waiter {
+        var after: Int64
+        var fire: @Sendable () -> Void
+    }
+
+    struct Waiters {
+        var nextID = 0
+        var byLibrary: [UUID: [Int: Waiter]] = [:]
+    }
+
+    public init(dataDirectory: String, limits: ServiceLimits = ServiceLimits(), log: ServerLog = ServerLog(to: nil),
+                clock: any ChronicleClock = SystemClock()) throws {
+        self.dataDirectory = dataDirectory
+        self.accounts = try Accounts(dataDirectory: dataDirectory, clock: clock)
+        self.metrics = Metrics()
+        self.limits = limits
+        self.log = log
+        self.clock = clock
+    }
+
+    // MARK: - Identity and libraries
+
+    func identify(_ token: String) throws(ProtocolError) -> DeviceIdentity {
+        guard let identity = accounts.authenticate(token) else {
+            throw ProtocolError(401, "unauthorized", "The bearer token is missing, malformed or no longer valid; sign in again with `chronicle login`.")
+        }
+        return identity
+    }
+
+    func authorize(_ token: String, library: UUID) throws(ProtocolError) -> (DeviceIdentity, ServerLibrary) {
+        let identity = try identify(token)
+        guard identity.libraryID == library else {
+            throw ProtocolError(403, "forbidden_library", "This token belongs to library \(identity.libraryID.lowercased), not \(library.lowercased).")
+        }
+        return (identity, try self.library(library))
+    }
+
+    /// The library's store, opened on first use.
+    public func library(_ id: UUID) throws(ProtocolError) -> ServerLibrary {
+        if let open = libraries.withLock({ $0[id] }) { return open }
+        do {
+            guard let record = try accounts.libraries().first(where: { $0.libraryID == id }) else {
+                throw ProtocolError(404, "unknown_library", "The server has no library \(id.lowercased).")
+            }
+            guard let schema = Schema.named(record.schemaName) else {
+                throw ProtocolError(500, "unknown_schema", "Library \(id.lowercased) uses schema '\(record.schemaName)', which this server build does not include.")
+            }
+            let path = (dataDirectory as NSString).appendingPathComponent("libraries/\(id.lowercased).sqlite")
+            return try libraries.withLock { open in
+                if let existing = open[id] { return existing }
+                let library = try ServerLibrary.openOrCreate(at: path, libraryID: id, schema: schema, clock: clock)
+                open[id] = library
+                return library
+            }
+        } catch let error as ProtocolError {
+            throw error
+        } catch {
+            throw ProtocolError(500, "server_store", "The server could not open library \(id.lowercased): \(error)")
+        }
+    }
+
+    // MARK: - Calls
+
+    /// Orders a pushed segment. Blocks on the library's writer; answers op by op.
+    public func pushNow(_ segment: Segment, token: String) throws(ProtocolError) -> PushResponse {
+        let start = DispatchTime.now().uptimeNanoseconds
+        let (identity, library) = try authorize(token, library: segment.libraryID)
+        guard !segment.isConfirmed else {
+            throw ProtocolError(400, "already_confirmed", "A pushed segment carries unconfirmed ops; this one has server sequences.")
+        }
+        guard segment.ops.count <= limits.pushOpsMax else {
+            throw ProtocolError(413, "too_many_ops", "A push holds at most \(limits.pushOpsMax) ops (expected ≤ \(limits.pushOpsMax), actual \(segment.ops.count)).")
+        }
+        let headBefore = library.head
+        let response = try library.push(segment.ops, from: identity.deviceID)
+        var accepted = 0, duplicate = 0, rejected = 0
+        for result in response.results {
+            switch result.outcome {
+            case .accepted: accepted += 1
+            case .duplicate: duplicate += 1
+            case .rejected: rejected += 1
+            }
+        }
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        metrics.ops(accepted: accepted, duplicate: duplicate, rejected: rejected)
+        metrics.pushed(seconds: seconds)
+        log.log("push", ["library": .text(library.libraryID.lowercased), "device": .text(identity.deviceID.lowercased),
+                         "ops": .integer(Int64(segment.ops.count)), "accepted": .integer(Int64(accepted)),
+                         "duplicate": .integer(Int64(duplicate)), "rejected": .integer(Int64(rejected)),
+                         "head": .integer(response.head), "ms": .real((seconds * 1e6).rounded() / 1e3)])
+        if response.head > headBefore { wake(library.libraryID) }
+        return response
+    }
+
+    /// Reads a page of the log after `cursor`; with a wait and nothing new, parks
+    /// until a push lands or the wait runs out, then answers (possibly empty).
+    /// `completion` runs exactly once, on some thread.
+    public func pull(library id: UUID, after cursor: Int64, limit: Int?, waitMilliseconds: Int, token: String,
+                     completion: @escaping @Sendable (Result<PullPage, ProtocolError>) -> Void) {
+        let start = DispatchTime.now().uptimeNanoseconds
+        let library: ServerLibrary
+        let limit = limit ?? limits.pullOpsDefault
+        do {
+            (_, library) = try authorize(token, library: id)
+            guard cursor >= 0 else { throw ProtocolError(400, "bad_cursor", "The cursor must be 0 or more; got \(cursor).") }
+            guard limit >= 1, limit <= limits.pullOpsMax else {
+                throw ProtocolError(400, "limit_too_large", "A pull returns 1 to \(limits.pullOpsMax) ops (expected ≤ \(limits.pullOpsMax), actual \(limit)).")
+            }
+            guard waitMilliseconds >= 0, waitMilliseconds <= limits.waitMillisecondsMax else {
+                throw ProtocolError(400, "wait_too_long", "A pull may wait 0 to \(limits.waitMillisecondsMax) ms (expected ≤ \(limits.waitMillisecondsMax), actual \(waitMilliseconds)).")
+            }
+            let head = library.head
+            guard cursor <= head else {
+                throw ProtocolError(409, "cursor_ahead", "The cursor \(cursor) is past this library's last op \(head): the store was synced with another server or the server lost data.")
+            }
+        } catch let error as ProtocolError {
+            completion(.failure(error))
+            return
+        } catch {
+            completion(.failure(ProtocolError(500, "server_error", "\(error)")))
+            return
+        }
+
+        let answer: @Sendable () -> Void = { [self] in
+            let result = Result { () throws(ProtocolError) -> PullPage in try page(library, after: cursor, limit: limit) }
+            let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+            if case .success(let page) = result { metrics.pulled(ops: page.segment.ops.count, seconds: seconds) }
+            completion(result)
+        }
+        guard waitMilliseconds > 0 else { return answer() }
+
+        // Register under the lock, then re-check the head: a push that committed in
+        // between has already updated the head, so no wake-up is lost.
+        let parked: Int? = waiters.withLock { registry in
+            if library.head > cursor { return nil }
+            let id = registry.nextID
+            registry.nextID += 1
+            registry.byLibrary[library.libraryID, default: [:]][id] = Waiter(after: cursor, fire: answer)
+            return id
+        }
+        guard let waiterID = parked else { return answer() }
+        metrics.waiting(1)
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(waitMilliseconds)) { [self] in
+            let expired = waiters.withLock { $0.byLibrary[library.libraryID]?.removeValue(forKey: waiterID) }
+            if let expired {
+                metrics.waiting(-1)
+                expired.fire()
+            }
+        }
+    }
+
+    private func wake(_ library: UUID) {
+        let ready = waiters.withLock { registry -> [Waiter] in
+            guard let parked = registry.byLibrary.removeValue(forKey: library) else { return [] }
+            return Array(parked.values)
+        }
+        guard !ready.isEmpty else { return }
+        metrics.waiting(-ready.count)
+        for waiter in ready { DispatchQueue.global().async { waiter.fire() } }
+    }
+
+    private func page(_ library: ServerLibrary, after cursor: Int64, limit: Int) throws(ProtocolError) -> PullPage {
+        do {
+            let (ops, head) = try library.pull(after: cursor, limit: limit)
+            let segment = try Segment(libraryID: library.libraryID, ops: ops)
+            let next = ops.last?.serverSeq ?? cursor
+            return PullPage(segment: segment, nextCursor: next, more: next < head, head: head)
+        } catch {
+            throw ProtocolError(500, "server_store", "The server could not read library \(library.libraryID.lowercased): \(error)")
+        }
+    }
+
+    public func verdictNow(library id: UUID, entity: UUID, token: String) throws(ProtocolError) -> Verdict {
+        let (_, library) = try authorize(token, library: id)
+        do {
+            return try library.verdict(entity)
+        } catch {
+            throw ProtocolError(500, "server_store", "The server could not read library \(id.lowercased): \(error)")
+        }
+    }
+
+    // MARK: - SyncEndpoint (in-process callers)
+
+    public func push(_ segment: Segment, token: String) async throws(ProtocolError) -> PushResponse {
+        try pushNow(segment, token: token)
+    }
+
+    public func pull(library: UUID, after cursor: Int64, limit: Int, waitMilliseconds: Int, token: String) async throws(ProtocolError) -> PullPage {
+        let result: Result<PullPage, ProtocolError> = await withCheckedContinuation { continuation in
+            pull(library: library, after: cursor, limit: limit, waitMilliseconds: waitMilliseconds, token: token) { result in
+                continuation.resume(returning: result)
+            }
+        }
+        return try result.get()
+    }
+
+    public func verdict(library: UUID, entity: UUID, token: String) async throws(ProtocolError) -> Verdict {
+        try verdictNow(library: library, entity: entity, token: token)
+    }
+}

@@ -1,0 +1,167 @@
+import ChronicleCore
+import Foundation
+
+/// An op the server refused for good, kept so the app can tell the person what happened.
+public struct SyncNotice: Sendable, Equatable {
+    public var op: Op
+    /// The server's stable code, e.g. `unknown_entity`.
+    public var code: String
+    /// The server's sentence.
+    public var message: String
+    /// The server's view of the entity when it refused the op (JSON), if it sent one.
+    public var verdict: String?
+    /// Milliseconds since 1970, by this device's clock.
+    public var rejectedAt: Int64
+    public var seen: Bool
+}
+
+/// What the store knows about syncing, for an honest status line.
+public struct SyncState: Sendable, Equatable {
+    /// Ops written here that the server has not confirmed back yet.
+    public var unsent: Int64
+    /// Of those, ops the server has not answered at all (the push queue).
+    public var unacknowledged: Int64
+    /// Highest serverSeq applied.
+    public var cursor: Int64
+    /// The server's head when last heard from (0 if never).
+    public var serverHead: Int64
+    public var lastSyncAt: Int64?
+    public var lastAttemptAt: Int64?
+    /// Why the last attempt failed; nil when it succeeded.
+    public var lastError: String?
+    public var unseenNotices: Int64
+
+    /// True when the last attempt failed to reach the server.
+    public var isOffline: Bool { lastError != nil }
+}
+
+extension DeviceStore {
+    /// Outbox ops the server has not answered yet, in device order, at most `limit`.
+    public func unacknowledgedOps(limit: Int) throws -> [Op] {
+        try read { db in
+            let acked = try Self.meta("acked_device_seq", in: db).integerValue ?? 0
+            return try db.query("SELECT \(Self.outboxColumns) FROM chronicle_outbox WHERE device_seq > ?1 ORDER BY device_seq LIMIT ?2",
+                                [.integer(acked), .integer(Int64(limit))]) { try outboxOp($0) }
+        }
+    }
+
+    /// Records that the server answered every op up to `deviceSeq`; the next push starts after it.
+    /// Never moves backwards.
+    public func recordAcknowledged(through deviceSeq: Int64) throws {
+        try writeTransaction { db in
+            let acked = try Self.meta("acked_device_seq", in: db).integerValue ?? 0
+            if deviceSeq > acked { try Self.setMeta("acked_device_seq", .integer(deviceSeq), in: db) }
+        }
+    }
+
+    /// Forgets acknowledgements past the confirmed log so every queued op is pushed again
+    /// (the server answers repeats with their original result).
+    public func resetAcknowledged() throws {
+        try writeTransaction { db in try Self.setMeta("acked_device_seq", .integer(0), in: db) }
+    }
+
+    /// Counts a failed attempt on the ops at the head of the queue.
+    public func recordPushFailure(deviceSeqs: ClosedRange<Int64>, error: String) throws {
+        try writeTransaction { db in
+            try db.execute("UPDATE chronicle_outbox SET attempts = attempts + 1, last_error = ?1 WHERE device_seq BETWEEN ?2 AND ?3",
+                           [.text(error), .integer(deviceSeqs.lowerBound), .integer(deviceSeqs.upperBound)])
+        }
+    }
+
+    /// The server refused `opID` for good: the op leaves the outbox for the rejected
+    /// list, and the row it touched goes back to its confirmed state with this
+    /// device's other pending ops on it replayed. One transaction.
+    /// - Returns: false if the op was no longer queued (already settled).
+    @discardableResult
+    public func reject(_ opID: UUID, code: String, message: String, verdict: String?) throws -> Bool {
+        let now = clock.nowMilliseconds()
+        return try writeTransaction { db in
+            let key = opID.lowercased
+            let found = try db.query("SELECT \(Self.outboxColumns) FROM chronicle_outbox WHERE op_id = ?1", [.text(key)]) { try outboxOp($0) }
+            guard let op = found.first else { return false }
+            try db.execute("""
+                INSERT INTO chronicle_rejected(device_seq, op_id, type, version, entity_id, payload, device_time, base_seq,
+                                               code, message, verdict, rejected_at)
+                SELECT device_seq, op_id, type, version, entity_id, payload, device_time, base_seq, ?2, ?3, ?4, ?5
+                FROM chronicle_outbox WHERE op_id = ?1
+                """, [.text(key), .text(code), .text(message), verdict.map(Value.text) ?? .null, .integer(now)])
+            try db.execute("DELETE FROM chronicle_outbox WHERE op_id = ?1", [.text(key)])
+            let acked = try Self.meta("acked_device_seq", in: db).integerValue ?? 0
+            if op.deviceSeq > acked { try Self.setMeta("acked_device_seq", .integer(op.deviceSeq), in: db) }
+
+            guard let entity = materializer.entity(of: op) else { return true }
+            let id = op.entityID.lowercased
+            let batch = SearchIndexer.Batch()
+            let shadowed = try db.scalarInt("SELECT 1 FROM chronicle_shadowed WHERE entity = ?1 AND id = ?2", [.text(entity.name), .text(id)]) != nil
+            if shadowed {
+                try restoreConfirmed([ShadowKey(entity: entity.name, id: id)], in: db, batch: batch, indexing: true)
+                _ = try replayPending(on: [id], in: db, batch: batch, indexing: true)
+            }
+            try indexer.flush(batch, in: db)
+            return true
+        }
+    }
+
+    /// Ops the server rejected, newest first.
+    public func notices(unseenOnly: Bool = false, limit: Int = 1000) throws -> [SyncNotice] {
+        try read { db in
+            let filter = unseenOnly ? " WHERE seen = 0" : ""
+            return try db.query("""
+                SELECT \(Self.outboxColumns), code, message, verdict, rejected_at, seen
+                FROM chronicle_rejected\(filter) ORDER BY device_seq DESC LIMIT ?1
+                """, [.integer(Int64(limit))]) { row in
+                SyncNotice(op: try outboxOp(row), code: row.text(8), message: row.text(9), verdict: row.optionalText(10),
+                           rejectedAt: row.int(11), seen: row.int(12) != 0)
+            }
+        }
+    }
+
+    public func markNoticesSeen() throws {
+        try writeTransaction { db in try db.execute("UPDATE chronicle_rejected SET seen = 1 WHERE seen = 0") }
+    }
+
+    /// Records the end of a sync attempt: success (clears the error, stamps the time) or the reason it failed.
+    public func recordSyncAttempt(error: String?, serverHead: Int64? = nil) throws {
+        let now = clock.nowMilliseconds()
+        try writeTransaction { db in
+            try Self.setMeta("last_attempt_at", .integer(now), in: db)
+            if let error {
+                try Self.setMeta("last_sync_error", .text(error), in: db)
+            } else {
+                try Self.setMeta("last_sync_at", .integer(now), in: db)
+                try db.execute("DELETE FROM chronicle_meta WHERE key = 'last_sync_error'")
+            }
+            if let serverHead { try Self.setMeta("server_head", .integer(serverHead), in: db) }
+        }
+    }
+
+    public func syncState() throws -> SyncState {
+        try read { db in
+            let meta = Dictionary(uniqueKeysWithValues: try db.query("SELECT key, value FROM chronicle_meta") { ($0.text(0), $0.value(1)) })
+            let acked = meta["acked_device_seq"]?.integerValue ?? 0
+            return SyncState(
+                unsent: try db.scalarInt("SELECT count(*) FROM chronicle_outbox") ?? 0,
+                unacknowledged: try db.scalarInt("SELECT count(*) FROM chronicle_outbox WHERE device_seq > ?1", [.integer(acked)]) ?? 0,
+                cursor: meta["cursor"]?.integerValue ?? 0,
+                serverHead: meta["server_head"]?.integerValue ?? 0,
+                lastSyncAt: meta["last_sync_at"]?.integerValue,
+                lastAttemptAt: meta["last_attempt_at"]?.integerValue,
+                lastError: meta["last_sync_error"]?.textValue,
+                unseenNotices: try db.scalarInt("SELECT count(*) FROM chronicle_rejected WHERE seen = 0") ?? 0)
+        }
+    }
+
+    /// Binds a store that has never synced to the server's library (what `chronicle login` does):
+    /// queued ops take the new library id with them. Refused once the store holds confirmed ops
+    /// of another library.
+    public static func bindLibrary(at path: String, to library: UUID) throws {
+        let store = try DeviceStore.open(at: path)
+        if store.libraryID == library { return }
+        try store.writeTransaction { db in
+            if try db.scalarInt("SELECT count(*) FROM chronicle_log") ?? 0 > 0 {
+                throw ChronicleError(.wrongLibrary, "\(path) already holds library \(store.libraryID.lowercased); it cannot join library \(library.lowercased). Create a new store for it.")
+            }
+            try setMeta("library_id", .text(library.lowercased), in: db)
+        }
+    }
+}

@@ -1,0 +1,142 @@
+import ChronicleCore
+import Foundation
+
+extension ServerLibrary {
+    /// Orders a device's batch: each op is answered accepted (with its new serverSeq),
+    /// duplicate (the original answer for an op id already seen) or rejected (code and
+    /// message, kept so a repeat gets the same answer; the op never enters the log).
+    ///
+    /// One transaction. The batch must be in `deviceSeq` order and continue the
+    /// device's sequence: ops the server has already answered may be repeated, and the
+    /// first new op must carry the next `deviceSeq`. Anything else is a request-level
+    /// refusal (`ProtocolError`) and nothing is written.
+    public func push(_ ops: [Op], from device: UUID) throws(ProtocolError) -> PushResponse {
+        do {
+            let (response, tailAfter) = try writer.withLock { db in
+                try db.transaction { db in try push(ops, from: device, in: db) }
+            }
+            tail.withLock { if tailAfter.seq > $0.seq { $0 = tailAfter } }
+            return response
+        } catch let error as ProtocolError {
+            throw error
+        } catch let error as SQLiteError where error.isDiskFull {
+            throw ProtocolError(507, "server_disk_full", "The server's disk is full; nothing was written. Try again later.", retryAfterSeconds: 30)
+        } catch {
+            throw ProtocolError(500, "server_store", "The server could not write the batch: \(error)")
+        }
+    }
+
+    private func push(_ ops: [Op], from device: UUID, in db: Database) throws -> (PushResponse, (seq: Int64, time: Int64)) {
+        let deviceKey = device.lowercased
+        var previous: Int64 = 0
+        for op in ops {
+            guard op.libraryID == libraryID else {
+                throw ProtocolError(403, "wrong_library", "Op \(op.opID.lowercased) belongs to library \(op.libraryID.lowercased), not \(libraryID.lowercased).")
+            }
+            guard op.deviceID == device else {
+                throw ProtocolError(403, "wrong_device", "Op \(op.opID.lowercased) was written by device \(op.deviceID.lowercased); this token belongs to \(deviceKey).")
+            }
+            guard op.serverSeq == nil, op.serverTime == nil else {
+                throw ProtocolError(400, "already_confirmed", "Op \(op.opID.lowercased) carries a server sequence; only the server assigns one.")
+            }
+            guard op.deviceSeq > previous else {
+                throw ProtocolError(400, "out_of_order", "Ops must be pushed in deviceSeq order; \(op.deviceSeq) follows \(previous).")
+            }
+            previous = op.deviceSeq
+        }
+
+        var last = try db.scalarInt("SELECT last_device_seq FROM chronicle_devices WHERE device_id = ?1", [.text(deviceKey)]) ?? 0
+        let lastAnswered = last
+        var (seq, time) = try db.query("SELECT server_seq, server_time FROM chronicle_log ORDER BY server_seq DESC LIMIT 1") { ($0.int(0), $0.int(1)) }.first ?? (0, 0)
+        let findLogged = try db.statement("SELECT server_seq, device_id FROM chronicle_log WHERE op_id = ?1")
+        let findRejected = try db.statement("SELECT code, message FROM chronicle_rejected_ops WHERE op_id = ?1")
+        let insert = try db.statement("INSERT INTO chronicle_log(\(DeviceStore.logColumns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)")
+        var results: [PushResult] = []
+        results.reserveCapacity(ops.count)
+
+        for op in ops {
+            let key = op.opID.lowercased
+            if let logged = try findLogged.map([.text(key)], { ($0.int(0), $0.text(1)) }).first {
+                if logged.1 == deviceKey {
+                    results.append(PushResult(opID: op.opID, deviceSeq: op.deviceSeq, outcome: .duplicate(serverSeq: logged.0)))
+                } else {
+                    results.append(PushResult(opID: op.opID, deviceSeq: op.deviceSeq,
+                                              outcome: .rejected(code: "op_id_conflict", message: "Op id \(key) already belongs to another device's op.")))
+                }
+                continue
+            }
+            if let answer = try findRejected.map([.text(key)], { ($0.text(0), $0.text(1)) }).first {
+                results.append(PushResult(opID: op.opID, deviceSeq: op.deviceSeq, outcome: .rejected(code: answer.0, message: answer.1),
+                                          verdict: try verdict(op.entityID, in: db)))
+                continue
+            }
+            if op.deviceSeq > last + 1 {
+                throw ProtocolError(409, "device_seq_gap", "Device \(deviceKey) must push deviceSeq \(last + 1) next, but sent \(op.deviceSeq) (expected \(last + 1), actual \(op.deviceSeq)); ops in between are missing.")
+            }
+            let now = max(clock.nowMilliseconds(), time)
+            var rejection: ChronicleError?
+            var accepted = op
+            if op.deviceSeq <= lastAnswered {
+                rejection = ChronicleError(.duplicateOp, "Device \(deviceKey) already used deviceSeq \(op.deviceSeq) for another op; a device sequence is used once.")
+            } else {
+                do {
+                    let (spec, normalized) = try schema.validate(type: op.type, version: op.version, payload: op.payload, serverAuthored: false)
+                    try checkTarget(spec, op.entityID, normalized, in: db)
+                    accepted.payload = normalized
+                } catch let error as ChronicleError {
+                    rejection = error
+                }
+            }
+            if let rejection {
+                try db.execute("""
+                    INSERT INTO chronicle_rejected_ops(op_id, device_id, device_seq, type, entity_id, code, message, rejected_at)
+                    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                    """, [.text(key), .text(deviceKey), .integer(op.deviceSeq), .text(op.typeAndVersion), .text(op.entityID.lowercased),
+                          .text(rejection.code.rawValue), .text(rejection.message), .integer(now)])
+                results.append(PushResult(opID: op.opID, deviceSeq: op.deviceSeq,
+                                          outcome: .rejected(code: rejection.code.rawValue, message: rejection.message),
+                                          verdict: try verdict(op.entityID, in: db)))
+            } else {
+                seq += 1
+                time = now
+                accepted.serverSeq = seq
+                accepted.serverTime = now
+                try insert.execute(DeviceStore.logArguments(accepted))
+                try DeviceStore.materialize(accepted, materializer, in: db)
+                results.append(PushResult(opID: op.opID, deviceSeq: op.deviceSeq, outcome: .accepted(serverSeq: seq)))
+            }
+            last = max(last, op.deviceSeq)
+        }
+        if last != lastAnswered {
+            try db.execute("""
+                INSERT INTO chronicle_devices(device_id, last_device_seq) VALUES (?1, ?2)
+                ON CONFLICT(device_id) DO UPDATE SET last_device_seq = excluded.last_device_seq
+                """, [.text(deviceKey), .integer(last)])
+        }
+        return (PushResponse(results: results, head: seq), (seq, time))
+    }
+
+    /// What only the server's projection can say about an op: does its row exist
+    /// (a create must be new, anything else must name an existing row), and do the
+    /// ids in its payload name rows that exist. Edits to a deleted row are kept:
+    /// nothing a person did is thrown away because another device deleted the row.
+    private func checkTarget(_ spec: OpTypeSpec, _ id: UUID, _ payload: Payload, in db: Database) throws {
+        guard let entity = schema.entity(spec.entity) else { return }
+        let exists = try db.scalarInt("SELECT 1 FROM \(ProjectionSchema.quoted(entity.table)) WHERE id = ?1", [.text(id.lowercased)]) != nil
+        switch spec.action {
+        case .create:
+            if exists { throw ChronicleError(.entityExists, "A \(entity.name) with id \(id.lowercased) already exists.") }
+        case .upsert:
+            break
+        default:
+            if !exists { throw ChronicleError(.unknownEntity, "No \(entity.name) with id \(id.lowercased) on the server.") }
+        }
+        let references = schema.references(of: spec, payload: payload)
+        for (field, target) in references {
+            guard let other = schema.entity(field.references!) else { continue }
+            if try db.scalarInt("SELECT 1 FROM \(ProjectionSchema.quoted(other.table)) WHERE id = ?1", [.text(target)]) == nil {
+                throw ChronicleError(.unknownEntity, "'\(entity.name).\(field.name)' names \(other.name) \(target), which does not exist on the server.")
+            }
+        }
+    }
+}

@@ -1,0 +1,160 @@
+import ChronicleCore
+import Foundation
+
+/// The server's store for one library: the canonical log (gap-free `serverSeq`),
+/// the index of every op id it has seen with its outcome, and the server's own
+/// projection built by the same materializers the devices use.
+///
+/// One SQLite file per library (`Schemas/store/server-library-v1.md`): libraries
+/// never wait on each other, and one library is one file to back up or move.
+/// One writer behind a lock; pulls and verdicts read on their own connections.
+///
+/// ```swift
+/// let library = try ServerLibrary.openOrCreate(at: "data/libraries/\(id).sqlite", libraryID: id, schema: .readItLater)
+/// let response = try library.push(segment.ops, from: device)
+/// let page = try library.pull(after: 0, limit: 1000)
+/// ```
+public final class ServerLibrary: Sendable {
+    public let path: String
+    public let libraryID: UUID
+    public let schema: Schema
+    let clock: any ChronicleClock
+    let materializer: Materializer
+    let projection: ProjectionSchema
+    let writer: Locked<Database>
+    let readers: ReaderPool
+    /// The highest serverSeq and serverTime, kept in memory so pulls can answer "nothing new" without a query.
+    let tail: Locked<(seq: Int64, time: Int64)>
+
+    static let formatVersion: Int64 = 1
+
+    static let statements: [String] = [
+        "CREATE TABLE chronicle_meta (key TEXT PRIMARY KEY NOT NULL, value) WITHOUT ROWID",
+    ] + StoreFormat.logStatements + [
+        // Every op id the server refused, with the answer a repeat gets. Accepted ops are found in the log.
+        """
+        CREATE TABLE chronicle_rejected_ops (
+          op_id TEXT PRIMARY KEY NOT NULL,
+          device_id TEXT NOT NULL,
+          device_seq INTEGER NOT NULL,
+          type TEXT NOT NULL,
+          entity_id TEXT NOT NULL,
+          code TEXT NOT NULL,
+          message TEXT NOT NULL,
+          rejected_at INTEGER NOT NULL
+        ) WITHOUT ROWID
+        """,
+        "CREATE TRIGGER chronicle_rejected_ops_kept_update BEFORE UPDATE ON chronicle_rejected_ops BEGIN SELECT RAISE(ABORT, 'chronicle_rejected_ops: answers are never changed'); END",
+        "CREATE TRIGGER chronicle_rejected_ops_kept_delete BEFORE DELETE ON chronicle_rejected_ops BEGIN SELECT RAISE(ABORT, 'chronicle_rejected_ops: answers are never deleted'); END",
+        // The last deviceSeq the server has answered for each device: the next op must follow it.
+        "CREATE TABLE chronicle_devices (device_id TEXT PRIMARY KEY NOT NULL, last_device_seq INTEGER NOT NULL) WITHOUT ROWID",
+        """
+        CREATE TRIGGER chronicle_devices_forward BEFORE UPDATE ON chronicle_devices
+        WHEN NEW.last_device_seq < OLD.last_device_seq BEGIN
+          SELECT RAISE(ABORT, 'chronicle_devices: a device sequence never moves backwards');
+        END
+        """,
+    ]
+
+    /// Opens the library's file, creating it (and its directory) on first use.
+    public static func openOrCreate(at path: String, libraryID: UUID, schema: Schema,
+                                    clock: any ChronicleClock = SystemClock()) throws -> ServerLibrary {
+        let fresh = !FileManager.default.fileExists(atPath: path)
+        if fresh {
+            try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        }
+        let db = try Database(path: path)
+        let projection = ProjectionSchema(schema: schema)
+        let hasMeta = try db.scalarInt("SELECT count(*) FROM sqlite_master WHERE name = 'chronicle_meta'") ?? 0
+        if fresh || hasMeta == 0 {
+            try db.transaction { db in
+                for statement in statements { try db.execute(statement) }
+                for statement in projection.tableStatements where !statement.contains("chronicle_shadow_") { try db.execute(statement) }
+                let meta: [(String, Value)] = [
+                    ("format_version", .integer(formatVersion)),
+                    ("kind", .text("server-library")),
+                    ("schema_name", .text(schema.name)),
+                    ("schema_version", .integer(Int64(schema.version))),
+                    ("schema_fingerprint", .text(schema.fingerprint)),
+                    ("library_id", .text(libraryID.lowercased)),
+                    ("created_at", .integer(clock.nowMilliseconds())),
+                ]
+                for (key, value) in meta { try DeviceStore.setMeta(key, value, in: db) }
+            }
+        } else {
+            let format = try DeviceStore.meta("format_version", in: db).integerValue ?? 0
+            if format > formatVersion {
+                throw ChronicleError(.futureStoreVersion, "\(path) uses server library format v\(format), but this build reads up to v\(formatVersion). Update Chronicle to open it; the file was left untouched.")
+            }
+            let stored = try DeviceStore.meta("library_id", in: db).textValue
+            guard stored == libraryID.lowercased else {
+                throw ChronicleError(.wrongLibrary, "\(path) holds library \(stored ?? "?"), not \(libraryID.lowercased).")
+            }
+        }
+        return try ServerLibrary(path: path, libraryID: libraryID, schema: schema, clock: clock, projection: projection, writer: db)
+    }
+
+    private init(path: String, libraryID: UUID, schema: Schema, clock: any ChronicleClock, projection: ProjectionSchema,
+                 writer: Database) throws {
+        self.path = path
+        self.libraryID = libraryID
+        self.schema = schema
+        self.clock = clock
+        self.materializer = Materializer(schema: schema)
+        self.projection = projection
+        let last = try writer.query("SELECT server_seq, server_time FROM chronicle_log ORDER BY server_seq DESC LIMIT 1") { ($0.int(0), $0.int(1)) }
+        self.tail = Locked((last.first?.0 ?? 0, last.first?.1 ?? 0))
+        self.writer = Locked(writer)
+        self.readers = ReaderPool(path: path)
+    }
+
+    /// The highest serverSeq in the log.
+    public var head: Int64 { tail.withLock { $0.seq } }
+
+    func read<T>(_ body: (Database) throws -> T) throws -> T {
+        try readers.read(body)
+    }
+
+    // MARK: - Pull and verdicts
+
+    /// Confirmed ops after `cursor`, at most `limit`, in server order.
+    public func pull(after cursor: Int64, limit: Int) throws -> (ops: [Op], head: Int64) {
+        let head = self.head
+        if cursor >= head { return ([], head) }
+        return try read { db in
+            let statement = try db.statement("SELECT \(DeviceStore.logColumns) FROM chronicle_log WHERE server_seq > ?1 ORDER BY server_seq LIMIT ?2")
+            let ops = try statement.map([.integer(cursor), .integer(Int64(limit))]) { try DeviceStore.logOp($0, libraryID: libraryID) }
+            let visibleHead = try db.scalarInt("SELECT coalesce(max(server_seq), 0) FROM chronicle_log") ?? 0
+            return (ops, visibleHead)
+        }
+    }
+
+    /// The server's state of one entity.
+    public func verdict(_ entity: UUID) throws -> Verdict {
+        try read { db in try verdict(entity, in: db) }
+    }
+
+    func verdict(_ entity: UUID, in db: Database) throws -> Verdict {
+        let head = try db.scalarInt("SELECT coalesce(max(server_seq), 0) FROM chronicle_log") ?? 0
+        let lastSeq = try db.scalarInt("SELECT coalesce(max(server_seq), 0) FROM chronicle_log WHERE entity_id = ?1", [.text(entity.lowercased)]) ?? 0
+        guard let spec = try DeviceStore.entityType(of: entity, schema, in: db),
+              let row = try DeviceStore.rows(spec.name, schema, where: "t.id = ?1", [.text(entity.lowercased)],
+                                             includeDeleted: true, limit: 1, markPending: false, in: db).first else {
+            return Verdict(entityID: entity, entityType: nil, deleted: false, fields: [:], sets: [:], lastSeq: lastSeq, head: head)
+        }
+        var fields: [String: Value] = [:]
+        for (name, value) in row.fields { fields[name] = value }
+        var sets: [String: [Value]] = [:]
+        for (name, values) in row.sets { sets[name] = values }
+        let deleted = spec.hasSoftDelete && !(fields["deleted_at"]?.isNull ?? true)
+        return Verdict(entityID: entity, entityType: spec.name, deleted: deleted, fields: fields, sets: sets, lastSeq: lastSeq, head: head)
+    }
+
+    /// The same digest a device computes over its projection.
+    public func digest() throws -> String {
+        try read { db in try DeviceStore.digest(projection, in: db) }
+    }
+
+    /// Every op in the log, in order (tests and tools; streams nothing, so keep it to small libraries).
+    public func allOps() throws -> [Op] { try pull(after: 0, limit: Int(Int32.max)).ops }
+}

@@ -1,0 +1,342 @@
+import ChronicleCore
+import ChronicleStore
+import Foundation
+
+/// What one sync round did.
+public struct SyncReport: Sendable, Equatable {
+    public enum Outcome: Sendable, Equatable {
+        /// Everything queued was answered and the log is caught up with the server.
+        case synced
+        /// The server could not be reached (or kept failing); queued ops are kept and will be retried.
+        case offline(reason: String)
+        /// The server refused the request itself (signed out, wrong library…); a person must act.
+        case blocked(reason: String)
+    }
+
+    public var outcome: Outcome = .synced
+    /// Ops the server accepted (or already had) in this round.
+    public var pushed = 0
+    /// Ops the server refused for good in this round (each left a notice).
+    public var rejected = 0
+    /// Confirmed ops folded into the store.
+    public var pulled = 0
+    /// Transport failures retried along the way.
+    public var retries = 0
+}
+
+/// The client sync engine: pushes the outbox strictly in order, pulls the
+/// confirmed log and folds it in with pending ops rebased on top.
+///
+/// Transient failures keep every op and retry from the same position with capped
+/// exponential backoff and jitter; a terminal answer for one op drops that op,
+/// fetches the server's verdict for its row, folds it in and leaves a notice, so
+/// one doomed op never wedges the queue. An op leaves the outbox only when the
+/// confirmed log reaches it.
+///
+/// ```swift
+/// let engine = SyncEngine(store: store, transport: HTTPTransport(baseURL: url, library: store.libraryID, token: token))
+/// let report = await engine.syncOnce()
+/// Task { await engine.run() }          // keep syncing; long-polls for changes
+/// engine.trigger(.foreground)          // the app came back: sync now
+/// ```
+public actor SyncEngine {
+    public struct Configuration: Sendable {
+        /// Ops per push request.
+        public var pushBatchOpsMax = 500
+        /// Ops per pull page.
+        public var pullPageOpsMax = 2_000
+        /// When at least this many ops are waiting on the server, fold them with bulk apply
+        /// (search indexes rebuilt once at the end) instead of batch by batch.
+        public var bulkCatchUpOpsMin = 20_000
+        /// How long `run()` asks the server to hold a pull open.
+        public var longPollMilliseconds = 25_000
+        public var backoffBaseMilliseconds = 200
+        public var backoffMaxMilliseconds = 60_000
+        /// Transient failures in a row (without any op getting through) that one `syncOnce`
+        /// retries before reporting offline.
+        public var retriesPerRoundMax = 6
+        /// `run()` syncs at least this often even without triggers.
+        public var scheduleSeconds = 300.0
+        public init() {}
+    }
+
+    /// Why the app asks for a sync now. Each one cuts a backoff wait short.
+    public enum Trigger: Sendable {
+        case started, foreground, networkChanged, schedule, localChange
+    }
+
+    public nonisolated let store: DeviceStore
+    public nonisolated let transport: any SyncTransport
+    public nonisolated let configuration: Configuration
+    private nonisolated let random: @Sendable () -> Double
+    private nonisolated let signal = TriggerSignal()
+    private var lastReport: SyncReport?
+    /// Ops folded in by pulls in the current round (kept outside `pullAll` so a failure mid-pull still counts them).
+    private var pulledInRound = 0
+
+    /// - Parameter random: uniform in [0, 1), for backoff jitter (inject a seeded one in tests).
+    public init(store: DeviceStore, transport: any SyncTransport, configuration: Configuration = Configuration(),
+                random: @escaping @Sendable () -> Double = SystemRandom.unit) {
+        self.store = store
+        self.transport = transport
+        self.configuration = configuration
+        self.random = random
+    }
+
+    /// Asks for a sync now: wakes `run()` from a backoff wait or a long-poll.
+    public nonisolated func trigger(_ trigger: Trigger) { signal.fire() }
+
+    /// The delay before retry number `attempt` (1-based): exponential, capped, with
+    /// "equal jitter" (half fixed, half random) so many devices coming back at once
+    /// do not retry in lockstep; never shorter than the server's Retry-After.
+    nonisolated func backoffMilliseconds(attempt: Int, retryAfterSeconds: Double?) -> Int {
+        let exponent = min(attempt - 1, 20)
+        let capped = min(Double(configuration.backoffMaxMilliseconds), Double(configuration.backoffBaseMilliseconds) * pow(2, Double(exponent)))
+        let jittered = capped / 2 + capped / 2 * random()
+        let floor = (retryAfterSeconds ?? 0) * 1000
+        return Int(max(jittered, floor))
+    }
+
+    // MARK: - One round
+
+    /// Pushes everything queued, then pulls until caught up. Retries transient
+    /// failures (up to `retriesPerRoundMax`) and records the result in the store.
+    @discardableResult
+    public func syncOnce() async -> SyncReport {
+        var report = SyncReport()
+        var attempt = 0          // consecutive failures without progress: what backoff and the budget count
+        var progress = 0
+        pulledInRound = 0
+        while true {
+            report.pulled = pulledInRound
+            do {
+                var head = try await pushAll(&report)
+                let pulled = try await pullAll(waitMilliseconds: 0)
+                report.pulled = pulledInRound
+                head = max(head, pulled.head)
+                try store.recordSyncAttempt(error: nil, serverHead: head)
+                report.outcome = .synced
+                break
+            } catch let error as SyncError {
+                switch error {
+                case .transient(let reason, let retryAfter):
+                    try? store.recordSyncAttempt(error: reason)
+                    let done = report.pushed + report.rejected + pulledInRound
+                    attempt = done > progress ? 1 : attempt + 1
+                    progress = done
+                    if attempt > configuration.retriesPerRoundMax || Task.isCancelled {
+                        report.outcome = .offline(reason: reason)
+                        break
+                    }
+                    report.retries += 1
+                    await signal.wait(milliseconds: backoffMilliseconds(attempt: attempt, retryAfterSeconds: retryAfter))
+                    continue
+                case .terminal(let refusal):
+                    let reason = "The server refused the request: \(refusal.message) [\(refusal.code)]"
+                    try? store.recordSyncAttempt(error: reason)
+                    report.outcome = .blocked(reason: reason)
+                }
+                break
+            } catch {
+                let reason = "The local store failed: \(error)"
+                try? store.recordSyncAttempt(error: reason)
+                report.outcome = .blocked(reason: reason)
+                break
+            }
+        }
+        report.pulled = pulledInRound
+        lastReport = report
+        return report
+    }
+
+    /// Keeps syncing until the task is cancelled: a round, then a long-poll for
+    /// other devices' changes (cut short by `trigger`), or after a failure a backoff
+    /// wait (also cut short by `trigger`, e.g. when the network comes back).
+    public func run(onRound: (@Sendable (SyncReport) -> Void)? = nil) async {
+        var failures = 0
+        while !Task.isCancelled {
+            let report = await syncOnce()
+            onRound?(report)
+            switch report.outcome {
+            case .synced:
+                failures = 0
+                // Wait for other devices' ops, or for a trigger (a local change to push).
+                let result = await raceSignal(Int(configuration.scheduleSeconds * 1000)) { [self] in
+                    try await self.pullAll(waitMilliseconds: self.configuration.longPollMilliseconds).head
+                }
+                if case .failed = result {
+                    failures += 1
+                    await signal.wait(milliseconds: backoffMilliseconds(attempt: failures, retryAfterSeconds: nil))
+                }
+            case .offline:
+                failures += 1
+                await signal.wait(milliseconds: backoffMilliseconds(attempt: failures, retryAfterSeconds: nil))
+            case .blocked:
+                await signal.wait(milliseconds: Int(configuration.scheduleSeconds * 1000))
+            }
+        }
+    }
+
+    enum RaceResult { case finished, signalled, failed }
+
+    /// Runs `body` until it finishes, a trigger fires, or `timeoutMilliseconds` passes.
+    private func raceSignal(_ timeoutMilliseconds: Int, _ body: @escaping @Sendable () async throws -> Int64) async -> RaceResult {
+        await withTaskGroup(of: RaceResult.self) { group in
+            group.addTask {
+                do { _ = try await body(); return .finished } catch { return Task.isCancelled ? .signalled : .failed }
+            }
+            group.addTask { [signal] in
+                await signal.wait(milliseconds: timeoutMilliseconds)
+                return .signalled
+            }
+            let first = await group.next() ?? .finished
+            group.cancelAll()
+            return first
+        }
+    }
+
+    // MARK: - Push
+
+    /// Pushes unanswered outbox ops in deviceSeq order until none are left.
+    /// Returns the server's head as last reported.
+    private func pushAll(_ report: inout SyncReport) async throws -> Int64 {
+        var head: Int64 = 0
+        var batch = configuration.pushBatchOpsMax
+        var resetOnce = false
+        while true {
+            let ops = try store.unacknowledgedOps(limit: batch)
+            guard let first = ops.first, let last = ops.last else { return head }
+            let segment = try Segment(libraryID: store.libraryID, ops: ops)
+            let response: PushResponse
+            do {
+                response = try await transport.push(segment)
+            } catch {
+                switch error {
+                case .terminal(let refusal) where refusal.status == 413 && batch > 1:
+                    batch = max(1, batch / 2)   // too big for the server's caps: smaller batches
+                    continue
+                case .terminal(let refusal) where refusal.code == "device_seq_gap" && !resetOnce:
+                    resetOnce = true            // our acknowledgements ran ahead of the server: push from the outbox head
+                    try store.resetAcknowledged()
+                    continue
+                default:
+                    try? store.recordPushFailure(deviceSeqs: first.deviceSeq...last.deviceSeq, error: error.description)
+                    throw error
+                }
+            }
+            guard response.results.count == ops.count,
+                  zip(response.results, ops).allSatisfy({ $0.opID == $1.opID && $0.deviceSeq == $1.deviceSeq }) else {
+                throw SyncError.transient(reason: "The server's push answer does not match the ops sent.", retryAfterSeconds: nil)
+            }
+            for (result, op) in zip(response.results, ops) {
+                guard case .rejected(let code, let message) = result.outcome else { report.pushed += 1; continue }
+                var verdict = result.verdict
+                if verdict == nil { verdict = try? await transport.verdict(for: op.entityID) }
+                try store.reject(op.opID, code: code, message: message, verdict: verdict.map { String(decoding: ProtocolJSON.encode($0), as: UTF8.self) })
+                report.rejected += 1
+            }
+            try store.recordAcknowledged(through: last.deviceSeq)
+            head = max(head, response.head)
+        }
+    }
+
+    // MARK: - Pull
+
+    /// Pulls pages until caught up (or, with a wait, until the first page arrives and
+    /// everything after it is in). Fetches the next page while folding the current one.
+    private func pullAll(waitMilliseconds: Int) async throws -> (head: Int64, count: Int) {
+        var count = 0
+        var cursor = try store.cursor()
+        var bulk = false
+        var head: Int64 = 0
+        let limit = configuration.pullPageOpsMax
+        let transport = self.transport
+        let start = cursor
+        var next: Task<PullPage, Error>? = Task.detached { [transport] in
+            try await transport.pull(after: start, limit: limit, waitMilliseconds: waitMilliseconds)
+        }
+        defer { next?.cancel() }
+        do {
+            while let pending = next {
+                let page: PullPage
+                do {
+                    page = try await withTaskCancellationHandler { try await pending.value } onCancel: { pending.cancel() }
+                } catch let error as SyncError {
+                    throw error
+                } catch {
+                    throw SyncError.transient(reason: "\(error)", retryAfterSeconds: nil)
+                }
+                next = nil
+                head = max(head, page.head)
+                let ops = page.segment.ops
+                if ops.isEmpty { break }
+                guard ops.first?.serverSeq == cursor + 1 else {
+                    throw SyncError.transient(reason: "The server sent ops from \(ops.first?.serverSeq ?? 0); expected \(cursor + 1).", retryAfterSeconds: nil)
+                }
+                let after = page.nextCursor
+                if page.more {
+                    next = Task.detached { [transport] in try await transport.pull(after: after, limit: limit, waitMilliseconds: 0) }
+                }
+                if !bulk && page.head - cursor >= Int64(configuration.bulkCatchUpOpsMin) {
+                    try store.beginBulk()
+                    bulk = true
+                }
+                if bulk { try store.applyBulkBatch(ops) } else { try store.applyConfirmed(ops) }
+                count += ops.count
+                pulledInRound += ops.count
+                cursor = after
+            }
+        } catch {
+            if bulk { try store.finishBulk() }
+            throw error
+        }
+        if bulk { try store.finishBulk() }
+        return (head, count)
+    }
+}
+
+/// Wakes a waiting engine early. A fire with nobody waiting is remembered once.
+final class TriggerSignal: @unchecked Sendable {
+    private let lock = NSLock()
+    private var pending = false
+    private var waiters: [UUID: CheckedContinuation<Void, Never>] = [:]
+
+    func fire() {
+        lock.lock()
+        let woken = waiters
+        waiters.removeAll()
+        if woken.isEmpty { pending = true }
+        lock.unlock()
+        for continuation in woken.values { continuation.resume() }
+    }
+
+    /// Returns after `milliseconds`, on a fire, or when the task is cancelled.
+    func wait(milliseconds: Int) async {
+        let id = UUID()
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { try? await Task.sleep(nanoseconds: UInt64(max(0, milliseconds)) * 1_000_000) }
+            group.addTask {
+                await withTaskCancellationHandler {
+                    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                        self.lock.lock()
+                        if self.pending || Task.isCancelled {
+                            self.pending = false
+                            self.lock.unlock()
+                            continuation.resume()
+                        } else {
+                            self.waiters[id] = continuation
+                            self.lock.unlock()
+                        }
+                    }
+                } onCancel: {
+                    self.lock.lock()
+                    let continuation = self.waiters.removeValue(forKey: id)
+                    self.lock.unlock()
+                    continuation?.resume()
+                }
+            }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+}

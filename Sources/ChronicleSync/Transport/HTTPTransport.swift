@@ -1,0 +1,179 @@
+import ChronicleCore
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The sync API over HTTP/1.1 (`Schemas/api/openapi.yaml`), with URLSession.
+/// Ops travel as binary segments; answers that are not 2xx become `SyncError`s:
+/// no route, refused connections, timeouts, 5xx and 429 are transient, other 4xx terminal.
+public final class HTTPTransport: SyncTransport {
+    public let baseURL: URL
+    public let library: UUID
+    private let token: String
+    private let session: URLSession
+    /// Seconds a request may take beyond any long-poll wait it asked for.
+    public let requestTimeoutSeconds: Double
+
+    public init(baseURL: URL, library: UUID, token: String, requestTimeoutSeconds: Double = 30) {
+        self.baseURL = baseURL
+        self.library = library
+        self.token = token
+        self.requestTimeoutSeconds = requestTimeoutSeconds
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        configuration.urlCache = nil
+        configuration.httpMaximumConnectionsPerHost = 4
+        configuration.timeoutIntervalForRequest = requestTimeoutSeconds + 65
+        session = URLSession(configuration: configuration)
+    }
+
+    deinit { session.invalidateAndCancel() }
+
+    /// Registers a device with the server and returns its token (`POST /v1/devices`).
+    public static func register(baseURL: URL, user: String, password: String, deviceID: UUID,
+                                timeoutSeconds: Double = 30) async throws(SyncError) -> ProtocolJSON.RegistrationResult {
+        var request = URLRequest(url: baseURL.appendingPathComponent("v1/devices"))
+        request.httpMethod = "POST"
+        request.timeoutInterval = timeoutSeconds
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        request.httpBody = Data(ProtocolJSON.encode(ProtocolJSON.Registration(user: user, password: password, deviceID: deviceID.lowercased)))
+        let session = URLSession(configuration: .ephemeral)
+        defer { session.finishTasksAndInvalidate() }
+        let (body, _) = try await send(request, session: session)
+        do {
+            return try ProtocolJSON.decode(ProtocolJSON.RegistrationResult.self, from: body, what: "registration answer")
+        } catch {
+            throw .terminal(ProtocolError(502, error.code.rawValue, error.message))
+        }
+    }
+
+    private func request(_ path: String, query: [URLQueryItem] = [], timeout: Double) -> URLRequest {
+        var components = URLComponents(url: baseURL.appendingPathComponent(path), resolvingAgainstBaseURL: false)!
+        if !query.isEmpty { components.queryItems = query }
+        var request = URLRequest(url: components.url!)
+        request.timeoutInterval = timeout
+        request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+        return request
+    }
+
+    public func push(_ segment: Segment) async throws(SyncError) -> PushResponse {
+        var request = request("v1/libraries/\(library.lowercased)/ops", timeout: requestTimeoutSeconds)
+        request.httpMethod = "POST"
+        request.setValue(SegmentCodec.mediaType, forHTTPHeaderField: "Content-Type")
+        request.httpBody = Data(SegmentCodec.encode(segment))
+        let (body, _) = try await Self.send(request, session: session)
+        do {
+            return try ProtocolJSON.decodePushResponse(body)
+        } catch {
+            throw .transient(reason: "The server's push answer could not be read: \(error.message)", retryAfterSeconds: nil)
+        }
+    }
+
+    public func pull(after cursor: Int64, limit: Int, waitMilliseconds: Int) async throws(SyncError) -> PullPage {
+        var request = request("v1/libraries/\(library.lowercased)/ops", query: [
+            URLQueryItem(name: "after", value: String(cursor)),
+            URLQueryItem(name: "limit", value: String(limit)),
+            URLQueryItem(name: "wait", value: String(waitMilliseconds)),
+        ], timeout: requestTimeoutSeconds + Double(waitMilliseconds) / 1000)
+        request.setValue(SegmentCodec.mediaType, forHTTPHeaderField: "Accept")
+        let (body, response) = try await Self.send(request, session: session)
+        let segment: Segment
+        do {
+            segment = try SegmentCodec.decode(body)
+        } catch {
+            throw .transient(reason: "The server's segment could not be read: \(error.message)", retryAfterSeconds: nil)
+        }
+        func header(_ name: String) -> String? { response.value(forHTTPHeaderField: name) }
+        guard let next = header("Chronicle-Next-Cursor").flatMap(Int64.init), let head = header("Chronicle-Head").flatMap(Int64.init) else {
+            throw .transient(reason: "The server's pull answer lacks its cursor headers.", retryAfterSeconds: nil)
+        }
+        return PullPage(segment: segment, nextCursor: next, more: header("Chronicle-More") == "true", head: head)
+    }
+
+    public func verdict(for entity: UUID) async throws(SyncError) -> Verdict {
+        var request = request("v1/libraries/\(library.lowercased)/entities/\(entity.lowercased)", timeout: requestTimeoutSeconds)
+        request.setValue("application/json", forHTTPHeaderField: "Accept")
+        let (body, _) = try await Self.send(request, session: session)
+        do {
+            return try ProtocolJSON.decodeVerdict(body)
+        } catch {
+            throw .transient(reason: "The server's verdict could not be read: \(error.message)", retryAfterSeconds: nil)
+        }
+    }
+
+    /// One request; 2xx gives the body, everything else a `SyncError`. Cancelling the
+    /// calling task cancels the request.
+    static func send(_ request: URLRequest, session: URLSession) async throws(SyncError) -> ([UInt8], HTTPURLResponse) {
+        let box = TaskBox()
+        let outcome: Result<(Data, URLResponse), Error> = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let task = session.dataTask(with: request) { data, response, error in
+                    if let error { continuation.resume(returning: .failure(error)) }
+                    else if let data, let response { continuation.resume(returning: .success((data, response))) }
+                    else { continuation.resume(returning: .failure(URLError(.badServerResponse))) }
+                }
+                box.set(task)
+                task.resume()
+            }
+        } onCancel: {
+            box.cancel()
+        }
+        let data: Data, response: URLResponse
+        switch outcome {
+        case .failure(let error):
+            throw .transient(reason: describe(error), retryAfterSeconds: nil)
+        case .success(let pair):
+            (data, response) = pair
+        }
+        guard let http = response as? HTTPURLResponse else {
+            throw .transient(reason: "The server's answer was not HTTP.", retryAfterSeconds: nil)
+        }
+        let body = [UInt8](data)
+        guard (200..<300).contains(http.statusCode) else {
+            let detail = ProtocolJSON.decodeError(body)
+            let retry = http.value(forHTTPHeaderField: "Retry-After").flatMap(Double.init)
+            let error = ProtocolError(http.statusCode, detail?.code ?? "http_\(http.statusCode)",
+                                      detail?.message ?? HTTPURLResponse.localizedString(forStatusCode: http.statusCode),
+                                      retryAfterSeconds: retry)
+            throw SyncError.from(error)
+        }
+        return (body, http)
+    }
+
+    static func describe(_ error: Error) -> String {
+        guard let url = error as? URLError else { return "The request failed: \(error.localizedDescription)" }
+        switch url.code {
+        case .cannotConnectToHost: return "Could not connect to the server (connection refused)."
+        case .timedOut: return "The request timed out."
+        case .notConnectedToInternet: return "No network connection."
+        case .networkConnectionLost: return "The connection was lost."
+        case .cannotFindHost, .dnsLookupFailed: return "The server's host name could not be resolved."
+        case .cancelled: return "The request was cancelled."
+        default: return "The request failed: \(url.localizedDescription)"
+        }
+    }
+}
+
+/// Holds the data task so a cancellation arriving from another thread can reach it.
+private final class TaskBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var task: URLSessionDataTask?
+    private var cancelled = false
+
+    func set(_ task: URLSessionDataTask) {
+        lock.lock()
+        self.task = task
+        let cancelNow = cancelled
+        lock.unlock()
+        if cancelNow { task.cancel() }
+    }
+
+    func cancel() {
+        lock.lock()
+        cancelled = true
+        let task = self.task
+        lock.unlock()
+        task?.cancel()
+    }
+}

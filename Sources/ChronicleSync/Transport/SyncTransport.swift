@@ -1,0 +1,38 @@
+import ChronicleCore
+import Foundation
+
+/// Why a sync call failed, sorted by what the engine does about it.
+public enum SyncError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// Try again later from the same position: no route, refused, timeout, 5xx, 429.
+    case transient(reason: String, retryAfterSeconds: Double?)
+    /// The server refused the request itself (a 4xx): retrying the same request cannot help.
+    case terminal(ProtocolError)
+
+    public var description: String {
+        switch self {
+        case .transient(let reason, _): reason
+        case .terminal(let error): error.message + " [\(error.code)]"
+        }
+    }
+
+    /// How the engine classifies a server answer: 5xx, 429 and 408 are worth retrying.
+    public static func from(_ error: ProtocolError) -> SyncError {
+        if error.status >= 500 || error.status == 429 || error.status == 408 {
+            return .transient(reason: "The server answered \(error.status) (\(error.code)): \(error.message)", retryAfterSeconds: error.retryAfterSeconds)
+        }
+        return .terminal(error)
+    }
+}
+
+/// How a device reaches the server. Two implementations: `HTTPTransport` (the
+/// real one) and `InMemoryTransport` (tests and the simulator); one shared test
+/// suite runs against both.
+public protocol SyncTransport: Sendable {
+    /// Sends a batch of outbox ops (in deviceSeq order); the answer has one result per op.
+    func push(_ segment: Segment) async throws(SyncError) -> PushResponse
+    /// Confirmed ops after `cursor`; with `waitMilliseconds` > 0 the server holds the
+    /// request until ops arrive or the wait runs out.
+    func pull(after cursor: Int64, limit: Int, waitMilliseconds: Int) async throws(SyncError) -> PullPage
+    /// The server's state of one entity.
+    func verdict(for entity: UUID) async throws(SyncError) -> Verdict
+}

@@ -1,0 +1,565 @@
+import ChronicleCore
+import ChronicleStore
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Synchronization
+import Testing
+@testable import ChronicleServer
+
+// Every test runs a real server on 127.0.0.1 and talks to it with URLSession
+// (or, for what URLSession cannot send, a raw socket). Serialized so that the
+// timing checks (stop is prompt, parked requests hold no thread) are not at
+// the mercy of other suites' servers on a two-core machine.
+@Suite(.serialized, .timeLimit(.minutes(1)))
+struct HTTPServerTests {
+    // MARK: - Round trips
+
+    @Test func getRoundTripCarriesPathQueryHeadersAndRemoteAddress() async throws {
+        try await withServer(handler: Echo()) { server in
+            let reply = try await send(server, "/v1/things/42?b=hello%20world&a=1&flag",
+                                       headers: ["X-Custom": "Value 1", "Accept": "application/json"])
+            #expect(reply.status == 200)
+            #expect(reply.header("X-Method") == "GET")
+            #expect(reply.header("X-Path") == "/v1/things/42")
+            #expect(reply.header("X-Query") == "a=1&b=hello world&flag=")
+            #expect(reply.header("X-Custom") == "Value 1")
+            #expect(reply.header("X-Remote") == "127.0.0.1")
+            #expect(reply.header("Content-Type") == "application/octet-stream")
+            #expect(reply.body.isEmpty)
+        }
+    }
+
+    /// libmicrohttpd percent-decodes the path and the query; nothing more is done.
+    @Test func pathAndQueryAreDecodedByMHD() async throws {
+        try await withServer(handler: Echo()) { server in
+            let reply = try RawHTTPClient.exchange(
+                port: server.port, "GET /a%20b/c%2Fd?q=x+y&e=%26%3D HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            #expect(reply.status == 200)
+            #expect(reply.header("X-Path") == "/a b/c/d") // note: %2F becomes a real "/"
+            #expect(reply.header("X-Query") == "e=&=&q=x y")
+        }
+    }
+
+    @Test func postRoundTripEchoesTheBody() async throws {
+        try await withServer(handler: Echo()) { server in
+            let body = Array("{\"title\":\"Ünïcode ✓\"}".utf8)
+            let reply = try await send(server, "/v1/push?status=201", method: "POST",
+                                       headers: ["Content-Type": "application/json"], body: body)
+            #expect(reply.status == 201)
+            #expect(reply.header("X-Method") == "POST")
+            #expect(reply.body == body)
+        }
+    }
+
+    @Test func oneMebibyteBodyArrivesWhole() async throws {
+        try await withServer(handler: Echo()) { server in
+            var generator = SplitMix(seed: 7)
+            let body = (0..<(1 << 20)).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
+            let reply = try await send(server, "/upload", method: "PUT", body: body)
+            #expect(reply.status == 200)
+            #expect(reply.body.count == body.count)
+            #expect(reply.body == body)
+        }
+    }
+
+    @Test func errorResponsesAreEscapedJSON() throws {
+        let response = HTTPResponse.error(400, code: "bad \"input\"", message: "line\nbreak \\ tab\t")
+        #expect(response.status == 400)
+        #expect(response.headers.contains { $0.0 == "Content-Type" && $0.1 == "application/json" })
+        let parsed = try JSONSerialization.jsonObject(with: Data(response.body)) as? [String: [String: String]]
+        #expect(parsed?["error"]?["code"] == "bad \"input\"")
+        #expect(parsed?["error"]?["message"] == "line\nbreak \\ tab\t")
+    }
+
+    // MARK: - Body cap
+
+    @Test func declaredBodyOverTheCapIs413WithoutReachingTheHandler() async throws {
+        let echo = Echo()
+        try await withServer(handler: echo, configure: { $0.maxBodyBytes = 64 << 10 }) { server in
+            let reply = try await send(server, "/v1/push", method: "POST",
+                                       body: [UInt8](repeating: 0x61, count: (64 << 10) + 1))
+            #expect(reply.status == 413)
+            #expect(errorCode(reply.body) == "body_too_large")
+
+            // Exactly at the cap is fine.
+            let atCap = try await send(server, "/v1/push", method: "POST",
+                                       body: [UInt8](repeating: 0x62, count: 64 << 10))
+            #expect(atCap.status == 200)
+            #expect(atCap.body.count == 64 << 10)
+            #expect(echo.calls.load(ordering: .relaxed) == 1)
+        }
+    }
+
+    @Test func declaredBodyOverTheCapIsRefusedBeforeTheBodyIsSent() async throws {
+        try await withServer(handler: Echo(), configure: { $0.maxBodyBytes = 1_000 }) { server in
+            // Only the head goes out; the answer must come without the body.
+            let reply = try RawHTTPClient.exchange(
+                port: server.port,
+                "POST /v1/push HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 50000000\r\n\r\n")
+            #expect(reply.status == 413)
+            #expect(errorCode(reply.body) == "body_too_large")
+        }
+    }
+
+    @Test func chunkedBodiesAreAssembledAndCappedAtTheEnd() async throws {
+        let echo = Echo()
+        try await withServer(handler: echo, configure: { $0.maxBodyBytes = 1_000 }) { server in
+            let chunk = String(repeating: "x", count: 300)
+            func request(chunks: Int) -> String {
+                var text = "POST /v1/push HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n"
+                    + "Connection: close\r\n\r\n"
+                for _ in 0..<chunks { text += String(300, radix: 16) + "\r\n" + chunk + "\r\n" }
+                return text + "0\r\n\r\n"
+            }
+            let small = try RawHTTPClient.exchange(port: server.port, request(chunks: 3))
+            #expect(small.status == 200)
+            #expect(small.body == Array(String(repeating: chunk, count: 3).utf8))
+
+            let large = try RawHTTPClient.exchange(port: server.port, request(chunks: 10))
+            #expect(large.status == 413)
+            #expect(errorCode(large.body) == "body_too_large")
+            #expect(echo.calls.load(ordering: .relaxed) == 1)
+        }
+    }
+
+    @Test func garbageOnTheWireDoesNotHurtTheServer() async throws {
+        try await withServer(handler: Echo()) { server in
+            for garbage in ["\u{1}\u{2}\u{3} nonsense\r\n\r\n", "GET\r\n\r\n",
+                            "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: banana\r\n\r\n",
+                            "GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + String(repeating: "h", count: 200_000) + "\r\n\r\n"] {
+                _ = try? RawHTTPClient.exchange(port: server.port, garbage)
+            }
+            let alive = try await send(server, "/still/alive")
+            #expect(alive.status == 200)
+        }
+    }
+
+    // MARK: - Load
+
+    @Test func fiveHundredSequentialRequests() async throws {
+        try await withServer(handler: Echo()) { server in
+            for index in 0..<500 {
+                let reply = try await send(server, "/n/\(index)", method: index % 2 == 0 ? "GET" : "POST",
+                                           body: index % 2 == 0 ? nil : Array("body \(index)".utf8))
+                #expect(reply.status == 200)
+                #expect(reply.header("X-Path") == "/n/\(index)")
+            }
+        }
+    }
+
+    @Test func twoHundredConcurrentRequests() async throws {
+        try await withServer(handler: Echo(), configure: { $0.threadPoolSize = 4 }) { server in
+            let failures = try await withThrowingTaskGroup(of: Bool.self) { group in
+                for index in 0..<200 {
+                    group.addTask {
+                        let reply = try await send(server, "/c/\(index)", method: "POST", body: Array("\(index)".utf8))
+                        return reply.status == 200 && reply.body == Array("\(index)".utf8)
+                    }
+                }
+                return try await group.reduce(0) { $0 + ($1 ? 0 : 1) }
+            }
+            #expect(failures == 0)
+        }
+    }
+
+    // MARK: - Long-poll
+
+    @Test func parkedRequestIsAnsweredFromAnotherThreadLater() async throws {
+        let handler = LongPoll { request, respond in
+            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(50)) {
+                respond(.json(200, Array("{\"path\":\"\(request.path)\"}".utf8)))
+            }
+        }
+        try await withServer(handler: handler) { server in
+            let started = ContinuousClock.now
+            let reply = try await send(server, "/v1/pull")
+            #expect(reply.status == 200)
+            #expect(String(decoding: reply.body, as: UTF8.self) == "{\"path\":\"/v1/pull\"}")
+            #expect(ContinuousClock.now - started >= .milliseconds(50))
+        }
+    }
+
+    /// With four threads, a hundred requests can only be parked at once if a
+    /// parked request holds no thread; none is answered until all are parked.
+    @Test func hundredParkedRequestsWithAPoolOfFour() async throws {
+        let parker = Parker()
+        try await withServer(handler: parker, configure: { $0.threadPoolSize = 4 }) { server in
+            let answered = Task {
+                try await withThrowingTaskGroup(of: Bool.self) { group in
+                    for index in 0..<100 {
+                        group.addTask {
+                            let reply = try await send(server, "/p/\(index)")
+                            return reply.status == 200 && reply.body == Array("/p/\(index)".utf8)
+                        }
+                    }
+                    return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+                }
+            }
+            #expect(await eventually { parker.parkedCount == 100 })
+            // Unparked requests still get through while a hundred wait.
+            let immediate = try await send(server, "/p/immediate?now")
+            #expect(immediate.status == 200)
+            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(50)) {
+                parker.answerAll { .init(status: 200, body: Array($0.path.utf8)) }
+            }
+            let answeredCount = try await answered.value
+            #expect(answeredCount == 100)
+        }
+    }
+
+    /// `respond` called on another thread right away races the worker that is
+    /// suspending the connection; every interleaving must deliver the answer.
+    @Test func respondRacingTheSuspendAlwaysArrives() async throws {
+        let handler = LongPoll { request, respond in
+            DispatchQueue.global().async { respond(.init(status: 200, body: Array(request.path.utf8))) }
+        }
+        try await withServer(handler: handler, configure: { $0.threadPoolSize = 2 }) { server in
+            let failures = try await withThrowingTaskGroup(of: Bool.self) { group in
+                for index in 0..<300 {
+                    group.addTask {
+                        let reply = try await send(server, "/r/\(index)")
+                        return reply.status == 200 && reply.body == Array("/r/\(index)".utf8)
+                    }
+                }
+                return try await group.reduce(0) { $0 + ($1 ? 0 : 1) }
+            }
+            #expect(failures == 0)
+        }
+    }
+
+    @Test func respondDuringHandleIsImmediateAndLaterCallsAreIgnored() async throws {
+        let handler = LongPoll { _, respond in
+            respond(.init(status: 200, body: Array("first".utf8)))
+            respond(.init(status: 500, body: Array("second".utf8)))
+            DispatchQueue.global().async { respond(.init(status: 500, body: Array("third".utf8))) }
+        }
+        try await withServer(handler: handler) { server in
+            for _ in 0..<20 {
+                let reply = try await send(server, "/now")
+                #expect(reply.status == 200)
+                #expect(reply.body == Array("first".utf8))
+            }
+        }
+    }
+
+    @Test func clientHangingUpWhileParkedIsCleanedUpOnceAnswered() async throws {
+        let parker = Parker()
+        let completed = Locked<[RequestLogEntry]>([])
+        let server = try HTTPServer(configuration: configuration(), handler: parker) { entry in
+            completed.withLock { $0.append(entry) }
+        }
+        defer { server.stop() }
+        for index in 0..<5 {
+            try RawHTTPClient.sendAndHangUp(port: server.port, "GET /gone/\(index) HTTP/1.1\r\nHost: x\r\n\r\n")
+        }
+        #expect(await eventually { parker.parkedCount == 5 })
+        parker.answerAll { _ in .init(status: 200, body: [UInt8](repeating: 7, count: 100_000)) }
+        #expect(await eventually { completed.withLock { $0.count } == 5 })
+        #expect(await eventually { server.liveRequestCount == 0 })
+        let reply = try await send(server, "/p/after?now")
+        #expect(reply.status == 200)
+    }
+
+    @Test func stopAnswersParkedRequests503Promptly() async throws {
+        let parker = Parker()
+        let server = try HTTPServer(configuration: configuration { $0.threadPoolSize = 2 }, handler: parker)
+        let replies = Task {
+            try await withThrowingTaskGroup(of: Reply.self) { group in
+                for index in 0..<20 { group.addTask { try await send(server, "/wait/\(index)") } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+        }
+        #expect(await eventually { parker.parkedCount == 20 })
+
+        let started = ContinuousClock.now
+        await Task.detached { server.stop() }.value
+        #expect(ContinuousClock.now - started < .seconds(2))
+
+        let all = try await replies.value
+        #expect(all.count == 20)
+        #expect(all.allSatisfy { $0.status == 503 && errorCode($0.body) == "shutting_down" })
+
+        // Answers after stop are ignored, stop stays idempotent, and once the
+        // handler lets go of its closures no request state is left behind.
+        parker.answerAll { _ in .init(status: 200) }
+        server.stop()
+        #expect(server.liveRequestCount == 0)
+    }
+
+    // MARK: - Listening
+
+    @Test func portZeroPicksAFreePort() async throws {
+        try await withServer(handler: Echo()) { server in
+            #expect(server.port != 0)
+            let reply = try await send(server, "/")
+            #expect(reply.status == 200)
+        }
+    }
+
+    @Test func takenPortThrowsAddressInUse() async throws {
+        try await withServer(handler: Echo()) { server in
+            var taken = HTTPServer.Configuration()
+            taken.port = server.port
+            let error = #expect(throws: ChronicleError.self) {
+                try HTTPServer(configuration: taken, handler: Echo())
+            }
+            #expect(error?.code == .addressInUse)
+            #expect(error?.message.contains("\(server.port)") == true)
+        }
+    }
+
+    @Test(arguments: ["localhost", "::1", "127.0.0", "", "999.1.1.1"])
+    func nonIPv4HostIsRefused(host: String) throws {
+        var configuration = HTTPServer.Configuration()
+        configuration.host = host
+        let error = #expect(throws: ChronicleError.self) { try HTTPServer(configuration: configuration, handler: Echo()) }
+        #expect(error?.code == .invalidHost)
+    }
+
+    @Test func stoppedServerReleasesItsPort() async throws {
+        let first = try HTTPServer(configuration: configuration(), handler: Echo())
+        let port = first.port
+        first.stop()
+        var again = configuration()
+        again.port = port
+        let second = try HTTPServer(configuration: again, handler: Echo())
+        #expect(second.port == port)
+        second.stop()
+    }
+
+    // MARK: - Completion hook
+
+    @Test func onCompletedReportsEveryRequest() async throws {
+        let entries = Locked<[RequestLogEntry]>([])
+        let server = try HTTPServer(configuration: configuration(), handler: Echo()) { entry in
+            entries.withLock { $0.append(entry) }
+        }
+        defer { server.stop() }
+        for index in 0..<10 {
+            _ = try await send(server, "/log/\(index)", method: "POST", body: [UInt8](repeating: 1, count: index))
+        }
+        _ = try await send(server, "/log/big", method: "POST", body: [UInt8](repeating: 1, count: 17 << 20))
+        #expect(await eventually { entries.withLock { $0.count } == 11 })
+
+        let logged = entries.withLock { $0 }
+        for index in 0..<10 {
+            let entry = logged.first { $0.path == "/log/\(index)" }
+            #expect(entry?.method == "POST")
+            #expect(entry?.status == 200)
+            #expect(entry?.requestBytes == index)
+            #expect(entry?.responseBytes == index)
+            #expect(entry?.remoteAddress == "127.0.0.1")
+            #expect(entry?.completedNormally == true)
+            #expect((entry?.durationMilliseconds ?? -1) >= 0)
+        }
+        #expect(logged.first { $0.path == "/log/big" }?.status == 413)
+        #expect(await eventually { server.liveRequestCount == 0 })
+    }
+}
+
+// MARK: - Handlers
+
+/// Answers at once with the request echoed: the body as the body, the rest in
+/// headers. `?status=N` picks the status.
+private final class Echo: HTTPHandler {
+    let calls = Atomic<Int>(0)
+
+    func handle(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void) {
+        calls.add(1, ordering: .relaxed)
+        let query = request.query.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: "&")
+        respond(HTTPResponse(status: request.query["status"].flatMap(Int.init) ?? 200,
+                             headers: [("Content-Type", "application/octet-stream"),
+                                       ("X-Method", request.method), ("X-Path", request.path), ("X-Query", query),
+                                       ("X-Custom", request.header("X-CUSTOM") ?? ""),
+                                       ("X-Remote", request.remoteAddress ?? "")],
+                             body: request.body))
+    }
+}
+
+/// Hands every request to a closure that answers it however and whenever.
+private struct LongPoll: HTTPHandler {
+    let body: @Sendable (HTTPRequest, @escaping @Sendable (HTTPResponse) -> Void) -> Void
+    func handle(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void) {
+        body(request, respond)
+    }
+}
+
+/// Parks every request (except `?now`) until told to answer.
+private final class Parker: HTTPHandler {
+    private let parked = Locked<[(HTTPRequest, @Sendable (HTTPResponse) -> Void)]>([])
+
+    var parkedCount: Int { parked.withLock { $0.count } }
+
+    func handle(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void) {
+        if request.query["now"] != nil { return respond(HTTPResponse(status: 200)) }
+        parked.withLock { $0.append((request, respond)) }
+    }
+
+    func answerAll(_ answer: (HTTPRequest) -> HTTPResponse) {
+        let all = parked.withLock { parked in
+            defer { parked = [] }
+            return parked
+        }
+        for (request, respond) in all { respond(answer(request)) }
+    }
+}
+
+// MARK: - Client helpers
+
+private struct Reply: Sendable {
+    var status: Int
+    var headers: [String: String]
+    var body: [UInt8]
+    func header(_ name: String) -> String? { headers[name.lowercased()] }
+}
+
+private let session: URLSession = {
+    let configuration = URLSessionConfiguration.ephemeral
+    configuration.httpMaximumConnectionsPerHost = 256
+    configuration.timeoutIntervalForRequest = 20
+    configuration.timeoutIntervalForResource = 40
+    return URLSession(configuration: configuration)
+}()
+
+private func configuration(_ adjust: (inout HTTPServer.Configuration) -> Void = { _ in }) -> HTTPServer.Configuration {
+    var configuration = HTTPServer.Configuration()
+    adjust(&configuration)
+    return configuration
+}
+
+private func withServer(handler: any HTTPHandler, configure: (inout HTTPServer.Configuration) -> Void = { _ in },
+                        _ body: (HTTPServer) async throws -> Void) async throws {
+    let server = try HTTPServer(configuration: configuration(configure), handler: handler)
+    do {
+        try await body(server)
+    } catch {
+        server.stop()
+        throw error
+    }
+    server.stop()
+    #expect(server.liveRequestCount == 0)
+}
+
+private func send(_ server: HTTPServer, _ pathAndQuery: String, method: String = "GET",
+                  headers: [String: String] = [:], body: [UInt8]? = nil) async throws -> Reply {
+    var request = URLRequest(url: URL(string: "http://127.0.0.1:\(server.port)\(pathAndQuery)")!)
+    request.httpMethod = method
+    request.timeoutInterval = 20
+    for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+    if let body { request.httpBody = Data(body) }
+    let (data, response) = try await session.data(for: request)
+    let http = try #require(response as? HTTPURLResponse)
+    var replyHeaders: [String: String] = [:]
+    for (name, value) in http.allHeaderFields {
+        if let name = name as? String, let value = value as? String { replyHeaders[name.lowercased()] = value }
+    }
+    return Reply(status: http.statusCode, headers: replyHeaders, body: Array(data))
+}
+
+private func errorCode(_ body: [UInt8]) -> String? {
+    let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: [String: String]]
+    return object?["error"]?["code"]
+}
+
+private func eventually(within limit: Duration = .seconds(10), _ condition: () -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + limit
+    while ContinuousClock.now < deadline {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(5))
+    }
+    return condition()
+}
+
+private struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// What URLSession cannot send: chunked bodies written by hand, a head whose
+/// body never follows, bytes that are not HTTP. One request per connection;
+/// reads until the server closes or the response's Content-Length is in.
+private enum RawHTTPClient {
+    struct Failure: Error { let what: String }
+
+    static func exchange(port: UInt16, _ request: String) throws -> Reply {
+        let fd = try connected(port: port)
+        defer { close(fd) }
+
+        let bytes = Array(request.utf8)
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n <= 0 { break } // the server may answer and close before reading it all
+            sent += n
+        }
+
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            if let reply = parse(received), reply.complete { return reply.reply }
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n <= 0 { break }
+            received.append(contentsOf: buffer[0..<n])
+        }
+        guard let reply = parse(received) else { throw Failure(what: "no response") }
+        return reply.reply
+    }
+
+    /// A socket connected to 127.0.0.1:port, with 10 s send and receive timeouts.
+    private static func connected(port: UInt16) throws -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw Failure(what: "socket") }
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let status = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard status == 0 else {
+            close(fd)
+            throw Failure(what: "connect")
+        }
+        return fd
+    }
+
+    /// Sends a request and closes the connection without reading anything.
+    static func sendAndHangUp(port: UInt16, _ request: String) throws {
+        let fd = try connected(port: port)
+        let bytes = Array(request.utf8)
+        _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        close(fd)
+    }
+
+    private static func parse(_ bytes: [UInt8]) -> (reply: Reply, complete: Bool)? {
+        let separator = Array("\r\n\r\n".utf8)
+        guard let end = bytes.indices.dropLast(3).first(where: { Array(bytes[$0..<$0 + 4]) == separator })
+        else { return nil }
+        let head = String(decoding: bytes[..<end], as: UTF8.self).components(separatedBy: "\r\n")
+        let statusLine = head[0].split(separator: " ")
+        guard statusLine.count >= 2, let status = Int(statusLine[1]) else { return nil }
+        var headers: [String: String] = [:]
+        for line in head.dropFirst() {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+        let body = Array(bytes[(end + 4)...])
+        let length = headers["content-length"].flatMap(Int.init)
+        return (Reply(status: status, headers: headers, body: Array(body.prefix(length ?? body.count))),
+                length.map { body.count >= $0 } ?? false)
+    }
+}

@@ -1,0 +1,221 @@
+import ChronicleCore
+import ChronicleServer
+@testable import ChronicleStore
+@testable import ChronicleSync
+import Foundation
+import Testing
+
+/// One suite, two transports: everything here runs in memory and over real loopback HTTP.
+@Suite struct SyncTransportSuite {
+    @Test(arguments: TransportKind.allCases)
+    func airplaneTest(kind: TransportKind) async throws {
+        let h = try SyncHarness(kind)
+        let a = try h.device("A")
+        let b = try h.device("B")
+        let shared = try a.save("Shared article")
+        let other = try a.save("Another one")
+        try a.store.write("article.tag", entity: shared, payload: ["tag": .text("start")])
+        await a.sync()
+        await b.sync()
+        #expect(try b.title(shared) == "Shared article")
+
+        // A goes offline for a long stretch: hundreds of ops of every type.
+        let written = try Workload(seed: 42).run(400, on: a)
+        #expect(written >= 350)
+        try a.store.write("article.update", entity: shared, payload: ["title": .text("A's offline title")])
+        try a.store.write("article.progress", entity: other, payload: ["progress": .real(0.8)])
+        let queued = try a.store.pendingOps().count
+
+        // B, online, edits some of the same rows.
+        try b.store.write("article.update", entity: shared, payload: ["title": .text("B's title")])
+        try b.store.write("article.tag", entity: shared, payload: ["tag": .text("from-b")])
+        try b.store.write("article.progress", entity: other, payload: ["progress": .real(0.45)])
+        try Workload(seed: 7).run(60, on: b)
+        await b.sync()
+        // A pulls B's edits before pushing: its own edit keeps showing until the server settles it.
+        let page = try await a.transport.pull(after: try a.store.cursor(), limit: 10_000, waitMilliseconds: 0)
+        #expect(page.segment.ops.count >= 63)
+        try a.store.applyConfirmed(page.segment.ops)
+        #expect(try a.store.unacknowledgedOps(limit: 10_000).count == queued)
+        #expect(try a.title(shared) == "A's offline title")
+
+        // A reconnects.
+        let report = await a.sync()
+        #expect(report.pushed == queued)
+        #expect(report.rejected == 0)
+        await b.sync()
+        try h.expectConverged()
+        #expect(try b.title(shared) == "A's offline title", "A's rename reached the server last: it wins by server order")
+        #expect(try b.tags(shared).contains("from-b") && b.tags(shared).contains("start"))
+        #expect(try b.store.row(other)?["progress"]?.realValue == 0.8, "progress only moves forward")
+        let log = try h.library.allOps()
+        #expect(log.filter { $0.deviceID == a.store.deviceID }.count == queued + 3, "every op A wrote is in the log once")
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func theSamePushFiveTimesIsOrderedOnce(kind: TransportKind) async throws {
+        let h = try SyncHarness(kind)
+        let a = try h.device("A")
+        for i in 0..<20 { try a.save("Article \(i)") }
+        let segment = try Segment(libraryID: a.store.libraryID, ops: try a.store.pendingOps())
+        let first = try await a.transport.push(segment)
+        var answers: [PushResponse] = [first]
+        for _ in 0..<4 { answers.append(try await a.transport.push(segment)) }
+        // And five more at once.
+        try await withThrowingTaskGroup(of: PushResponse.self) { group in
+            for _ in 0..<5 { group.addTask { try await a.transport.push(segment) } }
+            for try await answer in group { answers.append(answer) }
+        }
+        let seqs = first.results.map(\.outcome.serverSeq)
+        #expect(seqs == (1...20).map { Int64($0) })
+        for answer in answers.dropFirst() {
+            #expect(answer.results.map(\.outcome.serverSeq) == seqs)
+            #expect(answer.results.allSatisfy { if case .duplicate = $0.outcome { true } else { false } })
+        }
+        #expect(try h.library.allOps().count == 20)
+        await a.sync()
+        try h.expectConverged()
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aTerminalRejectionDropsOneOpLeavesANoticeAndDoesNotBlockTheRest(kind: TransportKind) async throws {
+        let h = try SyncHarness(kind)
+        // Both devices "make" the same article id: B's create reaches the server first.
+        let clash = UUID()
+        let a = try h.device("A", ids: ScriptedIDs([clash]))
+        let b = try h.device("B", ids: ScriptedIDs([clash]))
+        try b.store.write("article.save", payload: ["url": .text("https://example.com/b"), "title": .text("B's article")])
+        await b.sync()
+        try a.store.write("article.save", payload: ["url": .text("https://example.com/a"), "title": .text("A's article")])
+        let after = try a.save("Behind the doomed op")
+        #expect(try a.title(clash) == "A's article")
+        let report = await a.sync()
+        #expect(report.rejected == 1)
+        #expect(report.pushed == 1)
+        let notices = try a.store.notices()
+        #expect(notices.count == 1)
+        #expect(notices.first?.code == "entity_exists")
+        #expect(notices.first?.verdict?.contains("B's article") == true)
+        #expect(try a.title(clash) == "B's article", "the server's verdict is folded in")
+        #expect(try a.title(after) == "Behind the doomed op")
+        #expect(try a.store.syncState().unseenNotices == 1)
+        await b.sync()
+        try h.expectConverged()
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func anOpForAnEntityTheServerNeverSawIsRejectedAndTheQueueMovesOn(kind: TransportKind) async throws {
+        let h = try SyncHarness(kind)
+        let a = try h.device("A")
+        let first = try a.save("First")
+        // An op queued by a buggy old build: it names an article nobody created.
+        try a.store.writer.withLock { db in
+            try db.execute("""
+                INSERT INTO chronicle_outbox(device_seq, op_id, type, version, entity_id, payload, device_time, base_seq)
+                VALUES (2, ?1, 'article.tag', 1, ?2, '{"tag":"ghost"}', 0, 0)
+                """, [.text(UUID().lowercased), .text(UUID().lowercased)])
+        }
+        let last = try a.save("Last")
+        let report = await a.sync()
+        #expect(report.rejected == 1 && report.pushed == 2)
+        #expect(try a.store.notices().map(\.code) == ["unknown_entity"])
+        #expect(try a.title(first) == "First" && a.title(last) == "Last")
+        try h.expectConverged()
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func offlineThenOnlineKeepsEveryOpAndTheStatusSaysSo(kind: TransportKind) async throws {
+        let h = try SyncHarness(kind)
+        var quick = SyncEngine.Configuration()
+        quick.retriesPerRoundMax = 2
+        quick.backoffBaseMilliseconds = 1
+        quick.backoffMaxMilliseconds = 5
+        let a = try h.device("A", configuration: quick)
+        for i in 0..<12 { try a.save("Offline \(i)") }
+        let offlineEngine: SyncEngine
+        if let memory = a.memory {
+            memory.setOffline(true)
+            offlineEngine = a.engine
+        } else {
+            // Nothing listens on port 9: connection refused.
+            let nowhere = HTTPTransport(baseURL: URL(string: "http://127.0.0.1:9")!, library: a.store.libraryID, token: a.token, requestTimeoutSeconds: 2)
+            offlineEngine = SyncEngine(store: a.store, transport: nowhere, configuration: quick, random: { 0.5 })
+        }
+        let offline = await offlineEngine.syncOnce()
+        guard case .offline = offline.outcome else { Issue.record("expected offline, got \(offline.outcome)"); return }
+        #expect(offline.retries == 2)
+        let state = try a.store.syncState()
+        #expect(state.isOffline && state.unsent == 12 && state.lastSyncAt == nil)
+        a.memory?.setOffline(false)
+        await a.sync()
+        #expect(try a.store.syncState().isOffline == false)
+        #expect(try a.store.syncState().lastSyncAt != nil)
+        try h.expectConverged()
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func longPollDeliversAnotherDevicesWriteWithinMilliseconds(kind: TransportKind) async throws {
+        let h = try SyncHarness(kind)
+        let a = try h.device("A")
+        let b = try h.device("B")
+        await b.sync()
+        let started = Date()
+        let waiting = Task { try await b.transport.pull(after: 0, limit: 100, waitMilliseconds: 10_000) }
+        try await Task.sleep(nanoseconds: 50_000_000)
+        try a.save("Hello from A")
+        await a.sync()
+        let page = try await waiting.value
+        #expect(page.segment.ops.count == 1)
+        #expect(Date().timeIntervalSince(started) < 5, "answered on the push, not at the end of the wait")
+        // A wait with nothing new ends empty after the wait.
+        let empty = try await b.transport.pull(after: 1, limit: 100, waitMilliseconds: 100)
+        #expect(empty.segment.ops.isEmpty && empty.nextCursor == 1 && !empty.more)
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func pullPagesThroughALongLogWithBulkCatchUp(kind: TransportKind) async throws {
+        let h = try SyncHarness(kind)
+        let a = try h.device("A")
+        var small = SyncEngine.Configuration()
+        small.pullPageOpsMax = 50
+        small.bulkCatchUpOpsMin = 100
+        let b = try h.device("B", configuration: small)
+        try Workload(seed: 3).run(400, on: a)
+        await a.sync()
+        let report = await b.sync()
+        #expect(report.pulled == 400 + 0)
+        #expect(try b.store.searchIndexesStale() == false)
+        try h.expectConverged()
+    }
+}
+
+/// Faults only the in-memory transport can stage exactly.
+@Suite struct InMemoryFaultTests {
+    @Test func aResponseLostAfterTheServerCommittedChangesNothing() async throws {
+        let h = try SyncHarness(.inMemory)
+        let a = try h.device("A")
+        for i in 0..<5 { try a.save("Article \(i)") }
+        a.memory!.dropResponsesNext(1)
+        let report = await a.sync()
+        #expect(report.retries == 1)
+        #expect(try h.library.allOps().count == 5)
+        try h.expectConverged()
+    }
+
+    @Test func refusedThenAcceptedAtRandomConverges() async throws {
+        let h = try SyncHarness(.inMemory)
+        let devices = try (0..<4).map { try h.device("D\($0)") }
+        let rng = SeededIDGenerator(seed: 11)
+        for round in 0..<10 {
+            for (index, device) in devices.enumerated() {
+                try Workload(seed: UInt64(round * 10 + index)).run(15, on: device)
+                if rng.next() % 3 == 0 { device.memory!.refuseNext(1) }
+                if rng.next() % 3 == 0 { device.memory!.dropResponsesNext(1) }
+                _ = await device.engine.syncOnce()
+            }
+        }
+        for device in devices { await device.sync() }
+        for device in devices { await device.sync() }
+        try h.expectConverged()
+    }
+}

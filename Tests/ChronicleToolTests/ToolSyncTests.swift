@@ -1,0 +1,133 @@
+import ChronicleCore
+import ChronicleStore
+import Foundation
+import Testing
+
+/// Sync between real processes over real HTTP on loopback: `chronicle serve` and
+/// `chronicle` devices, with servers and devices killed mid-sync.
+@Suite(.serialized) struct ToolSyncTests {
+    let password = "password123"
+
+    func server(_ tool: Tool, environment: [String: String] = [:]) throws -> ServerProcess {
+        let data = tool.directory.appendingPathComponent("server").path
+        let server = try ServerProcess(data: data, environment: environment)
+        let added = try Tool.exec(Tool.binary, ["server", "add-user", "--data", data, "ada"], stdin: password + "\n")
+        #expect(added.status == 0 || added.stderr.contains("already exists"), "\(added.stderr)")
+        return server
+    }
+
+    /// Digests of every store and the server's, with the server stopped.
+    func expectConverged(_ server: ServerProcess, _ devices: [Tool], expectedOps: Int? = nil,
+                         sourceLocation: SourceLocation = #_sourceLocation) throws {
+        server.stop()
+        let libraryID = try #require(try devices[0].credentials["library"] as? String)
+        let library = try server.library(libraryID)
+        let ops = try library.allOps()
+        #expect(Set(ops.map(\.opID)).count == ops.count, "no op applied twice", sourceLocation: sourceLocation)
+        if let expectedOps { #expect(ops.count == expectedOps, "no op lost", sourceLocation: sourceLocation) }
+        let serverDigest = try library.digest()
+        for device in devices {
+            let store = try DeviceStore.open(at: device.store)
+            #expect(try store.pendingOps().isEmpty, sourceLocation: sourceLocation)
+            #expect(try store.digest() == serverDigest, sourceLocation: sourceLocation)
+            #expect(try store.replayDigest() == serverDigest, sourceLocation: sourceLocation)
+        }
+    }
+
+    @Test func twoDevicesSignInSyncAndTellTheTruthWhenOffline() throws {
+        let a = try Tool(), b = try Tool()
+        let server = try server(a)
+        try a.signIn(server)
+        try b.signIn(server)
+
+        // The token is kept 0600 and never printed.
+        let attributes = try FileManager.default.attributesOfItem(atPath: a.store + ".credentials")
+        #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600)
+        let token = try #require(try a.credentials["token"] as? String)
+        let status = try a.ok("status")
+        #expect(!status.stdout.contains(token) && !status.stderr.contains(token))
+        #expect(status.stdout.hasPrefix("Never synced") || status.stdout.contains("Never synced."))
+
+        let id = try a.id("save", "https://example.com/airplane", "--title", "Airplane mode")
+        try a.ok("tag", id, "travel")
+        let synced = try a.ok("sync")
+        #expect(synced.stdout.contains("Synced: pushed 2, pulled 2."))
+        try b.ok("sync")
+        let listed = try b.ok("list", "--json")
+        #expect(listed.stdout.contains("Airplane mode") && listed.stdout.contains("travel"))
+        #expect(try b.ok("status").stdout.hasPrefix("Up to date. Last synced"))
+
+        // The server goes away: the write still works, and status says so plainly.
+        server.stop()
+        try a.ok("note", id, "Written in a tunnel")
+        let offline = try a.run(["sync"], environment: ["CHRONICLE_SYNC_RETRIES": "0"])
+        #expect(offline.status == 5, "\(offline.stderr)")
+        #expect(offline.stderr.contains("[offline]"))
+        let line = try a.ok("status").stdout
+        #expect(line.hasPrefix("Offline — 1 change saved on this device; it will sync when you reconnect. Last synced "), "\(line)")
+
+        // Back online on the same port.
+        let again = try ServerProcess(data: server.data, port: server.port)
+        try a.ok("sync")
+        try b.ok("sync")
+        #expect(try b.ok("show", id).stdout.contains("Written in a tunnel"))
+        let wrong = try Tool()
+        try wrong.ok("init")
+        let refused = try wrong.run(["login", "--server", again.url, "--user", "ada"], stdin: "not the password\n")
+        #expect(refused.status == 6 && refused.stderr.contains("bad_credentials"))
+        try expectConverged(again, [a, b], expectedOps: 3)
+    }
+
+    @Test func serverKilledMidSyncAndRestartedLosesNothing() throws {
+        let a = try Tool(), b = try Tool()
+        let server = try server(a)
+        try a.signIn(server)
+        try b.signIn(server)
+        try a.write(1500, prefix: "kill-server")
+        let library = try #require(try a.credentials["library"] as? String)
+        let sync = try a.startSync(environment: ["CHRONICLE_PUSH_BATCH": "25", "CHRONICLE_SYNC_RETRIES": "40"])
+        server.waitForCommitted(library, atLeast: 100)   // the push is under way
+        server.kill9()
+        usleep(300_000)
+        let restarted = try ServerProcess(data: server.data, port: server.port)
+        let status = waitForExit(sync, seconds: 120)
+        #expect(status == 0, "sync after the server came back: \(String(describing: status))")
+        try a.ok("sync")
+        try b.ok("sync")
+        try expectConverged(restarted, [a, b], expectedOps: 1500)
+    }
+
+    @Test func deviceKilledMidPushAndRestartedLosesNothing() throws {
+        let a = try Tool(), b = try Tool()
+        let server = try server(a)
+        try a.signIn(server)
+        try b.signIn(server)
+        try a.write(1500, prefix: "kill-device")
+        let library = try #require(try a.credentials["library"] as? String)
+        for reached in [100, 700] {
+            let sync = try a.startSync(environment: ["CHRONICLE_PUSH_BATCH": "25"])
+            server.waitForCommitted(library, atLeast: reached)   // killed mid-push
+            kill(sync.processIdentifier, SIGKILL)
+            sync.waitUntilExit()
+        }
+        try a.ok("verify")
+        try a.ok("sync")
+        try b.ok("sync")
+        try expectConverged(server, [a, b], expectedOps: 1500)
+    }
+
+    @Test func aServerAnswering503AtRandomStillConverges() throws {
+        let a = try Tool(), b = try Tool()
+        let server = try server(a, environment: ["CHRONICLE_FAULT_503_RATE": "0.3"])
+        try a.signIn(server)
+        try b.signIn(server)
+        try a.write(300, prefix: "flaky-a")
+        try b.write(300, prefix: "flaky-b")
+        let environment = ["CHRONICLE_PUSH_BATCH": "20", "CHRONICLE_SYNC_RETRIES": "200"]
+        for tool in [a, b, a, b] {
+            let result = try tool.run(["sync"], environment: environment)
+            #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
+        }
+        try expectConverged(server, [a, b], expectedOps: 600)
+    }
+}

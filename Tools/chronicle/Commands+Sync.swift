@@ -1,0 +1,252 @@
+import ChronicleCore
+import ChronicleServer
+import ChronicleStore
+import ChronicleSync
+import Dispatch
+import Foundation
+
+extension Command {
+    static let syncCommands: [Command] = [serve, server, login, sync, notices]
+
+    static let serve = Command(
+        name: "serve", summary: "Run the sync server (HTTP/1.1 on libmicrohttpd, embedded SQLite store).",
+        usage: "chronicle serve --data DIR [--port N] [--host 127.0.0.1] [--threads N]",
+        details: """
+            DIR holds server.sqlite (users, devices) and libraries/<id>.sqlite (one per library); it is created if missing.
+            --port 0 (the default is 8080) picks a free port. The first line on stdout says where it listens;
+            logs go to stderr, one JSON object a line. SIGINT or SIGTERM stops it cleanly.
+            Add users with `chronicle server add-user`. Endpoints: /healthz, /metrics, /v1/… (Schemas/api/openapi.yaml).
+            For fault testing only: CHRONICLE_FAULT_503_RATE=0.3 answers that fraction of /v1 requests 503.
+            """) { args, ctx in
+        let usage = "chronicle serve --data DIR [--port N] [--host 127.0.0.1] [--threads N]"
+        guard let data = args.option("data") else { throw ChronicleError(.usage, "--data DIR is required. Usage: \(usage)") }
+        var configuration = HTTPServer.Configuration()
+        configuration.port = try parsePort(args.option("port") ?? "8080")
+        configuration.host = args.option("host") ?? "127.0.0.1"
+        if let threads = args.option("threads") {
+            guard let n = Int(threads), (1...256).contains(n) else { throw ChronicleError(.usage, "--threads takes 1 to 256 (got '\(threads)').") }
+            configuration.threadPoolSize = n
+        }
+        try args.finish(usage: usage)
+        // Fault tests run a real server that fails a fraction of sync requests with 503.
+        let faultRate = ProcessInfo.processInfo.environment["CHRONICLE_FAULT_503_RATE"].flatMap(Double.init) ?? 0
+        let server = try SyncServer(dataDirectory: data, configuration: configuration, log: ServerLog(to: .standardError),
+                                    fault503Rate: faultRate)
+        FileHandle.standardOutput.write(Data("Chronicle server listening on \(server.url.absoluteString) (data in \(data))\n".utf8))
+        waitForTermination()
+        server.stop()
+        return ExitCode.success
+    }
+
+    static let server = Command(
+        name: "server", summary: "Administer a server's data directory (add-user, users).",
+        usage: "chronicle server add-user --data DIR NAME [--schema readitlater] | chronicle server users --data DIR",
+        details: """
+            add-user reads the password from the first line of stdin (at least 8 characters) and creates the user's library.
+            users lists users and their library ids. Both work while the server runs.
+            """) { args, ctx in
+        let usage = "chronicle server add-user --data DIR NAME [--schema readitlater] | chronicle server users --data DIR"
+        let action = try args.requirePositional("an action (add-user or users)", usage: usage)
+        guard let data = args.option("data") else { throw ChronicleError(.usage, "--data DIR is required. Usage: \(usage)") }
+        switch action {
+        case "add-user":
+            let name = try args.requirePositional("the user name", usage: usage)
+            let schemaName = args.option("schema") ?? Schema.readItLater.name
+            try args.finish(usage: usage)
+            guard let schema = Schema.named(schemaName) else {
+                throw ChronicleError(.usage, "Unknown schema '\(schemaName)'; this build has \(Schema.builtIn.map(\.name).joined(separator: ", ")).")
+            }
+            let password = try readPassword()
+            let user = try Accounts(dataDirectory: data).addUser(name, password: password, schema: schema)
+            if ctx.output.json {
+                ctx.output.emit(["user": user.name, "library_id": user.libraryID.lowercased, "schema": user.schemaName])
+            } else {
+                ctx.output.line("Added user \(user.name) with library \(user.libraryID.lowercased) (\(user.schemaName)).")
+            }
+        case "users":
+            try args.finish(usage: usage)
+            let users = try Accounts(dataDirectory: data).libraries()
+            if ctx.output.json {
+                ctx.output.emit(users.map { ["user": $0.name, "library_id": $0.libraryID.lowercased, "schema": $0.schemaName] })
+            } else {
+                ctx.output.table(["USER", "LIBRARY", "SCHEMA"], users.map { [$0.name, $0.libraryID.lowercased, $0.schemaName] })
+            }
+        default:
+            throw ChronicleError(.usage, "Unknown server action '\(action)'. Usage: \(usage)")
+        }
+        return ExitCode.success
+    }
+
+    static let login = Command(
+        name: "login", summary: "Register this device with a server and keep its token (password from stdin).",
+        usage: "chronicle login --server URL --user NAME",
+        details: """
+            Reads the password from the first line of stdin. The store joins the user's library (a store that already
+            holds another library's confirmed ops is refused). The token is saved in <store>.credentials with file
+            mode 0600 and never printed. Changes written before signing in are kept and sync with the rest.
+            """) { args, ctx in
+        let usage = "chronicle login --server URL --user NAME"
+        guard let serverText = args.option("server"), let url = URL(string: serverText), url.scheme == "http" || url.scheme == "https",
+              url.host != nil else {
+            throw ChronicleError(.usage, "--server takes a URL like http://127.0.0.1:8080. Usage: \(usage)")
+        }
+        guard let user = args.option("user") else { throw ChronicleError(.usage, "--user NAME is required. Usage: \(usage)") }
+        try args.finish(usage: usage)
+        let path = try ctx.requirePath()
+        let device = try ctx.store().deviceID
+        let password = try readPassword()
+        let result: ProtocolJSON.RegistrationResult
+        do {
+            result = try Blocking.run { try await HTTPTransport.register(baseURL: url, user: user, password: password, deviceID: device) }
+        } catch let error as SyncError {
+            throw refusal(error)
+        }
+        guard let library = UUID(text: result.libraryID) else {
+            throw ChronicleError(.serverRefused, "The server answered with a malformed library id.")
+        }
+        try DeviceStore.bindLibrary(at: path, to: library)
+        try Credentials(server: url.absoluteString, user: user, library: library.lowercased, token: result.token).save(forStore: path)
+        if ctx.output.json {
+            ctx.output.emit(["user": user, "server": url.absoluteString, "library_id": library.lowercased, "device_id": device.lowercased])
+        } else {
+            ctx.output.line("Signed in as \(user) on \(url.absoluteString). This device (\(device.lowercased)) syncs library \(library.lowercased).")
+            ctx.output.line("Run `chronicle sync` to sync now.")
+        }
+        return ExitCode.success
+    }
+
+    static let sync = Command(
+        name: "sync", summary: "Push queued changes and pull everyone else's (--once, the default, or --watch).",
+        usage: "chronicle sync [--once | --watch]",
+        details: """
+            --once pushes the outbox in order, pulls until caught up, and exits: 0 synced, 5 offline (the server could
+            not be reached after a few retries; nothing is lost), 6 the server refused the request (e.g. signed out).
+            --watch keeps syncing: it long-polls so other devices' changes arrive within milliseconds, backs off when the
+            server is unreachable, and prints one line per round. Stop it with Ctrl-C.
+            Ops the server refuses for good are dropped from the queue and listed by `chronicle notices`.
+            Environment: CHRONICLE_SYNC_RETRIES (transient failures retried per round, default 6),
+            CHRONICLE_PUSH_BATCH (ops per push request, default 500).
+            """) { args, ctx in
+        let usage = "chronicle sync [--once | --watch]"
+        let watch = args.flag("watch")
+        let once = args.flag("once")
+        try args.finish(usage: usage)
+        if watch && once { throw ChronicleError(.usage, "Choose --once or --watch, not both.") }
+        let path = try ctx.requirePath()
+        let store = try ctx.store()
+        let credentials = try Credentials.load(forStore: path)
+        guard let url = URL(string: credentials.server) else { throw ChronicleError(.notSignedIn, "The saved server URL is malformed; sign in again.") }
+        let transport = HTTPTransport(baseURL: url, library: store.libraryID, token: credentials.token)
+        var configuration = SyncEngine.Configuration()
+        let environment = ProcessInfo.processInfo.environment
+        if let retries = environment["CHRONICLE_SYNC_RETRIES"].flatMap(Int.init) { configuration.retriesPerRoundMax = retries }
+        if let batch = environment["CHRONICLE_PUSH_BATCH"].flatMap(Int.init), batch > 0 { configuration.pushBatchOpsMax = batch }
+        let engine = SyncEngine(store: store, transport: transport, configuration: configuration)
+        let output = ctx.output
+        if watch {
+            let task = Task.detached {
+                await engine.run { report in output.line(describe(report)) }
+            }
+            waitForTermination()
+            task.cancel()
+            _ = try? Blocking.run { await task.value }
+            return ExitCode.success
+        }
+        let report = try Blocking.run { await engine.syncOnce() }
+        if output.json {
+            var object: [String: Any] = ["pushed": report.pushed, "rejected": report.rejected, "pulled": report.pulled, "retries": report.retries]
+            switch report.outcome {
+            case .synced: object["outcome"] = "synced"
+            case .offline(let reason): object["outcome"] = "offline"; object["reason"] = reason
+            case .blocked(let reason): object["outcome"] = "refused"; object["reason"] = reason
+            }
+            output.emit(object)
+        } else {
+            output.line(describe(report))
+        }
+        switch report.outcome {
+        case .synced: return ExitCode.success
+        case .offline(let reason):
+            if !output.json { output.error(reason + " [offline]") }
+            return ExitCode.offline
+        case .blocked(let reason):
+            if !output.json { output.error(reason + " [server_refused]") }
+            return ExitCode.serverRefused
+        }
+    }
+
+    static let notices = Command(
+        name: "notices", summary: "Changes the server refused, and why (marks them read).",
+        usage: "chronicle notices [--all]",
+        details: "Without --all only notices not shown before are listed.") { args, ctx in
+        let all = args.flag("all")
+        try args.finish(usage: "chronicle notices [--all]")
+        let store = try ctx.store()
+        let list = try store.notices(unseenOnly: !all)
+        try store.markNoticesSeen()
+        if ctx.output.json {
+            ctx.output.emit(list.map { notice -> [String: Any] in
+                var object: [String: Any] = ["op": Output.opJSON(notice.op), "code": notice.code, "message": notice.message,
+                                             "rejected_at": notice.rejectedAt, "seen": notice.seen]
+                if let verdict = notice.verdict, let parsed = try? JSONSerialization.jsonObject(with: Data(verdict.utf8)) { object["verdict"] = parsed }
+                return object
+            })
+            return ExitCode.success
+        }
+        if list.isEmpty {
+            ctx.output.line(all ? "The server has not refused any change from this device." : "No new notices.")
+            return ExitCode.success
+        }
+        for notice in list {
+            ctx.output.line("\(Output.time(notice.rejectedAt))  \(notice.op.typeAndVersion) on \(Output.short(notice.op.entityID.lowercased)) was not accepted: \(notice.message) [\(notice.code)]")
+            ctx.output.line("    The server's version of that row is shown now; the change was not applied. Make it again if it still matters.")
+        }
+        return ExitCode.success
+    }
+
+    // MARK: - Helpers
+
+    static func describe(_ report: SyncReport) -> String {
+        let counts = "pushed \(report.pushed), pulled \(report.pulled)" + (report.rejected > 0 ? ", \(report.rejected) refused (see `chronicle notices`)" : "")
+        switch report.outcome {
+        case .synced: return "Synced: \(counts)."
+        case .offline(let reason): return "Offline: \(reason) Changes stay saved on this device (\(counts))."
+        case .blocked(let reason): return "Not synced: \(reason)"
+        }
+    }
+
+    static func refusal(_ error: SyncError) -> ChronicleError {
+        switch error {
+        case .transient(let reason, _): ChronicleError(.offline, reason)
+        case .terminal(let refusal): ChronicleError(.serverRefused, "\(refusal.message) [\(refusal.code)]")
+        }
+    }
+
+    static func parsePort(_ text: String) throws -> UInt16 {
+        guard let port = UInt16(text) else { throw ChronicleError(.usage, "--port takes 0 to 65535 (got '\(text)').") }
+        return port
+    }
+
+    /// The first line of stdin, without its newline.
+    static func readPassword() throws -> String {
+        guard let line = readLine(strippingNewline: true), !line.isEmpty else {
+            throw ChronicleError(.usage, "Give the password on the first line of stdin, e.g. `printf '%s\\n' \"$PASSWORD\" | chronicle …`.")
+        }
+        return line
+    }
+
+    /// Blocks until SIGINT or SIGTERM.
+    static func waitForTermination() {
+        let stop = DispatchSemaphore(value: 0)
+        var sources: [DispatchSourceSignal] = []
+        for number in [SIGINT, SIGTERM] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { stop.signal() }
+            source.resume()
+            sources.append(source)
+        }
+        stop.wait()
+        sources.forEach { $0.cancel() }
+    }
+}
