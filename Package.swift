@@ -44,7 +44,7 @@ let package = Package(
 
         .executableTarget(name: "chronicle", dependencies: ["ChronicleStore", "ChronicleSync", "ChronicleServer"],
                           path: "Tools/chronicle", swiftSettings: strict),
-        .executableTarget(name: "chronicle-bench", dependencies: ["ChronicleStore", "CSQLite"],
+        .executableTarget(name: "chronicle-bench", dependencies: ["ChronicleStore", "ChronicleSync", "ChronicleServer", "CSQLite"],
                           path: "Tools/chronicle-bench", swiftSettings: strict),
 
         .testTarget(name: "ChronicleCoreTests", dependencies: ["ChronicleCore"], swiftSettings: strict),

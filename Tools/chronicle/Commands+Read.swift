@@ -258,6 +258,7 @@ extension Context {
     func deviceName(_ device: UUID) -> String {
         if device == Op.serverDeviceID { return "server" }
         if let store = try? store(), store.deviceID == device { return "this device" }
-        return Output.short(device.lowercased)
+        // The start of a UUIDv7 is its timestamp; the random end tells devices apart.
+        return "device …" + String(device.lowercased.suffix(8))
     }
 }
