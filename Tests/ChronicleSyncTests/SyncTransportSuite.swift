@@ -189,6 +189,50 @@ import Testing
     }
 }
 
+extension SyncTransportSuite {
+    /// `run()`: B long-polls and sees A's write without being asked; A's loop, woken by a
+    /// trigger, pushes right away; an engine backing off after failures wakes on `.networkChanged`.
+    @Test(arguments: TransportKind.allCases)
+    func theRunLoopLongPollsAndWakesOnTriggers(kind: TransportKind) async throws {
+        let h = try SyncHarness(kind)
+        var patient = SyncEngine.Configuration()
+        patient.longPollMilliseconds = 30_000
+        patient.scheduleSeconds = 600
+        patient.backoffBaseMilliseconds = 60_000   // only a trigger can end a backoff wait within the test
+        patient.backoffMaxMilliseconds = 60_000
+        patient.retriesPerRoundMax = 0
+        let a = try h.device("A", configuration: patient)
+        let b = try h.device("B", configuration: patient)
+        let rounds = Locked(0)
+        let loopA = Task { await a.engine.run() }
+        let loopB = Task { await b.engine.run { _ in rounds.withLock { $0 += 1 } } }
+        defer { loopA.cancel(); loopB.cancel() }
+
+        func eventually(_ what: String, _ condition: () throws -> Bool) async throws {
+            let deadline = Date().addingTimeInterval(30)
+            while try !condition() {
+                if Date() > deadline { Issue.record("timed out waiting for \(what)"); return }
+                try await Task.sleep(nanoseconds: 5_000_000)
+            }
+        }
+        try await eventually("both loops to finish a first round") { rounds.withLock { $0 } >= 1 }
+        let id = try a.save("Written while both loops run")
+        a.engine.trigger(.localChange)
+        try await eventually("B to see A's article") { try b.title(id) != nil }
+
+        // Offline (staged in memory; the engine's logic is the same over HTTP): A's round fails and it
+        // backs off for a minute; the network comes back and the app says so.
+        guard let memory = a.memory else { return }
+        memory.setOffline(true)
+        let second = try a.save("Written offline")
+        a.engine.trigger(.localChange)
+        try await eventually("A to notice it is offline") { try a.store.syncState().isOffline }
+        memory.setOffline(false)
+        a.engine.trigger(.networkChanged)
+        try await eventually("B to see the article written offline") { try b.title(second) != nil }
+    }
+}
+
 /// Faults only the in-memory transport can stage exactly.
 @Suite struct InMemoryFaultTests {
     @Test func aResponseLostAfterTheServerCommittedChangesNothing() async throws {

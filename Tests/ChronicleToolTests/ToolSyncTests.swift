@@ -130,4 +130,38 @@ import Testing
         }
         try expectConverged(server, [a, b], expectedOps: 600)
     }
+
+    @Test func watchKeepsADeviceCurrentAndTheServerLogsOneJSONObjectALine() throws {
+        let a = try Tool(), b = try Tool()
+        let server = try server(a)
+        try a.signIn(server)
+        try b.signIn(server)
+        let watch = Process()
+        watch.executableURL = Tool.binary
+        watch.arguments = ["sync", "--watch"]
+        watch.environment = ProcessInfo.processInfo.environment.merging(["CHRONICLE_STORE": b.store]) { $1 }
+        watch.standardOutput = FileHandle.nullDevice
+        watch.standardError = FileHandle.nullDevice
+        try watch.run()
+        let id = try a.id("save", "https://example.com/watched", "--title", "Seen without asking")
+        try a.ok("sync")
+        let deadline = Date().addingTimeInterval(30)
+        var seen = false
+        while !seen && Date() < deadline {
+            seen = (try? b.run("show", id).status) == 0
+            if !seen { usleep(50_000) }
+        }
+        #expect(seen, "sync --watch pulled A's article")
+        watch.terminate()
+        #expect(waitForExit(watch, seconds: 30) == 0, "SIGTERM stops --watch cleanly")
+
+        server.stop()
+        let lines = try String(contentsOfFile: server.logPath, encoding: .utf8).split(separator: "\n")
+        #expect(lines.count >= 4)
+        for line in lines {
+            let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+            #expect(object?["event"] is String && object?["ts"] != nil, "not a JSON log line: \(line)")
+        }
+        #expect(lines.contains { $0.contains(#""event":"push""#) })
+    }
 }

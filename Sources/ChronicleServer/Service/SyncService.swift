@@ -137,8 +137,10 @@ public final class SyncService: SyncEndpoint {
     /// Reads a page of the log after `cursor`; with a wait and nothing new, parks
     /// until a push lands or the wait runs out, then answers (possibly empty).
     /// `completion` runs exactly once, on some thread.
+    /// - Returns: for a parked request, a ticket that answers it early (with what is there now).
+    @discardableResult
     public func pull(library id: UUID, after cursor: Int64, limit: Int?, waitMilliseconds: Int, token: String,
-                     completion: @escaping @Sendable (Result<PullPage, ProtocolError>) -> Void) {
+                     completion: @escaping @Sendable (Result<PullPage, ProtocolError>) -> Void) -> PullTicket? {
         let start = DispatchTime.now().uptimeNanoseconds
         let library: ServerLibrary
         let limit = limit ?? limits.pullOpsDefault
@@ -157,10 +159,10 @@ public final class SyncService: SyncEndpoint {
             }
         } catch let error as ProtocolError {
             completion(.failure(error))
-            return
+            return nil
         } catch {
             completion(.failure(ProtocolError(500, "server_error", "\(error)")))
-            return
+            return nil
         }
 
         let answer: @Sendable () -> Void = { [self] in
@@ -169,7 +171,7 @@ public final class SyncService: SyncEndpoint {
             if case .success(let page) = result { metrics.pulled(ops: page.segment.ops.count, seconds: seconds) }
             completion(result)
         }
-        guard waitMilliseconds > 0 else { return answer() }
+        guard waitMilliseconds > 0 else { answer(); return nil }
 
         // Register under the lock, then re-check the head: a push that committed in
         // between has already updated the head, so no wake-up is lost.
@@ -180,15 +182,17 @@ public final class SyncService: SyncEndpoint {
             registry.byLibrary[library.libraryID, default: [:]][id] = Waiter(after: cursor, fire: answer)
             return id
         }
-        guard let waiterID = parked else { return answer() }
+        guard let waiterID = parked else { answer(); return nil }
         metrics.waiting(1)
-        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(waitMilliseconds)) { [self] in
+        let release: @Sendable () -> Void = { [self] in
             let expired = waiters.withLock { $0.byLibrary[library.libraryID]?.removeValue(forKey: waiterID) }
             if let expired {
                 metrics.waiting(-1)
                 expired.fire()
             }
         }
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(waitMilliseconds), execute: release)
+        return PullTicket(release)
     }
 
     private func wake(_ library: UUID) {
@@ -227,11 +231,25 @@ public final class SyncService: SyncEndpoint {
         try pushNow(segment, token: token)
     }
 
+    /// Cancelling the calling task answers a parked pull at once.
     public func pull(library: UUID, after cursor: Int64, limit: Int, waitMilliseconds: Int, token: String) async throws(ProtocolError) -> PullPage {
-        let result: Result<PullPage, ProtocolError> = await withCheckedContinuation { continuation in
-            pull(library: library, after: cursor, limit: limit, waitMilliseconds: waitMilliseconds, token: token) { result in
-                continuation.resume(returning: result)
+        let holder = Locked<(ticket: PullTicket?, cancelled: Bool)>((nil, false))
+        let result: Result<PullPage, ProtocolError> = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let ticket = pull(library: library, after: cursor, limit: limit, waitMilliseconds: waitMilliseconds, token: token) { result in
+                    continuation.resume(returning: result)
+                }
+                let cancelNow = holder.withLock { state -> Bool in
+                    state.ticket = ticket
+                    return state.cancelled
+                }
+                if cancelNow { ticket?.answerNow() }
             }
+        } onCancel: {
+            holder.withLock { state -> PullTicket? in
+                state.cancelled = true
+                return state.ticket
+            }?.answerNow()
         }
         return try result.get()
     }
@@ -239,4 +257,11 @@ public final class SyncService: SyncEndpoint {
     public func verdict(library: UUID, entity: UUID, token: String) async throws(ProtocolError) -> Verdict {
         try verdictNow(library: library, entity: entity, token: token)
     }
+}
+
+/// A parked pull: `answerNow()` ends its wait early (it is answered with whatever is there).
+public struct PullTicket: Sendable {
+    private let release: @Sendable () -> Void
+    init(_ release: @escaping @Sendable () -> Void) { self.release = release }
+    public func answerNow() { release() }
 }
