@@ -161,13 +161,11 @@ public actor SyncEngine {
             case .synced:
                 failures = 0
                 // Wait for other devices' ops, or for a trigger (a local change to push).
-                let result = await raceSignal(Int(configuration.scheduleSeconds * 1000)) { [self] in
+                await raceSignal(Int(configuration.scheduleSeconds * 1000)) { [self] in
                     try await self.pullAll(waitMilliseconds: self.configuration.longPollMilliseconds).head
                 }
-                if case .failed = result {
-                    failures += 1
-                    await signal.wait(milliseconds: backoffMilliseconds(attempt: failures, retryAfterSeconds: nil))
-                }
+                // Whatever ended the wait (ops arrived, a trigger, the schedule, or a failed long-poll),
+                // the next round decides: it pushes, pulls, and backs off itself if the server is away.
             case .offline:
                 failures += 1
                 await signal.wait(milliseconds: backoffMilliseconds(attempt: failures, retryAfterSeconds: nil))
@@ -180,6 +178,7 @@ public actor SyncEngine {
     enum RaceResult { case finished, signalled, failed }
 
     /// Runs `body` until it finishes, a trigger fires, or `timeoutMilliseconds` passes.
+    @discardableResult
     private func raceSignal(_ timeoutMilliseconds: Int, _ body: @escaping @Sendable () async throws -> Int64) async -> RaceResult {
         await withTaskGroup(of: RaceResult.self) { group in
             group.addTask {
