@@ -164,4 +164,11 @@ import Testing
         }
         #expect(lines.contains { $0.contains(#""event":"push""#) })
     }
+
+    @Test func demoRunsTheAirplaneTestAndEndsConverged() throws {
+        let result = try Tool.exec(Tool.binary, ["demo"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("Offline — "))
+        #expect(result.stdout.contains("All equal: no conflict dialogs, nothing lost, nothing applied twice."))
+    }
 }
