@@ -13,14 +13,26 @@ import Testing
     @Test func incrementalDigestEqualsRebuildForRandomHistories() throws {
         var checks = 0
         for seed in 1...UInt64(Self.seedCount) {
-            checks += try runScenario(seed: seed, steps: 40)
+            checks += try runScenario(seed: seed, steps: 40).comparisons
         }
         #expect(checks > Self.seedCount, "every seed compared digests at least once")
     }
 
+    /// The field-service schema: merge-or-ask notes and their conflict records, counters, sets.
+    @Test func fieldServiceHistoriesConvergeToo() throws {
+        var checks = 0, conflicts = 0
+        for seed in 1...UInt64(max(50, Self.seedCount / 5)) {
+            let result = try runScenario(seed: seed, steps: 40, schema: .fieldService)
+            checks += result.comparisons
+            conflicts += result.conflicts
+        }
+        #expect(checks > 50)
+        #expect(conflicts > 0, "the histories include concurrent edits of merge-or-ask fields")
+    }
+
     /// Returns how many digest comparisons it made. A failure names the seed.
-    func runScenario(seed: UInt64, steps: Int) throws -> Int {
-        let f = try Fixture(seed: seed)
+    func runScenario(seed: UInt64, steps: Int, schema: Schema = .readItLater) throws -> (comparisons: Int, conflicts: Int) {
+        let f = try Fixture(schema: schema, seed: seed)
         let rng = SeededIDGenerator(seed: seed &* 7919)
         func roll(_ n: Int) -> Int { Int(rng.next() % UInt64(n)) }
         let remoteDevices = [rng.makeUUID(), rng.makeUUID(), Op.serverDeviceID]
@@ -59,7 +71,7 @@ import Testing
             if let key = spec.valueKey {
                 if spec.action == .increment { p[key] = .integer(Int64(roll(10)) - 5) }
                 else if entity.field(spec.field!)!.type == .id {
-                    guard let ids = known["article"], !ids.isEmpty else { return [:] }
+                    guard let ids = known[entity.field(spec.field!)!.references ?? "article"], !ids.isEmpty else { return [:] }
                     p[key] = .text(ids[roll(ids.count)].lowercased)
                 } else { p[key] = .text(words[roll(4)]) }
             }
@@ -89,8 +101,10 @@ import Testing
                 let device = spec.type == "article.parsed" || spec.type == "library.plan" ? Op.serverDeviceID : remoteDevices[roll(2)]
                 let entity = target ?? rng.makeUUID()
                 if spec.action == .create { known[spec.entity, default: []].append(entity) }
-                serverLog.append(server.op(spec.type, entity: entity, from: device, payload: p,
-                                           deviceTime: server.time + Int64(roll(600_000)) - 300_000))
+                var op = server.op(spec.type, entity: entity, from: device, payload: p,
+                                   deviceTime: server.time + Int64(roll(600_000)) - 300_000)
+                op.baseSeq = Int64(roll(Int(server.seq)))   // written offline a while ago: concurrent with what came since
+                serverLog.append(op)
             case 7:  // the server receives a prefix of this device's outbox
                 let pending = try f.store.pendingOps().filter { $0.deviceSeq > Int64(pushed) }
                 for op in pending.prefix(1 + roll(4)) {
@@ -112,12 +126,12 @@ import Testing
                 let incremental = try f.store.digest()
                 let replay = try f.store.replayDigest()
                 #expect(incremental == replay, "seed \(seed): incremental digest differs from a replay after pulling to seq \(end)")
-                if incremental != replay { return comparisons }
+                if incremental != replay { return (comparisons, 0) }
                 if roll(4) == 0 {
                     // Search indexes match their content tables (FTS5 integrity-check), mid-history too.
                     let failed = try f.store.verify().checks.filter { !$0.passed }
                     #expect(failed.isEmpty, "seed \(seed): \(failed.map { "\($0.name): \($0.detail)" })")
-                    if !failed.isEmpty { return comparisons }
+                    if !failed.isEmpty { return (comparisons, 0) }
                 }
                 comparisons += 1
             }
@@ -132,7 +146,7 @@ import Testing
         let rebuilt = try f.store.rebuild()
         #expect(before == rebuilt.digest, "seed \(seed): rebuild changed the digest")
         comparisons += 1
-        return comparisons
+        return (comparisons, try f.store.conflicts(includeResolved: true).count)
     }
 }
 

@@ -6,7 +6,73 @@ import Dispatch
 import Foundation
 
 extension Command {
-    static let syncCommands: [Command] = [serve, server, login, sync, notices]
+    static let syncCommands: [Command] = [serve, server, login, sync, notices, conflicts, resolve]
+
+    static let conflicts = Command(
+        name: "conflicts", summary: "Concurrent edits to merge-or-ask fields: what won, and what it replaced.",
+        usage: "chronicle conflicts [--all]",
+        details: """
+            A merge-or-ask field (e.g. a field-service job's notes) takes the edit the server ordered last, like any
+            field, but when that edit did not see the one before it (both devices edited offline), the value it replaced
+            is kept here. Sync never waits for this. Settle one with `chronicle resolve`; --all includes settled ones.
+            """) { args, ctx in
+        let all = args.flag("all")
+        try args.finish(usage: "chronicle conflicts [--all]")
+        let list = try ctx.store().conflicts(includeResolved: all)
+        if ctx.output.json {
+            ctx.output.emit(list.map { c -> [String: Any] in
+                ["id": c.opID.lowercased, "field": c.field, "entity": c.entity, "entity_id": c.entityID.lowercased,
+                 "kept": Output.jsonValue(c.kept), "replaced": Output.jsonValue(c.replaced), "winning_seq": c.winningSeq,
+                 "replaced_seq": c.replacedSeq as Any? ?? NSNull(), "resolved_seq": c.resolvedSeq as Any? ?? NSNull()]
+            })
+            return ExitCode.success
+        }
+        if list.isEmpty {
+            ctx.output.line(all ? "No concurrent edits have been recorded." : "No open conflicts.")
+            return ExitCode.success
+        }
+        for c in list {
+            let state = c.resolvedSeq.map { "settled at seq \($0)" } ?? "open"
+            ctx.output.line("\(Output.short(c.opID.lowercased))  \(c.entity) \(Output.short(c.entityID.lowercased)) \(c.field) (\(state))")
+            ctx.output.line("    kept      \(c.kept.display)  (seq \(c.winningSeq))")
+            ctx.output.line("    replaced  \(c.replaced.display)  (seq \(c.replacedSeq.map(String.init) ?? "?"))")
+        }
+        ctx.output.line("Settle one with `chronicle resolve ID --keep kept|replaced` or `--value TEXT`.")
+        return ExitCode.success
+    }
+
+    static let resolve = Command(
+        name: "resolve", summary: "Settle a merge-or-ask conflict by choosing a value.",
+        usage: "chronicle resolve ID (--keep kept|replaced | --value TEXT) [--field NAME]",
+        details: """
+            ID is the conflict's id from `chronicle conflicts` (or a unique prefix of it). The choice is written as an
+            ordinary edit, so it syncs like any other and settles the conflict on every device once the server orders it.
+            """) { args, ctx in
+        let usage = "chronicle resolve ID (--keep kept|replaced | --value TEXT) [--field NAME]"
+        let id = try args.requirePositional("the conflict id", usage: usage).lowercased()
+        let keep = args.option("keep")
+        let value = args.option("value")
+        let field = args.option("field")
+        try args.finish(usage: usage)
+        let store = try ctx.store()
+        let matches = try store.conflicts().filter { $0.opID.lowercased.hasPrefix(id) && (field == nil || $0.field == field) }
+        guard let conflict = matches.first else { throw ChronicleError(.unknownEntity, "No open conflict has an id starting with '\(id)'.") }
+        guard matches.count == 1 else { throw ChronicleError(.usage, "'\(id)' matches \(matches.count) open conflicts; give more characters or --field.") }
+        let chosen: Value
+        switch (keep, value) {
+        case ("kept"?, nil): chosen = conflict.kept
+        case ("replaced"?, nil): chosen = conflict.replaced
+        case (nil, let text?): chosen = .text(text)
+        default: throw ChronicleError(.usage, "Choose with --keep kept, --keep replaced or --value TEXT. Usage: \(usage)")
+        }
+        let op = try store.resolve(conflict, with: chosen)
+        if ctx.output.json {
+            ctx.output.emit(["id": conflict.opID.lowercased, "field": conflict.field, "value": Output.jsonValue(chosen), "op": Output.opJSON(op)])
+        } else {
+            ctx.output.line("\(conflict.entity).\(conflict.field) set to \(chosen.display); the conflict is settled once this syncs.")
+        }
+        return ExitCode.success
+    }
 
     static let serve = Command(
         name: "serve", summary: "Run the sync server (HTTP/1.1 on libmicrohttpd, embedded SQLite store).",

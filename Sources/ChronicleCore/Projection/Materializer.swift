@@ -51,6 +51,9 @@ public struct Materializer: Sendable {
                 case .entityID: .text(op.entityID.lowercased)
                 case .deviceID: .text(op.deviceID.lowercased)
                 case .deviceTime: .integer(op.deviceTime)
+                case .serverSeq: op.serverSeq.map(Value.integer) ?? .null
+                case .baseSeq: .integer(op.baseSeq)
+                case .opID: .text(op.opID.lowercased)
                 case .payload(let name): op.payload[name] ?? .null
                 case .constant(let value): value
                 }
@@ -61,7 +64,7 @@ public struct Materializer: Sendable {
     // MARK: - Compiling
 
     enum Argument: Sendable {
-        case entityID, deviceID, deviceTime
+        case entityID, deviceID, deviceTime, serverSeq, baseSeq, opID
         case payload(String)
         case constant(Value)
     }
@@ -150,6 +153,9 @@ public struct Materializer: Sendable {
             if field.rule == .forwardOnly {
                 columns += [Self.q(field.deviceColumn), Self.q(field.timeColumn)]
                 arguments += [.deviceID, .deviceTime]
+            } else if field.rule == .mergeOrAsk {
+                columns += [Self.q(field.deviceColumn), Self.q(field.seqColumn)]
+                arguments += [.deviceID, .serverSeq]
             }
         }
         let placeholders = (1...columns.count).map { "?\($0)" }.joined(separator: ", ")
@@ -171,6 +177,8 @@ public struct Materializer: Sendable {
                     UPDATE \(table) SET \(c) = ?2, \(d) = ?3, \(t) = ?4 WHERE id = ?1 AND (\(c) IS NULL OR ?2 >= \(c) \
                     OR (\(d) = ?3 AND ?4 >= \(t) AND ?4 - \(t) < \(MergeRule.forwardOnlyWindowMilliseconds)))
                     """, arguments: [.entityID, .payload(field.name), .deviceID, .deviceTime]))
+            } else if field.rule == .mergeOrAsk {
+                templates += mergeOrAskTemplates(entity, field)
             } else {
                 arguments.append(.payload(field.name))
                 assignments.append("\(Self.q(field.name)) = ?\(arguments.count)")
@@ -180,5 +188,31 @@ public struct Materializer: Sendable {
             templates.insert(Template(sql: "UPDATE \(table) SET \(assignments.joined(separator: ", ")) WHERE id = ?1", arguments: arguments), at: 0)
         }
         return templates
+    }
+
+    /// `mergeOrAsk`: the set always wins by server order (as `lww`), but a confirmed op
+    /// that did not see the op behind the current value (that op's seq is past the new
+    /// op's `baseSeq`) and came from another device keeps the value it replaces in a
+    /// conflict record. A confirmed sequential set resolves the field's earlier conflicts.
+    /// Pending ops (no serverSeq yet) only set the value; conflicts are decided once the
+    /// server has ordered them, identically on every device and the server.
+    private func mergeOrAskTemplates(_ entity: EntitySpec, _ field: FieldSpec) -> [Template] {
+        let table = Self.q(entity.table), c = Self.q(field.name), d = Self.q(field.deviceColumn), s = Self.q(field.seqColumn)
+        let conflicts = Self.q(ProjectionSchema.conflictsTable)
+        return [
+            Template(sql: """
+                UPDATE \(conflicts) SET resolved_seq = ?2 WHERE entity_id = ?1 AND field = ?4 AND resolved_seq IS NULL \
+                AND ?2 IS NOT NULL AND winning_seq <= ?3
+                """, arguments: [.entityID, .serverSeq, .baseSeq, .constant(.text(field.name))]),
+            Template(sql: """
+                INSERT OR IGNORE INTO \(conflicts)(op_id, field, entity, entity_id, kept, replaced, replaced_seq, replaced_device, \
+                winning_seq, winning_device, resolved_seq) \
+                SELECT ?5, ?6, ?7, ?1, ?2, t.\(c), t.\(s), t.\(d), ?3, ?4, NULL FROM \(table) t \
+                WHERE t.id = ?1 AND ?3 IS NOT NULL AND t.\(s) IS NOT NULL AND t.\(s) > ?8 AND t.\(d) IS NOT ?4 AND t.\(c) IS NOT ?2
+                """, arguments: [.entityID, .payload(field.name), .serverSeq, .deviceID, .opID, .constant(.text(field.name)),
+                                 .constant(.text(entity.name)), .baseSeq]),
+            Template(sql: "UPDATE \(table) SET \(c) = ?2, \(d) = ?3, \(s) = ?4 WHERE id = ?1",
+                     arguments: [.entityID, .payload(field.name), .deviceID, .serverSeq]),
+        ]
     }
 }

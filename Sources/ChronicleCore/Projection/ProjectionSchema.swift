@@ -23,7 +23,7 @@ public struct ProjectionSchema: Sendable {
         var columns = ["id", "created_at"]
         for field in entity.scalarFields {
             columns.append(field.name)
-            if field.rule == .forwardOnly { columns += [field.deviceColumn, field.timeColumn] }
+            columns += field.ruleColumns
         }
         return columns
     }
@@ -32,9 +32,8 @@ public struct ProjectionSchema: Sendable {
         var lines = [primaryKey ? "id TEXT PRIMARY KEY NOT NULL" : "id TEXT NOT NULL", "created_at INTEGER NOT NULL"]
         for field in entity.scalarFields {
             lines.append("\(Self.quoted(field.name)) \(Self.sqlType(field.type))")
-            if field.rule == .forwardOnly {
-                lines.append("\(Self.quoted(field.deviceColumn)) TEXT")
-                lines.append("\(Self.quoted(field.timeColumn)) INTEGER")
+            for column in field.ruleColumns {
+                lines.append("\(Self.quoted(column)) \(column == field.deviceColumn ? "TEXT" : "INTEGER")")
             }
         }
         return "CREATE TABLE \(Self.quoted(name)) (\n  " + lines.joined(separator: ",\n  ") + "\n)"
@@ -46,15 +45,26 @@ public struct ProjectionSchema: Sendable {
         return "EXISTS (SELECT 1 FROM \(Self.quoted(plan.entity)) WHERE \(Self.quoted(plan.field)) = '\(plan.premium)')"
     }
 
-    /// Every projection table (entity tables then set tables), for digests and rebuilds.
+    /// Every projection table (entity tables then set tables, then conflict records), for digests and rebuilds.
     public var tables: [(name: String, columns: [String], orderBy: String)] {
         var result: [(String, [String], String)] = []
         for entity in schema.entities {
             result.append((entity.table, columns(of: entity), "id"))
             for field in entity.setFields { result.append((entity.setTable(field), ["id", "value"], "id, value")) }
         }
+        if hasConflicts { result.append((Self.conflictsTable, Self.conflictColumns, "op_id, field")) }
         return result
     }
+
+    /// Whether any field uses `mergeOrAsk`, and so needs the conflicts table.
+    public var hasConflicts: Bool { schema.entities.contains { $0.fields.contains { $0.rule == .mergeOrAsk } } }
+
+    /// Conflict records of `mergeOrAsk` fields: derived from the log like every projection table.
+    /// A row is made when a confirmed op set a field concurrently (its `baseSeq` older than the seq
+    /// that set the current value, by another device); a later sequential set resolves it.
+    public static let conflictsTable = "chronicle_conflicts"
+    public static let conflictColumns = ["op_id", "field", "entity", "entity_id", "kept", "replaced", "replaced_seq",
+                                         "replaced_device", "winning_seq", "winning_device", "resolved_seq"]
 
     /// DDL for the projection tables and their indexes (no FTS).
     public var tableStatements: [String] {
@@ -71,6 +81,17 @@ public struct ProjectionSchema: Sendable {
                 statements.append("CREATE TABLE \(Self.quoted("chronicle_shadow_\(table)")) (id TEXT NOT NULL, value \(Self.sqlType(field.type)) NOT NULL, PRIMARY KEY (id, value))")
                 statements.append("CREATE INDEX \(Self.quoted("\(table)_by_value")) ON \(Self.quoted(table))(value)")
             }
+        }
+        if hasConflicts {
+            statements.append("""
+                CREATE TABLE \(Self.quoted(Self.conflictsTable)) (
+                  op_id TEXT NOT NULL, field TEXT NOT NULL, entity TEXT NOT NULL, entity_id TEXT NOT NULL,
+                  kept, replaced, replaced_seq INTEGER, replaced_device TEXT,
+                  winning_seq INTEGER NOT NULL, winning_device TEXT NOT NULL, resolved_seq INTEGER,
+                  PRIMARY KEY (op_id, field)
+                )
+                """)
+            statements.append("CREATE INDEX \(Self.quoted(Self.conflictsTable + "_by_entity")) ON \(Self.quoted(Self.conflictsTable))(entity_id, field)")
         }
         return statements
     }
@@ -170,6 +191,7 @@ public struct ProjectionSchema: Sendable {
             objects.append(("TABLE", index.index))
             objects.append(("VIEW", index.index + "_content"))
         }
+        if hasConflicts { objects.append(("TABLE", Self.conflictsTable)) }
         for entity in schema.entities {
             objects.append(("TABLE", entity.table))
             objects.append(("TABLE", "chronicle_shadow_\(entity.table)"))

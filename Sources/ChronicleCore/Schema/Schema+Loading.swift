@@ -40,9 +40,6 @@ extension Schema {
                 guard let rule = (f["rule"] as? String).flatMap(MergeRule.init(rawValue:)) else {
                     throw fail("Field '\(entityName).\(fieldName)' needs a merge 'rule' (\(MergeRule.allCases.map(\.rawValue).joined(separator: ", "))).")
                 }
-                if rule == .mergeOrAsk {
-                    throw fail("Field '\(entityName).\(fieldName)': the mergeOrAsk rule is not available in this version of Chronicle.")
-                }
                 if rule == .counter, type != .integer, type != .real {
                     throw fail("Counter field '\(entityName).\(fieldName)' must be an integer or real.")
                 }
@@ -172,8 +169,8 @@ extension Schema {
 extension Schema {
     /// The read-it-later reference schema, `Schemas/readitlater/v1.json`.
     public static let readItLater: Schema = builtin("readitlater/v1.json")
-    /// The field-service schema, `Schemas/fieldservice/v1.json`.
-    public static let fieldService: Schema = builtin("fieldservice/v1.json")
+    /// The field-service schema, `Schemas/fieldservice/v2.json` (v2: job notes are `mergeOrAsk`).
+    public static let fieldService: Schema = builtin("fieldservice/v2.json")
 
     /// Every schema compiled into this build.
     public static var builtIn: [Schema] { [readItLater, fieldService] }

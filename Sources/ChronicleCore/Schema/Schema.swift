@@ -14,9 +14,20 @@ public struct FieldSpec: Sendable {
     public let references: String?
 
     public var isSet: Bool { rule == .set }
-    /// `forwardOnly` keeps who set the value and when, by the setter's clock.
+    /// `forwardOnly` keeps who set the value and when, by the setter's clock;
+    /// `mergeOrAsk` keeps who set it and at which server seq (NULL while pending).
     public var deviceColumn: String { name + "__device" }
     public var timeColumn: String { name + "__time" }
+    public var seqColumn: String { name + "__seq" }
+
+    /// The bookkeeping columns a field's rule keeps beside its value, in table order.
+    public var ruleColumns: [String] {
+        switch rule {
+        case .forwardOnly: [deviceColumn, timeColumn]
+        case .mergeOrAsk: [deviceColumn, seqColumn]
+        default: []
+        }
+    }
 }
 
 /// A full-text index over some fields of an entity, or over a set field.

@@ -95,9 +95,8 @@ extension DeviceStore {
         }
         let final = try snapshot()
         var state = final.row
-        for field in entity.scalarFields where field.rule == .forwardOnly {
-            state?.removeValue(forKey: field.deviceColumn)
-            state?.removeValue(forKey: field.timeColumn)
+        for field in entity.scalarFields {
+            for column in field.ruleColumns { state?.removeValue(forKey: column) }
         }
         return Audit(entityType: entity.name, id: key, entries: entries, state: state,
                      sets: final.sets.mapValues { $0.sorted { $0.display < $1.display } }, asOf: asOf)
@@ -111,7 +110,7 @@ extension DeviceStore {
         guard let device else { return "unknown device" }
         if device == deviceID.lowercased { return "this device" }
         if device == Op.serverDeviceID.lowercased { return "the server" }
-        return "device \(device.prefix(8))"
+        return "device …\(device.suffix(8))"
     }
 
     /// Says, field by field, what an op did, from the row before and after it.
@@ -148,6 +147,12 @@ extension DeviceStore {
                         effects.append(FieldEffect(field: name, outcome: .ignored,
                             detail: "\(name) \((op.payload[name] ?? .null).display) from \(deviceLabel(op.deviceID.lowercased)) ignored: forward-only, current \(current.display) from \(setter)"))
                     }
+                } else if field.rule == .mergeOrAsk, let seq = op.serverSeq, let setSeq = before.row?[field.seqColumn]?.integerValue,
+                          setSeq > op.baseSeq, before.row?[field.deviceColumn]?.textValue != op.deviceID.lowercased,
+                          before.row?[name] != op.payload[name] {
+                    let replaced = before.row?[name] ?? .null
+                    effects.append(FieldEffect(field: name, outcome: .applied,
+                        detail: "set to \(value.display) — merge-or-ask: concurrent with seq \(setSeq) from \(deviceLabel(before.row?[field.deviceColumn]?.textValue)) (this op was written at seq \(op.baseSeq)); it wins by server order (seq \(seq)) and the replaced \(replaced.display) is kept as a conflict to resolve"))
                 } else {
                     effects.append(FieldEffect(field: name, outcome: .applied, detail: "set to \(value.display)"))
                 }
