@@ -41,6 +41,9 @@ let package = Package(
         .target(name: "ChronicleSync", dependencies: ["ChronicleStore"], swiftSettings: strict),
         .target(name: "ChronicleServer", dependencies: ["ChronicleStore", "CMicroHTTPD", "CCrypto"],
                 swiftSettings: strict),
+        // Test support shipped as a module: the seeded simulator, its clocks and faults.
+        .target(name: "ChronicleTesting", dependencies: ["ChronicleSync", "ChronicleServer", "ChronicleStore"],
+                swiftSettings: strict),
 
         .executableTarget(name: "chronicle", dependencies: ["ChronicleStore", "ChronicleSync", "ChronicleServer"],
                           path: "Tools/chronicle", swiftSettings: strict),
@@ -54,6 +57,7 @@ let package = Package(
                     swiftSettings: strict),
         .testTarget(name: "ChronicleSyncTests", dependencies: ["ChronicleSync", "ChronicleServer"],
                     swiftSettings: strict),
+        .testTarget(name: "ChronicleSimulationTests", dependencies: ["ChronicleTesting"], swiftSettings: strict),
         .testTarget(name: "ChronicleToolTests", dependencies: ["ChronicleStore", "chronicle"], swiftSettings: strict),
     ]
 )

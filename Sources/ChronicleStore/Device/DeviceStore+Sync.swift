@@ -165,3 +165,19 @@ extension DeviceStore {
         }
     }
 }
+
+extension DeviceStore {
+    /// Caps the store file at `pages` pages (`PRAGMA max_page_count`), so writes past it
+    /// fail as on a full disk (`disk_full`, nothing written). For fault tests and the
+    /// simulator; `nil` lifts the cap.
+    public func limitFileSize(pages: Int?) throws {
+        try writer.withLock { db in
+            try db.execute("PRAGMA max_page_count = \(pages ?? 1_073_741_823)")
+        }
+    }
+
+    /// Pages the store file uses now (`PRAGMA page_count`).
+    public func pageCount() throws -> Int {
+        try writer.withLock { db in Int(try db.scalarInt("PRAGMA page_count") ?? 0) }
+    }
+}

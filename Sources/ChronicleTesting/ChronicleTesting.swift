@@ -1,0 +1,2 @@
+// The seeded simulator lives here (issue 4).
+import ChronicleSync
