@@ -76,16 +76,29 @@ extension Command {
 
     static let serve = Command(
         name: "serve", summary: "Run the sync server (HTTP/1.1 on libmicrohttpd, embedded SQLite store).",
-        usage: "chronicle serve --data DIR [--port N] [--host 127.0.0.1] [--threads N]",
+        usage: "chronicle serve --data DIR [--port N] [--host 127.0.0.1] [--threads N] [--free-caps LIST]",
         details: """
             DIR holds server.sqlite (users, devices) and libraries/<id>.sqlite (one per library); it is created if missing.
             --port 0 (the default is 8080) picks a free port. The first line on stdout says where it listens;
             logs go to stderr, one JSON object a line. SIGINT or SIGTERM stops it cleanly.
             Add users with `chronicle server add-user`. Endpoints: /healthz, /metrics, /v1/… (Schemas/api/openapi.yaml).
+            --free-caps sets the limits free libraries live under (premium ones have none), enforced by triggers in each
+            library's database: e.g. --free-caps article=1000,highlight.article_id=50 (at most 1,000 articles, and 50
+            highlights per article). An op past a cap is refused with free_tier_cap and the device shows why. Default: none.
             For fault testing only: CHRONICLE_FAULT_503_RATE=0.3 answers that fraction of /v1 requests 503.
             """) { args, ctx in
-        let usage = "chronicle serve --data DIR [--port N] [--host 127.0.0.1] [--threads N]"
+        let usage = "chronicle serve --data DIR [--port N] [--host 127.0.0.1] [--threads N] [--free-caps LIST]"
         guard let data = args.option("data") else { throw ChronicleError(.usage, "--data DIR is required. Usage: \(usage)") }
+        var limits = ServiceLimits()
+        if let list = args.option("free-caps"), list != "none" {
+            for item in list.split(separator: ",") {
+                guard let cap = FreeTierCap(String(item)) else {
+                    throw ChronicleError(.usage, "--free-caps takes entity=N or entity.id_field=N, comma-separated (got '\(item)').")
+                }
+                try cap.validate(against: Schema.builtIn)
+                limits.freeTierCaps.append(cap)
+            }
+        }
         var configuration = HTTPServer.Configuration()
         configuration.port = try parsePort(args.option("port") ?? "8080")
         configuration.host = args.option("host") ?? "127.0.0.1"
@@ -96,8 +109,8 @@ extension Command {
         try args.finish(usage: usage)
         // Fault tests run a real server that fails a fraction of sync requests with 503.
         let faultRate = ProcessInfo.processInfo.environment["CHRONICLE_FAULT_503_RATE"].flatMap(Double.init) ?? 0
-        let server = try SyncServer(dataDirectory: data, configuration: configuration, log: ServerLog(to: .standardError),
-                                    fault503Rate: faultRate)
+        let server = try SyncServer(dataDirectory: data, configuration: configuration, limits: limits,
+                                    log: ServerLog(to: .standardError), fault503Rate: faultRate)
         FileHandle.standardOutput.write(Data("Chronicle server listening on \(server.url.absoluteString) (data in \(data))\n".utf8))
         waitForTermination()
         server.stop()
@@ -106,12 +119,15 @@ extension Command {
 
     static let server = Command(
         name: "server", summary: "Administer a server's data directory (add-user, users).",
-        usage: "chronicle server add-user --data DIR NAME [--schema readitlater] | chronicle server users --data DIR",
+        usage: "chronicle server add-user --data DIR NAME [--schema readitlater] | users --data DIR | set-plan --data DIR NAME free|premium",
         details: """
             add-user reads the password from the first line of stdin (at least 8 characters) and creates the user's library.
-            users lists users and their library ids. Both work while the server runs.
+            users lists users and their library ids. set-plan changes a library's plan tier with a server-authored op:
+            premium lifts the free-tier caps and turns on full-text search of article bodies on every device after its
+            next pull. All three work while the server runs (a running server's parked pulls see a plan change when
+            their wait ends).
             """) { args, ctx in
-        let usage = "chronicle server add-user --data DIR NAME [--schema readitlater] | chronicle server users --data DIR"
+        let usage = "chronicle server add-user --data DIR NAME [--schema readitlater] | users --data DIR | set-plan --data DIR NAME free|premium"
         let action = try args.requirePositional("an action (add-user or users)", usage: usage)
         guard let data = args.option("data") else { throw ChronicleError(.usage, "--data DIR is required. Usage: \(usage)") }
         switch action {
@@ -128,6 +144,22 @@ extension Command {
                 ctx.output.emit(["user": user.name, "library_id": user.libraryID.lowercased, "schema": user.schemaName])
             } else {
                 ctx.output.line("Added user \(user.name) with library \(user.libraryID.lowercased) (\(user.schemaName)).")
+            }
+        case "set-plan":
+            let name = try args.requirePositional("the user name", usage: usage)
+            let plan = try args.requirePositional("the plan (free or premium)", usage: usage)
+            try args.finish(usage: usage)
+            guard plan == "free" || plan == "premium" else { throw ChronicleError(.usage, "The plan is free or premium (got '\(plan)').") }
+            let service = try SyncService(dataDirectory: data)
+            guard let user = try service.accounts.user(name) else { throw ChronicleError(.unknownEntity, "No user named '\(name)'.") }
+            let op: Op
+            do { op = try service.setPlan(library: user.libraryID, plan: plan) } catch let error as ProtocolError {
+                throw ChronicleError(.database, error.message)
+            }
+            if ctx.output.json {
+                ctx.output.emit(["user": name, "library_id": user.libraryID.lowercased, "plan": plan, "server_seq": op.serverSeq ?? 0])
+            } else {
+                ctx.output.line("\(name)'s library is now \(plan) (seq \(op.serverSeq ?? 0)); devices pick it up with their next sync.")
             }
         case "users":
             try args.finish(usage: usage)

@@ -32,6 +32,7 @@ public struct ChronicleError: Error, Sendable, Equatable, CustomStringConvertibl
         public static let database = Code(rawValue: "database_error")
         public static let diskFull = Code(rawValue: "disk_full")
         public static let usage = Code(rawValue: "usage")
+        public static let freeTierCap = Code(rawValue: "free_tier_cap")
     }
 
     public let code: Code

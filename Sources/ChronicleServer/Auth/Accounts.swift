@@ -76,7 +76,8 @@ public final class Accounts: Sendable {
     }
 
     /// Adds a user with a new, empty library.
-    public func addUser(_ name: String, password: String, schema: Schema, libraryID: UUID = UUID()) throws -> UserRecord {
+    public func addUser(_ name: String, password: String, schema: Schema, libraryID: UUID? = nil) throws -> UserRecord {
+        let libraryID = libraryID ?? SystemIDGenerator(clock: clock).makeUUID()
         guard Self.isValidUserName(name) else {
             throw ChronicleError(.invalidValue, "A user name is 1 to 64 characters of a-z, 0-9, '.', '_' and '-'; '\(name)' is not.")
         }

@@ -14,6 +14,8 @@ public struct ServiceLimits: Sendable {
     public var pullOpsDefault = 1_000
     /// Longest long-poll wait a pull may ask for (`wait_too_long`).
     public var waitMillisecondsMax = 60_000
+    /// Limits free libraries live under (premium ones have none); empty = no caps.
+    public var freeTierCaps: [FreeTierCap] = []
     public init() {}
 
     var segmentLimits: SegmentCodec.Limits {
@@ -90,7 +92,8 @@ public final class SyncService: SyncEndpoint {
             let path = (dataDirectory as NSString).appendingPathComponent("libraries/\(id.lowercased).sqlite")
             return try libraries.withLock { open in
                 if let existing = open[id] { return existing }
-                let library = try ServerLibrary.openOrCreate(at: path, libraryID: id, schema: schema, clock: clock)
+                let library = try ServerLibrary.openOrCreate(at: path, libraryID: id, schema: schema, clock: clock,
+                                                             caps: limits.freeTierCaps)
                 open[id] = library
                 return library
             }
@@ -214,6 +217,15 @@ public final class SyncService: SyncEndpoint {
         } catch {
             throw ProtocolError(500, "server_store", "The server could not read library \(library.libraryID.lowercased): \(error)")
         }
+    }
+
+    /// Sets a library's plan tier with a server-authored op and wakes its parked pulls.
+    @discardableResult
+    public func setPlan(library id: UUID, plan: String) throws -> Op {
+        let op = try library(id).setPlan(plan)
+        log.log("plan", ["library": .text(id.lowercased), "plan": .text(plan), "seq": .integer(op.serverSeq ?? 0)])
+        wake(id)
+        return op
     }
 
     public func verdictNow(library id: UUID, entity: UUID, token: String) throws(ProtocolError) -> Verdict {

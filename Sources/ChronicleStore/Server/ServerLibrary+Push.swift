@@ -87,6 +87,23 @@ extension ServerLibrary {
                     rejection = error
                 }
             }
+            if rejection == nil {
+                // Apply it; a free-tier cap trigger may still refuse it, and then only this op is undone.
+                seq += 1
+                accepted.serverSeq = seq
+                accepted.serverTime = now
+                if capped { try db.execute("SAVEPOINT chronicle_op") }
+                do {
+                    try insert.execute(DeviceStore.logArguments(accepted))
+                    try DeviceStore.materialize(accepted, materializer, in: db)
+                    if capped { try db.execute("RELEASE chronicle_op") }
+                } catch let error as SQLiteError where capped && error.message.hasPrefix(FreeTierCap.prefix) {
+                    try db.execute("ROLLBACK TO chronicle_op")
+                    try db.execute("RELEASE chronicle_op")
+                    seq -= 1
+                    rejection = ChronicleError(.freeTierCap, String(error.message.dropFirst(FreeTierCap.prefix.count)))
+                }
+            }
             if let rejection {
                 try db.execute("""
                     INSERT INTO chronicle_rejected_ops(op_id, device_id, device_seq, type, entity_id, code, message, rejected_at)
@@ -97,12 +114,7 @@ extension ServerLibrary {
                                           outcome: .rejected(code: rejection.code.rawValue, message: rejection.message),
                                           verdict: try verdict(op.entityID, in: db)))
             } else {
-                seq += 1
                 time = now
-                accepted.serverSeq = seq
-                accepted.serverTime = now
-                try insert.execute(DeviceStore.logArguments(accepted))
-                try DeviceStore.materialize(accepted, materializer, in: db)
                 results.append(PushResult(opID: op.opID, deviceSeq: op.deviceSeq, outcome: .accepted(serverSeq: seq)))
             }
             last = max(last, op.deviceSeq)
@@ -138,5 +150,49 @@ extension ServerLibrary {
                 throw ChronicleError(.unknownEntity, "'\(entity.name).\(field.name)' names \(other.name) \(target), which does not exist on the server.")
             }
         }
+    }
+}
+
+extension ServerLibrary {
+    /// Appends an op the server itself authors (the plan tier, parsed article text):
+    /// device id all zeros, validated as server-authored, so it may set server-only fields.
+    /// Devices receive it with their next pull like any other op.
+    @discardableResult
+    public func appendServerOp(_ type: String, entity: UUID, payload: Payload) throws -> Op {
+        guard let current = schema.currentOpType(type) else {
+            throw ChronicleError(.unknownOpType, "Unknown op type '\(type)' in schema \(schema.name).")
+        }
+        let (_, normalized) = try schema.validate(type: type, version: current.version, payload: payload, serverAuthored: true)
+        let op = try writer.withLock { db in
+            try db.transaction { db -> Op in
+                let last = try db.query("SELECT server_seq, server_time FROM chronicle_log ORDER BY server_seq DESC LIMIT 1") { ($0.int(0), $0.int(1)) }.first ?? (0, 0)
+                let deviceSeq = (try db.scalarInt("SELECT last_device_seq FROM chronicle_devices WHERE device_id = ?1",
+                                                  [.text(Op.serverDeviceID.lowercased)]) ?? 0) + 1
+                let now = max(clock.nowMilliseconds(), last.1)
+                let op = Op(opID: ids.makeUUID(), libraryID: libraryID, deviceID: Op.serverDeviceID, deviceSeq: deviceSeq, type: type,
+                            version: current.version, entityID: entity, payload: normalized, deviceTime: now, baseSeq: last.0,
+                            serverSeq: last.0 + 1, serverTime: now)
+                try db.execute("INSERT INTO chronicle_log(\(DeviceStore.logColumns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                               DeviceStore.logArguments(op))
+                try DeviceStore.materialize(op, materializer, in: db)
+                try db.execute("""
+                    INSERT INTO chronicle_devices(device_id, last_device_seq) VALUES (?1, ?2)
+                    ON CONFLICT(device_id) DO UPDATE SET last_device_seq = excluded.last_device_seq
+                    """, [.text(Op.serverDeviceID.lowercased), .integer(deviceSeq)])
+                return op
+            }
+        }
+        tail.withLock { if op.serverSeq! > $0.seq { $0 = (op.serverSeq!, op.serverTime!) } }
+        return op
+    }
+
+    /// Sets the library's plan tier (`free` or `premium`) with a server-authored op.
+    @discardableResult
+    public func setPlan(_ plan: String) throws -> Op {
+        guard let spec = schema.plan,
+              let type = schema.ops.first(where: { $0.entity == spec.entity && $0.fields.contains(spec.field) && ($0.action == .upsert || $0.action == .set) }) else {
+            throw ChronicleError(.invalidValue, "Schema \(schema.name) has no plan tier.")
+        }
+        return try appendServerOp(type.type, entity: libraryID, payload: [spec.field: .text(plan)])
     }
 }

@@ -19,12 +19,15 @@ public final class ServerLibrary: Sendable {
     public let libraryID: UUID
     public let schema: Schema
     let clock: any ChronicleClock
+    let ids: any IDGenerator
     let materializer: Materializer
     let projection: ProjectionSchema
     let writer: Locked<Database>
     let readers: ReaderPool
     /// The highest serverSeq and serverTime, kept in memory so pulls can answer "nothing new" without a query.
     let tail: Locked<(seq: Int64, time: Int64)>
+    /// Free-tier caps are installed: each op is applied inside a savepoint so a cap can refuse it alone.
+    let capped: Bool
 
     static let formatVersion: Int64 = 1
 
@@ -58,7 +61,8 @@ public final class ServerLibrary: Sendable {
 
     /// Opens the library's file, creating it (and its directory) on first use.
     public static func openOrCreate(at path: String, libraryID: UUID, schema: Schema,
-                                    clock: any ChronicleClock = SystemClock()) throws -> ServerLibrary {
+                                    clock: any ChronicleClock = SystemClock(), ids: (any IDGenerator)? = nil,
+                                    caps: [FreeTierCap] = []) throws -> ServerLibrary {
         let fresh = !FileManager.default.fileExists(atPath: path)
         if fresh {
             try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
@@ -91,11 +95,25 @@ public final class ServerLibrary: Sendable {
                 throw ChronicleError(.wrongLibrary, "\(path) holds library \(stored ?? "?"), not \(libraryID.lowercased).")
             }
         }
-        return try ServerLibrary(path: path, libraryID: libraryID, schema: schema, clock: clock, projection: projection, writer: db)
+        try installCaps(caps, schema, projection, in: db)
+        return try ServerLibrary(path: path, libraryID: libraryID, schema: schema, clock: clock,
+                                 ids: ids ?? SystemIDGenerator(clock: clock), projection: projection, writer: db, capped: !caps.isEmpty)
     }
 
-    private init(path: String, libraryID: UUID, schema: Schema, clock: any ChronicleClock, projection: ProjectionSchema,
-                 writer: Database) throws {
+    /// Replaces the free-tier cap triggers with the ones configured now.
+    static func installCaps(_ caps: [FreeTierCap], _ schema: Schema, _ projection: ProjectionSchema, in db: Database) throws {
+        let statements = try caps.flatMap { try $0.triggers(schema, projection) }
+        try db.transaction { db in
+            let old = try db.query("SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'chronicle\\_cap\\_%' ESCAPE '\\'") { $0.text(0) }
+            for name in old { try db.execute("DROP TRIGGER \(ProjectionSchema.quoted(name))") }
+            for statement in statements { try db.execute(statement) }
+        }
+    }
+
+    private init(path: String, libraryID: UUID, schema: Schema, clock: any ChronicleClock, ids: any IDGenerator,
+                 projection: ProjectionSchema, writer: Database, capped: Bool) throws {
+        self.capped = capped
+        self.ids = ids
         self.path = path
         self.libraryID = libraryID
         self.schema = schema
@@ -108,8 +126,11 @@ public final class ServerLibrary: Sendable {
         self.readers = ReaderPool(path: path)
     }
 
-    /// The highest serverSeq in the log.
-    public var head: Int64 { tail.withLock { $0.seq } }
+    /// The highest serverSeq in the log (read from the file: another process, such as
+    /// `chronicle server set-plan`, may have appended since).
+    public var head: Int64 {
+        (try? read { db in try db.scalarInt("SELECT coalesce(max(server_seq), 0) FROM chronicle_log") ?? 0 }) ?? tail.withLock { $0.seq }
+    }
 
     func read<T>(_ body: (Database) throws -> T) throws -> T {
         try readers.read(body)
@@ -119,8 +140,6 @@ public final class ServerLibrary: Sendable {
 
     /// Confirmed ops after `cursor`, at most `limit`, in server order.
     public func pull(after cursor: Int64, limit: Int) throws -> (ops: [Op], head: Int64) {
-        let head = self.head
-        if cursor >= head { return ([], head) }
         return try read { db in
             let statement = try db.statement("SELECT \(DeviceStore.logColumns) FROM chronicle_log WHERE server_seq > ?1 ORDER BY server_seq LIMIT ?2")
             let ops = try statement.map([.integer(cursor), .integer(Int64(limit))]) { try DeviceStore.logOp($0, libraryID: libraryID) }
