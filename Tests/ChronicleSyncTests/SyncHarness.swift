@@ -22,7 +22,10 @@ final class SyncHarness: @unchecked Sendable {
     let password = "correct horse battery staple"
     private(set) var devices: [String: TestDevice] = [:]
 
-    init(_ kind: TransportKind, limits: ServiceLimits = ServiceLimits()) throws {
+    let schema: Schema
+
+    init(_ kind: TransportKind, limits: ServiceLimits = ServiceLimits(), schema: Schema = .readItLater) throws {
+        self.schema = schema
         self.kind = kind
         let root = FileManager.default.fileExists(atPath: "/dev/shm") ? "/dev/shm" : NSTemporaryDirectory()
         directory = "\(root)/chronicle-sync-\(UUID().lowercased)"
@@ -35,7 +38,7 @@ final class SyncHarness: @unchecked Sendable {
             http = nil
             service = try SyncService(dataDirectory: directory + "/server", limits: limits)
         }
-        user = try service.accounts.addUser("ada", password: password, schema: .readItLater)
+        user = try service.accounts.addUser("ada", password: password, schema: schema)
     }
 
     deinit {
@@ -49,7 +52,7 @@ final class SyncHarness: @unchecked Sendable {
     @discardableResult
     func device(_ name: String, ids: (any IDGenerator)? = nil, configuration: SyncEngine.Configuration? = nil) throws -> TestDevice {
         let path = "\(directory)/\(name).chronicle"
-        let created = try DeviceStore.create(at: path, schema: .readItLater, libraryID: user.libraryID, deviceID: UUID(), ids: ids)
+        let created = try DeviceStore.create(at: path, schema: schema, libraryID: user.libraryID, deviceID: UUID(), ids: ids)
         let (token, _) = try service.accounts.registerDevice(user: "ada", password: password, deviceID: created.deviceID)
         let transport: any SyncTransport
         var memory: InMemoryTransport?
