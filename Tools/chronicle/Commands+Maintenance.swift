@@ -3,19 +3,22 @@ import ChronicleStore
 import Foundation
 
 extension Command {
-    static let maintenanceCommands: [Command] = [
+    static let maintenanceCommands: [Command] = [compact,
         Command(name: "rebuild", summary: "Drop every projection table and search index and replay the log.",
-                usage: "chronicle rebuild [--verify]",
+                usage: "chronicle rebuild [--verify] [--from-genesis]",
                 details: """
                     One transaction: readers see the old tables until it commits; if interrupted, nothing changes.
+                    It starts from the newest snapshot and replays the ops after it; --from-genesis replays every op
+                    from the first (sealed segments included). Both give the same state digest.
                     --verify compares the state digest before and after and fails (exit 1) on any difference.
                     """) { args, ctx in
             let check = args.flag("verify")
-            try args.finish(usage: "chronicle rebuild [--verify]")
+            let genesis = args.flag("from-genesis")
+            try args.finish(usage: "chronicle rebuild [--verify] [--from-genesis]")
             let store = try ctx.store()
             let before = check ? try store.digest() : nil
             let bar = ProgressBar("Rebuilding")
-            let report = try store.rebuild { bar.update($0, $1) }
+            let report = try store.rebuild(fromGenesis: genesis) { bar.update($0, $1) }
             bar.finish()
             let matches = before.map { $0 == report.digest } ?? true
             if ctx.output.json {
@@ -57,4 +60,82 @@ extension Command {
             return report.passed ? ExitCode.success : ExitCode.verificationFailed
         },
     ]
+}
+
+extension Command {
+    static let compact = Command(
+        name: "compact", summary: "Seal old ops into LZ4 segments, write a snapshot, give space back.",
+        usage: "chronicle compact [--keep-ops N] [--keep-days D] [--segment-ops N] [--horizon-days D] [--dry-run]",
+        details: """
+            Keeps the newest ops hot in the log (default --keep-ops 10000; --keep-days D keeps ops confirmed in the last
+            D days too) and seals everything older into immutable, hash-chained segments (LZ4 frames that `lz4 -d` opens),
+            writes a snapshot of the state at the seal point, and VACUUMs. Audit, log and rebuild --from-genesis read the
+            segments, so the whole history stays. --horizon-days D (off by default) drops sealed history older than D days
+            where a snapshot covers it; audit then says where history begins. --dry-run says what would happen.
+            Safe to interrupt at any point: every step is one transaction.
+            """) { args, ctx in
+        let usage = "chronicle compact [--keep-ops N] [--keep-days D] [--segment-ops N] [--horizon-days D] [--dry-run]"
+        var policy = CompactionPolicy()
+        func number(_ name: String) throws -> Int64? {
+            guard let text = args.option(name) else { return nil }
+            guard let n = Int64(text), n >= 0 else { throw ChronicleError(.usage, "--\(name) takes a whole number (got '\(text)').") }
+            return n
+        }
+        if let keep = try number("keep-ops") { policy.keepOps = keep }
+        if let days = try number("keep-days") { policy.keepMilliseconds = days * 86_400_000 }
+        if let ops = try number("segment-ops") {
+            guard ops > 0 else { throw ChronicleError(.usage, "--segment-ops must be at least 1.") }
+            policy.segmentOpsMax = Int(ops)
+        }
+        if let days = try number("horizon-days") { policy.horizonMilliseconds = days * 86_400_000 }
+        let dryRun = args.flag("dry-run")
+        try args.finish(usage: usage)
+        let store = try ctx.store()
+        let plan = try store.compactionPlan(policy)
+        func describe(_ plan: CompactionPlan) -> [String] {
+            var lines: [String] = []
+            lines.append(plan.opsToSeal == 0 ? "Nothing to seal (sealed through seq \(plan.alreadySealedThrough); \(plan.hotOpsAfter) ops stay hot)."
+                : "Seal seqs \(plan.alreadySealedThrough + 1)…\(plan.sealThrough) (\(plan.opsToSeal) ops) into \(plan.segmentsToWrite) segment\(plan.segmentsToWrite == 1 ? "" : "s"); \(plan.hotOpsAfter) ops stay hot.")
+            if let at = plan.snapshotAt { lines.append("Write a snapshot of the state at seq \(at).") }
+            if let drop = plan.dropThrough { lines.append("Drop history through seq \(drop) (older than the horizon; the snapshot covers it).") }
+            return lines
+        }
+        if dryRun {
+            if ctx.output.json {
+                ctx.output.emit(["dry_run": true, "seal_through": plan.sealThrough, "ops_to_seal": plan.opsToSeal,
+                                 "segments_to_write": plan.segmentsToWrite, "snapshot_at": plan.snapshotAt as Any? ?? NSNull(),
+                                 "drop_through": plan.dropThrough as Any? ?? NSNull(), "hot_ops": plan.hotOpsAfter])
+            } else {
+                describe(plan).forEach { ctx.output.line($0) }
+                ctx.output.line("(dry run: nothing was changed)")
+            }
+            return ExitCode.success
+        }
+        // For interruption tests: stop the process right after step N has committed.
+        let stopAfter = ProcessInfo.processInfo.environment["CHRONICLE_COMPACT_STOP_AFTER_STEP"].flatMap(Int.init)
+        let bar = ProgressBar("Sealing")
+        let report = try store.compact(policy, progress: { bar.update($0, $1) }) { step, _ in
+            if step == stopAfter { _exit(137) }
+        }
+        bar.finish()
+        let before = report.fileBytesBefore, after = report.fileBytesAfter
+        if ctx.output.json {
+            ctx.output.emit(["segments_written": report.segmentsWritten, "ops_sealed": report.opsSealed, "log_bytes_sealed": report.logBytesSealed,
+                             "segment_body_bytes": report.segmentBodyBytes, "segment_frame_bytes": report.segmentFrameBytes,
+                             "compression_ratio": report.compressionRatio, "snapshot_seq": report.plan.snapshotAt as Any? ?? NSNull(),
+                             "snapshot_bytes": report.snapshotBytes, "history_dropped_through": report.historyDroppedThrough as Any? ?? NSNull(),
+                             "file_bytes_before": before, "file_bytes_after": after, "seconds": report.seconds])
+            return ExitCode.success
+        }
+        if report.plan.isEmpty {
+            ctx.output.line(describe(report.plan).joined(separator: " "))
+            return ExitCode.success
+        }
+        let bytes = { (n: Int64) in ByteCountFormatter.string(fromByteCount: n, countStyle: .file) }
+        ctx.output.line("Sealed \(report.opsSealed) ops into \(report.segmentsWritten) segment\(report.segmentsWritten == 1 ? "" : "s"): \(bytes(report.logBytesSealed)) of log → \(bytes(report.segmentFrameBytes)) (\(String(format: "%.1f", report.compressionRatio))x).")
+        if let at = report.plan.snapshotAt { ctx.output.line("Snapshot of the state at seq \(at): \(bytes(report.snapshotBytes)).") }
+        if let drop = report.historyDroppedThrough { ctx.output.line("Dropped history through seq \(drop) (horizon).") }
+        ctx.output.line("File: \(bytes(before)) → \(bytes(after)) in \(String(format: "%.2f", report.seconds)) s.")
+        return ExitCode.success
+    }
 }

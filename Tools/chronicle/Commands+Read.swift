@@ -116,6 +116,7 @@ extension Command {
             if ctx.output.json {
                 ctx.output.emit([
                     "entity": audit.entityType, "id": audit.id, "as_of": audit.asOf as Any? ?? NSNull(),
+                    "history_begins_at": audit.historyBeginsAt as Any? ?? NSNull(),
                     "state": audit.state.map { $0.mapValues(Output.jsonValue) } as Any? ?? NSNull(),
                     "sets": audit.sets.mapValues { $0.map(Output.jsonValue) },
                     "history": audit.entries.map { entry -> [String: Any] in
@@ -128,6 +129,10 @@ extension Command {
                 return ExitCode.success
             }
             ctx.output.line("\(audit.entityType) \(audit.id)\(audit.asOf.map { " as of seq \($0)" } ?? "")")
+            if let begins = audit.historyBeginsAt {
+                let when = audit.historyDroppedAt.map { " on \(Output.time($0))" } ?? ""
+                ctx.output.line("History begins at seq \(begins): older ops were dropped\(when) by the compaction horizon; the row's state before seq \(begins) comes from the snapshot there.")
+            }
             for entry in audit.entries {
                 let op = entry.op
                 let seq = op.serverSeq.map { "seq \($0)" } ?? "pending #\(op.deviceSeq)"

@@ -33,6 +33,7 @@ public struct ChronicleError: Error, Sendable, Equatable, CustomStringConvertibl
         public static let diskFull = Code(rawValue: "disk_full")
         public static let usage = Code(rawValue: "usage")
         public static let freeTierCap = Code(rawValue: "free_tier_cap")
+        public static let historyDropped = Code(rawValue: "history_dropped")
     }
 
     public let code: Code

@@ -38,6 +38,11 @@ public struct Audit: Sendable {
     public var state: [String: Value]?
     public var sets: [String: [Value]]
     public var asOf: Int64?
+    /// Set when a compaction horizon dropped older history: the first seq still kept.
+    /// The row's state at the seq before it comes from the snapshot there.
+    public var historyBeginsAt: Int64?
+    /// When that history was dropped (ms since 1970).
+    public var historyDroppedAt: Int64?
 }
 
 extension DeviceStore {
@@ -50,14 +55,36 @@ extension DeviceStore {
     public func audit(_ id: UUID, asOf: Int64? = nil) throws -> Audit {
         let key = id.lowercased
         let (confirmed, pending) = try read { db in
-            (try db.query("SELECT \(Self.logColumns) FROM chronicle_log WHERE entity_id = ?1 ORDER BY server_seq", [.text(key)]) { try logOp($0) },
+            (try { () throws -> [Op] in
+                var ops: [Op] = []
+                try Self.forEachConfirmedOp(in: db, libraryID: libraryID, entity: key) { ops.append($0) }
+                return ops
+            }(),
              try db.query("SELECT \(Self.outboxColumns) FROM chronicle_outbox WHERE entity_id = ?1 ORDER BY device_seq", [.text(key)]) { try outboxOp($0) })
         }
-        guard let entity = (confirmed + pending).lazy.compactMap({ self.materializer.entity(of: $0) }).first else {
+        // Where a horizon dropped older history, the row starts from the snapshot at the horizon.
+        let horizon = try read { db -> (base: Int64, snapshot: Snapshot?, droppedAt: Int64?) in
+            let base = try Self.historyBase(in: db)
+            guard base > 0 else { return (0, nil, nil) }
+            return (base, try Self.snapshot(atMost: base, in: db), try Self.meta("history_dropped_at", in: db).integerValue)
+        }
+        let seeded = horizon.snapshot.map { snapshot in
+            snapshot.tables.map { table in
+                Snapshot.Table(name: table.name, columns: table.columns,
+                               rows: table.rows.filter { row in table.columns.firstIndex(of: "id").map { row[$0] == .text(key) } ?? false })
+            }
+        } ?? []
+        let seededEntity = seeded.first { !$0.rows.isEmpty }.flatMap { table in schema.entities.first { $0.table == table.name } }
+        guard let entity = (confirmed + pending).lazy.compactMap({ self.materializer.entity(of: $0) }).first ?? seededEntity else {
             throw ChronicleError(.unknownEntity, "No op in this store touches \(key).")
         }
         let ops = confirmed.filter { asOf == nil || $0.serverSeq! <= asOf! } + (asOf == nil ? pending : [])
         let scratch = try Self.scratchProjection(projection)
+        for table in seeded where !table.rows.isEmpty {
+            let names = table.columns.map(ProjectionSchema.quoted).joined(separator: ", ")
+            let marks = (1...table.columns.count).map { "?\($0)" }.joined(separator: ", ")
+            for row in table.rows { try scratch.execute("INSERT INTO \(ProjectionSchema.quoted(table.name))(\(names)) VALUES (\(marks))", row) }
+        }
         let columns = projection.columns(of: entity)
         func snapshot() throws -> (row: [String: Value]?, sets: [String: Set<Value>]) {
             let row = try scratch.query("SELECT \(columns.map(ProjectionSchema.quoted).joined(separator: ", ")) FROM \(ProjectionSchema.quoted(entity.table)) WHERE id = ?1", [.text(key)]) { row in
@@ -99,7 +126,8 @@ extension DeviceStore {
             for column in field.ruleColumns { state?.removeValue(forKey: column) }
         }
         return Audit(entityType: entity.name, id: key, entries: entries, state: state,
-                     sets: final.sets.mapValues { $0.sorted { $0.display < $1.display } }, asOf: asOf)
+                     sets: final.sets.mapValues { $0.sorted { $0.display < $1.display } }, asOf: asOf,
+                     historyBeginsAt: horizon.base > 0 ? horizon.base + 1 : nil, historyDroppedAt: horizon.droppedAt)
     }
 
     private func label(_ op: Op) -> String {

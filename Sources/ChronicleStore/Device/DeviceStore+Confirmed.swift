@@ -53,8 +53,14 @@ extension DeviceStore {
             // savepoint per insert, and once FTS5 tables are written in this transaction every
             // savepoint makes FTS5 flush its pending terms to disk. Projection writes come after.
             let insert = try db.statement("INSERT INTO chronicle_log(\(Self.logColumns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)")
+            // Ops sealed into segments left the log's unique index; their ids are kept apart.
+            let sealed = try db.scalarInt("SELECT EXISTS (SELECT 1 FROM chronicle_sealed_ops)") == 1
+            let findSealed = sealed ? try db.statement("SELECT 1 FROM chronicle_sealed_ops WHERE op_id = ?1") : nil
             var own: [String] = []
             for op in ops {
+                if let findSealed, try findSealed.map([.text(op.opID.lowercased)], { _ in true }).first == true {
+                    throw ChronicleError(.duplicateOp, "Op \(op.opID.lowercased) is already in the confirmed log (sealed); an op id is applied at most once.")
+                }
                 do {
                     try insert.execute(Self.logArguments(op))
                 } catch {
@@ -152,15 +158,18 @@ extension DeviceStore {
         try read { db in try db.query("SELECT \(Self.outboxColumns) FROM chronicle_outbox ORDER BY device_seq") { try outboxOp($0) } }
     }
 
-    /// Confirmed ops, optionally for one entity, in server order.
+    /// Confirmed ops, optionally for one entity, in server order (sealed segments included).
     public func confirmedOps(entity: UUID? = nil, after: Int64 = 0, limit: Int = Int.max) throws -> [Op] {
         try read { db in
-            if let entity {
-                return try db.query("SELECT \(Self.logColumns) FROM chronicle_log WHERE entity_id = ?1 AND server_seq > ?2 ORDER BY server_seq LIMIT ?3",
-                                    [.text(entity.lowercased), .integer(after), .integer(Int64(min(limit, Int(Int64.max))))]) { try logOp($0) }
-            }
-            return try db.query("SELECT \(Self.logColumns) FROM chronicle_log WHERE server_seq > ?1 ORDER BY server_seq LIMIT ?2",
-                                [.integer(after), .integer(Int64(min(limit, Int(Int64.max))))]) { try logOp($0) }
+            var ops: [Op] = []
+            struct Enough: Error {}
+            do {
+                try Self.forEachConfirmedOp(in: db, libraryID: libraryID, after: after, entity: entity?.lowercased) { op in
+                    ops.append(op)
+                    if ops.count >= limit { throw Enough() }
+                }
+            } catch is Enough {}
+            return ops
         }
     }
 }

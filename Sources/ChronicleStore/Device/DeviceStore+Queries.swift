@@ -49,7 +49,7 @@ extension DeviceStore {
                 schema: "\(schema.name) v\(meta["schema_version"]?.integerValue ?? 0)",
                 libraryID: libraryID.lowercased, deviceID: deviceID.lowercased,
                 cursor: meta["cursor"]?.integerValue ?? 0,
-                confirmedOps: try db.scalarInt("SELECT count(*) FROM chronicle_log") ?? 0,
+                confirmedOps: try Self.confirmedCount(in: db),
                 unsentOps: try db.scalarInt("SELECT count(*) FROM chronicle_outbox") ?? 0,
                 lastDeviceSeq: meta["last_device_seq"]?.integerValue ?? 0,
                 lastSyncAt: meta["last_sync_at"]?.integerValue,

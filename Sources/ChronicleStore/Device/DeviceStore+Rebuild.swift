@@ -20,10 +20,24 @@ extension DeviceStore {
     /// outbox on top). One transaction: readers keep seeing the old projection
     /// until it commits, and an interrupted rebuild leaves the store as it was.
     /// Streams the log; memory does not grow with it.
+    ///
+    /// By default it starts from the newest snapshot and replays the ops after it;
+    /// `fromGenesis` replays every op from the first (sealed segments included). Both
+    /// give the same state digest.
     @discardableResult
-    public func rebuild(progress: ProgressHandler? = nil) throws -> RebuildReport {
+    public func rebuild(fromGenesis: Bool = false, progress: ProgressHandler? = nil) throws -> RebuildReport {
         let start = DispatchTime.now().uptimeNanoseconds
         let (confirmed, pending) = try writeTransaction { db in
+            let base: Snapshot?
+            if fromGenesis {
+                let horizon = try Self.historyBase(in: db)
+                guard horizon == 0 else {
+                    throw ChronicleError(.historyDropped, "History before seq \(horizon) was dropped by a compaction horizon; rebuild from the snapshot at seq \(horizon) instead (without --from-genesis).")
+                }
+                base = nil
+            } else {
+                base = try Self.replayBase(in: db, projection, preferLatest: true)
+            }
             // A rebuild touches every page: a larger cache for its duration saves re-reading them.
             try db.execute("PRAGMA cache_size = -\(Self.bulkCacheKilobytes)")
             defer { try? db.execute("PRAGMA cache_size = -\(Database.Options.defaultCacheKilobytes)") }
@@ -33,7 +47,9 @@ extension DeviceStore {
             // rather than kept up to date row by row.
             let statements = projection.tableStatements
             for statement in statements where !statement.hasPrefix("CREATE INDEX") { try db.execute(statement) }
-            let counts = try Self.replay(from: db, into: db, materializer, projection, upTo: nil, includePending: true, progress: progress)
+            if let base { try Self.load(base, into: db, projection, libraryID: libraryID) }
+            let counts = try Self.replay(from: db, into: db, materializer, projection, after: base?.seq ?? 0, upTo: nil,
+                                         includePending: true, progress: progress)
             for statement in statements where statement.hasPrefix("CREATE INDEX") { try db.execute(statement) }
             // Build the FTS indexes in one pass each.
             for statement in projection.searchStatements { try db.execute(statement) }
@@ -55,27 +71,21 @@ extension DeviceStore {
         try db.execute("DELETE FROM chronicle_meta WHERE key = 'search_stale'")
     }
 
-    /// Replays confirmed ops (up to `upTo`) and optionally the outbox from `source`
-    /// into the projection tables of `target`, which must exist and be empty.
+    /// Replays confirmed ops after `after` (up to `upTo`) and optionally the outbox from
+    /// `source` into the projection tables of `target`, which must hold exactly the state
+    /// at `after` (empty for 0, or a loaded snapshot). Reads sealed segments and the log.
     static func replay(from source: Database, into target: Database, _ materializer: Materializer, _ projection: ProjectionSchema,
-                       upTo: Int64?, includePending: Bool, entity: String? = nil,
+                       after: Int64 = 0, upTo: Int64?, includePending: Bool, entity: String? = nil,
                        progress: ProgressHandler?) throws -> (Int64, Int) {
-        var conditions: [String] = []
-        var arguments: [Value] = []
-        if let upTo { arguments.append(.integer(upTo)); conditions.append("server_seq <= ?\(arguments.count)") }
-        if let entity { arguments.append(.text(entity)); conditions.append("entity_id = ?\(arguments.count)") }
-        let filter = conditions.isEmpty ? "" : " WHERE " + conditions.joined(separator: " AND ")
         let entityFilter = entity.map { _ in " WHERE entity_id = ?1" } ?? ""
         let pendingTotal = includePending
             ? try source.scalarInt("SELECT count(*) FROM chronicle_outbox\(entityFilter)", entity.map { [.text($0)] } ?? []) ?? 0 : 0
-        let total = (try source.scalarInt("SELECT count(*) FROM chronicle_log\(filter)", arguments) ?? 0) + pendingTotal
+        let total = (entity == nil ? try confirmedCount(in: source, after: after, upTo: upTo) : 0) + pendingTotal
         var done: Int64 = 0
         let stride: Int64 = 10_000
         progress?(0, total)
         let libraryID = try uuid(try meta("library_id", in: source).textValue ?? "")
-        let statement = try source.uncached("SELECT \(logColumns) FROM chronicle_log\(filter) ORDER BY server_seq")
-        try statement.forEach(arguments) { row in
-            let op = try logOp(row, libraryID: libraryID)
+        try forEachConfirmedOp(in: source, libraryID: libraryID, after: after, upTo: upTo, entity: entity) { op in
             try materialize(op, materializer, in: target)
             done += 1
             if done % stride == 0 { progress?(done, total) }

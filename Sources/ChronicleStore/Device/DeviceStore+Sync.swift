@@ -158,7 +158,7 @@ extension DeviceStore {
         let store = try DeviceStore.open(at: path)
         if store.libraryID == library { return }
         try store.writeTransaction { db in
-            if try db.scalarInt("SELECT count(*) FROM chronicle_log") ?? 0 > 0 {
+            if try Self.confirmedCount(in: db) > 0 {
                 throw ChronicleError(.wrongLibrary, "\(path) already holds library \(store.libraryID.lowercased); it cannot join library \(library.lowercased). Create a new store for it.")
             }
             try setMeta("library_id", .text(library.lowercased), in: db)

@@ -86,23 +86,34 @@ extension DeviceStore {
             let stats = try db.query("SELECT count(*), coalesce(min(server_seq), 0), coalesce(max(server_seq), 0), count(DISTINCT op_id) FROM chronicle_log") {
                 ($0.int(0), $0.int(1), $0.int(2), $0.int(3))
             }[0]
+            let sealedUpTo = try Self.sealedUpTo(in: db)
             let cursor = try Self.meta("cursor", in: db).integerValue ?? -1
-            var problems: [String] = []
-            if stats.0 > 0 && (stats.1 != 1 || stats.2 != stats.0) { problems.append("server_seq has gaps (\(stats.0) ops spanning \(stats.1)…\(stats.2))") }
+            var problems = try Self.verifySegments(in: db, libraryID: libraryID)
+            if stats.0 > 0 && (stats.1 != sealedUpTo + 1 || stats.2 != sealedUpTo + stats.0) {
+                problems.append("server_seq has gaps (\(stats.0) ops spanning \(stats.1)…\(stats.2) after sealed seq \(sealedUpTo))")
+            }
             if stats.3 != stats.0 { problems.append("an op id appears more than once") }
-            if cursor != stats.2 { problems.append("cursor \(cursor) is not the last server seq \(stats.2)") }
+            if try db.scalarInt("SELECT count(*) FROM chronicle_log l JOIN chronicle_sealed_ops s ON s.op_id = l.op_id") != 0 {
+                problems.append("an op id is both sealed and in the log")
+            }
+            let last = max(stats.2, sealedUpTo)
+            if cursor != last { problems.append("cursor \(cursor) is not the last server seq \(last)") }
             let outbox = try db.query("SELECT count(*), coalesce(min(device_seq), 0), coalesce(max(device_seq), 0) FROM chronicle_outbox") { ($0.int(0), $0.int(1), $0.int(2)) }[0]
-            let last = try Self.meta("last_device_seq", in: db).integerValue ?? -1
-            if outbox.0 > 0 && (outbox.2 - outbox.1 + 1 != outbox.0 || outbox.2 != last) { problems.append("outbox device_seq has gaps") }
+            let lastDeviceSeq = try Self.meta("last_device_seq", in: db).integerValue ?? -1
+            if outbox.0 > 0 && (outbox.2 - outbox.1 + 1 != outbox.0 || outbox.2 != lastDeviceSeq) { problems.append("outbox device_seq has gaps") }
             if try db.scalarInt("SELECT count(*) FROM chronicle_outbox o JOIN chronicle_log l ON l.op_id = o.op_id") != 0 {
                 problems.append("a confirmed op is still in the outbox")
             }
             let triggers = Set(try db.query("SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'chronicle_%'") { $0.text(0) })
-            for required in ["chronicle_log_append_only_update", "chronicle_log_append_only_delete", "chronicle_log_gap_free",
-                             "chronicle_outbox_gap_free", "chronicle_outbox_leaves_when_settled", "chronicle_rejected_kept"] where !triggers.contains(required) {
+            for required in ["chronicle_log_append_only_update", "chronicle_log_leaves_only_sealed", "chronicle_log_gap_free",
+                             "chronicle_outbox_gap_free", "chronicle_outbox_leaves_when_settled", "chronicle_rejected_kept",
+                             "chronicle_segments_contiguous", "chronicle_segments_immutable"] where !triggers.contains(required) {
                 problems.append("guard trigger \(required) is missing")
             }
-            let detail = problems.isEmpty ? "\(stats.0) confirmed ops, gap-free; \(outbox.0) pending, gap-free" : problems.joined(separator: "; ")
+            let sealed = try db.scalarInt("SELECT coalesce(sum(op_count), 0) FROM chronicle_segments") ?? 0
+            let detail = problems.isEmpty
+                ? "\(stats.0 + sealed) confirmed ops (\(sealed) sealed), gap-free; \(outbox.0) pending, gap-free"
+                : problems.joined(separator: "; ")
             return VerifyCheck(name: "log invariants", passed: problems.isEmpty, detail: detail)
         }
         checks.append(logCheck)
@@ -119,7 +130,11 @@ extension DeviceStore {
     public func replayDigest(upTo: Int64? = nil, progress: ProgressHandler? = nil) throws -> String {
         try read { source in
             let scratch = try Self.scratchProjection(projection)
-            _ = try Self.replay(from: source, into: scratch, materializer, projection, upTo: upTo, includePending: upTo == nil, progress: progress)
+            // From the first op; from the horizon snapshot only where history was dropped.
+            let base = try Self.replayBase(in: source, projection, preferLatest: false)
+            if let base { try Self.load(base, into: scratch, projection, libraryID: libraryID) }
+            _ = try Self.replay(from: source, into: scratch, materializer, projection, after: base?.seq ?? 0, upTo: upTo,
+                                includePending: upTo == nil, progress: progress)
             return try Self.digest(projection, in: scratch)
         }
     }

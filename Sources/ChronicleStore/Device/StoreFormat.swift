@@ -6,13 +6,74 @@
 /// store and a migrated one are the same by construction.
 enum StoreFormat {
     /// Bumped with a migration whenever these tables change shape.
-    static let currentVersion: Int64 = 2
+    static let currentVersion: Int64 = 3
 
     /// Everything a new store runs, in order.
     static var statements: [String] { version1 + migrations.sorted { $0.key < $1.key }.flatMap(\.value) }
 
     /// The statements that take a store from format `key` to `key + 1`. Shipped steps are never edited.
-    static let migrations: [Int64: [String]] = [1: version2]
+    static let migrations: [Int64: [String]] = [1: version2, 2: version3]
+
+    /// v3: the log's lifecycle. A prefix of the log can be sealed into immutable,
+    /// hash-chained segments (`chronicle_segments`; their op ids stay in
+    /// `chronicle_sealed_ops` so an op still applies at most once), and the
+    /// projection's state can be saved as snapshots (`chronicle_snapshots`).
+    /// Only sealed ops may leave `chronicle_log`; the log stays gap-free across both.
+    static let version3: [String] = [
+        """
+        CREATE TABLE chronicle_segments (
+          first_seq INTEGER PRIMARY KEY,
+          last_seq INTEGER NOT NULL,
+          op_count INTEGER NOT NULL,
+          body BLOB NOT NULL,
+          digest TEXT NOT NULL,
+          previous_digest TEXT NOT NULL,
+          body_bytes INTEGER NOT NULL,
+          created_at INTEGER NOT NULL,
+          CHECK (last_seq >= first_seq AND op_count = last_seq - first_seq + 1)
+        )
+        """,
+        """
+        CREATE TRIGGER chronicle_segments_contiguous BEFORE INSERT ON chronicle_segments
+        WHEN NEW.first_seq IS NOT coalesce((SELECT max(last_seq) FROM chronicle_segments),
+                                           (SELECT value FROM chronicle_meta WHERE key = 'history_base_seq'), 0) + 1 BEGIN
+          SELECT RAISE(ABORT, 'chronicle_segments: a segment must continue the sealed prefix without a gap');
+        END
+        """,
+        "CREATE TRIGGER chronicle_segments_immutable BEFORE UPDATE ON chronicle_segments BEGIN SELECT RAISE(ABORT, 'chronicle_segments: a sealed segment is never changed'); END",
+        """
+        CREATE TRIGGER chronicle_segments_dropped_only_behind_a_snapshot BEFORE DELETE ON chronicle_segments
+        WHEN OLD.last_seq > coalesce((SELECT max(seq) FROM chronicle_snapshots), 0) BEGIN
+          SELECT RAISE(ABORT, 'chronicle_segments: history is dropped only where a snapshot covers it');
+        END
+        """,
+        "CREATE TABLE chronicle_sealed_ops (op_id TEXT PRIMARY KEY NOT NULL) WITHOUT ROWID",
+        """
+        CREATE TABLE chronicle_snapshots (
+          seq INTEGER PRIMARY KEY,
+          body BLOB NOT NULL,
+          state_digest TEXT NOT NULL,
+          body_bytes INTEGER NOT NULL,
+          created_at INTEGER NOT NULL
+        )
+        """,
+        "DROP TRIGGER chronicle_log_append_only_delete",
+        """
+        CREATE TRIGGER chronicle_log_leaves_only_sealed BEFORE DELETE ON chronicle_log
+        WHEN OLD.server_seq > coalesce((SELECT max(last_seq) FROM chronicle_segments), 0) BEGIN
+          SELECT RAISE(ABORT, 'chronicle_log is append-only: only ops sealed into a segment leave it');
+        END
+        """,
+        "DROP TRIGGER chronicle_log_gap_free",
+        """
+        CREATE TRIGGER chronicle_log_gap_free BEFORE INSERT ON chronicle_log
+        WHEN NEW.server_seq IS NOT max(coalesce((SELECT max(server_seq) FROM chronicle_log), 0),
+                                       coalesce((SELECT max(last_seq) FROM chronicle_segments), 0),
+                                       coalesce((SELECT value FROM chronicle_meta WHERE key = 'history_base_seq'), 0)) + 1 BEGIN
+          SELECT RAISE(ABORT, 'chronicle_log: server_seq must follow the last confirmed op without a gap');
+        END
+        """,
+    ]
 
     /// v2: sync bookkeeping. Ops the server rejected leave the outbox for
     /// `chronicle_rejected` (kept, with the reason, so the app can tell the person).

@@ -48,6 +48,20 @@ public final class Statement {
         guard rc == SQLITE_OK else { throw database.error(rc, sql: sql) }
     }
 
+    /// Binds bytes as a BLOB (copied by SQLite).
+    public func bind(blob bytes: [UInt8], at index: Int32) throws(SQLiteError) {
+        let rc = bytes.withUnsafeBytes { raw in chronicle_bind_blob(handle, index, raw.baseAddress, Int32(raw.count)) }
+        guard rc == SQLITE_OK else { throw database.error(rc, sql: sql) }
+    }
+
+    /// Runs the statement to completion with `arguments` and one BLOB at `blobIndex`.
+    public func execute(_ arguments: [Value], blob: [UInt8], at blobIndex: Int32) throws(SQLiteError) {
+        try bind(arguments)
+        try bind(blob: blob, at: blobIndex)
+        while try step() {}
+        sqlite3_reset(handle)
+    }
+
     /// Runs the statement to completion, discarding rows.
     public func execute(_ arguments: [Value] = []) throws(SQLiteError) {
         try bind(arguments)

@@ -1,0 +1,219 @@
+import ChronicleCore
+import Foundation
+
+/// What to keep hot in the log, and what to seal.
+public struct CompactionPolicy: Sendable, Equatable {
+    /// Keep at least the newest N confirmed ops in the log (nil: no such limit).
+    public var keepOps: Int64? = 10_000
+    /// Keep ops confirmed less than this long ago, by server time (nil: no such limit).
+    public var keepMilliseconds: Int64? = nil
+    /// Ops per sealed segment.
+    public var segmentOpsMax = 10_000
+    /// Drop sealed history older than this (by server time) where a snapshot covers it.
+    /// Off by default: the audit trail is kept whole unless an operator chooses otherwise.
+    public var horizonMilliseconds: Int64? = nil
+
+    public init() {}
+}
+
+/// What a compaction will do (what `--dry-run` prints).
+public struct CompactionPlan: Sendable, Equatable {
+    /// Ops up to this seq get sealed (equal to `alreadySealedThrough` when there is nothing to seal).
+    public var sealThrough: Int64
+    public var alreadySealedThrough: Int64
+    public var opsToSeal: Int64
+    public var segmentsToWrite: Int
+    /// The seq the new snapshot will hold the state at; nil when the newest snapshot is already there.
+    public var snapshotAt: Int64?
+    /// Sealed history up to this seq will be dropped (horizon policy); nil when none.
+    public var dropThrough: Int64?
+    public var hotOpsAfter: Int64
+
+    public var isEmpty: Bool { opsToSeal == 0 && snapshotAt == nil && dropThrough == nil }
+}
+
+/// What a compaction did.
+public struct CompactionReport: Sendable {
+    public var plan: CompactionPlan
+    public var segmentsWritten = 0
+    public var opsSealed: Int64 = 0
+    /// Bytes the sealed ops took in the log (their rows' text).
+    public var logBytesSealed: Int64 = 0
+    /// Bytes of the segments' bodies before and after LZ4.
+    public var segmentBodyBytes: Int64 = 0
+    public var segmentFrameBytes: Int64 = 0
+    public var snapshotBytes: Int64 = 0
+    public var historyDroppedThrough: Int64?
+    public var fileBytesBefore: Int64 = 0
+    public var fileBytesAfter: Int64 = 0
+    public var seconds: Double = 0
+
+    /// Sealed log bytes per compressed segment byte.
+    public var compressionRatio: Double { segmentFrameBytes > 0 ? Double(logBytesSealed) / Double(segmentFrameBytes) : 0 }
+}
+
+extension DeviceStore {
+    /// Works out what `compact(policy)` would do now, without changing anything.
+    public func compactionPlan(_ policy: CompactionPolicy) throws -> CompactionPlan {
+        let now = clock.nowMilliseconds()
+        return try read { db in try plan(policy, now: now, in: db) }
+    }
+
+    func plan(_ policy: CompactionPolicy, now: Int64, in db: Database) throws -> CompactionPlan {
+        let cursor = try Self.meta("cursor", in: db).integerValue ?? 0
+        let sealed = try Self.sealedUpTo(in: db)
+        var through = cursor
+        if let keep = policy.keepOps { through = min(through, cursor - keep) }
+        if let keep = policy.keepMilliseconds {
+            let recent = try db.scalarInt("SELECT min(server_seq) FROM chronicle_log WHERE server_time >= ?1", [.integer(now - keep)])
+            if let recent { through = min(through, recent - 1) }
+        }
+        through = max(through, sealed)
+        let ops = through - sealed
+        let segmentOps = Int64(max(1, policy.segmentOpsMax))
+        let latestSnapshot = try db.scalarInt("SELECT max(seq) FROM chronicle_snapshots") ?? 0
+        let snapshotAt: Int64? = through > latestSnapshot ? through : nil
+        var dropThrough: Int64?
+        if let horizon = policy.horizonMilliseconds {
+            // Whole segments whose newest op is older than the horizon and that a snapshot will cover.
+            let covered = snapshotAt ?? latestSnapshot
+            let oldSegments = try db.query("SELECT body FROM chronicle_segments WHERE last_seq <= ?1 ORDER BY first_seq", [.integer(covered)]) { row in
+                try row.withBytes(0) { try SegmentCodec.decode(Array($0)) }
+            }
+            for segment in oldSegments where (segment.ops.last?.serverTime ?? Int64.max) < now - horizon {
+                dropThrough = segment.lastSeq
+            }
+            // Ops about to be sealed past the horizon count too, when the new snapshot covers them.
+            if let snapshotAt, ops > 0,
+               let newest = try db.scalarInt("SELECT max(server_seq) FROM chronicle_log WHERE server_seq <= ?1 AND server_time < ?2",
+                                             [.integer(snapshotAt), .integer(now - horizon)]), newest == snapshotAt {
+                dropThrough = snapshotAt
+            }
+            // History is dropped only up to a snapshot, so the state there is known.
+            if let drop = dropThrough, drop != covered, try db.scalarInt("SELECT 1 FROM chronicle_snapshots WHERE seq = ?1", [.integer(drop)]) == nil {
+                dropThrough = nil
+            }
+        }
+        return CompactionPlan(sealThrough: through, alreadySealedThrough: sealed, opsToSeal: ops,
+                              segmentsToWrite: Int((ops + segmentOps - 1) / segmentOps), snapshotAt: snapshotAt,
+                              dropThrough: dropThrough, hotOpsAfter: cursor - through)
+    }
+
+    /// Seals the confirmed log's prefix into LZ4 segments, writes a snapshot of the state
+    /// at the seal point, drops history past the horizon if the policy asks, and gives the
+    /// space back to the file system.
+    ///
+    /// Every step is its own transaction and leaves a complete store: killed at any
+    /// point, the store opens with the same state digest and nothing lost. `afterStep`
+    /// runs after each committed step (a progress hook; fault tests stop the process there).
+    @discardableResult
+    public func compact(_ policy: CompactionPolicy, progress: ProgressHandler? = nil,
+                        afterStep: ((Int, String) throws -> Void)? = nil) throws -> CompactionReport {
+        let start = DispatchTime.now().uptimeNanoseconds
+        let now = clock.nowMilliseconds()
+        let plan = try read { db in try self.plan(policy, now: now, in: db) }
+        var report = CompactionReport(plan: plan)
+        report.fileBytesBefore = try fileBytes()
+        var step = 0
+        func done(_ what: String) throws {
+            step += 1
+            try afterStep?(step, what)
+        }
+        let total = plan.opsToSeal
+        progress?(0, total)
+
+        // 1. Seal, one segment per transaction.
+        while true {
+            let written = try writeTransaction { db in try sealNextSegment(through: plan.sealThrough, policy: policy, now: now, in: db) }
+            guard let written else { break }
+            report.segmentsWritten += 1
+            report.opsSealed += written.ops
+            report.logBytesSealed += written.log
+            report.segmentBodyBytes += written.body
+            report.segmentFrameBytes += written.frame
+            progress?(report.opsSealed, total)
+            try done("sealed a segment")
+        }
+
+        // 2. The snapshot at the seal point (older ones go, except the one history starts from).
+        if let at = plan.snapshotAt {
+            let (snapshot, stateDigest) = try read { db in
+                try Self.stateSnapshot(at: at, source: db, materializer, projection, libraryID: libraryID, progress: nil)
+            }
+            let frame = SnapshotCodec.encode(snapshot)
+            report.snapshotBytes = Int64(frame.count)
+            try writeTransaction { db in
+                try db.statement("INSERT OR REPLACE INTO chronicle_snapshots(seq, body, state_digest, body_bytes, created_at) VALUES (?1, ?2, ?3, ?4, ?5)")
+                    .execute([.integer(at), .null, .text(stateDigest), .integer(Int64(frame.count)), .integer(now)], blob: frame, at: 2)
+                try db.execute("DELETE FROM chronicle_snapshots WHERE seq < ?1 AND seq <> ?2",
+                               [.integer(at), .integer(try Self.historyBase(in: db))])
+            }
+            try done("wrote the snapshot at seq \(at)")
+        }
+
+        // 3. The horizon: history older than it goes, where a snapshot covers it.
+        if let drop = plan.dropThrough {
+            try writeTransaction { db in
+                try db.execute("DELETE FROM chronicle_segments WHERE last_seq <= ?1", [.integer(drop)])
+                try Self.setMeta("history_base_seq", .integer(drop), in: db)
+                try Self.setMeta("history_dropped_at", .integer(now), in: db)
+                try db.execute("DELETE FROM chronicle_snapshots WHERE seq < ?1", [.integer(drop)])
+            }
+            report.historyDroppedThrough = drop
+            try done("dropped history through seq \(drop)")
+        }
+
+        // 4. Give the space back: VACUUM rewrites the file (atomically; an interruption leaves it as it was).
+        if !plan.isEmpty {
+            try writer.withLock { db in try db.execute("VACUUM") }
+            try done("gave the space back")
+        }
+        report.fileBytesAfter = try fileBytes()
+        report.seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        return report
+    }
+
+    struct SealedChunk { var ops: Int64; var log: Int64; var body: Int64; var frame: Int64 }
+
+    /// Seals the next run of up to `segmentOpsMax` ops (not past `through`) into one segment,
+    /// inside the caller's transaction. Nil when everything up to `through` is sealed.
+    func sealNextSegment(through: Int64, policy: CompactionPolicy, now: Int64, in db: Database) throws -> SealedChunk? {
+        let sealed = try Self.sealedUpTo(in: db)
+        guard sealed < through else { return nil }
+        let last = min(through, sealed + Int64(max(1, policy.segmentOpsMax)))
+        // The bytes a log row takes, roughly: its text columns plus six integers.
+        let rows = try db.query("""
+            SELECT \(Self.logColumns), length(payload) + length(op_id) + length(type) + length(entity_id) + length(device_id) + 40
+            FROM chronicle_log WHERE server_seq > ?1 AND server_seq <= ?2 ORDER BY server_seq
+            """, [.integer(sealed), .integer(last)]) { row in (try logOp(row), row.int(11)) }
+        let ops = rows.map(\.0)
+        precondition(ops.count == Int(last - sealed) && ops.first?.serverSeq == sealed + 1,
+                     "the log is not gap-free after the sealed prefix")
+        let body = SegmentCodec.encodeBody(try Segment(libraryID: libraryID, ops: ops))
+        let frame = LZ4Frame.compress(body)
+        let previous = try db.scalarText("SELECT digest FROM chronicle_segments ORDER BY first_seq DESC LIMIT 1") ?? ""
+        try db.statement("""
+            INSERT INTO chronicle_segments(first_seq, last_seq, op_count, body, digest, previous_digest, body_bytes, created_at)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+            """).execute([.integer(sealed + 1), .integer(last), .integer(last - sealed), .null,
+                          .text(Self.chainDigest(previous: previous, body: body)), .text(previous), .integer(Int64(body.count)),
+                          .integer(now)], blob: frame, at: 4)
+        let remember = try db.statement("INSERT INTO chronicle_sealed_ops(op_id) VALUES (?1)")
+        for op in ops { try remember.execute([.text(op.opID.lowercased)]) }
+        try db.execute("DELETE FROM chronicle_log WHERE server_seq > ?1 AND server_seq <= ?2", [.integer(sealed), .integer(last)])
+        return SealedChunk(ops: Int64(ops.count), log: rows.reduce(0) { $0 + $1.1 }, body: Int64(body.count), frame: Int64(frame.count))
+    }
+
+    func fileBytes() throws -> Int64 {
+        let size = { (path: String) -> Int64 in ((try? FileManager.default.attributesOfItem(atPath: path)[.size]) as? Int64) ?? 0 }
+        return size(path) + size(path + "-wal")
+    }
+
+    /// Where this store's history begins: 1, or the seq after a horizon dropped older history,
+    /// with when that happened.
+    public func historyStart() throws -> (seq: Int64, droppedAt: Int64?) {
+        try read { db in
+            (try Self.historyBase(in: db) + 1, try Self.meta("history_dropped_at", in: db).integerValue)
+        }
+    }
+}

@@ -1,0 +1,126 @@
+import ChronicleCore
+import Foundation
+
+/// One sealed segment's bookkeeping (its ops stay in `body`, an LZ4 frame).
+public struct SegmentInfo: Sendable, Equatable {
+    public var firstSeq: Int64
+    public var lastSeq: Int64
+    public var opCount: Int64
+    /// Compressed bytes in the store.
+    public var frameBytes: Int64
+    /// Uncompressed segment body bytes.
+    public var bodyBytes: Int64
+    /// SHA-256 (hex) of the previous segment's digest followed by this body: a gap,
+    /// a reorder or a changed byte anywhere breaks the chain.
+    public var digest: String
+    public var previousDigest: String
+}
+
+extension DeviceStore {
+    /// The highest seq sealed into segments (or below which history was dropped); 0 if none.
+    static func sealedUpTo(in db: Database) throws -> Int64 {
+        let sealed = try db.scalarInt("SELECT max(last_seq) FROM chronicle_segments") ?? 0
+        return max(sealed, try meta("history_base_seq", in: db).integerValue ?? 0)
+    }
+
+    /// The seq before the first op this store still has (0 unless history was dropped past a snapshot).
+    static func historyBase(in db: Database) throws -> Int64 {
+        try meta("history_base_seq", in: db).integerValue ?? 0
+    }
+
+    /// The chained digest of a segment body.
+    static func chainDigest(previous: String, body: [UInt8]) -> String {
+        let hasher = SHA256Hasher()
+        hasher.update(previous)
+        hasher.update(body)
+        return hasher.hexDigest()
+    }
+
+    /// Confirmed ops with `after < serverSeq ≤ upTo`, in server order, optionally of one
+    /// entity: from sealed segments first, then the log. Streams segment by segment.
+    static func forEachConfirmedOp(in db: Database, libraryID: UUID, after: Int64 = 0, upTo: Int64? = nil, entity: String? = nil,
+                                   _ body: (Op) throws -> Void) throws {
+        let limit = upTo ?? Int64.max
+        let entityID = try entity.map { try uuid($0) }
+        let segments = try db.uncached("SELECT body FROM chronicle_segments WHERE last_seq > ?1 AND first_seq <= ?2 ORDER BY first_seq")
+        try segments.forEach([.integer(after), .integer(limit)]) { row in
+            let segment = try row.withBytes(0) { try SegmentCodec.decode(Array($0)) }
+            guard segment.libraryID == libraryID else {
+                throw ChronicleError(.invariantViolated, "A sealed segment belongs to library \(segment.libraryID.lowercased), not this store's.")
+            }
+            for op in segment.ops where op.serverSeq! > after && op.serverSeq! <= limit {
+                if let entityID, op.entityID != entityID { continue }
+                try body(op)
+            }
+        }
+        var conditions = ["server_seq > ?1", "server_seq <= ?2"]
+        var arguments: [Value] = [.integer(after), .integer(limit)]
+        if let entity { conditions.append("entity_id = ?3"); arguments.append(.text(entity)) }
+        let log = try db.uncached("SELECT \(logColumns) FROM chronicle_log WHERE \(conditions.joined(separator: " AND ")) ORDER BY server_seq")
+        try log.forEach(arguments) { row in try body(try logOp(row, libraryID: libraryID)) }
+    }
+
+    /// How many confirmed ops `forEachConfirmedOp` visits (exact without an entity filter).
+    static func confirmedCount(in db: Database, after: Int64 = 0, upTo: Int64? = nil) throws -> Int64 {
+        let limit = upTo ?? Int64.max
+        let inLog = try db.scalarInt("SELECT count(*) FROM chronicle_log WHERE server_seq > ?1 AND server_seq <= ?2",
+                                     [.integer(after), .integer(limit)]) ?? 0
+        let inSegments = try db.scalarInt("""
+            SELECT coalesce(sum(min(last_seq, ?2) - max(first_seq, ?1 + 1) + 1), 0) FROM chronicle_segments
+            WHERE last_seq > ?1 AND first_seq <= ?2
+            """, [.integer(after), .integer(limit)]) ?? 0
+        return inLog + inSegments
+    }
+
+    /// The sealed segments, oldest first.
+    public func segments() throws -> [SegmentInfo] {
+        try read { db in
+            try db.query("SELECT first_seq, last_seq, op_count, length(body), body_bytes, digest, previous_digest FROM chronicle_segments ORDER BY first_seq") {
+                SegmentInfo(firstSeq: $0.int(0), lastSeq: $0.int(1), opCount: $0.int(2), frameBytes: $0.int(3), bodyBytes: $0.int(4),
+                            digest: $0.text(5), previousDigest: $0.text(6))
+            }
+        }
+    }
+
+    /// The raw LZ4 frame of the segment starting at `firstSeq` (what `lz4 -d` opens).
+    public func segmentFrame(firstSeq: Int64) throws -> [UInt8]? {
+        try read { db in
+            try db.query("SELECT body FROM chronicle_segments WHERE first_seq = ?1", [.integer(firstSeq)]) { row in
+                row.withBytes(0) { Array($0) }
+            }.first
+        }
+    }
+
+    /// Checks the sealed prefix: every frame decodes (content checksum), holds exactly its
+    /// seqs of this library, and the digest chain is unbroken; the log continues it.
+    static func verifySegments(in db: Database, libraryID: UUID) throws -> [String] {
+        var problems: [String] = []
+        var previous: String?   // nil before the first segment (whose predecessor may have been dropped)
+        var expected = try historyBase(in: db) + 1
+        let statement = try db.uncached("SELECT first_seq, last_seq, body, digest, previous_digest FROM chronicle_segments ORDER BY first_seq")
+        try statement.forEach { row in
+            let first = row.int(0), last = row.int(1)
+            if first != expected { problems.append("segment \(first)…\(last) does not follow seq \(expected - 1)") }
+            if let previous, row.text(4) != previous {
+                problems.append("segment \(first)…\(last) is not chained to the one before it")
+            }
+            do {
+                let frame = row.withBytes(2) { Array($0) }
+                let body = try LZ4Frame.decompress(frame, maxBytes: SegmentCodec.Limits().maxDecodedBytes)
+                let segment = try SegmentCodec.decodeBody(body)
+                if segment.libraryID != libraryID { problems.append("segment \(first)…\(last) belongs to another library") }
+                if segment.firstSeq != first || segment.lastSeq != last { problems.append("segment \(first)…\(last) holds seqs \(segment.firstSeq ?? 0)…\(segment.lastSeq ?? 0)") }
+                let digest = chainDigest(previous: row.text(4), body: body)
+                if digest != row.text(3) { problems.append("segment \(first)…\(last) digest does not match its bytes") }
+            } catch {
+                problems.append("segment \(first)…\(last) cannot be read: \(error)")
+            }
+            previous = row.text(3)
+            expected = last + 1
+        }
+        if let minLog = try db.scalarInt("SELECT min(server_seq) FROM chronicle_log"), minLog != expected {
+            problems.append("the log starts at seq \(minLog) but the sealed prefix ends at \(expected - 1)")
+        }
+        return problems
+    }
+}

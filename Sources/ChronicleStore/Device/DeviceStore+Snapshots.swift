@@ -1,0 +1,83 @@
+import ChronicleCore
+import Foundation
+
+extension DeviceStore {
+    /// The snapshot saved at exactly `seq`, or the newest one at or before it.
+    static func snapshot(atMost seq: Int64? = nil, in db: Database) throws -> Snapshot? {
+        let rows = try db.query("SELECT body FROM chronicle_snapshots WHERE seq <= ?1 ORDER BY seq DESC LIMIT 1",
+                                [.integer(seq ?? Int64.max)]) { row in row.withBytes(0) { Array($0) } }
+        guard let frame = rows.first else { return nil }
+        return try SnapshotCodec.decode(frame)
+    }
+
+    /// Seqs of the saved snapshots, oldest first.
+    public func snapshotSeqs() throws -> [Int64] {
+        try read { db in try db.query("SELECT seq FROM chronicle_snapshots ORDER BY seq") { $0.int(0) } }
+    }
+
+    /// Reads the projection's canonical rows (every table of `projection.tables`, in key order).
+    static func dump(_ projection: ProjectionSchema, from db: Database, seq: Int64, libraryID: UUID) throws -> Snapshot {
+        var tables: [Snapshot.Table] = []
+        for table in projection.tables {
+            let columns = table.columns.map(ProjectionSchema.quoted).joined(separator: ", ")
+            let width = Int32(table.columns.count)
+            let rows = try db.uncached("SELECT \(columns) FROM \(ProjectionSchema.quoted(table.name)) ORDER BY \(table.orderBy)").map { row in
+                (0..<width).map { row.value($0) }
+            }
+            tables.append(Snapshot.Table(name: table.name, columns: table.columns, rows: rows))
+        }
+        let schema = projection.schema
+        return Snapshot(libraryID: libraryID, seq: seq, schemaName: schema.name, schemaVersion: schema.version,
+                        schemaFingerprint: schema.fingerprint, tables: tables)
+    }
+
+    /// Fills empty projection tables with a snapshot's rows. The snapshot must be of this
+    /// store's library and of the projection's exact shape (same schema fingerprint).
+    static func load(_ snapshot: Snapshot, into db: Database, _ projection: ProjectionSchema, libraryID: UUID) throws {
+        guard snapshot.libraryID == libraryID else {
+            throw ChronicleError(.wrongLibrary, "The snapshot at seq \(snapshot.seq) is of library \(snapshot.libraryID.lowercased), not \(libraryID.lowercased).")
+        }
+        let expected = projection.tables
+        guard snapshot.schemaFingerprint == projection.schema.fingerprint,
+              snapshot.tables.map(\.name) == expected.map(\.name),
+              zip(snapshot.tables, expected).allSatisfy({ $0.columns == $1.columns }) else {
+            throw ChronicleError(.schemaMismatch, "The snapshot at seq \(snapshot.seq) was made with schema \(snapshot.schemaName) v\(snapshot.schemaVersion), whose projection differs from this build's; replay from the first op instead.")
+        }
+        for table in snapshot.tables where !table.rows.isEmpty {
+            let columns = table.columns.map(ProjectionSchema.quoted).joined(separator: ", ")
+            let placeholders = (1...table.columns.count).map { "?\($0)" }.joined(separator: ", ")
+            let insert = try db.uncached("INSERT INTO \(ProjectionSchema.quoted(table.name))(\(columns)) VALUES (\(placeholders))")
+            for row in table.rows { try insert.execute(row) }
+        }
+    }
+
+    /// The state where a replay must start: the snapshot at the history horizon when
+    /// history before it was dropped, otherwise nothing (genesis). `preferLatest` starts
+    /// from the newest usable snapshot instead (what `rebuild` does by default).
+    static func replayBase(in db: Database, _ projection: ProjectionSchema, preferLatest: Bool, upTo: Int64? = nil) throws -> Snapshot? {
+        let base = try historyBase(in: db)
+        if preferLatest, let latest = try snapshot(atMost: upTo, in: db), latest.seq >= base,
+           latest.schemaFingerprint == projection.schema.fingerprint {
+            return latest
+        }
+        guard base > 0 else { return nil }
+        guard let horizon = try snapshot(atMost: base, in: db), horizon.seq == base else {
+            throw ChronicleError(.invariantViolated, "History before seq \(base) was dropped, but the snapshot at \(base) is missing.")
+        }
+        return horizon
+    }
+
+    /// Computes the confirmed state at `seq` in a scratch database: from the newest
+    /// snapshot at or before it, replaying the sealed and hot ops after that snapshot.
+    static func stateSnapshot(at seq: Int64, source: Database, _ materializer: Materializer, _ projection: ProjectionSchema,
+                              libraryID: UUID, progress: ProgressHandler?) throws -> (Snapshot, digest: String) {
+        let scratch = try Database(path: "")   // a private temporary file: large libraries need not fit in memory
+        try scratch.execute("CREATE TABLE chronicle_shadowed (entity TEXT NOT NULL, id TEXT NOT NULL, PRIMARY KEY (entity, id)) WITHOUT ROWID")
+        try createProjection(projection, in: scratch, withSearch: false)
+        let base = try replayBase(in: source, projection, preferLatest: true, upTo: seq)
+        if let base { try load(base, into: scratch, projection, libraryID: libraryID) }
+        _ = try replay(from: source, into: scratch, materializer, projection, after: base?.seq ?? 0, upTo: seq, includePending: false,
+                       progress: progress)
+        return (try dump(projection, from: scratch, seq: seq, libraryID: libraryID), try digest(projection, in: scratch))
+    }
+}

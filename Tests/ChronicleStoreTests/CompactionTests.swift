@@ -1,0 +1,198 @@
+import ChronicleCore
+@testable import ChronicleStore
+import Foundation
+import Testing
+
+/// The log's lifecycle on a device: sealed segments, snapshots, compaction,
+/// the retention horizon, and rebuild and audit across all of it.
+@Suite struct CompactionTests {
+    /// A confirmed library of `count` random ops from two other devices.
+    @discardableResult
+    static func library(_ f: Fixture, count: Int, seed: UInt64) throws -> [UUID] {
+        let server = ServerLog(library: f.store.libraryID, seed: seed)
+        let rng = SeededIDGenerator(seed: seed &* 31)
+        func roll(_ n: Int) -> Int { Int(rng.next() % UInt64(n)) }
+        let devices = [rng.makeUUID(), rng.makeUUID()]
+        var articles: [UUID] = []
+        var ops: [Op] = []
+        let words = ["tunnel", "plane", "basement", "offline", "sync", "log", "segment", "snapshot"]
+        while ops.count < count {
+            let device = devices[roll(2)]
+            if articles.isEmpty || roll(5) == 0 {
+                let id = rng.makeUUID()
+                articles.append(id)
+                ops.append(server.op("article.save", entity: id, from: device,
+                                     payload: ["url": .text("https://example.com/\(ops.count)"), "title": .text("\(words[roll(8)]) \(ops.count)")]))
+                continue
+            }
+            let article = articles[roll(articles.count)]
+            switch roll(7) {
+            case 0: ops.append(server.op("article.tag", entity: article, from: device, payload: ["tag": .text(words[roll(8)])]))
+            case 1: ops.append(server.op("article.untag", entity: article, from: device, payload: ["tag": .text(words[roll(8)])]))
+            case 2: ops.append(server.op("article.progress", entity: article, from: device, payload: ["progress": .real(Double(roll(101)) / 100)]))
+            case 3: ops.append(server.op("article.update", entity: article, from: device, payload: ["title": .text("renamed \(words[roll(8)])")]))
+            case 4: ops.append(server.op("highlight.create", entity: rng.makeUUID(), from: device,
+                                         payload: ["article_id": .text(article.lowercased), "quote": .text(words[roll(8)])]))
+            case 5: ops.append(server.op("article.delete", entity: article, from: device))
+            default: ops.append(server.op("article.restore", entity: article, from: device))
+            }
+        }
+        for start in stride(from: 0, to: ops.count, by: 500) { try f.store.applyConfirmed(Array(ops[start..<min(ops.count, start + 500)])) }
+        return articles
+    }
+
+    @Test func compactionKeepsTheStateTheHistoryAndTheInvariants() throws {
+        let f = try Fixture()
+        let articles = try Self.library(f, count: 2_000, seed: 5)
+        try f.store.write("article.tag", entity: articles[0], payload: ["tag": .text("pending")])
+        let before = try f.store.digest()
+        let auditBefore = try f.store.audit(articles[0])
+
+        var policy = CompactionPolicy()
+        policy.keepOps = 300
+        policy.segmentOpsMax = 400
+        let plan = try f.store.compactionPlan(policy)
+        #expect(plan.sealThrough == 1_700 && plan.segmentsToWrite == 5 && plan.snapshotAt == 1_700)
+        let report = try f.store.compact(policy)
+        #expect(report.segmentsWritten == 5 && report.opsSealed == 1_700)
+        #expect(report.segmentFrameBytes < report.logBytesSealed / 2, "segments are much smaller than the log rows")
+        #expect(try f.store.digest() == before)
+        #expect(try f.store.verify().passed)
+        #expect(try f.store.status().confirmedOps == 2_000)
+        #expect(try f.store.segments().map(\.firstSeq) == [1, 401, 801, 1_201, 1_601])
+
+        // Audit and the log read sealed segments: the whole history is still there.
+        let auditAfter = try f.store.audit(articles[0])
+        #expect(auditAfter.entries.map(\.op.opID) == auditBefore.entries.map(\.op.opID))
+        #expect(auditAfter.state == auditBefore.state)
+        #expect(try f.store.confirmedOps(limit: 5_000).count == 2_000)
+
+        // Rebuild from the snapshot and from the first op agree.
+        #expect(try f.store.rebuild().digest == before)
+        #expect(try f.store.rebuild(fromGenesis: true).digest == before)
+
+        // The log goes on growing after the sealed prefix; sealed op ids still apply at most once.
+        let server = ServerLog(library: f.store.libraryID, seed: 77)
+        server.seq = 2_000
+        try f.store.applyConfirmed([server.op("article.tag", entity: articles[1], from: UUID(), payload: ["tag": .text("after")])])
+        let sealedOp = try f.store.confirmedOps(limit: 1)[0]
+        var again = server.op("article.tag", entity: articles[1], from: UUID(), payload: ["tag": .text("again")])
+        again.opID = sealedOp.opID
+        #expect(throws: ChronicleError.self) { try f.store.applyConfirmed([again]) }
+        #expect(try f.store.verify().passed)
+
+        // Nothing left to seal: a second run changes nothing.
+        #expect(try f.store.compactionPlan(policy).opsToSeal == 1)
+    }
+
+    @Test func aSnapshotPlusTheOpsAfterItRebuildsWhatTheFullLogDoes() throws {
+        for seed in 1...6 as ClosedRange<UInt64> {
+            let f = try Fixture(seed: seed)
+            try Self.library(f, count: 300 + Int(seed) * 50, seed: seed)
+            let cursor = try f.store.cursor()
+            let rng = SeededIDGenerator(seed: seed)
+            let at = Int64(rng.next() % UInt64(cursor)) + 1
+            let (snapshot, digestAt) = try f.store.read { db in
+                try DeviceStore.stateSnapshot(at: at, source: db, f.store.materializer, f.store.projection, libraryID: f.store.libraryID, progress: nil)
+            }
+            #expect(try f.store.replayDigest(upTo: at) == digestAt, "seed \(seed): the snapshot is the state at \(at)")
+            let decoded = try SnapshotCodec.decode(SnapshotCodec.encode(snapshot))
+            #expect(decoded == snapshot)
+            let scratch = try DeviceStore.scratchProjection(f.store.projection)
+            try DeviceStore.load(decoded, into: scratch, f.store.projection, libraryID: f.store.libraryID)
+            try f.store.read { db in
+                _ = try DeviceStore.replay(from: db, into: scratch, f.store.materializer, f.store.projection, after: at, upTo: nil,
+                                           includePending: false, progress: nil)
+            }
+            #expect(try DeviceStore.digest(f.store.projection, in: scratch) == f.store.digest(), "seed \(seed), S = \(at)")
+        }
+    }
+
+    @Test func interruptedAfterAnyStepTheStoreIsWholeAndCompactionCanFinish() throws {
+        struct Stop: Error {}
+        var policy = CompactionPolicy()
+        policy.keepOps = 100
+        policy.segmentOpsMax = 250
+        var steps = 0
+        repeat {
+            steps += 1
+            let f = try Fixture(seed: 9)
+            try Self.library(f, count: 1_000, seed: 9)
+            let before = try f.store.digest()
+            var stoppedAt = 0
+            do {
+                try f.store.compact(policy, afterStep: { step, _ in if step == steps { stoppedAt = step; throw Stop() } })
+            } catch is Stop {}
+            let reopened = try DeviceStore.open(at: f.path)
+            #expect(try reopened.digest() == before, "stopped after step \(steps)")
+            #expect(try reopened.verify().passed, "stopped after step \(steps)")
+            try reopened.compact(policy)
+            #expect(try reopened.digest() == before)
+            #expect(try reopened.segments().count == 4)
+            if stoppedAt == 0 { break }   // the run finished before reaching this step: every step was covered
+        } while steps < 20
+        #expect(steps == 7, "4 segments, the snapshot and the VACUUM: 6 steps, then a run that completes")
+    }
+
+    @Test func aHorizonDropsOldHistoryAndAuditSaysWhereHistoryBegins() throws {
+        let f = try Fixture(seed: 3)
+        let articles = try Self.library(f, count: 600, seed: 3)
+        let before = try f.store.digest()
+        var policy = CompactionPolicy()
+        policy.keepOps = 100
+        policy.segmentOpsMax = 200
+        // ServerLog stamps ops in 2026; a one-day horizon makes all sealed history old.
+        policy.horizonMilliseconds = 86_400_000
+        f.clock.advance(milliseconds: 400 * 86_400_000)
+        let report = try f.store.compact(policy)
+        #expect(report.historyDroppedThrough == 500)
+        #expect(try f.store.segments().isEmpty)
+        #expect(try f.store.historyStart().seq == 501)
+        #expect(try f.store.digest() == before)
+        #expect(try f.store.verify().passed)
+        #expect(try f.store.rebuild().digest == before)
+        #expect(throws: ChronicleError.self) { try f.store.rebuild(fromGenesis: true) }
+        let audit = try f.store.audit(articles[0])
+        #expect(audit.historyBeginsAt == 501)
+        #expect(audit.state != nil)
+    }
+
+    @Test func aTamperedSegmentFailsVerify() throws {
+        let f = try Fixture(seed: 4)
+        try Self.library(f, count: 400, seed: 4)
+        var policy = CompactionPolicy()
+        policy.keepOps = 0
+        policy.segmentOpsMax = 200
+        try f.store.compact(policy)
+        #expect(try f.store.verify().passed)
+        try f.store.writer.withLock { db in
+            try db.execute("DROP TRIGGER chronicle_segments_immutable")
+            try db.execute("UPDATE chronicle_segments SET previous_digest = 'forged' WHERE first_seq = 201")
+        }
+        let report = try f.store.verify()
+        #expect(!report.passed)
+        #expect(report.checks.contains { $0.detail.contains("not chained") })
+    }
+
+    @Test func aSealedSegmentOpensWithTheLZ4Tool() throws {
+        let f = try Fixture(seed: 6)
+        try Self.library(f, count: 300, seed: 6)
+        var policy = CompactionPolicy()
+        policy.keepOps = 0
+        try f.store.compact(policy)
+        let frame = try #require(try f.store.segmentFrame(firstSeq: 1))
+        let path = f.directory.appendingPathComponent("segment.lz4").path
+        try Data(frame).write(to: URL(fileURLWithPath: path))
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/lz4")
+        process.arguments = ["-d", "-c", path]
+        let out = Pipe()
+        process.standardOutput = out
+        try process.run()
+        let body = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        #expect(body.prefix(4) == Data("CHSG".utf8))
+        #expect(try SegmentCodec.decodeBody([UInt8](body)).ops.count == 300)
+    }
+}
