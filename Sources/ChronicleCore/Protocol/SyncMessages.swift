@@ -55,12 +55,16 @@ public struct PullPage: Sendable, Equatable {
     public var more: Bool
     /// The library's highest serverSeq when the page was read.
     public var head: Int64
+    /// The seq of the server's newest snapshot, if it has one: a device far behind (or new)
+    /// may start from it instead of replaying every op.
+    public var snapshotSeq: Int64?
 
-    public init(segment: Segment, nextCursor: Int64, more: Bool, head: Int64) {
+    public init(segment: Segment, nextCursor: Int64, more: Bool, head: Int64, snapshotSeq: Int64? = nil) {
         self.segment = segment
         self.nextCursor = nextCursor
         self.more = more
         self.head = head
+        self.snapshotSeq = snapshotSeq
     }
 }
 
@@ -121,4 +125,6 @@ public protocol SyncEndpoint: Sendable {
     func push(_ segment: Segment, token: String) async throws(ProtocolError) -> PushResponse
     func pull(library: UUID, after cursor: Int64, limit: Int, waitMilliseconds: Int, token: String) async throws(ProtocolError) -> PullPage
     func verdict(library: UUID, entity: UUID, token: String) async throws(ProtocolError) -> Verdict
+    /// The newest snapshot of the library, as an LZ4 frame (`SnapshotCodec`); 404 when there is none.
+    func snapshot(library: UUID, token: String) async throws(ProtocolError) -> [UInt8]
 }

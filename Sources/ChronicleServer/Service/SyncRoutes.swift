@@ -44,6 +44,10 @@ public struct SyncRoutes: HTTPHandler {
             case "GET": work.async { pull(request, library: library, respond: answer) }
             default: answer(Self.methodNotAllowed(request.method, allowed: "GET, POST"))
             }
+        case (_, 4) where parts[0] == "v1" && parts[1] == "libraries" && parts[3] == "snapshot":
+            guard request.method == "GET" else { return answer(Self.methodNotAllowed(request.method, allowed: "GET")) }
+            guard let library = UUID(text: parts[2]) else { return answer(Self.badID(parts[2])) }
+            work.async { answer(snapshot(request, library: library)) }
         case (_, 5) where parts[0] == "v1" && parts[1] == "libraries" && parts[3] == "entities":
             guard request.method == "GET" else { return answer(Self.methodNotAllowed(request.method, allowed: "GET")) }
             guard let library = UUID(text: parts[2]) else { return answer(Self.badID(parts[2])) }
@@ -61,6 +65,7 @@ public struct SyncRoutes: HTTPHandler {
         case 2 where parts == ["v1", "devices"]: "/v1/devices"
         case 4 where parts[1] == "libraries" && parts[3] == "ops": "/v1/libraries/{library}/ops"
         case 5 where parts[1] == "libraries" && parts[3] == "entities": "/v1/libraries/{library}/entities/{id}"
+        case 4 where parts[1] == "libraries" && parts[3] == "snapshot": "/v1/libraries/{library}/snapshot"
         default: "other"
         }
     }
@@ -134,11 +139,22 @@ public struct SyncRoutes: HTTPHandler {
                         ("Chronicle-Next-Cursor", String(page.nextCursor)),
                         ("Chronicle-More", page.more ? "true" : "false"),
                         ("Chronicle-Head", String(page.head)),
-                    ], body: body))
+                    ] + (page.snapshotSeq.map { [("Chronicle-Snapshot-Seq", String($0))] } ?? []), body: body))
                 }
             }
         } catch {
             respond(Self.response(error))
+        }
+    }
+
+    private func snapshot(_ request: HTTPRequest, library: UUID) -> HTTPResponse {
+        guard let token = Self.bearer(request) else { return Self.unauthorized() }
+        do {
+            let (seq, frame) = try service.snapshotNow(library: library, token: token)
+            return HTTPResponse(status: 200, headers: [("Content-Type", SnapshotCodec.mediaType), ("Chronicle-Snapshot-Seq", String(seq))],
+                                body: frame)
+        } catch {
+            return Self.response(error)
         }
     }
 

@@ -213,7 +213,9 @@ public final class SyncService: SyncEndpoint {
             let (ops, head) = try library.pull(after: cursor, limit: limit)
             let segment = try Segment(libraryID: library.libraryID, ops: ops)
             let next = ops.last?.serverSeq ?? cursor
-            return PullPage(segment: segment, nextCursor: next, more: next < head, head: head)
+            return PullPage(segment: segment, nextCursor: next, more: next < head, head: head, snapshotSeq: try library.latestSnapshotSeq())
+        } catch let error as ProtocolError {
+            throw error
         } catch {
             throw ProtocolError(500, "server_store", "The server could not read library \(library.libraryID.lowercased): \(error)")
         }
@@ -237,7 +239,32 @@ public final class SyncService: SyncEndpoint {
         }
     }
 
+    /// The library's newest snapshot frame and its seq.
+    public func snapshotNow(library id: UUID, token: String) throws(ProtocolError) -> (seq: Int64, frame: [UInt8]) {
+        let (_, library) = try authorize(token, library: id)
+        let found: (seq: Int64, frame: [UInt8])?
+        do { found = try library.latestSnapshot() } catch {
+            throw ProtocolError(500, "server_store", "The server could not read library \(id.lowercased): \(error)")
+        }
+        guard let found else { throw ProtocolError(404, "no_snapshot", "Library \(id.lowercased) has no snapshot yet; pull from seq 0.") }
+        return found
+    }
+
+    /// Compacts one library on the server (seal, snapshot, horizon) and wakes nobody: the ops are the same.
+    @discardableResult
+    public func compact(library id: UUID, policy: CompactionPolicy) throws -> CompactionReport {
+        let report = try library(id).compact(policy)
+        log.log("compact", ["library": .text(id.lowercased), "sealed": .integer(report.opsSealed),
+                            "segments": .integer(Int64(report.segmentsWritten)),
+                            "history_dropped_through": report.historyDroppedThrough.map(Value.integer) ?? .null])
+        return report
+    }
+
     // MARK: - SyncEndpoint (in-process callers)
+
+    public func snapshot(library: UUID, token: String) async throws(ProtocolError) -> [UInt8] {
+        try snapshotNow(library: library, token: token).frame
+    }
 
     public func push(_ segment: Segment, token: String) async throws(ProtocolError) -> PushResponse {
         try pushNow(segment, token: token)

@@ -52,16 +52,51 @@ public struct CompactionReport: Sendable {
     public var compressionRatio: Double { segmentFrameBytes > 0 ? Double(logBytesSealed) / Double(segmentFrameBytes) : 0 }
 }
 
-extension DeviceStore {
+/// What sealing one segment did.
+struct SealedChunk { var ops: Int64; var log: Int64; var body: Int64; var frame: Int64 }
+
+/// A store with a confirmed log that can be sealed, snapshotted and compacted: a
+/// device store, or the server's store of one library.
+protocol LogLifecycle {
+    var path: String { get }
+    var libraryID: UUID { get }
+    var materializer: Materializer { get }
+    var projection: ProjectionSchema { get }
+    var clock: any ChronicleClock { get }
+    func read<T>(_ body: (Database) throws -> T) throws -> T
+    func writeTransaction<T>(_ body: (Database) throws -> T) throws -> T
+    /// Runs `VACUUM` on the writer connection.
+    func vacuum() throws
+}
+
+extension DeviceStore: LogLifecycle {
+    func vacuum() throws { try writer.withLock { db in try db.execute("VACUUM") } }
+
     /// Works out what `compact(policy)` would do now, without changing anything.
     public func compactionPlan(_ policy: CompactionPolicy) throws -> CompactionPlan {
         let now = clock.nowMilliseconds()
         return try read { db in try plan(policy, now: now, in: db) }
     }
 
+    /// Seals the confirmed log's prefix into LZ4 segments, writes a snapshot of the state
+    /// at the seal point, drops history past the horizon if the policy asks, and gives the
+    /// space back to the file system.
+    ///
+    /// Every step is its own transaction and leaves a complete store: killed at any
+    /// point, the store opens with the same state digest and nothing lost. `afterStep`
+    /// runs after each committed step (a progress hook; fault tests stop the process there).
+    @discardableResult
+    public func compact(_ policy: CompactionPolicy, progress: ProgressHandler? = nil,
+                        afterStep: ((Int, String) throws -> Void)? = nil) throws -> CompactionReport {
+        try runCompaction(policy, progress: progress, afterStep: afterStep)
+    }
+
+}
+
+extension LogLifecycle {
     func plan(_ policy: CompactionPolicy, now: Int64, in db: Database) throws -> CompactionPlan {
-        let cursor = try Self.meta("cursor", in: db).integerValue ?? 0
-        let sealed = try Self.sealedUpTo(in: db)
+        let sealed = try DeviceStore.sealedUpTo(in: db)
+        let cursor = max(sealed, try db.scalarInt("SELECT max(server_seq) FROM chronicle_log") ?? 0)
         var through = cursor
         if let keep = policy.keepOps { through = min(through, cursor - keep) }
         if let keep = policy.keepMilliseconds {
@@ -99,16 +134,8 @@ extension DeviceStore {
                               dropThrough: dropThrough, hotOpsAfter: cursor - through)
     }
 
-    /// Seals the confirmed log's prefix into LZ4 segments, writes a snapshot of the state
-    /// at the seal point, drops history past the horizon if the policy asks, and gives the
-    /// space back to the file system.
-    ///
-    /// Every step is its own transaction and leaves a complete store: killed at any
-    /// point, the store opens with the same state digest and nothing lost. `afterStep`
-    /// runs after each committed step (a progress hook; fault tests stop the process there).
-    @discardableResult
-    public func compact(_ policy: CompactionPolicy, progress: ProgressHandler? = nil,
-                        afterStep: ((Int, String) throws -> Void)? = nil) throws -> CompactionReport {
+    func runCompaction(_ policy: CompactionPolicy, progress: ProgressHandler?,
+                       afterStep: ((Int, String) throws -> Void)?) throws -> CompactionReport {
         let start = DispatchTime.now().uptimeNanoseconds
         let now = clock.nowMilliseconds()
         let plan = try read { db in try self.plan(policy, now: now, in: db) }
@@ -138,7 +165,7 @@ extension DeviceStore {
         // 2. The snapshot at the seal point (older ones go, except the one history starts from).
         if let at = plan.snapshotAt {
             let (snapshot, stateDigest) = try read { db in
-                try Self.stateSnapshot(at: at, source: db, materializer, projection, libraryID: libraryID, progress: nil)
+                try DeviceStore.stateSnapshot(at: at, source: db, materializer, projection, libraryID: libraryID, progress: nil)
             }
             let frame = SnapshotCodec.encode(snapshot)
             report.snapshotBytes = Int64(frame.count)
@@ -146,7 +173,7 @@ extension DeviceStore {
                 try db.statement("INSERT OR REPLACE INTO chronicle_snapshots(seq, body, state_digest, body_bytes, created_at) VALUES (?1, ?2, ?3, ?4, ?5)")
                     .execute([.integer(at), .null, .text(stateDigest), .integer(Int64(frame.count)), .integer(now)], blob: frame, at: 2)
                 try db.execute("DELETE FROM chronicle_snapshots WHERE seq < ?1 AND seq <> ?2",
-                               [.integer(at), .integer(try Self.historyBase(in: db))])
+                               [.integer(at), .integer(try DeviceStore.historyBase(in: db))])
             }
             try done("wrote the snapshot at seq \(at)")
         }
@@ -155,8 +182,8 @@ extension DeviceStore {
         if let drop = plan.dropThrough {
             try writeTransaction { db in
                 try db.execute("DELETE FROM chronicle_segments WHERE last_seq <= ?1", [.integer(drop)])
-                try Self.setMeta("history_base_seq", .integer(drop), in: db)
-                try Self.setMeta("history_dropped_at", .integer(now), in: db)
+                try DeviceStore.setMeta("history_base_seq", .integer(drop), in: db)
+                try DeviceStore.setMeta("history_dropped_at", .integer(now), in: db)
                 try db.execute("DELETE FROM chronicle_snapshots WHERE seq < ?1", [.integer(drop)])
             }
             report.historyDroppedThrough = drop
@@ -165,7 +192,7 @@ extension DeviceStore {
 
         // 4. Give the space back: VACUUM rewrites the file (atomically; an interruption leaves it as it was).
         if !plan.isEmpty {
-            try writer.withLock { db in try db.execute("VACUUM") }
+            try vacuum()
             try done("gave the space back")
         }
         report.fileBytesAfter = try fileBytes()
@@ -173,19 +200,17 @@ extension DeviceStore {
         return report
     }
 
-    struct SealedChunk { var ops: Int64; var log: Int64; var body: Int64; var frame: Int64 }
-
     /// Seals the next run of up to `segmentOpsMax` ops (not past `through`) into one segment,
     /// inside the caller's transaction. Nil when everything up to `through` is sealed.
     func sealNextSegment(through: Int64, policy: CompactionPolicy, now: Int64, in db: Database) throws -> SealedChunk? {
-        let sealed = try Self.sealedUpTo(in: db)
+        let sealed = try DeviceStore.sealedUpTo(in: db)
         guard sealed < through else { return nil }
         let last = min(through, sealed + Int64(max(1, policy.segmentOpsMax)))
         // The bytes a log row takes, roughly: its text columns plus six integers.
         let rows = try db.query("""
-            SELECT \(Self.logColumns), length(payload) + length(op_id) + length(type) + length(entity_id) + length(device_id) + 40
+            SELECT \(DeviceStore.logColumns), length(payload) + length(op_id) + length(type) + length(entity_id) + length(device_id) + 40
             FROM chronicle_log WHERE server_seq > ?1 AND server_seq <= ?2 ORDER BY server_seq
-            """, [.integer(sealed), .integer(last)]) { row in (try logOp(row), row.int(11)) }
+            """, [.integer(sealed), .integer(last)]) { row in (try DeviceStore.logOp(row, libraryID: libraryID), row.int(11)) }
         let ops = rows.map(\.0)
         precondition(ops.count == Int(last - sealed) && ops.first?.serverSeq == sealed + 1,
                      "the log is not gap-free after the sealed prefix")
@@ -196,10 +221,10 @@ extension DeviceStore {
             INSERT INTO chronicle_segments(first_seq, last_seq, op_count, body, digest, previous_digest, body_bytes, created_at)
             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
             """).execute([.integer(sealed + 1), .integer(last), .integer(last - sealed), .null,
-                          .text(Self.chainDigest(previous: previous, body: body)), .text(previous), .integer(Int64(body.count)),
+                          .text(DeviceStore.chainDigest(previous: previous, body: body)), .text(previous), .integer(Int64(body.count)),
                           .integer(now)], blob: frame, at: 4)
-        let remember = try db.statement("INSERT INTO chronicle_sealed_ops(op_id) VALUES (?1)")
-        for op in ops { try remember.execute([.text(op.opID.lowercased)]) }
+        let remember = try db.statement("INSERT INTO chronicle_sealed_ops(op_id, server_seq, device_id) VALUES (?1, ?2, ?3)")
+        for op in ops { try remember.execute([.text(op.opID.lowercased), .integer(op.serverSeq!), .text(op.deviceID.lowercased)]) }
         try db.execute("DELETE FROM chronicle_log WHERE server_seq > ?1 AND server_seq <= ?2", [.integer(sealed), .integer(last)])
         return SealedChunk(ops: Int64(ops.count), log: rows.reduce(0) { $0 + $1.1 }, body: Int64(body.count), frame: Int64(frame.count))
     }
@@ -209,11 +234,4 @@ extension DeviceStore {
         return size(path) + size(path + "-wal")
     }
 
-    /// Where this store's history begins: 1, or the seq after a horizon dropped older history,
-    /// with when that happened.
-    public func historyStart() throws -> (seq: Int64, droppedAt: Int64?) {
-        try read { db in
-            (try Self.historyBase(in: db) + 1, try Self.meta("history_dropped_at", in: db).integerValue)
-        }
-    }
 }

@@ -19,7 +19,23 @@ enum StoreFormat {
     /// `chronicle_sealed_ops` so an op still applies at most once), and the
     /// projection's state can be saved as snapshots (`chronicle_snapshots`).
     /// Only sealed ops may leave `chronicle_log`; the log stays gap-free across both.
-    static let version3: [String] = [
+    static var version3: [String] { lifecycleStatements + version3Outbox }
+
+    static let version3Outbox: [String] = [
+        // Outbox rows may also leave when the server says the op was ordered inside a snapshot this store started from.
+        "DROP TRIGGER chronicle_outbox_leaves_when_settled",
+        """
+        CREATE TRIGGER chronicle_outbox_leaves_when_settled BEFORE DELETE ON chronicle_outbox
+        WHEN NOT EXISTS (SELECT 1 FROM chronicle_log WHERE op_id = OLD.op_id)
+         AND NOT EXISTS (SELECT 1 FROM chronicle_rejected WHERE op_id = OLD.op_id)
+         AND NOT EXISTS (SELECT 1 FROM chronicle_sealed_ops WHERE op_id = OLD.op_id) BEGIN
+          SELECT RAISE(ABORT, 'chronicle_outbox: an op leaves the outbox only when the confirmed log reaches it or the server rejected it');
+        END
+        """,
+    ]
+
+    /// The sealed-segment, snapshot and log-trigger statements; the server's library store runs them too.
+    static let lifecycleStatements: [String] = [
         """
         CREATE TABLE chronicle_segments (
           first_seq INTEGER PRIMARY KEY,
@@ -47,7 +63,9 @@ enum StoreFormat {
           SELECT RAISE(ABORT, 'chronicle_segments: history is dropped only where a snapshot covers it');
         END
         """,
-        "CREATE TABLE chronicle_sealed_ops (op_id TEXT PRIMARY KEY NOT NULL) WITHOUT ROWID",
+        // Op ids that left the log (sealed, or covered by a snapshot the store started from), with their seq:
+        // an op still applies at most once, and the server still answers a repeat with its original seq.
+        "CREATE TABLE chronicle_sealed_ops (op_id TEXT PRIMARY KEY NOT NULL, server_seq INTEGER NOT NULL, device_id TEXT NOT NULL) WITHOUT ROWID",
         """
         CREATE TABLE chronicle_snapshots (
           seq INTEGER PRIMARY KEY,
@@ -60,7 +78,8 @@ enum StoreFormat {
         "DROP TRIGGER chronicle_log_append_only_delete",
         """
         CREATE TRIGGER chronicle_log_leaves_only_sealed BEFORE DELETE ON chronicle_log
-        WHEN OLD.server_seq > coalesce((SELECT max(last_seq) FROM chronicle_segments), 0) BEGIN
+        WHEN OLD.server_seq > max(coalesce((SELECT max(last_seq) FROM chronicle_segments), 0),
+                                  coalesce((SELECT value FROM chronicle_meta WHERE key = 'history_base_seq'), 0)) BEGIN
           SELECT RAISE(ABORT, 'chronicle_log is append-only: only ops sealed into a segment leave it');
         END
         """,

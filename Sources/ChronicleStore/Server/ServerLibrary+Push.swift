@@ -48,7 +48,12 @@ extension ServerLibrary {
         var last = try db.scalarInt("SELECT last_device_seq FROM chronicle_devices WHERE device_id = ?1", [.text(deviceKey)]) ?? 0
         let lastAnswered = last
         var (seq, time) = try db.query("SELECT server_seq, server_time FROM chronicle_log ORDER BY server_seq DESC LIMIT 1") { ($0.int(0), $0.int(1)) }.first ?? (0, 0)
-        let findLogged = try db.statement("SELECT server_seq, device_id FROM chronicle_log WHERE op_id = ?1")
+        seq = max(seq, try DeviceStore.sealedUpTo(in: db))
+        time = max(time, tail.withLock { $0.time })
+        let findLogged = try db.statement("""
+            SELECT server_seq, device_id FROM chronicle_log WHERE op_id = ?1
+            UNION ALL SELECT server_seq, device_id FROM chronicle_sealed_ops WHERE op_id = ?1
+            """)
         let findRejected = try db.statement("SELECT code, message FROM chronicle_rejected_ops WHERE op_id = ?1")
         let insert = try db.statement("INSERT INTO chronicle_log(\(DeviceStore.logColumns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)")
         var results: [PushResult] = []
@@ -165,7 +170,9 @@ extension ServerLibrary {
         let (_, normalized) = try schema.validate(type: type, version: current.version, payload: payload, serverAuthored: true)
         let op = try writer.withLock { db in
             try db.transaction { db -> Op in
-                let last = try db.query("SELECT server_seq, server_time FROM chronicle_log ORDER BY server_seq DESC LIMIT 1") { ($0.int(0), $0.int(1)) }.first ?? (0, 0)
+                var last = try db.query("SELECT server_seq, server_time FROM chronicle_log ORDER BY server_seq DESC LIMIT 1") { ($0.int(0), $0.int(1)) }.first ?? (0, 0)
+                last.0 = max(last.0, try DeviceStore.sealedUpTo(in: db))
+                last.1 = max(last.1, tail.withLock { $0.time })
                 let deviceSeq = (try db.scalarInt("SELECT last_device_seq FROM chronicle_devices WHERE device_id = ?1",
                                                   [.text(Op.serverDeviceID.lowercased)]) ?? 0) + 1
                 let now = max(clock.nowMilliseconds(), last.1)

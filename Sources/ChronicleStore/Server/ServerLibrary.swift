@@ -29,7 +29,9 @@ public final class ServerLibrary: Sendable {
     /// Free-tier caps are installed: each op is applied inside a savepoint so a cap can refuse it alone.
     let capped: Bool
 
-    static let formatVersion: Int64 = 1
+    /// v2: sealed segments, snapshots and the retention horizon (`Schemas/store/server-v2.md`).
+    static let formatVersion: Int64 = 2
+    static let migrations: [Int64: [String]] = [1: StoreFormat.lifecycleStatements]
 
     static let statements: [String] = [
         "CREATE TABLE chronicle_meta (key TEXT PRIMARY KEY NOT NULL, value) WITHOUT ROWID",
@@ -72,7 +74,7 @@ public final class ServerLibrary: Sendable {
         let hasMeta = try db.scalarInt("SELECT count(*) FROM sqlite_master WHERE name = 'chronicle_meta'") ?? 0
         if fresh || hasMeta == 0 {
             try db.transaction { db in
-                for statement in statements { try db.execute(statement) }
+                for statement in statements + StoreFormat.lifecycleStatements { try db.execute(statement) }
                 for statement in projection.tableStatements where !statement.contains("chronicle_shadow_") { try db.execute(statement) }
                 let meta: [(String, Value)] = [
                     ("format_version", .integer(formatVersion)),
@@ -89,6 +91,12 @@ public final class ServerLibrary: Sendable {
             let format = try DeviceStore.meta("format_version", in: db).integerValue ?? 0
             if format > formatVersion {
                 throw ChronicleError(.futureStoreVersion, "\(path) uses server library format v\(format), but this build reads up to v\(formatVersion). Update Chronicle to open it; the file was left untouched.")
+            }
+            for version in format..<formatVersion {
+                try db.transaction { db in
+                    for statement in migrations[version] ?? [] { try db.execute(statement) }
+                    try DeviceStore.setMeta("format_version", .integer(version + 1), in: db)
+                }
             }
             let stored = try DeviceStore.meta("library_id", in: db).textValue
             guard stored == libraryID.lowercased else {
@@ -129,7 +137,11 @@ public final class ServerLibrary: Sendable {
     /// The highest serverSeq in the log (read from the file: another process, such as
     /// `chronicle server set-plan`, may have appended since).
     public var head: Int64 {
-        (try? read { db in try db.scalarInt("SELECT coalesce(max(server_seq), 0) FROM chronicle_log") ?? 0 }) ?? tail.withLock { $0.seq }
+        (try? read { db in try Self.head(in: db) }) ?? tail.withLock { $0.seq }
+    }
+
+    static func head(in db: Database) throws -> Int64 {
+        max(try db.scalarInt("SELECT coalesce(max(server_seq), 0) FROM chronicle_log") ?? 0, try DeviceStore.sealedUpTo(in: db))
     }
 
     func read<T>(_ body: (Database) throws -> T) throws -> T {
@@ -138,14 +150,48 @@ public final class ServerLibrary: Sendable {
 
     // MARK: - Pull and verdicts
 
-    /// Confirmed ops after `cursor`, at most `limit`, in server order.
+    /// Confirmed ops after `cursor`, at most `limit`, in server order (sealed segments
+    /// included). A cursor older than the retention horizon cannot be served op by op:
+    /// that is `cursor_too_old` (410) and the device starts from the snapshot instead.
     public func pull(after cursor: Int64, limit: Int) throws -> (ops: [Op], head: Int64) {
         return try read { db in
-            let statement = try db.statement("SELECT \(DeviceStore.logColumns) FROM chronicle_log WHERE server_seq > ?1 ORDER BY server_seq LIMIT ?2")
-            let ops = try statement.map([.integer(cursor), .integer(Int64(limit))]) { try DeviceStore.logOp($0, libraryID: libraryID) }
-            let visibleHead = try db.scalarInt("SELECT coalesce(max(server_seq), 0) FROM chronicle_log") ?? 0
-            return (ops, visibleHead)
+            let base = try DeviceStore.historyBase(in: db)
+            if cursor < base {
+                throw ProtocolError(410, "cursor_too_old", "Ops up to seq \(base) were compacted away on the server (retention horizon); this device last synced at seq \(cursor). Start from the snapshot at seq \(base): queued changes are kept and pushed afterwards.")
+            }
+            var ops: [Op] = []
+            ops.reserveCapacity(min(limit, 10_000))
+            let sealed = try DeviceStore.sealedUpTo(in: db)
+            if cursor < sealed {
+                struct Enough: Error {}
+                do {
+                    try DeviceStore.forEachConfirmedOp(in: db, libraryID: libraryID, after: cursor, upTo: sealed) { op in
+                        ops.append(op)
+                        if ops.count >= limit { throw Enough() }
+                    }
+                } catch is Enough {}
+            }
+            if ops.count < limit {
+                let after = ops.last?.serverSeq ?? cursor
+                let statement = try db.statement("SELECT \(DeviceStore.logColumns) FROM chronicle_log WHERE server_seq > ?1 ORDER BY server_seq LIMIT ?2")
+                ops += try statement.map([.integer(after), .integer(Int64(limit - ops.count))]) { try DeviceStore.logOp($0, libraryID: libraryID) }
+            }
+            return (ops, try Self.head(in: db))
         }
+    }
+
+    /// The newest snapshot (its seq and LZ4 frame), for devices that start from it.
+    public func latestSnapshot() throws -> (seq: Int64, frame: [UInt8])? {
+        try read { db in
+            try db.query("SELECT seq, body FROM chronicle_snapshots ORDER BY seq DESC LIMIT 1") { row in
+                (row.int(0), row.withBytes(1) { Array($0) })
+            }.first
+        }
+    }
+
+    /// The seq of the newest snapshot, if any (pulls advertise it so a far-behind device can start there).
+    public func latestSnapshotSeq() throws -> Int64? {
+        try read { db in try db.scalarInt("SELECT max(seq) FROM chronicle_snapshots") }
     }
 
     /// The server's state of one entity.
@@ -154,7 +200,7 @@ public final class ServerLibrary: Sendable {
     }
 
     func verdict(_ entity: UUID, in db: Database) throws -> Verdict {
-        let head = try db.scalarInt("SELECT coalesce(max(server_seq), 0) FROM chronicle_log") ?? 0
+        let head = try Self.head(in: db)
         let lastSeq = try db.scalarInt("SELECT coalesce(max(server_seq), 0) FROM chronicle_log WHERE entity_id = ?1", [.text(entity.lowercased)]) ?? 0
         guard let spec = try DeviceStore.entityType(of: entity, schema, in: db),
               let row = try DeviceStore.rows(spec.name, schema, where: "t.id = ?1", [.text(entity.lowercased)],
@@ -175,5 +221,28 @@ public final class ServerLibrary: Sendable {
     }
 
     /// Every op in the log, in order (tests and tools; streams nothing, so keep it to small libraries).
-    public func allOps() throws -> [Op] { try pull(after: 0, limit: Int(Int32.max)).ops }
+    public func allOps() throws -> [Op] {
+        try pull(after: try read { db in try DeviceStore.historyBase(in: db) }, limit: Int(Int32.max)).ops
+    }
+
+    func writeTransaction<T>(_ body: (Database) throws -> T) throws -> T {
+        try writer.withLock { db in try db.transaction(body) }
+    }
+}
+
+extension ServerLibrary: LogLifecycle {
+    func vacuum() throws { try writer.withLock { db in try db.execute("VACUUM") } }
+
+    /// Seals the log's prefix into segments, snapshots the state there, and drops history
+    /// past the retention horizon if the policy sets one (devices behind it then start
+    /// from the snapshot). Same steps and guarantees as `DeviceStore.compact`.
+    @discardableResult
+    public func compact(_ policy: CompactionPolicy, progress: ProgressHandler? = nil) throws -> CompactionReport {
+        try runCompaction(policy, progress: progress, afterStep: nil)
+    }
+
+    public func compactionPlan(_ policy: CompactionPolicy) throws -> CompactionPlan {
+        let now = clock.nowMilliseconds()
+        return try read { db in try plan(policy, now: now, in: db) }
+    }
 }

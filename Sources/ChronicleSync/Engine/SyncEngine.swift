@@ -22,6 +22,8 @@ public struct SyncReport: Sendable, Equatable {
     public var pulled = 0
     /// Transport failures retried along the way.
     public var retries = 0
+    /// Set when the store started over from the server's snapshot at this seq.
+    public var bootstrappedAt: Int64?
 }
 
 /// The client sync engine: pushes the outbox strictly in order, pulls the
@@ -57,6 +59,9 @@ public actor SyncEngine {
         public var retriesPerRoundMax = 6
         /// `run()` syncs at least this often even without triggers.
         public var scheduleSeconds = 300.0
+        /// A new device (cursor 0) starts from the server's snapshot instead of replaying
+        /// every op when the snapshot holds at least this many ops.
+        public var snapshotStartOpsMin: Int64 = 10_000
         public init() {}
     }
 
@@ -73,6 +78,7 @@ public actor SyncEngine {
     private var lastReport: SyncReport?
     /// Ops folded in by pulls in the current round (kept outside `pullAll` so a failure mid-pull still counts them).
     private var pulledInRound = 0
+    private var roundBootstrap: Int64?
 
     /// - Parameter random: uniform in [0, 1), for backoff jitter (inject a seeded one in tests).
     public init(store: DeviceStore, transport: any SyncTransport, configuration: Configuration = Configuration(),
@@ -107,11 +113,18 @@ public actor SyncEngine {
         var attempt = 0          // consecutive failures without progress: what backoff and the budget count
         var progress = 0
         pulledInRound = 0
+        roundBootstrap = nil
         while true {
             report.pulled = pulledInRound
             do {
                 var head = try await pushAll(&report)
-                let pulled = try await pullAll(waitMilliseconds: 0)
+                var pulled = try await pullAll(waitMilliseconds: 0)
+                if roundBootstrap != nil, try !store.unacknowledgedOps(limit: 1).isEmpty {
+                    // Started over from a snapshot: queued ops are pushed again, and the server's answers
+                    // tell which of them the snapshot already holds.
+                    head = max(head, try await pushAll(&report))
+                    pulled = try await pullAll(waitMilliseconds: 0)
+                }
                 report.pulled = pulledInRound
                 head = max(head, pulled.head)
                 try store.recordSyncAttempt(error: nil, serverHead: head)
@@ -145,6 +158,7 @@ public actor SyncEngine {
             }
         }
         report.pulled = pulledInRound
+        report.bootstrappedAt = roundBootstrap
         lastReport = report
         return report
     }
@@ -227,7 +241,12 @@ public actor SyncEngine {
                   zip(response.results, ops).allSatisfy({ $0.opID == $1.opID && $0.deviceSeq == $1.deviceSeq }) else {
                 throw SyncError.transient(reason: "The server's push answer does not match the ops sent.", retryAfterSeconds: nil)
             }
+            let historyBase = try store.historyBaseSeq()
             for (result, op) in zip(response.results, ops) {
+                if case .duplicate(let seq) = result.outcome, seq <= historyBase {
+                    // Ordered long ago, inside the snapshot this store started from: it will not come back in a pull.
+                    try store.confirmInSnapshot(op.opID, serverSeq: seq)
+                }
                 guard case .rejected(let code, let message) = result.outcome else { report.pushed += 1; continue }
                 var verdict = result.verdict
                 if verdict == nil { verdict = try? await transport.verdict(for: op.entityID) }
@@ -244,6 +263,27 @@ public actor SyncEngine {
     /// Pulls pages until caught up (or, with a wait, until the first page arrives and
     /// everything after it is in). Fetches the next page while folding the current one.
     private func pullAll(waitMilliseconds: Int) async throws -> (head: Int64, count: Int) {
+        do {
+            return try await pullPages(waitMilliseconds: waitMilliseconds, mayStartFromSnapshot: true)
+        } catch StartFromSnapshot.requested {
+            try await startFromSnapshot()
+        } catch SyncError.terminal(let refusal) where refusal.status == 410 {
+            // Away longer than the server keeps ops: start over from its snapshot, keeping the outbox.
+            try await startFromSnapshot()
+        }
+        return try await pullPages(waitMilliseconds: 0, mayStartFromSnapshot: false)
+    }
+
+    enum StartFromSnapshot: Error { case requested }
+
+    /// Downloads the server's newest snapshot and starts the store over from it.
+    private func startFromSnapshot() async throws {
+        let snapshot = try await transport.snapshot()
+        try store.bootstrap(from: snapshot)
+        roundBootstrap = snapshot.seq
+    }
+
+    private func pullPages(waitMilliseconds: Int, mayStartFromSnapshot: Bool) async throws -> (head: Int64, count: Int) {
         var count = 0
         var cursor = try store.cursor()
         var bulk = false
@@ -267,6 +307,10 @@ public actor SyncEngine {
                 }
                 next = nil
                 head = max(head, page.head)
+                if mayStartFromSnapshot, cursor == 0, count == 0, let snapshotSeq = page.snapshotSeq,
+                   snapshotSeq >= configuration.snapshotStartOpsMin {
+                    throw StartFromSnapshot.requested   // a new device on a big library: start from the snapshot
+                }
                 let ops = page.segment.ops
                 if ops.isEmpty { break }
                 guard ops.first?.serverSeq == cursor + 1 else {

@@ -88,7 +88,19 @@ public final class HTTPTransport: SyncTransport {
         guard let next = header("Chronicle-Next-Cursor").flatMap(Int64.init), let head = header("Chronicle-Head").flatMap(Int64.init) else {
             throw .transient(reason: "The server's pull answer lacks its cursor headers.", retryAfterSeconds: nil)
         }
-        return PullPage(segment: segment, nextCursor: next, more: header("Chronicle-More") == "true", head: head)
+        return PullPage(segment: segment, nextCursor: next, more: header("Chronicle-More") == "true", head: head,
+                        snapshotSeq: header("Chronicle-Snapshot-Seq").flatMap(Int64.init))
+    }
+
+    public func snapshot() async throws(SyncError) -> Snapshot {
+        var request = request("v1/libraries/\(library.lowercased)/snapshot", timeout: requestTimeoutSeconds + 60)
+        request.setValue(SnapshotCodec.mediaType, forHTTPHeaderField: "Accept")
+        let (body, _) = try await Self.send(request, session: session)
+        do {
+            return try SnapshotCodec.decode(body)
+        } catch {
+            throw .transient(reason: "The server's snapshot could not be read: \(error.message)", retryAfterSeconds: nil)
+        }
     }
 
     public func verdict(for entity: UUID) async throws(SyncError) -> Verdict {

@@ -100,4 +100,20 @@ public final class InMemoryTransport: SyncTransport {
             throw .transient(reason: "\(error)", retryAfterSeconds: nil)
         }
     }
+
+    public func snapshot() async throws(SyncError) -> Snapshot {
+        let drop = try before()
+        let frame: [UInt8]
+        do {
+            frame = try await endpoint.snapshot(library: library, token: token)
+        } catch {
+            throw SyncError.from(error)
+        }
+        if drop { throw .transient(reason: "The request timed out (the response was lost).", retryAfterSeconds: nil) }
+        do {
+            return try SnapshotCodec.decode(frame)
+        } catch {
+            throw .terminal(ProtocolError(502, error.code.rawValue, error.message))
+        }
+    }
 }
