@@ -119,15 +119,17 @@ extension Command {
 
     static let server = Command(
         name: "server", summary: "Administer a server's data directory (add-user, users).",
-        usage: "chronicle server add-user --data DIR NAME [--schema readitlater] | users --data DIR | set-plan --data DIR NAME free|premium",
+        usage: "chronicle server add-user --data DIR NAME [--schema readitlater] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR NAME [--keep-ops N] [--horizon-days D]",
         details: """
             add-user reads the password from the first line of stdin (at least 8 characters) and creates the user's library.
             users lists users and their library ids. set-plan changes a library's plan tier with a server-authored op:
             premium lifts the free-tier caps and turns on full-text search of article bodies on every device after its
             next pull. All three work while the server runs (a running server's parked pulls see a plan change when
-            their wait ends).
+            their wait ends). compact seals a library's old ops into segments and snapshots it (see `chronicle compact`);
+            with --horizon-days D it drops history older than D days, and devices whose cursor is older start from the
+            snapshot (HTTP 410), keeping and pushing their queued changes.
             """) { args, ctx in
-        let usage = "chronicle server add-user --data DIR NAME [--schema readitlater] | users --data DIR | set-plan --data DIR NAME free|premium"
+        let usage = "chronicle server add-user --data DIR NAME [--schema readitlater] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR NAME [--keep-ops N] [--horizon-days D]"
         let action = try args.requirePositional("an action (add-user or users)", usage: usage)
         guard let data = args.option("data") else { throw ChronicleError(.usage, "--data DIR is required. Usage: \(usage)") }
         switch action {
@@ -160,6 +162,31 @@ extension Command {
                 ctx.output.emit(["user": name, "library_id": user.libraryID.lowercased, "plan": plan, "server_seq": op.serverSeq ?? 0])
             } else {
                 ctx.output.line("\(name)'s library is now \(plan) (seq \(op.serverSeq ?? 0)); devices pick it up with their next sync.")
+            }
+        case "compact":
+            let name = try args.requirePositional("the user name", usage: usage)
+            var policy = CompactionPolicy()
+            if let text = args.option("keep-ops") {
+                guard let n = Int64(text), n >= 0 else { throw ChronicleError(.usage, "--keep-ops takes a whole number (got '\(text)').") }
+                policy.keepOps = n
+            }
+            if let text = args.option("horizon-days") {
+                guard let n = Int64(text), n >= 0 else { throw ChronicleError(.usage, "--horizon-days takes a whole number (got '\(text)').") }
+                policy.horizonMilliseconds = n * 86_400_000
+            }
+            try args.finish(usage: usage)
+            let service = try SyncService(dataDirectory: data)
+            guard let user = try service.accounts.user(name) else { throw ChronicleError(.unknownEntity, "No user named '\(name)'.") }
+            let report = try service.compact(library: user.libraryID, policy: policy)
+            if ctx.output.json {
+                ctx.output.emit(["user": name, "ops_sealed": report.opsSealed, "segments_written": report.segmentsWritten,
+                                 "snapshot_seq": report.plan.snapshotAt as Any? ?? NSNull(),
+                                 "history_dropped_through": report.historyDroppedThrough as Any? ?? NSNull(),
+                                 "file_bytes_before": report.fileBytesBefore, "file_bytes_after": report.fileBytesAfter])
+            } else {
+                ctx.output.line("Sealed \(report.opsSealed) ops of \(name)'s library into \(report.segmentsWritten) segments" +
+                                (report.plan.snapshotAt.map { "; snapshot at seq \($0)" } ?? "") +
+                                (report.historyDroppedThrough.map { "; history through seq \($0) dropped" } ?? "") + ".")
             }
         case "users":
             try args.finish(usage: usage)
