@@ -47,6 +47,8 @@ let package = Package(
 
         .executableTarget(name: "chronicle", dependencies: ["ChronicleStore", "ChronicleSync", "ChronicleServer"],
                           path: "Tools/chronicle", swiftSettings: strict),
+        .executableTarget(name: "chronicle-fixture", dependencies: ["ChronicleStore"],
+                          path: "Tools/chronicle-fixture", swiftSettings: strict),
         .executableTarget(name: "chronicle-bench", dependencies: ["ChronicleStore", "ChronicleSync", "ChronicleServer", "CSQLite"],
                           path: "Tools/chronicle-bench", swiftSettings: strict),
 

@@ -6,4 +6,6 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 bash Tools/scripts/install-deps.sh
 swift build --build-tests
+# A crash prints its backtrace and exits; it never waits for a debugger.
+export SWIFT_BACKTRACE="${SWIFT_BACKTRACE:-enable=yes,interactive=no}"
 swift test --skip-build

@@ -31,10 +31,21 @@ public struct Materializer: Sendable {
 
     /// The entity type an op acts on, if this schema knows its type.
     public func entity(of op: Op) -> EntitySpec? {
-        schema.opType(op.type, version: op.version).flatMap { schema.entity($0.entity) }
+        schema.currentSpec(of: op).flatMap { schema.entity($0.entity) }
     }
 
-    public func steps(for op: Op) -> [SQLStep] {
+    /// The statements for `op`, read in the current shape (ops of earlier versions are
+    /// upcast first). An op this build cannot read gives no statements: confirmed ops must
+    /// always apply, and the store sets such an op aside with its error.
+    public func steps(for written: Op) -> [SQLStep] {
+        let op: Op
+        if schema.opNumber(written.type, version: written.version) != nil {
+            op = written
+        } else if let upcast = try? schema.upcast(written) {
+            op = upcast
+        } else {
+            return []
+        }
         guard let number = schema.opNumber(op.type, version: op.version) else { return [] }
         let spec = schema.ops[number]
         var mask: UInt64 = 0

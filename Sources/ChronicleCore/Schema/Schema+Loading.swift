@@ -151,8 +151,55 @@ extension Schema {
         if plan == nil, entities.contains(where: { $0.search.contains(where: \.requiresPremium) }) {
             throw fail("A search index requires premium but the schema declares no 'plan'.")
         }
+        var upcasters: [Upcaster] = []
+        for raw in root["upcasters"] as? [[String: Any]] ?? [] {
+            func typeAndVersion(_ key: String) throws(ChronicleError) -> (String, Int) {
+                guard let text = raw[key] as? String, let at = text.lastIndex(of: "@"), let v = Int(text[text.index(after: at)...]), v >= 1 else {
+                    throw fail("Every upcaster needs '\(key)' as \"type@version\".")
+                }
+                return (String(text[..<at]), v)
+            }
+            let (fromType, fromVersion) = try typeAndVersion("from")
+            let (toType, toVersion) = try typeAndVersion("to")
+            guard ops.contains(where: { $0.type == toType && $0.version == toVersion }) else {
+                throw fail("Upcaster \(fromType)@\(fromVersion) → \(toType)@\(toVersion) targets an op type this schema version does not have.")
+            }
+            var set = Payload()
+            for (key, rawValue) in raw["set"] as? [String: Any] ?? [:] {
+                do { set[key] = try CanonicalJSON.value(fromJSON: rawValue, key: key) } catch { throw fail("Upcaster from \(fromType)@\(fromVersion): \(error.message)") }
+            }
+            upcasters.append(Upcaster(fromType: fromType, fromVersion: fromVersion, toType: toType, toVersion: toVersion,
+                                      rename: raw["rename"] as? [String: String] ?? [:], drop: raw["drop"] as? [String] ?? [], set: set))
+        }
         return Schema(name: name, version: version, entities: entities, ops: ops, plan: plan,
-                      fingerprint: SHA256Hasher.hex(text))
+                      fingerprint: SHA256Hasher.hex(text), upcasters: upcasters)
+    }
+
+    /// Loads a schema's whole history (oldest file first) and returns the newest version
+    /// with the upcasters of every step, so ops written under any earlier version read in
+    /// the current shape. Each step's upcasters must start from op types of the version
+    /// before it; versions must count up by one.
+    public static func load(history texts: [String]) throws(ChronicleError) -> Schema {
+        var versions: [Schema] = []
+        for text in texts { versions.append(try load(json: text)) }
+        guard let newest = versions.last else { throw ChronicleError(.invalidSchema, "A schema history needs at least one version.") }
+        var chain: [Upcaster] = []
+        for (previous, next) in zip(versions, versions.dropFirst()) {
+            guard next.name == previous.name, next.version == previous.version + 1 else {
+                throw ChronicleError(.invalidSchema, "Schema history must go \(previous.name) v\(previous.version) → v\(previous.version + 1); found \(next.name) v\(next.version).")
+            }
+            for upcaster in next.upcasters where previous.opType(upcaster.fromType, version: upcaster.fromVersion) == nil {
+                throw ChronicleError(.invalidSchema, "\(next.name) v\(next.version): upcaster from \(upcaster.fromType)@\(upcaster.fromVersion), which v\(previous.version) does not have.")
+            }
+            // Every op type of the previous version is either still current or upcast.
+            for op in previous.ops where next.opType(op.type, version: op.version) == nil
+                && !next.upcasters.contains(where: { $0.fromType == op.type && $0.fromVersion == op.version }) {
+                throw ChronicleError(.invalidSchema, "\(next.name) v\(next.version) drops \(op.type)@\(op.version) without an upcaster; ops of every earlier version must stay readable.")
+            }
+            chain += next.upcasters
+        }
+        return Schema(name: newest.name, version: newest.version, entities: newest.entities, ops: newest.ops, plan: newest.plan,
+                      fingerprint: newest.fingerprint, upcasters: chain)
     }
 
     /// Columns every entity table has.

@@ -95,6 +95,9 @@ public struct Schema: Sendable {
     public let entities: [EntitySpec]
     public let ops: [OpTypeSpec]
     public let plan: PlanSpec?
+    /// Upcasters from every earlier version of this schema's op types, oldest first.
+    public let upcasters: [Upcaster]
+    let upcasterIndex: [String: Int]
     /// SHA-256 of the schema file's text; stored in the device store so a store
     /// is never opened with a different schema by mistake.
     public let fingerprint: String
@@ -114,7 +117,12 @@ public struct Schema: Sendable {
         opIndex[type]?.max { $0.key < $1.key }.map { ops[$0.value] }
     }
 
-    init(name: String, version: Int, entities: [EntitySpec], ops: [OpTypeSpec], plan: PlanSpec?, fingerprint: String) {
+    init(name: String, version: Int, entities: [EntitySpec], ops: [OpTypeSpec], plan: PlanSpec?, fingerprint: String,
+         upcasters: [Upcaster] = []) {
+        self.upcasters = upcasters
+        var index: [String: Int] = [:]
+        for (offset, upcaster) in upcasters.enumerated() { index["\(upcaster.fromType)@\(upcaster.fromVersion)"] = offset }
+        self.upcasterIndex = index
         self.name = name
         self.version = version
         self.entities = entities

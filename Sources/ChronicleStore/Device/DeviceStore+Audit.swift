@@ -142,11 +142,28 @@ extension DeviceStore {
     }
 
     /// Says, field by field, what an op did, from the row before and after it.
-    private func explain(_ op: Op, _ entity: EntitySpec, _ before: (row: [String: Value]?, sets: [String: Set<Value>]),
+    private func explain(_ written: Op, _ entity: EntitySpec, _ before: (row: [String: Value]?, sets: [String: Set<Value>]),
                          _ after: (row: [String: Value]?, sets: [String: Set<Value>])) -> [FieldEffect] {
+        // Ops of earlier versions are explained as they were read: upcast to the current shape.
+        let op: Op
+        do { op = try schema.upcast(written) } catch {
+            return [FieldEffect(field: "*", outcome: .ignored, detail: "set aside: \(error.message) [\(error.code)]")]
+        }
         guard let spec = schema.opType(op.type, version: op.version) else {
             return [FieldEffect(field: "*", outcome: .ignored, detail: "\(op.typeAndVersion) is unknown to this build; it changed nothing")]
         }
+        if op.typeAndVersion != written.typeAndVersion {
+            return explainCurrent(op, spec, entity, before, after).map { effect in
+                var effect = effect
+                effect.detail += " (written as \(written.typeAndVersion), read as \(op.typeAndVersion))"
+                return effect
+            }
+        }
+        return explainCurrent(op, spec, entity, before, after)
+    }
+
+    private func explainCurrent(_ op: Op, _ spec: OpTypeSpec, _ entity: EntitySpec, _ before: (row: [String: Value]?, sets: [String: Set<Value>]),
+                                _ after: (row: [String: Value]?, sets: [String: Set<Value>])) -> [FieldEffect] {
         var effects: [FieldEffect] = []
         switch spec.action {
         case .create, .upsert, .set:

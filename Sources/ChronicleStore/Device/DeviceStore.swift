@@ -194,7 +194,7 @@ public final class DeviceStore: Sendable {
     /// search indexes in step.
     /// The caller flushes `batch` into the indexes before its transaction commits.
     func materialize(_ op: Op, in db: Database, batch: SearchIndexer.Batch) throws {
-        try indexer.around(op, schema.opType(op.type, version: op.version), in: db, batch: batch) {
+        try indexer.around(op, schema.currentSpec(of: op), in: db, batch: batch) {
             try Self.materialize(op, materializer, in: db)
         }
     }

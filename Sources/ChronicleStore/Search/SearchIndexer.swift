@@ -114,7 +114,8 @@ struct SearchIndexer: Sendable {
     private typealias Rows = [(rowid: Int64, values: [Value])]
 
     /// Applies `body` (an op's materializer steps), noting the index entries it changes.
-    func around(_ op: Op, _ spec: OpTypeSpec?, in db: Database, batch: Batch, _ body: () throws -> Void) throws {
+    func around(_ written: Op, _ spec: OpTypeSpec?, in db: Database, batch: Batch, _ body: () throws -> Void) throws {
+        let op = schema.opNumber(written.type, version: written.version) != nil ? written : ((try? schema.upcast(written)) ?? written)
         guard let number = opNumber(op), !byOpType[number].isEmpty else { return try body() }
         let touched = byOpType[number]
         let member = spec?.valueKey.flatMap { op.payload[$0] } ?? .null

@@ -85,9 +85,13 @@ extension ServerLibrary {
                 rejection = ChronicleError(.duplicateOp, "Device \(deviceKey) already used deviceSeq \(op.deviceSeq) for another op; a device sequence is used once.")
             } else {
                 do {
-                    let (spec, normalized) = try schema.validate(type: op.type, version: op.version, payload: op.payload, serverAuthored: false)
+                    // Ops of every earlier version are accepted: read in the current shape, checked,
+                    // and logged exactly as written (readers upcast them again).
+                    let current = try schema.upcast(op)
+                    let (spec, normalized) = try schema.validate(type: current.type, version: current.version, payload: current.payload,
+                                                                 serverAuthored: false)
                     try checkTarget(spec, op.entityID, normalized, in: db)
-                    accepted.payload = normalized
+                    if current.type == op.type && current.version == op.version { accepted.payload = normalized }
                 } catch let error as ChronicleError {
                     rejection = error
                 }
