@@ -22,12 +22,15 @@ import Testing
         // A goes offline for a long stretch: hundreds of ops of every type.
         let written = try Workload(seed: 42).run(400, on: a)
         #expect(written >= 350)
+        for id in [shared, other] where !(try a.store.row(id)?["deleted_at"]?.isNull ?? true) {
+            try a.store.write("article.restore", entity: id)   // the random workload may have deleted it
+        }
         try a.store.write("article.update", entity: shared, payload: ["title": .text("A's offline title")])
         try a.store.write("article.progress", entity: other, payload: ["progress": .real(0.8)])
         let queued = try a.store.pendingOps().count
 
         // B, online, edits some of the same rows.
-        try b.store.write("article.update", entity: shared, payload: ["title": .text("B's title")])
+        try b.store.write("article.update", entity: shared, payload: ["title": .text("B's title")])   // B has not seen A's ops
         try b.store.write("article.tag", entity: shared, payload: ["tag": .text("from-b")])
         try b.store.write("article.progress", entity: other, payload: ["progress": .real(0.45)])
         try Workload(seed: 7).run(60, on: b)

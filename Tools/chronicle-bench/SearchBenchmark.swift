@@ -148,7 +148,7 @@ struct SearchBenchmark {
                 "url": .text("https://\(vocabulary.words[rng.below(vocabulary.count)]).example/\(vocabulary.sample(&rng))-\(index)"),
                 "title": .text(vocabulary.title(words: rng.int(4...10), &rng)),
             ]
-            if rng.chance(0.3) { payload["byline"] = .text(vocabulary.title(words: 2, &rng)) }
+            if rng.chance(0.3) { payload["author"] = .text(vocabulary.title(words: 2, &rng)) }
             append("article.save", article, payload, server: false)
             if index % 5 == 0 {
                 let words = rng.int(1_800...2_200)

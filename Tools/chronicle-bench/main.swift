@@ -26,27 +26,39 @@ enum Bench {
           rebuild  rebuild from that N-op log (DeviceStore.rebuild): ops/s, peak RSS (child process)
           search   FTS5 search over a library of articles (DeviceStore.search): p50, p99,
                    plus exact bm25 ranking as a reference for the engine's ranking window
+          sync     against a real SyncServer over loopback HTTP, each beside its own baseline:
+                   pull of an N-op library onto an empty device (SyncEngine.syncOnce) vs
+                   applyConfirmedInBulk of the same ops; push of 100,000 queued ops (quick 20,000)
+                   vs SyncService.pushNow in process; segment vs JSON bytes per op; write on
+                   device A to visible on long-polling device B: p50, p99 (200 samples, quick 50);
+                   200 devices (quick 50) over 20 libraries syncing at once: ops/s, push p99,
+                   and an audit for lost or duplicated ops
 
         options:
-          --ops N         confirmed ops for apply and rebuild (default 1,000,000; quick 100,000)
+          --ops N         confirmed ops for apply, rebuild, bulk and the sync pull (default 1,000,000;
+                          quick 100,000)
           --articles N    articles in the search library (default 100,000; quick 10,000)
           --writes N      local writes measured (default 5,000; quick 1,000)
           --batch N       confirmed ops per applyConfirmed batch (default 10,000)
           --queries N     queries per search kind (default 200; quick 50)
           --seed N        workload seed (default 42)
           --quick         small sizes for a smoke run
-          --only PHASE    write, apply, bulk, rebuild or search (repeatable; rebuild needs apply's log,
-                          which is then built but not reported)
+          --only PHASE    write, apply, bulk, rebuild, search or sync (repeatable; rebuild needs apply's
+                          log, which is then built but not reported)
           --dir PATH      where to put the temporary stores (default: the system temp dir)
-          --keep          keep the stores afterwards
+          --keep          keep the stores afterwards (sync's many-device stores live in /dev/shm)
           --json          print one JSON object instead of the table
           --json-file P   also write the JSON object to file P
           --help          this text
 
-        diagnostics (environment variables, baseline side only):
+        diagnostics (environment variables; the CHRONICLE_BENCH_BASELINE ones touch the baseline side only):
           CHRONICLE_BENCH_BY_TYPE=1                    apply: baseline time per op type
           CHRONICLE_BENCH_BASELINE_DDL=no-prefix|no-fts what FTS5 prefix indexes / FTS5 cost
           CHRONICLE_BENCH_BASELINE_PRAGMAS="a=1;b=2"   extra pragmas, e.g. cache_size=-262144
+          CHRONICLE_BENCH_SYNC_PARTS=pull,push,latency,scale   sync: run only these parts
+          CHRONICLE_BENCH_SYNC_PULL_PAGE=N             sync pull: page size (engine and baseline; default the engine's)
+          CHRONICLE_BENCH_SYNC_DIAG=1                  sync scale: push-only bursts also over one shared URLSession,
+                                                       raw sockets and in process (always: per-device HTTPTransport)
         """
 }
 
@@ -91,8 +103,8 @@ struct Options {
             case "--quick": options.quick = true
             case "--only":
                 let phase = try value(flag)
-                guard ["write", "apply", "bulk", "rebuild", "search"].contains(phase) else {
-                    throw BenchError("--only takes write, apply, bulk, rebuild or search (got '\(phase)')")
+                guard ["write", "apply", "bulk", "rebuild", "search", "sync"].contains(phase) else {
+                    throw BenchError("--only takes write, apply, bulk, rebuild, search or sync (got '\(phase)')")
                 }
                 options.only.insert(phase)
             case "--dir": options.directory = try value(flag)
@@ -347,6 +359,13 @@ do {
             ("kinds", .object(kinds)), ("targets", .object([("p99_ms_max", .number(5))])), ("pass", .bool(allPass)),
         ])))
         failed = failed || !allPass
+    }
+
+    // 5. Sync against a real server over HTTP.
+    if options.runs("sync") {
+        let sync = try SyncBenchmark(directory: directory, sizes: .of(ops: options.ops, quick: options.quick), seed: options.seed,
+                                     vocabulary: vocabulary, keep: options.keep).run()
+        failed = !sync.report(rows: &rows, json: &json, notes: &notes) || failed
     }
 } catch {
     progress("chronicle-bench: \(error)")

@@ -25,22 +25,22 @@ extension Command {
             return ExitCode.success
         },
         Command(name: "save", summary: "Save a link as a new article.",
-                usage: "chronicle save URL [--title TITLE] [--byline BYLINE]", details: "Prints the new article's id.") { args, ctx in
+                usage: "chronicle save URL [--title TITLE] [--author AUTHOR]", details: "Prints the new article's id.") { args, ctx in
             let url = try args.requirePositional("URL", usage: "chronicle save URL [--title TITLE]")
             var payload: Payload = ["url": .text(url)]
             if let title = args.option("title") { payload["title"] = .text(title) }
-            if let byline = args.option("byline") { payload["byline"] = .text(byline) }
-            try args.finish(usage: "chronicle save URL [--title TITLE] [--byline BYLINE]")
+            if let author = args.option("author") ?? args.option("byline") { payload["author"] = .text(author) }
+            try args.finish(usage: "chronicle save URL [--title TITLE] [--author AUTHOR]")
             try ctx.write("article.save", payload: payload) { "Saved article \($0.entityID.lowercased)" }
             return ExitCode.success
         },
-        Command(name: "update", summary: "Change an article's title, byline, status or favorite flag.",
-                usage: "chronicle update ID [--title T] [--byline B] [--status saved|archived] [--favorite true|false]", details: "") { args, ctx in
-            let usage = "chronicle update ID [--title T] [--byline B] [--status saved|archived] [--favorite true|false]"
+        Command(name: "update", summary: "Change an article's title, author, status or favorite flag.",
+                usage: "chronicle update ID [--title T] [--author A] [--status saved|archived] [--favorite true|false]", details: "") { args, ctx in
+            let usage = "chronicle update ID [--title T] [--author A] [--status saved|archived] [--favorite true|false]"
             let id = try ctx.resolve(try args.requirePositional("ID", usage: usage), expecting: "article")
             var payload: Payload = [:]
             if let title = args.option("title") { payload["title"] = .text(title) }
-            if let byline = args.option("byline") { payload["byline"] = .text(byline) }
+            if let author = args.option("author") ?? args.option("byline") { payload["author"] = .text(author) }
             if let status = args.option("status") { payload["status"] = .text(status) }
             if let favorite = args.option("favorite") {
                 guard let flag = Bool(favorite.lowercased()) else { throw ChronicleError(.usage, "--favorite takes true or false.") }
@@ -88,8 +88,8 @@ extension Command {
             try ctx.write("article.progress", entity: id, payload: ["progress": .real(fraction)]) { "Progress of \($0.entityID.lowercased) is \(text)" }
             return ExitCode.success
         },
-        Command(name: "collection", summary: "Create and change collections of articles.",
-                usage: "chronicle collection create NAME [--position N] | add COLLECTION ARTICLE | remove COLLECTION ARTICLE | rename COLLECTION NAME | delete COLLECTION | restore COLLECTION | list",
+        Command(name: "collection", summary: "Create and change collections of articles and episodes.",
+                usage: "chronicle collection create NAME [--position N] | add COLLECTION ID | remove COLLECTION ID | rename COLLECTION NAME | delete COLLECTION | restore COLLECTION | list",
                 details: "") { args, ctx in
             let usage = "chronicle collection create|add|remove|rename|delete|restore|list …"
             let action = try args.requirePositional("an action (create, add, remove, rename, delete, restore, list)", usage: usage)
@@ -104,12 +104,18 @@ extension Command {
                 try args.finish(usage: "chronicle collection create NAME [--position N]")
                 try ctx.write("collection.create", payload: payload) { "Created collection \($0.entityID.lowercased)" }
             case "add", "remove":
-                let u = "chronicle collection \(action) COLLECTION ARTICLE"
+                let u = "chronicle collection \(action) COLLECTION ID"
                 let collection = try ctx.resolve(try args.requirePositional("COLLECTION", usage: u), expecting: "collection")
-                let article = try ctx.resolve(try args.requirePositional("ARTICLE", usage: u), expecting: "article")
+                let memberText = try args.requirePositional("ID (an article or an episode)", usage: u)
                 try args.finish(usage: u)
-                try ctx.write("collection.\(action)", entity: collection, payload: ["article_id": .text(article.lowercased)]) { _ in
-                    action == "add" ? "Added \(article.lowercased) to \(collection.lowercased)" : "Removed \(article.lowercased) from \(collection.lowercased)"
+                // Articles and episodes have their own ops since schema v3 (collection.add_article / add_episode).
+                let member = try ctx.resolveAny(memberText)
+                let kind = try ctx.store().entityType(of: member)?.name
+                guard kind == "article" || kind == "episode" else {
+                    throw ChronicleError(.invalidValue, "\(memberText) is not an article or an episode; collections hold those.")
+                }
+                try ctx.write("collection.\(action)_\(kind!)", entity: collection, payload: ["\(kind!)_id": .text(member.lowercased)]) { _ in
+                    action == "add" ? "Added \(kind!) \(member.lowercased) to \(collection.lowercased)" : "Removed \(kind!) \(member.lowercased) from \(collection.lowercased)"
                 }
             case "rename":
                 let u = "chronicle collection rename COLLECTION NAME"

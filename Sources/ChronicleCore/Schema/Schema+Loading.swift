@@ -214,8 +214,9 @@ extension Schema {
 }
 
 extension Schema {
-    /// The read-it-later reference schema, `Schemas/readitlater/v1.json`.
-    public static let readItLater: Schema = builtin("readitlater/v1.json")
+    /// The read-it-later reference schema: its whole history (`Schemas/readitlater/v1.json`,
+    /// `v2.json`, …), read as the newest version with upcasters from every earlier one.
+    public static let readItLater: Schema = builtin(history: ["readitlater/v1.json", "readitlater/v2.json", "readitlater/v3.json"])
     /// The field-service schema, `Schemas/fieldservice/v2.json` (v2: job notes are `mergeOrAsk`).
     public static let fieldService: Schema = builtin("fieldservice/v2.json")
 
@@ -229,6 +230,14 @@ extension Schema {
         case "fieldservice": fieldService
         default: nil
         }
+    }
+
+    private static func builtin(history paths: [String]) -> Schema {
+        let texts = paths.map { path -> String in
+            guard let text = EmbeddedSchemas.files[path] else { preconditionFailure("Schemas/\(path) was not embedded in the build") }
+            return text
+        }
+        do { return try load(history: texts) } catch { preconditionFailure("Schemas/\(paths.last!) history is invalid: \(error)") }
     }
 
     private static func builtin(_ path: String) -> Schema {

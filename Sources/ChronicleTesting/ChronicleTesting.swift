@@ -1,2 +1,0 @@
-// The seeded simulator lives here (issue 4).
-import ChronicleSync

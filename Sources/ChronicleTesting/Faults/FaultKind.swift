@@ -1,0 +1,34 @@
+/// Every kind of fault the simulator injects, as counted in a `SimulationReport`.
+public enum FaultKind: String, CaseIterable, Sendable, Comparable, CustomStringConvertible {
+    /// A request lost on the way: it never reaches the server.
+    case requestDropped
+    /// The server did the work (a push committed) but its answer was lost: the device sees a timeout.
+    case responseDropped
+    /// A push delivered twice (a retransmission the network duplicated).
+    case duplicated
+    /// An old push retransmitted later, after newer ones went through.
+    case reordered
+    /// A device cut off from the network for a long stretch.
+    case offline
+    /// A device process killed and restarted: its objects dropped, its store reopened from the file.
+    case deviceCrash
+    /// A device killed right after the server committed its push, before it recorded the answer.
+    case crashAfterCommit
+    /// The server process restarted over the same data directory.
+    case serverRestart
+    /// Two devices creating the same entity id: the second create is refused (`entity_exists`).
+    case entityIDClash
+    /// A device reusing another device's op id: refused (`op_id_conflict`), and what it wrote on the
+    /// entity it created is refused after it (`unknown_entity`).
+    case opIDClash
+    /// A device's disk fills up: writes fail with `disk_full` and nothing is corrupted; lifted later.
+    case diskFull
+    /// A device clock jumping backwards or forwards.
+    case clockJump
+
+    public var description: String { rawValue }
+
+    public static func < (lhs: FaultKind, rhs: FaultKind) -> Bool {
+        allCases.firstIndex(of: lhs)! < allCases.firstIndex(of: rhs)!
+    }
+}

@@ -1,0 +1,117 @@
+/// How often each fault happens in one run. Each seed picks its own plan
+/// (`FaultPlan.random(seed:)`): some seeds are calm, some are storms, and most
+/// leave some fault kinds out entirely, so failures point at combinations.
+///
+/// Network rates apply per transport call; the others per simulation step.
+///
+/// ```swift
+/// var plan = FaultPlan.none
+/// plan.responseDropRate = 0.5          // every other answer lost after the server committed
+/// let report = try await Simulator(seed: 7, faults: plan).run()
+/// ```
+public struct FaultPlan: Sendable, Equatable, CustomStringConvertible {
+    /// Per call: the request never reaches the server.
+    public var requestDropRate = 0.0
+    /// Per call: the server acts, the answer is lost.
+    public var responseDropRate = 0.0
+    /// Per push: delivered twice.
+    public var duplicateRate = 0.0
+    /// Per push: an older push of this device is retransmitted first.
+    public var reorderRate = 0.0
+    /// Per call: the device crashes at this call (before it is sent).
+    public var crashDuringSyncRate = 0.0
+    /// Per push: the device crashes right after the server committed it.
+    public var crashAfterCommitRate = 0.0
+
+    /// Per step: the acting device goes offline (for `offlineStepsMax` steps at most).
+    public var offlineRate = 0.0
+    public var offlineStepsMax = 60
+    /// Per step: the acting device crashes between actions.
+    public var crashRate = 0.0
+    /// Per step: the server restarts.
+    public var serverRestartRate = 0.0
+    /// Per step: two devices create the same entity id.
+    public var entityIDClashRate = 0.0
+    /// Per step: a device reuses another device's op id.
+    public var opIDClashRate = 0.0
+    /// Per step: the acting device's disk fills up (or, when full, is freed).
+    public var diskFullRate = 0.0
+    /// Per step: the acting device's clock jumps.
+    public var clockJumpRate = 0.0
+
+    public init() {}
+
+    /// No faults at all.
+    public static let none = FaultPlan()
+
+    /// The plan seed `seed` runs under: each rate is either off or drawn from its own range.
+    public static func random(seed: UInt64) -> FaultPlan {
+        let random = SimulationRandom(seed: seed).fork(label: 0xFA17)
+        func rate(_ on: Double, _ high: Double) -> Double { random.chance(on) ? random.unit() * high : 0 }
+        var plan = FaultPlan()
+        plan.requestDropRate = rate(0.7, 0.3)
+        plan.responseDropRate = rate(0.7, 0.3)
+        plan.duplicateRate = rate(0.5, 0.3)
+        plan.reorderRate = rate(0.5, 0.3)
+        plan.crashDuringSyncRate = rate(0.4, 0.05)
+        plan.crashAfterCommitRate = rate(0.5, 0.1)
+        plan.offlineRate = rate(0.6, 0.08)
+        plan.offlineStepsMax = random.between(5...120)
+        plan.crashRate = rate(0.6, 0.05)
+        plan.serverRestartRate = rate(0.5, 0.03)
+        plan.entityIDClashRate = rate(0.5, 0.03)
+        plan.opIDClashRate = rate(0.5, 0.03)
+        plan.diskFullRate = rate(0.4, 0.04)
+        plan.clockJumpRate = rate(0.6, 0.05)
+        return plan
+    }
+
+    /// This plan with one fault kind at `rate` (per call or per step, as the kind counts).
+    public func forcing(_ kind: FaultKind, rate: Double) -> FaultPlan {
+        var plan = self
+        switch kind {
+        case .requestDropped: plan.requestDropRate = rate
+        case .responseDropped: plan.responseDropRate = rate
+        case .duplicated: plan.duplicateRate = rate
+        case .reordered: plan.reorderRate = rate
+        case .offline: plan.offlineRate = rate
+        case .deviceCrash: plan.crashRate = rate; plan.crashDuringSyncRate = rate / 4
+        case .crashAfterCommit: plan.crashAfterCommitRate = rate
+        case .serverRestart: plan.serverRestartRate = rate
+        case .entityIDClash: plan.entityIDClashRate = rate
+        case .opIDClash: plan.opIDClashRate = rate
+        case .diskFull: plan.diskFullRate = rate
+        case .clockJump: plan.clockJumpRate = rate
+        }
+        return plan
+    }
+
+    /// Every fault kind at once, at rates that still let work through: for determinism
+    /// checks and soaks.
+    public static let storm: FaultPlan = {
+        var plan = FaultPlan()
+        plan.requestDropRate = 0.15
+        plan.responseDropRate = 0.15
+        plan.duplicateRate = 0.15
+        plan.reorderRate = 0.15
+        plan.crashDuringSyncRate = 0.02
+        plan.crashAfterCommitRate = 0.05
+        plan.offlineRate = 0.04
+        plan.offlineStepsMax = 30
+        plan.crashRate = 0.03
+        plan.serverRestartRate = 0.02
+        plan.entityIDClashRate = 0.02
+        plan.opIDClashRate = 0.02
+        plan.diskFullRate = 0.03
+        plan.clockJumpRate = 0.04
+        return plan
+    }()
+
+    public var description: String {
+        func f(_ x: Double) -> String { String(Int((x * 1000).rounded())) + "‰" }
+        return "drop \(f(requestDropRate)) lose-answer \(f(responseDropRate)) dup \(f(duplicateRate)) reorder \(f(reorderRate)) "
+            + "crash-in-sync \(f(crashDuringSyncRate)) crash-after-commit \(f(crashAfterCommitRate)) offline \(f(offlineRate))×≤\(offlineStepsMax) "
+            + "crash \(f(crashRate)) server-restart \(f(serverRestartRate)) id-clash \(f(entityIDClashRate)) op-id-clash \(f(opIDClashRate)) "
+            + "disk-full \(f(diskFullRate)) clock-jump \(f(clockJumpRate))"
+    }
+}

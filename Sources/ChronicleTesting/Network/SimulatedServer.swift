@@ -1,0 +1,46 @@
+import ChronicleCore
+import ChronicleServer
+import ChronicleStore
+import Foundation
+
+/// The server as the simulation sees it: a `SyncService` over a data directory,
+/// with its own clock, that can be restarted (the service dropped and a new one
+/// made over the same directory). Transports always reach the current one.
+public final class SimulatedServer: @unchecked Sendable {
+    public let directory: String
+    public let clock: SimulatedClock
+    public let limits: ServiceLimits
+    private let lock = NSLock()
+    private var current: SyncService?
+    private var restarts = 0
+
+    public init(directory: String, clock: SimulatedClock, limits: ServiceLimits) throws {
+        self.directory = directory
+        self.clock = clock
+        self.limits = limits
+        current = try SyncService(dataDirectory: directory, limits: limits, clock: clock)
+    }
+
+    /// The service running now.
+    public var service: SyncService {
+        lock.withLock {
+            guard let current else { preconditionFailure("the simulated server is between a stop and a start") }
+            return current
+        }
+    }
+
+    /// How many times the server restarted.
+    public var generation: Int { lock.withLock { restarts } }
+
+    /// Drops the running service (its open libraries close) and starts a new one on the same files.
+    public func restart() throws {
+        // Stop, then start: the old service (and the libraries it holds open) is released
+        // before the new one opens the same files.
+        lock.withLock {
+            restarts += 1
+            current = nil
+        }
+        let fresh = try SyncService(dataDirectory: directory, limits: limits, clock: clock)
+        lock.withLock { current = fresh }
+    }
+}

@@ -1,0 +1,77 @@
+import ChronicleCore
+import ChronicleStore
+import ChronicleSync
+import Foundation
+
+/// One device in a simulation: its store file, clock, id source and network,
+/// and — while its process is up — the `DeviceStore` and `SyncEngine` objects.
+/// A crash drops those objects and reopens the store from its file: committed
+/// work is kept, anything in flight is lost.
+final class SimulatedDevice {
+    let index: Int
+    let name: String
+    let deviceID: UUID
+    let path: String
+    let clock: SimulatedClock
+    let ids: SimulatedIDGenerator
+    let transport: SimulatedTransport
+    let configuration: SyncEngine.Configuration
+    private var process: (store: DeviceStore, engine: SyncEngine)?
+
+    var store: DeviceStore {
+        guard let process else { preconditionFailure("\(name) is between a crash and its restart") }
+        return process.store
+    }
+
+    var engine: SyncEngine {
+        guard let process else { preconditionFailure("\(name) is between a crash and its restart") }
+        return process.engine
+    }
+
+    /// Offline until this step (inclusive), if offline.
+    var offlineUntilStep: Int?
+    /// The file-size cap standing for a full disk, if the disk is full.
+    var diskFullPages: Int?
+    /// Every op this device's store accepted, by op id, and in the order written.
+    private(set) var written: [UUID: Op] = [:]
+    private(set) var writtenOrder: [UUID] = []
+    private(set) var crashes = 0
+
+    init(index: Int, name: String, store: DeviceStore, clock: SimulatedClock, ids: SimulatedIDGenerator,
+         transport: SimulatedTransport, configuration: SyncEngine.Configuration) {
+        self.index = index
+        self.name = name
+        self.deviceID = store.deviceID
+        self.path = store.path
+        self.clock = clock
+        self.ids = ids
+        self.transport = transport
+        self.configuration = configuration
+        self.process = (store, Self.makeEngine(store, transport, configuration))
+    }
+
+    static func makeEngine(_ store: DeviceStore, _ transport: SimulatedTransport, _ configuration: SyncEngine.Configuration) -> SyncEngine {
+        // A fixed jitter: rounds never sleep in the simulator anyway (no retries within a round).
+        SyncEngine(store: store, transport: transport, configuration: configuration, random: { 0.5 })
+    }
+
+    func remember(_ op: Op) {
+        if written.updateValue(op, forKey: op.opID) == nil { writtenOrder.append(op.opID) }
+    }
+
+    /// Kills the process and starts it again: the store is reopened from its file with the
+    /// same clock and id source; a full disk stays full.
+    func crashAndRestart() throws {
+        crashes += 1
+        // Every object the process held is gone before the file is opened again.
+        process = nil
+        let reopened = try DeviceStore.open(at: path, clock: clock, ids: ids)
+        if let pages = diskFullPages { try reopened.limitFileSize(pages: pages) }
+        process = (reopened, Self.makeEngine(reopened, transport, configuration))
+    }
+
+    /// One sync round.
+    func sync() async -> SyncReport { await engine.syncOnce() }
+
+    var isOffline: Bool { offlineUntilStep != nil }
+}

@@ -1,0 +1,37 @@
+/// A broken invariant, found by the simulator: which seed, which step, what was
+/// expected, and the last actions before it — with the command that replays it.
+public struct SimulationFailure: Error, Sendable, CustomStringConvertible {
+    public var seed: UInt64
+    /// "step 17", "liveness pass 3", "final checks".
+    public var step: String
+    /// The invariant's name, e.g. "no acknowledged op lost".
+    public var invariant: String
+    public var detail: String
+    /// The last actions before the failure, oldest first.
+    public var trace: [String]
+    /// The run's configuration (devices, schema, fault plan), to read beside the trace.
+    public var configuration: String
+
+    public var replayCommand: String { "CHRONICLE_SIM_SEED=\(seed) swift test --filter Simulation" }
+
+    public var description: String {
+        """
+        Simulation seed \(seed) failed at \(step): \(invariant)
+          \(detail)
+          configuration: \(configuration)
+          last actions:
+        \(trace.map { "    " + $0 }.joined(separator: "\n"))
+          replay: \(replayCommand)
+        """
+    }
+}
+
+/// An invariant check's finding, before the simulator adds where and when.
+struct Violation: Error {
+    var invariant: String
+    var detail: String
+    init(_ invariant: String, _ detail: String) {
+        self.invariant = invariant
+        self.detail = detail
+    }
+}

@@ -1,0 +1,46 @@
+/// What one simulation run did. Two runs of one seed give equal reports
+/// (`traceHash` and `finalDigest` included); that is the determinism check.
+public struct SimulationReport: Sendable, Equatable, CustomStringConvertible {
+    public var seed: UInt64
+    public var schema: String
+    public var devices: Int
+    /// Safety-phase steps run.
+    public var steps: Int
+    /// Ops the devices wrote (committed locally).
+    public var opsWritten: Int
+    /// Local writes the store refused (deleted rows, disk full, …).
+    public var writesRefused: Int
+    /// Distinct ops the server accepted (or answered as duplicates of accepted ones).
+    public var opsAccepted: Int
+    /// Distinct ops the server refused for good, and by which code.
+    public var opsRejected: Int
+    public var rejectedByCode: [String: Int]
+    /// Faults injected, by kind.
+    public var faults: [FaultKind: Int]
+    /// Sync rounds run in the safety phase.
+    public var syncRounds: Int
+    /// Full passes over every device after healing until everything agreed.
+    public var passesToConverge: Int
+    /// Sync rounds in those passes.
+    public var roundsToConverge: Int
+    /// The server log's length at the end.
+    public var serverHead: Int64
+    /// The state digest every device and the server ended on.
+    public var finalDigest: String
+    /// SHA-256 over the action trace.
+    public var traceHash: String
+    /// The fault plan the run ran under.
+    public var plan: FaultPlan
+    /// Known bugs the run ran into and tolerated (see `KnownBug`), by how many checks met them.
+    public var knownBugsSeen: [KnownBug: Int]
+
+    public var description: String {
+        let faultList = faults.keys.sorted().map { "\($0)=\(faults[$0]!)" }.joined(separator: " ")
+        let codes = rejectedByCode.keys.sorted().map { "\($0)=\(rejectedByCode[$0]!)" }.joined(separator: " ")
+        return "seed \(seed) \(schema): \(devices) devices, \(steps) steps, \(opsWritten) ops written (\(writesRefused) refused locally), "
+            + "\(opsAccepted) accepted, \(opsRejected) rejected [\(codes)], head \(serverHead), faults [\(faultList)], "
+            + "\(syncRounds) rounds, converged in \(passesToConverge) passes (\(roundsToConverge) rounds), "
+            + "digest \(finalDigest.prefix(12)), trace \(traceHash.prefix(12))"
+            + (knownBugsSeen.isEmpty ? "" : ", known bugs met [" + knownBugsSeen.keys.sorted().map { "\($0)×\(knownBugsSeen[$0]!)" }.joined(separator: " ") + "]")
+    }
+}

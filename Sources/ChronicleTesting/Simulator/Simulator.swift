@@ -1,0 +1,227 @@
+import ChronicleCore
+import ChronicleServer
+import ChronicleStore
+import ChronicleSync
+import Foundation
+
+/// A deterministic simulation of Chronicle under faults, in the spirit of
+/// FoundationDB's and TigerBeetle's simulators: one process, one seed, one run.
+///
+/// A server (`SyncService` over a temporary directory) and 2–16 devices
+/// (`DeviceStore` + `SyncEngine` each) talk over `SimulatedTransport`s; every
+/// device has its own `SimulatedClock`, skewed by up to years. The seed decides
+/// everything: the schema, how many devices, the engine's batch sizes, the
+/// free-tier caps, the `FaultPlan`, and every step.
+///
+/// - **Safety phase**: each step picks a device and an action (write 1–5 random
+///   ops of every type, sync a round, go offline or come back, crash and
+///   restart, fill or free the disk, restart the server, jump a clock, clash
+///   ids with another device, let the server author an op), then checks every
+///   invariant (`ServerInvariants`, and on the device that acted `verify()`,
+///   its outbox and that none of its ops vanished).
+/// - **Liveness phase**: every fault heals, then devices sync round-robin; all
+///   of them must reach the server's digest within three full passes, and a
+///   fresh device pulling everything from scratch must reach it too.
+///
+/// A broken invariant throws `SimulationFailure` with the seed, the step, the
+/// last actions and the command that replays it.
+///
+/// ```swift
+/// let report = try await Simulator(seed: 42).run()
+/// print(report)   // devices, ops, faults by kind, rounds to converge, digest, trace hash
+/// ```
+public final class Simulator {
+    public let seed: UInt64
+    public let schema: Schema
+    public let deviceCount: Int
+    public let steps: Int
+    public let plan: FaultPlan
+    public let caps: [FreeTierCap]
+    public let engineConfiguration: SyncEngine.Configuration
+    /// Known bugs whose symptom is checked differently instead of failing the run.
+    public let tolerated: Set<KnownBug>
+
+    /// Passes over every device after healing within which everything must agree.
+    public static let livenessPassesMax = 3
+    static let password = "simulated password"
+
+    let random: SimulationRandom
+    let workload: SimulationWorkload
+    let log = SimulationLog()
+    let time = SimulatedTime()
+    var directory = ""
+    var server: SimulatedServer!
+    var devices: [SimulatedDevice] = []
+    var libraryID = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+    var invariants: ServerInvariants
+    var serverReader: Database?
+    var label = "setup"
+    var currentStep = 0
+    var opsWritten = 0
+    var writesRefused = 0
+    var syncRounds = 0
+    var knownBugsSeen: [KnownBug: Int] = [:]
+
+    /// - Parameters:
+    ///   - seed: decides everything not given here.
+    ///   - devices: 2–16; by default the seed picks (mostly few, sometimes many).
+    ///   - schema: by default the seed picks (four in five seeds `.readItLater`, else `.fieldService`).
+    ///   - steps: safety-phase steps.
+    ///   - faults: by default `FaultPlan.random(seed:)`.
+    ///   - tolerating: known bugs not to stop at (see `KnownBug`); none by default.
+    public init(seed: UInt64, devices: Int? = nil, schema: Schema? = nil, steps: Int = 150, faults: FaultPlan? = nil,
+                tolerating: Set<KnownBug> = []) {
+        self.seed = seed
+        self.tolerated = tolerating
+        let setup = SimulationRandom(seed: seed).fork(label: 0xC0F1)
+        let chosenSchema = schema ?? (setup.chance(0.2) ? Schema.fieldService : Schema.readItLater)
+        let chosenDevices = devices ?? 2 + Int((setup.unit() * setup.unit() * 15).rounded(.down))
+        precondition((2...16).contains(chosenDevices), "a simulation runs 2 to 16 devices, not \(chosenDevices)")
+        self.schema = chosenSchema
+        self.deviceCount = chosenDevices
+        self.steps = steps
+        self.plan = faults ?? FaultPlan.random(seed: seed)
+        var configuration = SyncEngine.Configuration()
+        configuration.retriesPerRoundMax = 0     // a failed round reports offline at once: nothing ever sleeps
+        configuration.pushBatchOpsMax = setup.pick([1, 2, 3, 5, 10, 50, 500])
+        configuration.pullPageOpsMax = setup.pick([1, 2, 4, 7, 20, 100, 2000])
+        configuration.bulkCatchUpOpsMin = setup.pick([3, 10, 50, 20_000, 20_000])
+        self.engineConfiguration = configuration
+        self.caps = setup.chance(0.35) ? Self.caps(for: chosenSchema, setup) : []
+        self.random = SimulationRandom(seed: seed).fork(label: 0x57E9)
+        self.workload = SimulationWorkload(schema: chosenSchema, random: SimulationRandom(seed: seed).fork(label: 0x3017))
+        self.invariants = ServerInvariants(schema: chosenSchema)
+    }
+
+    /// Free-tier caps the server enforces for this run (realistic terminal rejections).
+    static func caps(for schema: Schema, _ random: SimulationRandom) -> [FreeTierCap] {
+        var caps: [FreeTierCap] = []
+        for entity in schema.entities {
+            guard entity.hasSoftDelete, random.chance(0.4) else { continue }
+            if let owner = entity.fields.first(where: { $0.type == .id && $0.rule != .set }), random.chance(0.5) {
+                caps.append(FreeTierCap(entity: entity.name, per: owner.name, maximum: random.between(1...3)))
+            } else {
+                caps.append(FreeTierCap(entity: entity.name, maximum: random.between(2...8)))
+            }
+        }
+        return caps
+    }
+
+    /// Every action so far, oldest first (what `SimulationReport.traceHash` hashes).
+    public var trace: [String] { log.trace }
+
+    /// One line naming the run's configuration.
+    public var configurationSummary: String {
+        "schema \(schema.name), \(deviceCount) devices, \(steps) steps, push batch \(engineConfiguration.pushBatchOpsMax), "
+            + "pull page \(engineConfiguration.pullPageOpsMax), bulk from \(engineConfiguration.bulkCatchUpOpsMin), "
+            + "caps [\(caps.map(\.description).joined(separator: " "))], faults: \(plan)"
+    }
+
+    /// The simulation's files live under /dev/shm when there is one.
+    static func scratchRoot() -> String {
+        FileManager.default.fileExists(atPath: "/dev/shm") ? "/dev/shm" : NSTemporaryDirectory()
+    }
+
+    // MARK: - Running
+
+    /// Runs the safety phase, then the liveness phase, then the final checks.
+    /// - Throws: `SimulationFailure` when an invariant breaks.
+    public func run() async throws -> SimulationReport {
+        directory = "\(Self.scratchRoot())/chronicle-sim-\(seed)-\(UUID().lowercased.prefix(8))"
+        defer {
+            serverReader = nil
+            devices.removeAll()
+            server = nil
+            if ProcessInfo.processInfo.environment["CHRONICLE_SIM_KEEP"] == nil {
+                try? FileManager.default.removeItem(atPath: directory)
+            }
+        }
+        try await guarded { try self.setUp() }
+        for step in 1...max(1, steps) {
+            currentStep = step
+            try await guarded { try await self.step(step) }
+        }
+        let (passes, rounds) = try await guardedValue { try await self.converge() }
+        let digest = try await guardedValue { try await self.finalChecks() }
+        return SimulationReport(
+            seed: seed, schema: schema.name, devices: deviceCount, steps: steps, opsWritten: opsWritten,
+            writesRefused: writesRefused, opsAccepted: log.acceptedCount, opsRejected: log.rejectedCount,
+            rejectedByCode: log.rejectedByCode, faults: log.faults, syncRounds: syncRounds,
+            passesToConverge: passes, roundsToConverge: rounds, serverHead: invariants.head, finalDigest: digest,
+            traceHash: log.traceHash(), plan: plan, knownBugsSeen: knownBugsSeen)
+    }
+
+    /// Runs `body`, turning anything it throws into a `SimulationFailure` that says where.
+    func guarded(_ body: () async throws -> Void) async throws {
+        _ = try await guardedValue { try await body(); return 0 }
+    }
+
+    func guardedValue<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let failure as SimulationFailure {
+            throw failure
+        } catch let violation as Violation {
+            throw failure(violation.invariant, violation.detail)
+        } catch {
+            throw failure("the simulation runs without unexpected errors", sanitize("\(error)"))
+        }
+    }
+
+    func failure(_ invariant: String, _ detail: String) -> SimulationFailure {
+        SimulationFailure(seed: seed, step: label, invariant: invariant, detail: detail, trace: log.tail(20),
+                          configuration: configurationSummary)
+    }
+
+    /// Messages may name the run's temporary directory; the trace must not (it differs per run).
+    func sanitize(_ text: String) -> String {
+        directory.isEmpty ? text : text.replacingOccurrences(of: directory, with: "<sim>")
+    }
+
+    func begin(_ text: String) {
+        label = text
+        log.begin(text)
+    }
+
+    // MARK: - Setup
+
+    func setUp() throws {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let serverClock = SimulatedClock(time: time, offsetMilliseconds: random.between64(-120_000, 120_000))
+        var limits = ServiceLimits()
+        limits.freeTierCaps = caps
+        server = try SimulatedServer(directory: directory + "/server", clock: serverClock, limits: limits)
+        let user = try server.service.accounts.addUser("sim", password: Self.password, schema: schema, libraryID: random.uuid())
+        libraryID = user.libraryID
+        log.record("server up; library \(libraryID.lowercased.prefix(8)); \(configurationSummary)")
+        for index in 0..<deviceCount {
+            devices.append(try makeDevice(index: index, name: "d\(index)", plan: plan))
+        }
+        var options = Database.Options()
+        options.readOnly = true
+        let library = try server.service.library(libraryID)   // creates the library's file
+        serverReader = try Database(path: library.path, options: options)
+    }
+
+    /// A new device signed in to the library, with its clock skewed as the seed says.
+    func makeDevice(index: Int, name: String, plan: FaultPlan) throws -> SimulatedDevice {
+        let year: Int64 = 365 * 86_400_000
+        let skew: Int64 = switch random.below(4) {
+        case 0: 0
+        case 1: random.between64(-600_000, 600_000)                 // minutes
+        case 2: random.between64(-30 * 86_400_000, 30 * 86_400_000) // weeks
+        default: random.between64(-5 * year, 5 * year)              // years
+        }
+        let clock = SimulatedClock(time: time, offsetMilliseconds: skew)
+        let ids = SimulatedIDGenerator(random: random.fork(label: 0x1D5 &+ UInt64(index)))
+        let deviceID = random.uuid()
+        let store = try DeviceStore.create(at: "\(directory)/\(name).chronicle", schema: schema, libraryID: libraryID,
+                                           deviceID: deviceID, clock: clock, ids: ids)
+        let token = try server.service.accounts.registerDevice(user: "sim", password: Self.password, deviceID: deviceID).token
+        let transport = SimulatedTransport(deviceName: name, deviceID: deviceID, library: libraryID, token: token, server: server,
+                                           plan: plan, random: random.fork(label: 0x7A45 &+ UInt64(index)), log: log)
+        log.record("\(name) joins (\(deviceID.lowercased.suffix(6))), clock off by \(skew / 1000) s")
+        return SimulatedDevice(index: index, name: name, store: store, clock: clock, ids: ids, transport: transport,
+                               configuration: engineConfiguration)
+    }
+}

@@ -1,0 +1,102 @@
+import ChronicleCore
+import ChronicleServer
+import ChronicleStore
+import ChronicleSync
+import Foundation
+
+extension SyncBenchmark {
+    // MARK: - 2. Push of queued ops
+
+    struct PushResult {
+        var ops: Int
+        var writeSeconds: Double
+        /// From `syncOnce()` starting to the last push answered.
+        var seconds: Double
+        var baselineSeconds: Double
+        /// The rest of that `syncOnce()`: pulling the pushed ops back as confirmed.
+        var pullBackSeconds: Double
+        var requests: Samples
+        var pushed: Int
+        var rejected: Int
+        var outcome: String
+        var digestMatches: Bool
+        var wire: WireSizes
+        var typeCounts: [String: Int]
+        /// From the server's log: time in `pushNow`, and time inside the HTTP server, per request.
+        var serverPushNow: Samples
+        var serverRequests: Samples
+        /// The pushing device's database file and its WAL, after the round.
+        var storeBytes: Int64
+        var storeWALBytes: Int64
+
+        var opsPerSecond: Double { Double(ops) / seconds }
+        var baselineOpsPerSecond: Double { Double(ops) / baselineSeconds }
+        var ratio: Double { opsPerSecond / baselineOpsPerSecond }
+        var pass: Bool { opsPerSecond >= 20_000 && pushed == ops && rejected == 0 && digestMatches }
+    }
+
+    func measurePush() throws -> PushResult {
+        let n = sizes.pushOps
+        let batchOps = engineDefaults.pushBatchOpsMax
+        let rig = try SyncRig(directory: directory + "/sync-push-server", logged: true)
+        defer { rig.stop() }
+        var ids = SplitMix64(seed: seed ^ 0x9021)
+        let libraryID = try rig.addLibrary("writer", libraryID: ids.uuid())
+        let device = try rig.device(user: "writer", libraryID: libraryID, path: directory + "/sync-push.chronicle",
+                                    deviceID: ids.uuid(), seed: seed ^ 0x9022)
+
+        progress("sync push: writing \(formatCount(Double(n))) local ops (DeviceStore.write, one durable transaction each)…")
+        var writer = LocalWriter(seed: seed ^ 0x9023, vocabulary: vocabulary)
+        let w0 = nowNanoseconds()
+        try writer.write(n, to: device.store, progressLabel: "sync push")
+        let writeSeconds = Double(nowNanoseconds() - w0) / 1e9
+        let queued = try device.store.unacknowledgedOps(limit: n + 1)
+        guard queued.count == n else { throw BenchError("sync push: \(queued.count) ops queued; expected \(n)") }
+        let wire = WireSizes(try Segment(libraryID: libraryID, ops: Array(queued.prefix(batchOps))))
+
+        // Baseline: the same segments straight into a second, in-process service (no HTTP).
+        progress("sync push: baseline, the same \(formatCount(Double(n / batchOps))) batches of \(batchOps) straight into SyncService.pushNow…")
+        let baseService = try SyncService(dataDirectory: directory + "/sync-push-baseline")
+        _ = try baseService.accounts.addUser("writer", password: SyncRig.password, schema: .readItLater, libraryID: libraryID)
+        let baseToken = try baseService.accounts.registerDevice(user: "writer", password: SyncRig.password, deviceID: device.store.deviceID).token
+        var baseNanoseconds: UInt64 = 0
+        for chunk in queued.chunked(batchOps) {
+            let segment = try Segment(libraryID: libraryID, ops: Array(chunk))
+            let t0 = nowNanoseconds()
+            let response = try baseService.pushNow(segment, token: baseToken)
+            baseNanoseconds += nowNanoseconds() - t0
+            guard response.results.allSatisfy({ if case .accepted = $0.outcome { true } else { false } }) else {
+                throw BenchError("sync push: the baseline server refused ops: \(response.results.filter { if case .accepted = $0.outcome { false } else { true } }.prefix(3))")
+            }
+        }
+
+        // The measurement: the engine pushes the outbox over HTTP; the push part of syncOnce is timed.
+        progress("sync push: the device pushes \(formatCount(Double(n))) ops over HTTP (SyncEngine.syncOnce)…")
+        let engine = device.engine
+        let t0 = nowNanoseconds()
+        let report = try runBlocking { await engine.syncOnce() }
+        let t1 = nowNanoseconds()
+        let pushes = device.transport.pushes
+        guard let lastPush = pushes.last else { throw BenchError("sync push: the engine pushed nothing") }
+        var requests = Samples(capacity: pushes.count)
+        for call in pushes { requests.add(call.nanoseconds) }
+        if report.outcome != .synced || report.pushed != n || report.rejected != 0 {
+            syncFailure("the push ended \(report.outcome) with \(report.pushed) pushed and \(report.rejected) rejected of \(n)")
+        }
+        if pushes.contains(where: \.failed) { syncFailure("\(pushes.filter(\.failed).count) push requests failed and were retried") }
+        let library = try rig.service.library(libraryID)
+        let serverDigest = try library.digest(), deviceDigest = try device.store.digest()
+        if serverDigest != deviceDigest { syncFailure("after the push the device's digest differs from the server's") }
+        if library.head != Int64(n) { syncFailure("the server holds \(library.head) ops after the push; expected \(n)") }
+        let logged = rig.loggedPushTimes()
+        let result = PushResult(ops: n, writeSeconds: writeSeconds, seconds: Double(lastPush.end - t0) / 1e9,
+                                baselineSeconds: Double(baseNanoseconds) / 1e9, pullBackSeconds: Double(t1 - lastPush.end) / 1e9,
+                                requests: requests, pushed: report.pushed, rejected: report.rejected, outcome: "\(report.outcome)",
+                                digestMatches: serverDigest == deviceDigest && library.head == Int64(n), wire: wire,
+                                typeCounts: writer.typeCounts, serverPushNow: logged.pushNow, serverRequests: logged.request,
+                                storeBytes: fileBytes(device.store.path), storeWALBytes: fileBytes(device.store.path + "-wal"))
+        progress("sync push: chronicle \(formatCount(result.opsPerSecond)) ops/s over HTTP, pushNow in process \(formatCount(result.baselineOpsPerSecond)) ops/s (\(ratioText(result.ratio)))")
+        remove(device.store.path)
+        return result
+    }
+}
