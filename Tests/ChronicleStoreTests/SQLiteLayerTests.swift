@@ -140,3 +140,30 @@ import Testing
         }
     }
 }
+
+@Suite struct CheckpointerTests {
+    /// Under writes that never pause, background PASSIVE checkpoints alone never let the
+    /// WAL start over; past its limit the writer restarts it, so the file stays bounded.
+    @Test func theWALStaysBoundedUnderSustainedWrites() throws {
+        let f = try Fixture()
+        let path = f.directory.appendingPathComponent("wal.sqlite").path
+        let db = try Database(path: path)
+        let checkpointer = Checkpointer(path: path, thresholdPages: 50, restartPages: 400)
+        try checkpointer.install(on: db)
+        try db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT NOT NULL)")
+        let body = String(repeating: "x", count: 3_000)
+        var largest: Int64 = 0
+        for batch in 0..<300 {
+            try db.transaction { db in
+                for i in 0..<10 { try db.execute("INSERT INTO t(body) VALUES (?1)", [.text(body + String(batch * 10 + i))]) }
+            }
+            let wal = ((try? FileManager.default.attributesOfItem(atPath: path + "-wal")[.size]) as? Int64) ?? 0
+            largest = max(largest, wal)
+        }
+        checkpointer.drain()
+        #expect(checkpointer.restarts > 0, "the writer restarted the WAL")
+        // 300 batches wrote over 9 MB of pages; the WAL never held much more than the restart limit.
+        #expect(largest < 600 * 4_200, "largest WAL \(largest) bytes")
+        #expect(try db.scalarInt("SELECT count(*) FROM t") == 3_000)
+    }
+}

@@ -9,10 +9,20 @@ import Foundation
 /// checkpoint is turned off and this object, told the WAL size after every
 /// commit (`sqlite3_wal_hook`), runs a PASSIVE checkpoint on its own
 /// connection in the background; PASSIVE never blocks readers or the writer.
+///
+/// Under sustained writes a PASSIVE checkpoint never catches up with the end of
+/// the WAL, and SQLite only starts the WAL over once one has; left alone the WAL
+/// grew to 4.6 GB during a 1,000,000-op pull. So past `restartPages` the writer
+/// itself runs a RESTART checkpoint right after its commit (backpressure: it
+/// waits for readers, then the next write starts the WAL from the beginning),
+/// and `journal_size_limit` truncates the file back afterwards.
 /// See <https://sqlite.org/wal.html#ckpt>.
 final class Checkpointer: @unchecked Sendable {
     private let path: String
     private let thresholdPages: Int32
+    private let restartPages: Int32
+    /// RESTART checkpoints the writer ran because the WAL outgrew `restartPages`.
+    private(set) var restarts = 0
     private let queue = DispatchQueue(label: "chronicle.checkpoint", qos: .utility)
     private let lock = NSLock()
     private var scheduled = false
@@ -20,25 +30,38 @@ final class Checkpointer: @unchecked Sendable {
     /// Checkpoints run so far (read after `drain()`).
     private(set) var completed = 0
 
-    init(path: String, thresholdPages: Int32 = 1000) {
+    init(path: String, thresholdPages: Int32 = 1000, restartPages: Int32 = 16_000) {
         self.path = path
         self.thresholdPages = thresholdPages
+        self.restartPages = restartPages
     }
 
     /// Installs the hook on the writer connection, which must outlive nothing
     /// longer than this object (the store holds both).
     func install(on database: Database) throws {
         try database.execute("PRAGMA wal_autocheckpoint = 0")
-        sqlite3_wal_hook(database.handle, { context, _, _, pages in
+        try database.execute("PRAGMA journal_size_limit = \(Int64(thresholdPages) * 4096 * 4)")
+        sqlite3_wal_hook(database.handle, { context, db, _, pages in
             guard let context else { return SQLITE_OK }
-            Unmanaged<Checkpointer>.fromOpaque(context).takeUnretainedValue().committed(walPages: pages)
+            Unmanaged<Checkpointer>.fromOpaque(context).takeUnretainedValue().committed(walPages: pages, writer: db)
             return SQLITE_OK
         }, Unmanaged.passUnretained(self).toOpaque())
     }
 
-    /// Called on the writer's thread, inside its commit: only schedules work.
-    private func committed(walPages: Int32) {
+    /// Called on the writer's thread, right after its commit: schedules a background
+    /// checkpoint, or past `restartPages` runs a RESTART one on the writer (SQLite's own
+    /// automatic checkpoint runs from this same hook).
+    private func committed(walPages: Int32, writer: OpaquePointer?) {
         guard walPages >= thresholdPages else { return }
+        if walPages >= restartPages, let writer {
+            // Busy (a reader or the background checkpoint holds on) is fine: the next commit tries again.
+            if sqlite3_wal_checkpoint_v2(writer, nil, SQLITE_CHECKPOINT_RESTART, nil, nil) == SQLITE_OK {
+                lock.lock()
+                restarts += 1
+                lock.unlock()
+                return
+            }
+        }
         lock.lock()
         defer { lock.unlock() }
         guard !scheduled else { return }

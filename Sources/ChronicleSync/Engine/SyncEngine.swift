@@ -47,6 +47,9 @@ public actor SyncEngine {
         public var pushBatchOpsMax = 500
         /// Ops per pull page.
         public var pullPageOpsMax = 2_000
+        /// Ops per pull page during a bulk catch-up (each page is one transaction: fewer, larger
+        /// ones went 1.4x faster over 1,000,000 ops). The server caps pages at 10,000 by default.
+        public var bulkPullPageOpsMax = 10_000
         /// When at least this many ops are waiting on the server, fold them with bulk apply
         /// (search indexes rebuilt once at the end) instead of batch by batch.
         public var bulkCatchUpOpsMin = 20_000
@@ -317,12 +320,13 @@ public actor SyncEngine {
                     throw SyncError.transient(reason: "The server sent ops from \(ops.first?.serverSeq ?? 0); expected \(cursor + 1).", retryAfterSeconds: nil)
                 }
                 let after = page.nextCursor
-                if page.more {
-                    next = Task.detached { [transport] in try await transport.pull(after: after, limit: limit, waitMilliseconds: 0) }
-                }
                 if !bulk && page.head - cursor >= Int64(configuration.bulkCatchUpOpsMin) {
                     try store.beginBulk()
                     bulk = true
+                }
+                if page.more {
+                    let pageLimit = bulk ? max(limit, configuration.bulkPullPageOpsMax) : limit
+                    next = Task.detached { [transport] in try await transport.pull(after: after, limit: pageLimit, waitMilliseconds: 0) }
                 }
                 if bulk { try store.applyBulkBatch(ops) } else { try store.applyConfirmed(ops) }
                 count += ops.count
