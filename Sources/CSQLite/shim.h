@@ -18,4 +18,7 @@ static inline int chronicle_result_text(sqlite3_context *ctx, const char *text, 
 static inline int chronicle_enable_defensive(sqlite3 *db) {
     return sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, (int *)0);
 }
+static inline int chronicle_set_defensive(sqlite3 *db, int on) {
+    return sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, on, (int *)0);
+}
 #endif

@@ -3,7 +3,7 @@ import ChronicleStore
 import Foundation
 
 extension Command {
-    static let maintenanceCommands: [Command] = [compact,
+    static let maintenanceCommands: [Command] = [compact, migrate,
         Command(name: "rebuild", summary: "Drop every projection table and search index and replay the log.",
                 usage: "chronicle rebuild [--verify] [--from-genesis]",
                 details: """
@@ -136,6 +136,46 @@ extension Command {
         if let at = report.plan.snapshotAt { ctx.output.line("Snapshot of the state at seq \(at): \(bytes(report.snapshotBytes)).") }
         if let drop = report.historyDroppedThrough { ctx.output.line("Dropped history through seq \(drop) (horizon).") }
         ctx.output.line("File: \(bytes(before)) → \(bytes(after)) in \(String(format: "%.2f", report.seconds)) s.")
+        return ExitCode.success
+    }
+}
+
+extension Command {
+    static let migrate = Command(
+        name: "migrate", summary: "Bring a store from an earlier Chronicle version up to this one (says what it will do).",
+        usage: "chronicle migrate [--dry-run]",
+        details: """
+            Opening an older store migrates it anyway; this does it explicitly and tells you each step: a backup first
+            (<store>.backup-v<N>, made with VACUUM INTO), each store-format step in its own transaction, then, when the
+            app schema changed, the projection rebuilt from the log (older ops are read through upcasters; the log is
+            never rewritten). Safe to interrupt: the next run or open carries on. --dry-run only lists the steps.
+            A store from a newer Chronicle is refused and left untouched.
+            """) { args, ctx in
+        let dryRun = args.flag("dry-run")
+        try args.finish(usage: "chronicle migrate [--dry-run]")
+        let path = try ctx.requirePath()
+        let plan = try DeviceStore.migrationPlan(at: path)
+        func emit(_ done: Bool) {
+            if ctx.output.json {
+                ctx.output.emit(["from_format": plan.fromFormat, "to_format": plan.toFormat, "schema": plan.schema,
+                                 "from_schema_version": plan.fromSchemaVersion, "to_schema_version": plan.toSchemaVersion,
+                                 "backup": plan.backupPath as Any? ?? NSNull(), "steps": plan.steps, "dry_run": !done])
+            } else if plan.isEmpty {
+                ctx.output.line("Nothing to do: \(path) is at store format v\(plan.toFormat) and schema \(plan.schema) v\(plan.toSchemaVersion).")
+            } else {
+                ctx.output.line(done ? "Migrated \(path):" : "Migrating \(path) would:")
+                for (index, step) in plan.steps.enumerated() { ctx.output.line("  \(index + 1). \(step)") }
+                if !done { ctx.output.line("(dry run: nothing was changed)") }
+            }
+        }
+        if dryRun || plan.isEmpty {
+            emit(false)
+            return ExitCode.success
+        }
+        // For interruption tests: stop the process right after step N has committed.
+        let stopAfter = ProcessInfo.processInfo.environment["CHRONICLE_MIGRATE_STOP_AFTER_STEP"].flatMap(Int.init)
+        try DeviceStore.migrate(at: path) { step, _ in if step == stopAfter { _exit(137) } }
+        emit(true)
         return ExitCode.success
     }
 }

@@ -63,6 +63,9 @@ public struct ProjectionSchema: Sendable {
     /// A row is made when a confirmed op set a field concurrently (its `baseSeq` older than the seq
     /// that set the current value, by another device); a later sequential set resolves it.
     public static let conflictsTable = "chronicle_conflicts"
+    public static let unreadableTable = "chronicle_unreadable"
+    /// Idempotent: stores made before the table existed get it when they open.
+    public static let unreadableStatement = "CREATE TABLE IF NOT EXISTS \(quoted(unreadableTable)) (server_seq INTEGER PRIMARY KEY, op_id TEXT NOT NULL, type TEXT NOT NULL, code TEXT NOT NULL, message TEXT NOT NULL)"
     public static let conflictColumns = ["op_id", "field", "entity", "entity_id", "kept", "replaced", "replaced_seq",
                                          "replaced_device", "winning_seq", "winning_device", "resolved_seq"]
 
@@ -82,6 +85,9 @@ public struct ProjectionSchema: Sendable {
                 statements.append("CREATE INDEX \(Self.quoted("\(table)_by_value")) ON \(Self.quoted(table))(value)")
             }
         }
+        // Confirmed ops this build cannot read (a newer version, an unknown type): kept in the log,
+        // listed here with why, applied by a rebuild once Chronicle is updated. Not part of the digest.
+        statements.append(Self.unreadableStatement)
         if hasConflicts {
             statements.append("""
                 CREATE TABLE \(Self.quoted(Self.conflictsTable)) (
@@ -192,6 +198,7 @@ public struct ProjectionSchema: Sendable {
             objects.append(("VIEW", index.index + "_content"))
         }
         if hasConflicts { objects.append(("TABLE", Self.conflictsTable)) }
+        objects.append(("TABLE", Self.unreadableTable))
         for entity in schema.entities {
             objects.append(("TABLE", entity.table))
             objects.append(("TABLE", "chronicle_shadow_\(entity.table)"))

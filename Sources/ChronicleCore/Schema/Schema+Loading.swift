@@ -218,7 +218,7 @@ extension Schema {
     /// `v2.json`, …), read as the newest version with upcasters from every earlier one.
     public static let readItLater: Schema = builtin(history: ["readitlater/v1.json", "readitlater/v2.json", "readitlater/v3.json"])
     /// The field-service schema, `Schemas/fieldservice/v2.json` (v2: job notes are `mergeOrAsk`).
-    public static let fieldService: Schema = builtin("fieldservice/v2.json")
+    public static let fieldService: Schema = builtin(history: ["fieldservice/v1.json", "fieldservice/v2.json"])
 
     /// Every schema compiled into this build.
     public static var builtIn: [Schema] { [readItLater, fieldService] }

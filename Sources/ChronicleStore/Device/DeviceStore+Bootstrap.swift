@@ -36,7 +36,9 @@ extension DeviceStore {
             try Self.setMeta("acked_device_seq", .integer(0), in: db)
 
             // The projection: the snapshot's rows, then the outbox on top.
-            for (kind, name) in projection.droppableObjects { try db.execute("DROP \(kind) IF EXISTS \(ProjectionSchema.quoted(name))") }
+            try db.withoutDefensive {
+                for (kind, name) in projection.droppableObjects { try db.execute("DROP \(kind) IF EXISTS \(ProjectionSchema.quoted(name))") }
+            }
             try db.execute("DELETE FROM chronicle_shadowed")
             let statements = projection.tableStatements
             for statement in statements where !statement.hasPrefix("CREATE INDEX") { try db.execute(statement) }

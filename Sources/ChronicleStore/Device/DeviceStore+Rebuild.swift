@@ -26,6 +26,12 @@ extension DeviceStore {
     /// give the same state digest.
     @discardableResult
     public func rebuild(fromGenesis: Bool = false, progress: ProgressHandler? = nil) throws -> RebuildReport {
+        try rebuild(fromGenesis: fromGenesis, progress: progress, alsoInTransaction: nil)
+    }
+
+    /// `rebuild`, running `alsoInTransaction` inside the same transaction (schema migrations record the new schema there).
+    func rebuild(fromGenesis: Bool = false, progress: ProgressHandler? = nil,
+                 alsoInTransaction: ((Database) throws -> Void)?) throws -> RebuildReport {
         let start = DispatchTime.now().uptimeNanoseconds
         let (confirmed, pending) = try writeTransaction { db in
             let base: Snapshot?
@@ -41,7 +47,9 @@ extension DeviceStore {
             // A rebuild touches every page: a larger cache for its duration saves re-reading them.
             try db.execute("PRAGMA cache_size = -\(Self.bulkCacheKilobytes)")
             defer { try? db.execute("PRAGMA cache_size = -\(Database.Options.defaultCacheKilobytes)") }
-            for (kind, name) in projection.droppableObjects { try db.execute("DROP \(kind) IF EXISTS \(ProjectionSchema.quoted(name))") }
+            try db.withoutDefensive {
+                for (kind, name) in projection.droppableObjects { try db.execute("DROP \(kind) IF EXISTS \(ProjectionSchema.quoted(name))") }
+            }
             try db.execute("DELETE FROM chronicle_shadowed")
             // Secondary indexes are built after the replay, in one sorted pass each,
             // rather than kept up to date row by row.
@@ -54,6 +62,7 @@ extension DeviceStore {
             // Build the FTS indexes in one pass each.
             for statement in projection.searchStatements { try db.execute(statement) }
             try rebuildSearchIndexes(in: db)
+            try alsoInTransaction?(db)
             return counts
         }
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9

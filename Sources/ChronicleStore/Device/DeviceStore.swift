@@ -105,18 +105,20 @@ public final class DeviceStore: Sendable {
         }
         let db = try Database(path: path, options: { var o = Database.Options(); o.create = false; return o }())
         if format < StoreFormat.currentVersion { try migrateFormat(db, from: format) }
+        try db.execute(ProjectionSchema.unreadableStatement)
         let store = try DeviceStore(path: path, schema: schema, deviceID: device, libraryID: library, clock: clock, ids: ids, writer: db)
         if meta["search_stale"]?.integerValue == 1 {
             // A bulk apply was interrupted before it rebuilt the search indexes.
             try store.writeTransaction { db in try store.rebuildSearchIndexes(in: db) }
         }
         if meta["schema_fingerprint"]?.textValue != schema.fingerprint {
-            // The projection's shape is derived from the schema: rebuild it from the log.
-            _ = try store.rebuild()
-            try store.writer.withLock { db in
-                try db.execute("UPDATE chronicle_meta SET value = ?1 WHERE key = 'schema_fingerprint'", [.text(schema.fingerprint)])
-                try db.execute("UPDATE chronicle_meta SET value = ?1 WHERE key = 'schema_version'", [.integer(Int64(schema.version))])
-            }
+            // The projection's shape is derived from the schema: rebuild it from the log (ops of
+            // earlier versions are upcast as they are read), and record the schema in the same
+            // transaction, so an interrupted migration simply rebuilds again on the next open.
+            _ = try store.rebuild(alsoInTransaction: { db in
+                try setMeta("schema_fingerprint", .text(schema.fingerprint), in: db)
+                try setMeta("schema_version", .integer(Int64(schema.version)), in: db)
+            })
         }
         return store
     }
@@ -137,25 +139,6 @@ public final class DeviceStore: Sendable {
         try checkpointer.install(on: writer)
         self.writer = Locked(writer)
         self.readers = ReaderPool(path: path)
-    }
-
-    /// Brings an older store format up to the current one: a backup first
-    /// (`VACUUM INTO <path>.backup-v<N>`), then one transaction per step, so an
-    /// interrupted migration leaves the store at the last completed step.
-    static func migrateFormat(_ db: Database, from format: Int64) throws {
-        let backup = "\(db.path).backup-v\(format)"
-        if !FileManager.default.fileExists(atPath: backup) {
-            try db.execute("VACUUM INTO ?1", [.text(backup)])
-        }
-        for version in format..<StoreFormat.currentVersion {
-            guard let steps = StoreFormat.migrations[version] else {
-                throw ChronicleError(.invariantViolated, "No migration from store format v\(version) to v\(version + 1).")
-            }
-            try db.transaction { db in
-                for statement in steps { try db.execute(statement) }
-                try setMeta("format_version", .integer(version + 1), in: db)
-            }
-        }
     }
 
     static func createProjection(_ projection: ProjectionSchema, in db: Database, withSearch: Bool) throws {
@@ -201,8 +184,28 @@ public final class DeviceStore: Sendable {
 
     /// Applies one op's materializer steps only (replays that build FTS afterwards, scratch databases).
     static func materialize(_ op: Op, _ materializer: Materializer, in db: Database) throws {
-        for step in materializer.steps(for: op) {
+        let steps = materializer.steps(for: op)
+        if steps.isEmpty, let seq = op.serverSeq {
+            do {
+                _ = try materializer.schema.upcast(op)
+            } catch {
+                // Set aside, never lost and never blocking the ops behind it.
+                try db.statement("INSERT OR REPLACE INTO \(ProjectionSchema.quoted(ProjectionSchema.unreadableTable))(server_seq, op_id, type, code, message) VALUES (?1, ?2, ?3, ?4, ?5)")
+                    .execute([.integer(seq), .text(op.opID.lowercased), .text(op.typeAndVersion), .text(error.code.rawValue), .text(error.message)])
+            }
+        }
+        for step in steps {
             try db.statement(step.sql).execute(step.arguments)
+        }
+    }
+
+    /// Confirmed ops this build cannot read (from a newer app version, or of an unknown type):
+    /// kept in the log, not applied; a rebuild after updating Chronicle applies them.
+    public func unreadableOps() throws -> [(serverSeq: Int64, opID: String, type: String, code: String, message: String)] {
+        try read { db in
+            try db.query("SELECT server_seq, op_id, type, code, message FROM \(ProjectionSchema.quoted(ProjectionSchema.unreadableTable)) ORDER BY server_seq") {
+                ($0.int(0), $0.text(1), $0.text(2), $0.text(3), $0.text(4))
+            }
         }
     }
 

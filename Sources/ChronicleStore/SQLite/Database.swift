@@ -109,6 +109,16 @@ public final class Database {
     }
 
     public var changes: Int { Int(sqlite3_changes(handle)) }
+
+    /// Runs `body` with SQLite's defensive mode off. Defensive mode treats any table named
+    /// `<fts table>_content` as one of the FTS table's shadow tables; the search indexes'
+    /// content views carry that name, and within one transaction SQLite keeps refusing to
+    /// drop such a view even after the FTS table itself was dropped. Only drops run here.
+    func withoutDefensive<T>(_ body: () throws -> T) rethrows -> T {
+        _ = chronicle_set_defensive(handle, 0)
+        defer { _ = chronicle_set_defensive(handle, 1) }
+        return try body()
+    }
     public var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
 
     /// Runs `body` in a `BEGIN IMMEDIATE` transaction: committed if it returns,

@@ -207,3 +207,26 @@ extension ServerLibrary {
         return try appendServerOp(type.type, entity: libraryID, payload: [spec.field: .text(plan)])
     }
 }
+
+extension ServerLibrary {
+    /// Appends already-ordered ops exactly as given (their seqs must continue the log):
+    /// for moving a library's history between servers, and for tests that start a server
+    /// from a device fixture's confirmed log. Each device's sequence is recorded too.
+    public func importConfirmed(_ ops: [Op]) throws {
+        try writeTransaction { db in
+            let insert = try db.statement("INSERT INTO chronicle_log(\(DeviceStore.logColumns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)")
+            for op in ops {
+                guard op.libraryID == libraryID, op.serverSeq != nil, op.serverTime != nil else {
+                    throw ChronicleError(.invariantViolated, "Op \(op.opID.lowercased) is not a confirmed op of library \(libraryID.lowercased).")
+                }
+                try insert.execute(DeviceStore.logArguments(op))
+                try DeviceStore.materialize(op, materializer, in: db)
+                try db.execute("""
+                    INSERT INTO chronicle_devices(device_id, last_device_seq) VALUES (?1, ?2)
+                    ON CONFLICT(device_id) DO UPDATE SET last_device_seq = max(last_device_seq, excluded.last_device_seq)
+                    """, [.text(op.deviceID.lowercased), .integer(op.deviceSeq)])
+            }
+        }
+        if let last = ops.last { tail.withLock { $0 = (last.serverSeq!, max($0.time, last.serverTime!)) } }
+    }
+}

@@ -103,6 +103,7 @@ public final class ServerLibrary: Sendable {
                 throw ChronicleError(.wrongLibrary, "\(path) holds library \(stored ?? "?"), not \(libraryID.lowercased).")
             }
         }
+        try db.execute(ProjectionSchema.unreadableStatement)
         try installCaps(caps, schema, projection, in: db)
         return try ServerLibrary(path: path, libraryID: libraryID, schema: schema, clock: clock,
                                  ids: ids ?? SystemIDGenerator(clock: clock), projection: projection, writer: db, capped: !caps.isEmpty)
