@@ -100,7 +100,12 @@ extension DeviceStore {
             if cursor != last { problems.append("cursor \(cursor) is not the last server seq \(last)") }
             let outbox = try db.query("SELECT count(*), coalesce(min(device_seq), 0), coalesce(max(device_seq), 0) FROM chronicle_outbox") { ($0.int(0), $0.int(1), $0.int(2)) }[0]
             let lastDeviceSeq = try Self.meta("last_device_seq", in: db).integerValue ?? -1
-            if outbox.0 > 0 && (outbox.2 - outbox.1 + 1 != outbox.0 || outbox.2 != lastDeviceSeq) { problems.append("outbox device_seq has gaps") }
+            // Queued ops run from the oldest one to the last device seq; ops the server rejected
+            // left the outbox from anywhere in that run and are accounted for in chronicle_rejected.
+            let rejectedInRun = try db.scalarInt("SELECT count(*) FROM chronicle_rejected WHERE device_seq > ?1", [.integer(outbox.1)]) ?? 0
+            if outbox.0 > 0 && lastDeviceSeq - outbox.1 + 1 != outbox.0 + rejectedInRun {
+                problems.append("outbox device_seq has gaps (\(outbox.0) queued and \(rejectedInRun) rejected in \(outbox.1)…\(lastDeviceSeq))")
+            }
             if try db.scalarInt("SELECT count(*) FROM chronicle_outbox o JOIN chronicle_log l ON l.op_id = o.op_id") != 0 {
                 problems.append("a confirmed op is still in the outbox")
             }

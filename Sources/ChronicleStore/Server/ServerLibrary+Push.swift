@@ -65,8 +65,14 @@ extension ServerLibrary {
                 if logged.1 == deviceKey {
                     results.append(PushResult(opID: op.opID, deviceSeq: op.deviceSeq, outcome: .duplicate(serverSeq: logged.0)))
                 } else {
+                    // Answered (refused) like any new op: the device's sequence moves past it, so the
+                    // ops behind it can follow.
+                    if op.deviceSeq > last + 1 {
+                        throw ProtocolError(409, "device_seq_gap", "Device \(deviceKey) must push deviceSeq \(last + 1) next, but sent \(op.deviceSeq) (expected \(last + 1), actual \(op.deviceSeq)); ops in between are missing.")
+                    }
                     results.append(PushResult(opID: op.opID, deviceSeq: op.deviceSeq,
                                               outcome: .rejected(code: "op_id_conflict", message: "Op id \(key) already belongs to another device's op.")))
+                    last = max(last, op.deviceSeq)
                 }
                 continue
             }
