@@ -56,6 +56,7 @@ import Testing
         let report = try f.store.compact(policy)
         #expect(report.segmentsWritten == 5 && report.opsSealed == 1_700)
         #expect(report.segmentFrameBytes < report.logBytesSealed / 2, "segments are much smaller than the log rows")
+        #expect(report.fileBytesAfter < report.fileBytesBefore, "space goes back to the file system (the WAL included)")
         #expect(try f.store.digest() == before)
         #expect(try f.store.verify().passed)
         #expect(try f.store.status().confirmedOps == 2_000)

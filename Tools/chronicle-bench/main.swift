@@ -33,18 +33,25 @@ enum Bench {
                    device A to visible on long-polling device B: p50, p99 (200 samples, quick 50);
                    200 devices (quick 50) over 20 libraries syncing at once: ops/s, push p99,
                    and an audit for lost or duplicated ops
+          lifecycle  compaction of an N-op store (keepOps 10,000): sealing MB/s vs the lz4 tool (lz4 -1) on the
+                   same segment bodies, store size before/after, segment and snapshot LZ4 ratios; audit of one
+                   article p50/p99 after vs before compaction; a new device onto an N-op library over HTTP from the
+                   server's snapshot vs pulling the full log: seconds and peak RSS (child processes)
+          migrate  DeviceStore.migrate of an N-op store from the oldest version (format v1, schema v1, DDL from
+                   Tests/Fixtures/readitlater-v1-format-v1) vs rebuild() of the same store: seconds, peak RSS
+                   (child processes), the backup step alone
 
         options:
-          --ops N         confirmed ops for apply, rebuild, bulk and the sync pull (default 1,000,000;
-                          quick 100,000)
+          --ops N         confirmed ops for apply, rebuild, bulk, the sync pull, lifecycle and migrate
+                          (default 1,000,000; quick 100,000)
           --articles N    articles in the search library (default 100,000; quick 10,000)
           --writes N      local writes measured (default 5,000; quick 1,000)
           --batch N       confirmed ops per applyConfirmed batch (default 10,000)
           --queries N     queries per search kind (default 200; quick 50)
           --seed N        workload seed (default 42)
           --quick         small sizes for a smoke run
-          --only PHASE    write, apply, bulk, rebuild, search or sync (repeatable; rebuild needs apply's
-                          log, which is then built but not reported)
+          --only PHASE    write, apply, bulk, rebuild, search, sync, lifecycle or migrate (repeatable;
+                          rebuild needs apply's log, which is then built but not reported)
           --dir PATH      where to put the temporary stores (default: the system temp dir)
           --keep          keep the stores afterwards (sync's many-device stores live in /dev/shm)
           --json          print one JSON object instead of the table
@@ -103,8 +110,8 @@ struct Options {
             case "--quick": options.quick = true
             case "--only":
                 let phase = try value(flag)
-                guard ["write", "apply", "bulk", "rebuild", "search", "sync"].contains(phase) else {
-                    throw BenchError("--only takes write, apply, bulk, rebuild, search or sync (got '\(phase)')")
+                guard ["write", "apply", "bulk", "rebuild", "search", "sync", "lifecycle", "migrate"].contains(phase) else {
+                    throw BenchError("--only takes write, apply, bulk, rebuild, search, sync, lifecycle or migrate (got '\(phase)')")
                 }
                 options.only.insert(phase)
             case "--dir": options.directory = try value(flag)
@@ -128,9 +135,24 @@ struct Options {
     func runs(_ phase: String) -> Bool { only.isEmpty || only.contains(phase) }
 }
 
-// MARK: - Child processes (re-executed by the rebuild measurement)
+// MARK: - Child processes (re-executed by the rebuild, lifecycle and migrate measurements)
 
 let arguments = Array(CommandLine.arguments.dropFirst())
+if arguments.first == "_bootstrap" || arguments.first == "_migrate" {
+    do {
+        if arguments[0] == "_bootstrap" {
+            print(try LifecycleBenchmark.bootstrapChild(Array(arguments.dropFirst())))
+        } else if arguments.count == 2 {
+            print(try MigrationBenchmark.migrateChild(path: arguments[1]))
+        } else {
+            throw BenchError("usage: chronicle-bench _migrate STORE")
+        }
+        exit(0)
+    } catch {
+        progress("chronicle-bench \(arguments[0]): \(error)")
+        exit(1)
+    }
+}
 if arguments.first == "_rebuild" || arguments.first == "_rebuild-raw" {
     do {
         if arguments[0] == "_rebuild", arguments.count == 2 {
@@ -366,6 +388,20 @@ do {
         let sync = try SyncBenchmark(directory: directory, sizes: .of(ops: options.ops, quick: options.quick), seed: options.seed,
                                      vocabulary: vocabulary, keep: options.keep).run()
         failed = !sync.report(rows: &rows, json: &json, notes: &notes) || failed
+    }
+
+    // 6. The log's lifecycle: compaction, audits after it, a new device from a snapshot.
+    if options.runs("lifecycle") {
+        let lifecycle = try LifecycleBenchmark(directory: directory, ops: options.ops, seed: options.seed, vocabulary: vocabulary,
+                                               quick: options.quick, keep: options.keep).run()
+        failed = !lifecycle.report(rows: &rows, json: &json, notes: &notes) || failed
+    }
+
+    // 7. Migration of a store from the oldest version.
+    if options.runs("migrate") {
+        let migration = try MigrationBenchmark(directory: directory, ops: options.ops, seed: options.seed, vocabulary: vocabulary,
+                                               keep: options.keep).run()
+        failed = !migration.report(rows: &rows, json: &json, notes: &notes) || failed
     }
 } catch {
     progress("chronicle-bench: \(error)")

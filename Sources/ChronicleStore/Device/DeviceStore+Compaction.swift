@@ -70,7 +70,12 @@ protocol LogLifecycle {
 }
 
 extension DeviceStore: LogLifecycle {
-    func vacuum() throws { try writer.withLock { db in try db.execute("VACUUM") } }
+    func vacuum() throws {
+        try writer.withLock { db in
+            try db.execute("VACUUM")
+            try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        }
+    }
 
     /// Works out what `compact(policy)` would do now, without changing anything.
     public func compactionPlan(_ policy: CompactionPolicy) throws -> CompactionPlan {
@@ -191,6 +196,8 @@ extension LogLifecycle {
         }
 
         // 4. Give the space back: VACUUM rewrites the file (atomically; an interruption leaves it as it was).
+        // In WAL mode the rewrite goes through the WAL, so a TRUNCATE checkpoint follows: without it the
+        // benchmark's 1,000,000-op store kept a 478 MB WAL after compacting.
         if !plan.isEmpty {
             try vacuum()
             try done("gave the space back")

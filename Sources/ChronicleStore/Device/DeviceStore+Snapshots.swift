@@ -75,9 +75,14 @@ extension DeviceStore {
         try scratch.execute("CREATE TABLE chronicle_shadowed (entity TEXT NOT NULL, id TEXT NOT NULL, PRIMARY KEY (entity, id)) WITHOUT ROWID")
         try createProjection(projection, in: scratch, withSearch: false)
         let base = try replayBase(in: source, projection, preferLatest: true, upTo: seq)
-        if let base { try load(base, into: scratch, projection, libraryID: libraryID) }
-        _ = try replay(from: source, into: scratch, materializer, projection, after: base?.seq ?? 0, upTo: seq, includePending: false,
-                       progress: progress)
+        // One transaction for the whole replay: statement by statement it committed every op
+        // (the benchmark's 1,000,000-op snapshot step took 26.7 s, against about 10 s for a whole rebuild).
+        try scratch.execute("PRAGMA cache_size = -\(bulkCacheKilobytes)")
+        try scratch.transaction { scratch in
+            if let base { try load(base, into: scratch, projection, libraryID: libraryID) }
+            _ = try replay(from: source, into: scratch, materializer, projection, after: base?.seq ?? 0, upTo: seq, includePending: false,
+                           progress: progress)
+        }
         return (try dump(projection, from: scratch, seq: seq, libraryID: libraryID), try digest(projection, in: scratch))
     }
 }

@@ -241,7 +241,12 @@ public final class ServerLibrary: Sendable {
 }
 
 extension ServerLibrary: LogLifecycle {
-    func vacuum() throws { try writer.withLock { db in try db.execute("VACUUM") } }
+    func vacuum() throws {
+        try writer.withLock { db in
+            try db.execute("VACUUM")
+            try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        }
+    }
 
     /// Seals the log's prefix into segments, snapshots the state there, and drops history
     /// past the retention horizon if the policy sets one (devices behind it then start

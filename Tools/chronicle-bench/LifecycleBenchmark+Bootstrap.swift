@@ -1,0 +1,221 @@
+import ChronicleCore
+import ChronicleServer
+import ChronicleStore
+import ChronicleSync
+import Foundation
+
+/// Measurement 3 of the lifecycle: a new device onto an N-op library, end to end over
+/// loopback HTTP against a real `SyncServer`. The server's library is filled with
+/// `ServerLibrary.importConfirmed` (the fast path; the ops are already ordered) and
+/// compacted with `SyncService.compact` (keepOps 10,000), which writes the snapshot. Then,
+/// each in a fresh child process (so its peak RSS, `VmHWM`, is its own):
+///
+/// - the device with the engine's default configuration: its first pull page advertises
+///   the snapshot, so it downloads it, starts the store from it, and pulls the tail;
+/// - the baseline, the same device with `snapshotStartOpsMin` = Int64.max: it pulls and
+///   folds the whole log (bulk catch-up; the server reads its sealed segments).
+///
+/// Both must end with the server's state digest.
+extension LifecycleBenchmark {
+    struct BootstrapResult {
+        var ops: Int
+        var importSeconds: Double
+        var server: CompactionReport
+        var serverDigest: String
+        var snapshotSeq: Int64
+        var snapshotFrameBytes: Int64
+        var fromSnapshot: DeviceRun
+        var fullLog: DeviceRun
+
+        var speedup: Double { fullLog.seconds / fromSnapshot.seconds }
+    }
+
+    /// What one child device did (its JSON answer).
+    struct DeviceRun {
+        var seconds: Double
+        var peakKilobytes: Int
+        var startKilobytes: Int
+        var pulled: Int
+        var outcome: String
+        var bootstrappedAt: Int64?
+        var digest: String
+        /// `SyncTransport.snapshot()`: the HTTP download, LZ4 decompression and decoding.
+        var snapshotCallSeconds: Double
+        /// From the snapshot's arrival to the next pull: `DeviceStore.bootstrap(from:)`.
+        var storeBootstrapSeconds: Double
+        var pulls: Int
+        /// The pull calls' durations, summed (they overlap the folding of the page before).
+        var pullCallSeconds: Double
+        /// The first pull call (from seq 0): for the snapshot device, the page it drops on seeing the snapshot advertised.
+        var firstPullSeconds: Double
+        /// VmHWM before and after the snapshot call, VmRSS after it (KiB; 0 without a snapshot).
+        var snapshotHWMBefore: Int
+        var snapshotHWMAfter: Int
+        var snapshotRSSAfter: Int
+        var storeBytes: Int64
+
+        init(_ object: [String: Any]) throws {
+            func number(_ key: String) throws -> NSNumber {
+                guard let value = object[key] as? NSNumber else { throw BenchError("the bootstrap child printed no '\(key)': \(object)") }
+                return value
+            }
+            seconds = try number("seconds").doubleValue
+            peakKilobytes = try number("vmhwm_kb").intValue
+            startKilobytes = try number("start_vmhwm_kb").intValue
+            pulled = try number("pulled").intValue
+            outcome = object["outcome"] as? String ?? "?"
+            bootstrappedAt = (object["bootstrapped_at"] as? NSNumber)?.int64Value
+            digest = object["digest"] as? String ?? ""
+            snapshotCallSeconds = try number("snapshot_call_seconds").doubleValue
+            storeBootstrapSeconds = try number("store_bootstrap_seconds").doubleValue
+            pulls = try number("pulls").intValue
+            pullCallSeconds = try number("pull_call_seconds").doubleValue
+            firstPullSeconds = try number("first_pull_seconds").doubleValue
+            snapshotHWMBefore = try number("snapshot_hwm_before_kb").intValue
+            snapshotHWMAfter = try number("snapshot_hwm_after_kb").intValue
+            snapshotRSSAfter = try number("snapshot_rss_after_kb").intValue
+            storeBytes = try number("store_bytes").int64Value
+        }
+    }
+
+    func measureBootstrap() throws -> BootstrapResult {
+        let rig = try SyncRig(directory: directory + "/lifecycle-server")
+        defer { rig.stop() }
+        var ids = SplitMix64(seed: seed ^ 0xB007)
+        let libraryID = try rig.addLibrary("reader", libraryID: ids.uuid())
+        let library = try rig.service.library(libraryID)
+
+        progress("lifecycle bootstrap: importing \(formatCount(Double(ops))) ops into the server's library (importConfirmed, 10,000 a batch)…")
+        var workload = ConfirmedWorkload(seed: seed, total: ops, libraryID: libraryID, vocabulary: vocabulary)
+        var importNanoseconds: UInt64 = 0
+        var throttle = Throttle()
+        while !workload.isDone {
+            let batch = workload.nextBatch(10_000)
+            let t0 = nowNanoseconds()
+            try library.importConfirmed(batch)
+            importNanoseconds += nowNanoseconds() - t0
+            if throttle.ready() { progress("lifecycle bootstrap: \(formatCount(Double(workload.produced)))/\(formatCount(Double(ops))) ops on the server") }
+        }
+        guard library.head == Int64(ops) else { throw BenchError("lifecycle bootstrap: the server library holds \(library.head) ops; expected \(ops)") }
+
+        progress("lifecycle bootstrap: compacting the server's library (keepOps \(formatCount(Double(Self.keepOps))))…")
+        var policy = CompactionPolicy()
+        policy.keepOps = Self.keepOps
+        let server = try rig.service.compact(library: libraryID, policy: policy)
+        guard let (snapshotSeq, frame) = try library.latestSnapshot() else { throw BenchError("lifecycle bootstrap: the server wrote no snapshot") }
+        let serverDigest = try library.digest()
+
+        let engineDefault = SyncEngine.Configuration().snapshotStartOpsMin
+        progress("lifecycle bootstrap: a fresh device from the snapshot at seq \(formatCount(Double(snapshotSeq))) (child process)…")
+        let fromSnapshot = try runDevice(rig, libraryID: libraryID, deviceID: ids.uuid(), name: "from-snapshot", snapshotStartOpsMin: engineDefault)
+        progress("lifecycle bootstrap: \(formatFixed(fromSnapshot.seconds, 2)) s, peak \(fromSnapshot.peakKilobytes / 1024) MB; baseline: a fresh device pulling the whole log (child process)…")
+        let fullLog = try runDevice(rig, libraryID: libraryID, deviceID: ids.uuid(), name: "full-log", snapshotStartOpsMin: Int64.max)
+        progress("lifecycle bootstrap: full log \(formatFixed(fullLog.seconds, 2)) s, peak \(fullLog.peakKilobytes / 1024) MB")
+        for (name, run) in [("from the snapshot", fromSnapshot), ("pulling the full log", fullLog)] where run.digest != serverDigest {
+            progress("lifecycle bootstrap: FAILED: the device \(name) ends with digest \(run.digest), the server's is \(serverDigest) (\(run.outcome))")
+        }
+        if fromSnapshot.bootstrappedAt != snapshotSeq {
+            progress("lifecycle bootstrap: FAILED: the device did not start from the snapshot at \(snapshotSeq) (bootstrapped at \(fromSnapshot.bootstrappedAt.map(String.init) ?? "none"))")
+        }
+        return BootstrapResult(ops: ops, importSeconds: Double(importNanoseconds) / 1e9, server: server, serverDigest: serverDigest,
+                               snapshotSeq: snapshotSeq, snapshotFrameBytes: Int64(frame.count), fromSnapshot: fromSnapshot, fullLog: fullLog)
+    }
+
+    private func runDevice(_ rig: SyncRig, libraryID: UUID, deviceID: UUID, name: String, snapshotStartOpsMin: Int64) throws -> DeviceRun {
+        let path = directory + "/lifecycle-device-\(name).chronicle"
+        let token = try rig.token(user: "reader", deviceID: deviceID)
+        let run = try DeviceRun(try runBenchChild(["_bootstrap", rig.server.url.absoluteString, libraryID.lowercased, deviceID.lowercased,
+                                                   token, path, String(snapshotStartOpsMin)]))
+        remove(path)
+        return run
+    }
+
+    // MARK: - Child process
+
+    /// `chronicle-bench _bootstrap URL LIBRARY DEVICE TOKEN STORE SNAPSHOT_START_OPS_MIN`: a fresh
+    /// store and engine (default configuration but for the snapshot threshold); times one `syncOnce`.
+    static func bootstrapChild(_ arguments: [String]) throws -> String {
+        guard arguments.count == 6, let url = URL(string: arguments[0]), let libraryID = UUID(uuidString: arguments[1]),
+              let deviceID = UUID(uuidString: arguments[2]), let minimum = Int64(arguments[5]) else {
+            throw BenchError("usage: chronicle-bench _bootstrap URL LIBRARY DEVICE TOKEN STORE SNAPSHOT_START_OPS_MIN")
+        }
+        let store = try DeviceStore.create(at: arguments[4], schema: .readItLater, libraryID: libraryID, deviceID: deviceID)
+        let transport = SnapshotTimingTransport(TimingTransport(HTTPTransport(baseURL: url, library: libraryID, token: arguments[3])))
+        var configuration = SyncEngine.Configuration()
+        configuration.snapshotStartOpsMin = minimum
+        let engine = SyncEngine(store: store, transport: transport, configuration: configuration)
+        let start = procStatusKilobytes("VmHWM") ?? 0
+        let t0 = nowNanoseconds()
+        let report = try runBlocking { await engine.syncOnce() }
+        let seconds = Double(nowNanoseconds() - t0) / 1e9
+        let peak = procStatusKilobytes("VmHWM") ?? 0
+        let pulls = transport.timing.pulls
+        let snapshot = transport.snapshotCall.withLock { $0 }
+        let memory = transport.snapshotMemory.withLock { $0 }
+        let bootstrapSeconds = snapshot.map { call in
+            Double((pulls.first { $0.start >= call.end }?.start ?? call.end) - call.end) / 1e9
+        } ?? 0
+        let digest = try store.digest()
+        return JSON.object([
+            ("seconds", .number(seconds)), ("vmhwm_kb", .int(Int64(peak))), ("start_vmhwm_kb", .int(Int64(start))),
+            ("pulled", .int(Int64(report.pulled))), ("outcome", .string("\(report.outcome)")),
+            ("bootstrapped_at", report.bootstrappedAt.map(JSON.int) ?? .null), ("digest", .string(digest)),
+            ("snapshot_call_seconds", .number(snapshot.map { Double($0.end - $0.start) / 1e9 } ?? 0)),
+            ("store_bootstrap_seconds", .number(bootstrapSeconds)), ("pulls", .int(Int64(pulls.count))),
+            ("pull_call_seconds", .number(Double(pulls.reduce(0) { $0 + $1.nanoseconds }) / 1e9)),
+            ("first_pull_seconds", .number(Double(pulls.first?.nanoseconds ?? 0) / 1e9)),
+            ("snapshot_hwm_before_kb", .int(Int64(memory?.hwmBefore ?? 0))), ("snapshot_hwm_after_kb", .int(Int64(memory?.hwmAfter ?? 0))),
+            ("snapshot_rss_after_kb", .int(Int64(memory?.rssAfter ?? 0))),
+            ("store_bytes", .int(databaseBytes(arguments[4]))),
+        ]).rendered
+    }
+}
+
+/// A `TimingTransport` that also times the snapshot download (HTTP, LZ4, decoding).
+final class SnapshotTimingTransport: SyncTransport {
+    let timing: TimingTransport
+    let snapshotCall = Locked<(start: UInt64, end: UInt64)?>(nil)
+    /// VmHWM and VmRSS (KiB) just before and just after the snapshot call (the decoded snapshot then alive).
+    let snapshotMemory = Locked<(hwmBefore: Int, hwmAfter: Int, rssAfter: Int)?>(nil)
+
+    init(_ timing: TimingTransport) { self.timing = timing }
+
+    func push(_ segment: Segment) async throws(SyncError) -> PushResponse { try await timing.push(segment) }
+
+    func pull(after cursor: Int64, limit: Int, waitMilliseconds: Int) async throws(SyncError) -> PullPage {
+        try await timing.pull(after: cursor, limit: limit, waitMilliseconds: waitMilliseconds)
+    }
+
+    func verdict(for entity: UUID) async throws(SyncError) -> Verdict { try await timing.verdict(for: entity) }
+
+    func snapshot() async throws(SyncError) -> Snapshot {
+        let hwmBefore = procStatusKilobytes("VmHWM") ?? 0
+        let start = nowNanoseconds()
+        let snapshot = try await timing.snapshot()
+        let end = nowNanoseconds()
+        snapshotCall.withLock { $0 = (start, end) }
+        let memory = (hwmBefore, procStatusKilobytes("VmHWM") ?? 0, procStatusKilobytes("VmRSS") ?? 0)
+        snapshotMemory.withLock { $0 = memory }
+        return snapshot
+    }
+}
+
+/// Runs this binary with `arguments` (a hidden child mode); its stderr passes through
+/// (progress), its stdout is one JSON object.
+func runBenchChild(_ arguments: [String]) throws -> [String: Any] {
+    let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    process.standardError = FileHandle.standardError
+    try process.run()
+    let data = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    guard process.terminationStatus == 0 else { throw BenchError("\(arguments[0]) child exited with status \(process.terminationStatus)") }
+    guard let object = try JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+        throw BenchError("\(arguments[0]) child printed no JSON object")
+    }
+    return object
+}

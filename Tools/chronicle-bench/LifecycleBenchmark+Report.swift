@@ -1,0 +1,111 @@
+import Foundation
+
+extension LifecycleBenchmark.Result {
+    /// The lifecycle phase's table rows, JSON object and notes; returns whether every target was met.
+    func report(rows: inout [TableRow], json: inout [(String, JSON)], notes: inout [String]) -> Bool {
+        let c = compaction, b = bootstrap, r = c.report, s = c.snapshot
+        var a = c.audits
+        func mb(_ bytes: Int64) -> String { formatFixed(Double(bytes) / 1_048_576, 1) + " MB" }
+        func times(_ value: Double) -> String { formatFixed(value, 2) + "x" }
+
+        // Compaction of the device store.
+        let sealPass = c.sealRatio >= 0.5
+        rows.append(TableRow(measurement: "lifecycle: seal \(formatCount(Double(r.opsSealed))) ops, MB/s of bodies (base: lz4 -1 CLI)",
+                             chronicle: formatFixed(c.sealMBPerSecond, 1) + " MB/s", baseline: formatFixed(c.lz4ToolMBPerSecond, 1) + " MB/s",
+                             ratio: ratioText(c.sealRatio), target: ">= 0.5x lz4", verdict: verdict(sealPass)))
+        rows.append(TableRow(measurement: "lifecycle: store file after compaction (base: before)", chronicle: mb(c.fileBytesAfter),
+                             baseline: mb(c.fileBytesBefore), ratio: ratioText(Double(c.fileBytesAfter) / Double(c.fileBytesBefore)),
+                             target: "", verdict: ""))
+        let toolSegmentRatio = Double(c.bodyBytes) / Double(c.lz4ToolOutputBytes)
+        let segmentRatio = Double(r.segmentBodyBytes) / Double(r.segmentFrameBytes)
+        rows.append(TableRow(measurement: "lifecycle: segments, log bytes / frame bytes", chronicle: times(r.compressionRatio), baseline: "",
+                             ratio: "", target: "", verdict: ""))
+        rows.append(TableRow(measurement: "lifecycle: segments, body / frame bytes (base: lz4 -1 CLI)", chronicle: times(segmentRatio),
+                             baseline: times(toolSegmentRatio), ratio: ratioText(segmentRatio / toolSegmentRatio), target: "", verdict: ""))
+        let snapshotRatio = Double(s.bodyBytes) / Double(s.frameBytes), toolSnapshotRatio = Double(s.bodyBytes) / Double(s.lz4ToolBytes)
+        rows.append(TableRow(measurement: "lifecycle: snapshot, body / frame bytes (base: lz4 -1 CLI)", chronicle: times(snapshotRatio),
+                             baseline: times(toolSnapshotRatio), ratio: ratioText(snapshotRatio / toolSnapshotRatio), target: "", verdict: ""))
+
+        // Audits.
+        let p50 = a.after.percentileMilliseconds(0.5), p99 = a.after.percentileMilliseconds(0.99)
+        let b50 = a.before.percentileMilliseconds(0.5), b99 = a.before.percentileMilliseconds(0.99)
+        rows.append(TableRow(measurement: "lifecycle: audit of one article, p50 (base: before compaction)", chronicle: millisecondsText(p50),
+                             baseline: millisecondsText(b50), ratio: ratioText(p50 / b50), target: "", verdict: ""))
+        rows.append(TableRow(measurement: "lifecycle: audit of one article, p99 (base: before compaction)", chronicle: millisecondsText(p99),
+                             baseline: millisecondsText(b99), ratio: ratioText(p99 / b99), target: "", verdict: ""))
+        rows.append(TableRow(measurement: "lifecycle: audit after = before (entries, state)", chronicle: a.mismatches == 0 ? "yes" : "NO (\(a.mismatches))",
+                             baseline: "", ratio: "", target: "same history", verdict: verdict(a.mismatches == 0)))
+
+        // Bootstrap.
+        let f = b.fromSnapshot, g = b.fullLog
+        let timeRatio = f.seconds / g.seconds
+        let bootstrapPass = f.seconds <= 5 && b.speedup >= 10
+        let peak = Double(f.peakKilobytes) / 1024, basePeak = Double(g.peakKilobytes) / 1024
+        let memoryPass = peak <= 150
+        let digestPass = f.digest == b.serverDigest && g.digest == b.serverDigest && f.bootstrappedAt == b.snapshotSeq
+        rows.append(TableRow(measurement: "lifecycle: new device, \(formatCount(Double(b.ops)))-op library from snapshot, HTTP (base: full log)",
+                             chronicle: formatFixed(f.seconds, 2) + " s", baseline: formatFixed(g.seconds, 2) + " s", ratio: ratioText(timeRatio),
+                             target: "<= 5 s and <= 0.1x (10x faster)", verdict: verdict(bootstrapPass)))
+        rows.append(TableRow(measurement: "lifecycle: new device, peak RSS (VmHWM) (base: full log)", chronicle: formatFixed(peak, 1) + " MB",
+                             baseline: formatFixed(basePeak, 1) + " MB", ratio: ratioText(peak / basePeak), target: "<= 150 MB", verdict: verdict(memoryPass)))
+        rows.append(TableRow(measurement: "lifecycle: new device, digest = server", chronicle: f.digest == b.serverDigest ? "yes" : "NO",
+                             baseline: g.digest == b.serverDigest ? "yes" : "NO", ratio: "", target: "same state", verdict: verdict(digestPass)))
+
+        notes.append("lifecycle: the 'raw sqlite' column holds each row's own baseline, named in the row (base: ...), measured in the same run; MB = 10^6 bytes in MB/s, 2^20 bytes in sizes.")
+        notes.append("lifecycle compaction: a \(formatCount(Double(c.ops)))-op device store (built with applyConfirmedInBulk in \(formatFixed(c.buildSeconds, 1)) s, then closed) compacted with keepOps \(formatCount(Double(LifecycleBenchmark.keepOps))), \(formatCount(Double(r.plan.segmentsToWrite))) segments of up to 10,000 ops: sealing \(formatFixed(c.sealSeconds, 2)) s (first progress call to the last segment's commit; \(formatFixed(Double(r.segmentBodyBytes) / 1e6, 1)) MB of bodies, \(formatFixed(Double(r.segmentFrameBytes) / 1e6, 1)) MB of frames, \(formatFixed(Double(r.logBytesSealed) / 1e6, 1)) MB of log rows), snapshot at seq \(formatCount(Double(s.seq))) \(formatFixed(c.snapshotSeconds, 2)) s, VACUUM \(formatFixed(c.vacuumSeconds, 2)) s; compact() in all \(formatFixed(c.totalSeconds, 2)) s. The same bodies in process, each step alone: SegmentCodec.encodeBody \(formatFixed(c.encodeSeconds, 2)) s (\(formatFixed(Double(c.bodyBytes) / 1e6 / c.encodeSeconds, 0)) MB/s), LZ4Frame.compress \(formatFixed(c.compressSeconds, 2)) s (\(formatFixed(Double(c.bodyBytes) / 1e6 / c.compressSeconds, 0)) MB/s); the rest of sealing is SQLite (reading the log rows, writing the frame, the sealed op ids, deleting the rows, commits). Per segment: the first ten took \(formatFixed(c.firstSegmentsMilliseconds, 0)) ms each, the last ten \(formatFixed(c.lastSegmentsMilliseconds, 0)) ms each.")
+        notes.append("lifecycle store size: the database file with the store closed and its WAL checkpointed (TRUNCATE) once the store's background checkpoint let go of it: \(mb(c.fileBytesBefore)) before, \(mb(c.fileBytesAfter)) after. CompactionReport says \(mb(r.fileBytesBefore)) -> \(mb(r.fileBytesAfter)): its 'after' counts the WAL, which right after compact's VACUUM held \(mb(c.reportedWALBytesAfterVacuum)) (in WAL mode VACUUM writes the new copy of the database into the WAL; it shrinks at the next checkpoint).")
+        notes.append("lifecycle lz4 tool: `lz4 -1 -c -q` on the \(c.segments) sealed bodies concatenated (\(formatFixed(Double(c.bodyBytes) / 1e6, 1)) MB, one file in the page cache, output to /dev/null), fastest of \(c.lz4ToolSeconds.count) runs \(formatFixed(c.lz4ToolBestSeconds, 3)) s (runs: \(c.lz4ToolSeconds.map { formatFixed($0, 3) }.joined(separator: ", ")) s, process start included).")
+        notes.append("lifecycle snapshot: \(formatCount(Double(s.rows))) rows; body \(mb(s.bodyBytes)) (LZ4-decompressed; decoded and re-encoded: \(s.reencodedBytes == s.bodyBytes ? "same size" : "\(mb(s.reencodedBytes)) — DIFFERENT")), frame \(mb(s.frameBytes)), lz4 -1 CLI \(mb(s.lz4ToolBytes)).")
+        notes.append("lifecycle audit: \(a.after.count) articles with >= 5 ops (of \(formatCount(Double(a.candidates))) such; median \(a.medianOps) ops each) picked by the seed, audited with DeviceStore.audit before and after compaction (p50/p99 over the same articles)\(a.budgetHit ? "; the audits after compaction stopped at their \(formatFixed(a.budgetSeconds, 0)) s budget, so fewer were taken" : "").")
+        notes.append("lifecycle bootstrap: the server's library filled with importConfirmed in \(formatFixed(b.importSeconds, 1)) s (\(formatCount(Double(b.ops) / b.importSeconds)) ops/s) and compacted with SyncService.compact in \(formatFixed(b.server.seconds, 1)) s (\(b.server.segmentsWritten) segments; snapshot at seq \(formatCount(Double(b.snapshotSeq))), \(mb(b.snapshotFrameBytes)) frame). Each device in its own child process, fresh store, SyncEngine default configuration (base: snapshotStartOpsMin = Int64.max), one syncOnce over loopback HTTP. From the snapshot: \(formatFixed(f.seconds, 2)) s = first pull page from seq 0, dropped when it advertises the snapshot, \(formatFixed(f.firstPullSeconds, 2)) s + snapshot download and decode (SyncTransport.snapshot) \(formatFixed(f.snapshotCallSeconds, 2)) s + DeviceStore.bootstrap \(formatFixed(f.storeBootstrapSeconds, 2)) s + the tail and the rest \(formatFixed(f.seconds - f.firstPullSeconds - f.snapshotCallSeconds - f.storeBootstrapSeconds, 2)) s (\(f.pulls - 1) more pull calls, \(formatCount(Double(f.pulled))) ops of tail folded); peak \(f.peakKilobytes / 1024) MB (\(f.startKilobytes / 1024) MB before syncOnce; peak \(f.snapshotHWMBefore / 1024) MB before the snapshot call, \(f.snapshotHWMAfter / 1024) MB after it with \(f.snapshotRSSAfter / 1024) MB resident while the decoded snapshot is held, the rest of the peak in DeviceStore.bootstrap); store \(mb(f.storeBytes)). Full log: \(formatCount(Double(g.pulled))) ops in \(g.pulls) pulls, \(formatFixed(g.seconds, 2)) s (\(formatCount(Double(g.pulled) / g.seconds)) ops/s), store \(mb(g.storeBytes)); \(formatFixed(b.speedup, 1))x slower than from the snapshot.")
+
+        json.append(("lifecycle", .object([
+            ("compaction", .object([
+                ("ops", .int(Int64(c.ops))), ("keep_ops", .int(LifecycleBenchmark.keepOps)), ("segments", .int(Int64(r.segmentsWritten))),
+                ("ops_sealed", .int(r.opsSealed)), ("log_bytes_sealed", .int(r.logBytesSealed)),
+                ("segment_body_bytes", .int(r.segmentBodyBytes)), ("segment_frame_bytes", .int(r.segmentFrameBytes)),
+                ("seal_seconds", .number(c.sealSeconds)), ("seal_mb_per_second", .number(c.sealMBPerSecond)),
+                ("first_segments_ms", .number(c.firstSegmentsMilliseconds)), ("last_segments_ms", .number(c.lastSegmentsMilliseconds)),
+                ("snapshot_step_seconds", .number(c.snapshotSeconds)), ("vacuum_seconds", .number(c.vacuumSeconds)),
+                ("compact_seconds", .number(c.totalSeconds)), ("encode_seconds", .number(c.encodeSeconds)), ("compress_seconds", .number(c.compressSeconds)),
+                ("lz4_tool_seconds", .array(c.lz4ToolSeconds.map(JSON.number))), ("lz4_tool_mb_per_second", .number(c.lz4ToolMBPerSecond)),
+                ("lz4_tool_output_bytes", .int(c.lz4ToolOutputBytes)), ("seal_ratio", .number(c.sealRatio)),
+                ("file_bytes_before", .int(c.fileBytesBefore)), ("file_bytes_after", .int(c.fileBytesAfter)),
+                ("report_file_bytes_before", .int(r.fileBytesBefore)), ("report_file_bytes_after", .int(r.fileBytesAfter)),
+                ("wal_bytes_after_vacuum", .int(c.reportedWALBytesAfterVacuum)),
+                ("log_to_frame_ratio", .number(r.compressionRatio)), ("body_to_frame_ratio", .number(segmentRatio)),
+                ("snapshot", .object([("seq", .int(s.seq)), ("rows", .int(Int64(s.rows))), ("body_bytes", .int(s.bodyBytes)),
+                                      ("frame_bytes", .int(s.frameBytes)), ("reencoded_bytes", .int(s.reencodedBytes)),
+                                      ("lz4_tool_bytes", .int(s.lz4ToolBytes))])),
+                ("targets", .object([("seal_ratio_min", .number(0.5))])), ("pass", .bool(sealPass)),
+            ])),
+            ("audit", .object([("samples", .int(Int64(a.after.count))), ("candidates", .int(Int64(a.candidates))),
+                               ("median_ops", .int(Int64(a.medianOps))), ("before_p50_ms", .number(b50)), ("before_p99_ms", .number(b99)),
+                               ("after_p50_ms", .number(p50)), ("after_p99_ms", .number(p99)), ("mismatches", .int(Int64(a.mismatches))),
+                               ("budget_hit", .bool(a.budgetHit))])),
+            ("bootstrap", .object([
+                ("ops", .int(Int64(b.ops))), ("import_seconds", .number(b.importSeconds)), ("server_compact_seconds", .number(b.server.seconds)),
+                ("snapshot_seq", .int(b.snapshotSeq)), ("snapshot_frame_bytes", .int(b.snapshotFrameBytes)),
+                ("from_snapshot", Self.json(f, serverDigest: b.serverDigest)), ("full_log", Self.json(g, serverDigest: b.serverDigest)),
+                ("speedup", .number(b.speedup)),
+                ("targets", .object([("seconds_max", .number(5)), ("speedup_min", .number(10)), ("peak_rss_mb_max", .number(150))])),
+                ("pass", .bool(bootstrapPass && memoryPass && digestPass)),
+            ])),
+            ("pass", .bool(sealPass && a.mismatches == 0 && bootstrapPass && memoryPass && digestPass)),
+        ])))
+        return sealPass && a.mismatches == 0 && bootstrapPass && memoryPass && digestPass
+    }
+
+    static func json(_ run: LifecycleBenchmark.DeviceRun, serverDigest: String) -> JSON {
+        .object([("seconds", .number(run.seconds)), ("peak_rss_mb", .number(Double(run.peakKilobytes) / 1024)),
+                 ("start_rss_mb", .number(Double(run.startKilobytes) / 1024)), ("pulled", .int(Int64(run.pulled))),
+                 ("outcome", .string(run.outcome)), ("bootstrapped_at", run.bootstrappedAt.map(JSON.int) ?? .null),
+                 ("snapshot_call_seconds", .number(run.snapshotCallSeconds)), ("store_bootstrap_seconds", .number(run.storeBootstrapSeconds)),
+                 ("pulls", .int(Int64(run.pulls))), ("pull_call_seconds", .number(run.pullCallSeconds)),
+                 ("first_pull_seconds", .number(run.firstPullSeconds)),
+                 ("snapshot_hwm_before_mb", .number(Double(run.snapshotHWMBefore) / 1024)),
+                 ("snapshot_hwm_after_mb", .number(Double(run.snapshotHWMAfter) / 1024)),
+                 ("snapshot_rss_after_mb", .number(Double(run.snapshotRSSAfter) / 1024)),
+                 ("store_bytes", .int(run.storeBytes)), ("digest_matches_server", .bool(run.digest == serverDigest))])
+    }
+}
