@@ -177,8 +177,9 @@ extension LogLifecycle {
             try writeTransaction { db in
                 try db.statement("INSERT OR REPLACE INTO chronicle_snapshots(seq, body, state_digest, body_bytes, created_at) VALUES (?1, ?2, ?3, ?4, ?5)")
                     .execute([.integer(at), .null, .text(stateDigest), .integer(Int64(frame.count)), .integer(now)], blob: frame, at: 2)
-                try db.execute("DELETE FROM chronicle_snapshots WHERE seq < ?1 AND seq <> ?2",
-                               [.integer(at), .integer(try DeviceStore.historyBase(in: db))])
+                // Keep the one history begins at, and the one a horizon is about to start history from.
+                try db.execute("DELETE FROM chronicle_snapshots WHERE seq < ?1 AND seq <> ?2 AND seq <> ?3",
+                               [.integer(at), .integer(try DeviceStore.historyBase(in: db)), .integer(plan.dropThrough ?? -1)])
             }
             try done("wrote the snapshot at seq \(at)")
         }

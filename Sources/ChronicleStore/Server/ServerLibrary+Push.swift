@@ -54,7 +54,7 @@ extension ServerLibrary {
             SELECT server_seq, device_id FROM chronicle_log WHERE op_id = ?1
             UNION ALL SELECT server_seq, device_id FROM chronicle_sealed_ops WHERE op_id = ?1
             """)
-        let findRejected = try db.statement("SELECT code, message FROM chronicle_rejected_ops WHERE op_id = ?1")
+        let findRejected = try db.statement("SELECT code, message, device_id FROM chronicle_rejected_ops WHERE op_id = ?1")
         let insert = try db.statement("INSERT INTO chronicle_log(\(DeviceStore.logColumns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)")
         var results: [PushResult] = []
         results.reserveCapacity(ops.count)
@@ -76,9 +76,19 @@ extension ServerLibrary {
                 }
                 continue
             }
-            if let answer = try findRejected.map([.text(key)], { ($0.text(0), $0.text(1)) }).first {
-                results.append(PushResult(opID: op.opID, deviceSeq: op.deviceSeq, outcome: .rejected(code: answer.0, message: answer.1),
-                                          verdict: try verdict(op.entityID, in: db)))
+            if let answer = try findRejected.map([.text(key)], { ($0.text(0), $0.text(1), $0.text(2)) }).first {
+                if answer.2 == deviceKey {
+                    results.append(PushResult(opID: op.opID, deviceSeq: op.deviceSeq, outcome: .rejected(code: answer.0, message: answer.1),
+                                              verdict: try verdict(op.entityID, in: db)))
+                } else {
+                    // Another device's refused op had this id: refuse this one too, and move past it.
+                    if op.deviceSeq > last + 1 {
+                        throw ProtocolError(409, "device_seq_gap", "Device \(deviceKey) must push deviceSeq \(last + 1) next, but sent \(op.deviceSeq) (expected \(last + 1), actual \(op.deviceSeq)); ops in between are missing.")
+                    }
+                    results.append(PushResult(opID: op.opID, deviceSeq: op.deviceSeq,
+                                              outcome: .rejected(code: "op_id_conflict", message: "Op id \(key) already belongs to another device's op.")))
+                    last = max(last, op.deviceSeq)
+                }
                 continue
             }
             if op.deviceSeq > last + 1 {

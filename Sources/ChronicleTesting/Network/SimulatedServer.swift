@@ -11,7 +11,7 @@ public final class SimulatedServer: @unchecked Sendable {
     public let clock: SimulatedClock
     public let limits: ServiceLimits
     private let lock = NSLock()
-    private var current: SyncService?
+    private var current: SyncService
     private var restarts = 0
 
     public init(directory: String, clock: SimulatedClock, limits: ServiceLimits) throws {
@@ -22,25 +22,19 @@ public final class SimulatedServer: @unchecked Sendable {
     }
 
     /// The service running now.
-    public var service: SyncService {
-        lock.withLock {
-            guard let current else { preconditionFailure("the simulated server is between a stop and a start") }
-            return current
-        }
-    }
+    public var service: SyncService { lock.withLock { current } }
 
     /// How many times the server restarted.
     public var generation: Int { lock.withLock { restarts } }
 
     /// Drops the running service (its open libraries close) and starts a new one on the same files.
     public func restart() throws {
-        // Stop, then start: the old service (and the libraries it holds open) is released
-        // before the new one opens the same files.
+        // The new process opens the files; the old one (and the libraries it holds open) is gone
+        // as soon as a request still running on it, if any, returns.
+        let fresh = try SyncService(dataDirectory: directory, limits: limits, clock: clock)
         lock.withLock {
             restarts += 1
-            current = nil
+            current = fresh
         }
-        let fresh = try SyncService(dataDirectory: directory, limits: limits, clock: clock)
-        lock.withLock { current = fresh }
     }
 }

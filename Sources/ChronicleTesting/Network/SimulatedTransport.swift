@@ -6,7 +6,7 @@ import Foundation
 
 /// One device's network in the simulation: calls the current server in the same
 /// process, with the device's own seeded stream deciding the faults, and every
-/// segment round-tripped through `SegmentCodec` as on the wire.
+/// segment and snapshot round-tripped through its codec as on the wire.
 ///
 /// Faults (rates from the `FaultPlan`): requests lost before the server sees
 /// them; answers lost after the server committed; pushes delivered twice; an
@@ -16,12 +16,17 @@ import Foundation
 /// `SyncError.transient`, like a real network.
 ///
 /// Deterministic: the engine makes one call at a time, except that it asks for
-/// the next pull page while folding the current one; that prefetch is always
-/// issued, so `settle()` waits for it before the simulation moves on.
+/// the next pull page while folding the current one. When that fold fails the
+/// prefetch is left behind and may reach the transport at any moment, so the
+/// fate of a page's follow-up pull is decided (and traced) when the page is
+/// handed out, not when the follow-up arrives; a follow-up that arrives after
+/// its round is over is refused without a trace. `settle()` waits for stragglers.
 public final class SimulatedTransport: SyncTransport, @unchecked Sendable {
     public let deviceName: String
     public let deviceID: UUID
     public let library: UUID
+    /// The engine's `snapshotStartOpsMin`: a first page that makes it start from a snapshot has no follow-up.
+    let snapshotStartOpsMin: Int64
     private let server: SimulatedServer
     private let log: SimulationLog
     private let lock = NSLock()
@@ -35,21 +40,37 @@ public final class SimulatedTransport: SyncTransport, @unchecked Sendable {
         var crashRequested = false
         /// Pushes sent, newest last: what a reordering network may deliver again later.
         var history: [Segment] = []
-        /// After a page with more to come, the engine always asks for the next one.
-        var awaitingPull: Int64?
+        /// The fate of the pull that follows the last page handed out.
+        var followUp: FollowUp?
+        /// Follow-ups the last round ended without, by cursor: refused, untraced, if they come
+        /// during the next round (a straggler starts within microseconds; this only guards it).
+        var strays: [Int64: Int] = [:]
         var inFlight = 0
-        var calls = 0
+    }
+
+    struct FollowUp {
+        var cursor: Int64
+        var fate: Fate
+        var used = false
+    }
+
+    enum Fate {
+        case refuse(String)
+        case deliver(loseAnswer: Bool)
+        /// A follow-up pull that outlived its round.
+        case stray
     }
 
     static let historyCountMax = 16
 
     public init(deviceName: String, deviceID: UUID, library: UUID, token: String, server: SimulatedServer,
-                plan: FaultPlan, random: SimulationRandom, log: SimulationLog) {
+                plan: FaultPlan, random: SimulationRandom, log: SimulationLog, snapshotStartOpsMin: Int64) {
         self.deviceName = deviceName
         self.deviceID = deviceID
         self.library = library
         self.server = server
         self.log = log
+        self.snapshotStartOpsMin = snapshotStartOpsMin
         state = State(plan: plan, random: random, token: token)
     }
 
@@ -69,56 +90,67 @@ public final class SimulatedTransport: SyncTransport, @unchecked Sendable {
         }
     }
 
-    /// Calls made so far.
-    public var callCount: Int { lock.withLock { state.calls } }
-
-    /// Waits until no call is running and no prefetch the engine is bound to make is
-    /// still to come. Returns false if that took implausibly long (an engine that stopped
-    /// pulling after a page with more to come).
+    /// Waits after a round until no call is running and the last page's follow-up either came
+    /// or is given up on (the engine did not ask for it: its store failed first). A follow-up
+    /// given up on is refused, untraced, if it turns up later. Returns false if a call never ended.
     public func settle() async -> Bool {
-        for _ in 0..<20_000 {
-            if lock.withLock({ state.inFlight == 0 && state.awaitingPull == nil }) { return true }
+        var waited = 0
+        var strays: [Int64: Int] = [:]
+        while true {
+            let (busy, pending) = lock.withLock { (state.inFlight > 0, state.followUp.map { !$0.used } ?? false) }
+            if !busy && !pending { break }
+            if !busy && waited >= 400 {
+                lock.withLock {
+                    if let followUp = state.followUp, !followUp.used { strays[followUp.cursor, default: 0] += 1 }
+                    state.followUp = nil
+                }
+                break
+            }
+            if waited >= 50_000 { return false }
+            waited += 1
             await Task.yield()
-            try? await Task.sleep(nanoseconds: 200_000)
+            try? await Task.sleep(nanoseconds: 250_000)
         }
-        return false
+        lock.withLock {
+            state.followUp = nil
+            state.strays = strays
+        }
+        return true
     }
 
     // MARK: - Fates
 
-    private enum Fate {
-        case refuse(String)
-        case deliver(loseAnswer: Bool, crashAfter: Bool, duplicate: Bool)
+    /// Decides one call's fate from the device's stream. `push` enables the push-only faults.
+    /// Runs under the lock.
+    private func decide(_ what: String, push: Bool) -> (fate: Fate, crashAfter: Bool, duplicate: Bool, replay: Segment?) {
+        let plan = state.plan
+        let random = state.random
+        if state.crashRequested { return (.refuse("The device is down."), false, false, nil) }
+        if state.offline { return (.refuse("Could not connect to the server (no network)."), false, false, nil) }
+        var replay: Segment?
+        if push, !state.history.isEmpty, random.chance(plan.reorderRate) {
+            replay = random.pick(state.history)
+        }
+        if random.chance(plan.crashDuringSyncRate) {
+            state.crashRequested = true
+            log.fault(.deviceCrash, "\(deviceName) crashes while sending \(what)")
+            return (.refuse("The device crashed."), false, false, replay)
+        }
+        if random.chance(plan.requestDropRate) {
+            log.fault(.requestDropped, "\(deviceName) \(what): request lost")
+            return (.refuse("Could not connect to the server (the request was lost)."), false, false, replay)
+        }
+        let crashAfter = push && random.chance(plan.crashAfterCommitRate)
+        if crashAfter { state.crashRequested = true }
+        let loseAnswer = !crashAfter && random.chance(plan.responseDropRate)
+        let duplicate = push && random.chance(plan.duplicateRate)
+        return (.deliver(loseAnswer: loseAnswer), crashAfter, duplicate, replay)
     }
 
-    /// Decides what happens to one call. `push` enables the push-only faults.
-    private func decide(_ what: String, push: Bool, pullCursor: Int64? = nil) -> (Fate, replay: Segment?) {
+    private func begin<T>(_ body: () -> T) -> T {
         lock.withLock {
-            state.calls += 1
             state.inFlight += 1
-            if let pullCursor, state.awaitingPull == pullCursor { state.awaitingPull = nil }
-            let plan = state.plan
-            let random = state.random
-            if state.crashRequested { return (.refuse("The device is down."), nil) }
-            if state.offline { return (.refuse("Could not connect to the server (no network)."), nil) }
-            var replay: Segment?
-            if push, !state.history.isEmpty, random.chance(plan.reorderRate) {
-                replay = random.pick(state.history)
-            }
-            if random.chance(plan.crashDuringSyncRate) {
-                state.crashRequested = true
-                log.fault(.deviceCrash, "\(deviceName) crashes while sending \(what)")
-                return (.refuse("The device crashed."), replay)
-            }
-            if random.chance(plan.requestDropRate) {
-                log.fault(.requestDropped, "\(deviceName) \(what): request lost")
-                return (.refuse("Could not connect to the server (the request was lost)."), replay)
-            }
-            let crashAfter = push && random.chance(plan.crashAfterCommitRate)
-            if crashAfter { state.crashRequested = true }
-            let loseAnswer = !crashAfter && random.chance(plan.responseDropRate)
-            let duplicate = push && random.chance(plan.duplicateRate)
-            return (.deliver(loseAnswer: loseAnswer, crashAfter: crashAfter, duplicate: duplicate), replay)
+            return body()
         }
     }
 
@@ -131,40 +163,43 @@ public final class SimulatedTransport: SyncTransport, @unchecked Sendable {
         return first == last ? "push #\(first)" : "push #\(first)…\(last)"
     }
 
-    // MARK: - SyncTransport
+    private static func refused(_ reason: String) -> SyncError { .transient(reason: reason, retryAfterSeconds: nil) }
+
+    private static let lostAnswer = SyncError.transient(reason: "The request timed out (the response was lost).", retryAfterSeconds: nil)
+
+    // MARK: - Push
 
     public func push(_ segment: Segment) async throws(SyncError) -> PushResponse {
         let what = Self.describe(segment)
-        let (fate, replay) = decide(what, push: true)
+        let (fate, crashAfter, duplicate, replay) = begin { decide(what, push: true) }
         defer { finished() }
         if let replay {
             log.fault(.reordered, "\(deviceName) \(Self.describe(replay)) delivered again before \(what)")
             _ = try? await deliver(replay)
         }
-        switch fate {
-        case .refuse(let reason):
-            throw .transient(reason: reason, retryAfterSeconds: nil)
-        case .deliver(let loseAnswer, let crashAfter, let duplicate):
-            let first = try await deliver(segment)
-            lock.withLock {
-                state.history.append(segment)
-                if state.history.count > Self.historyCountMax { state.history.removeFirst() }
-            }
-            var response = first
-            if duplicate {
-                log.fault(.duplicated, "\(deviceName) \(what) delivered twice")
-                if let second = try? await deliver(segment), lock.withLock({ state.random.chance(0.5) }) { response = second }
-            }
-            if crashAfter {
-                log.fault(.crashAfterCommit, "\(deviceName) \(what) committed (head \(first.head)); the device dies before reading the answer")
-                throw .transient(reason: "The device crashed.", retryAfterSeconds: nil)
-            }
-            if loseAnswer {
-                log.fault(.responseDropped, "\(deviceName) \(what) committed (head \(first.head)); the answer is lost")
-                throw .transient(reason: "The request timed out (the response was lost).", retryAfterSeconds: nil)
-            }
-            return response
+        guard case .deliver(let loseAnswer) = fate else {
+            if case .refuse(let reason) = fate { throw Self.refused(reason) }
+            throw Self.refused("The device is down.")
         }
+        let first = try await deliver(segment)
+        lock.withLock {
+            state.history.append(segment)
+            if state.history.count > Self.historyCountMax { state.history.removeFirst() }
+        }
+        var response = first
+        if duplicate {
+            log.fault(.duplicated, "\(deviceName) \(what) delivered twice")
+            if let second = try? await deliver(segment), lock.withLock({ state.random.chance(0.5) }) { response = second }
+        }
+        if crashAfter {
+            log.fault(.crashAfterCommit, "\(deviceName) \(what) committed (head \(first.head)); the device dies before reading the answer")
+            throw Self.refused("The device crashed.")
+        }
+        if loseAnswer {
+            log.fault(.responseDropped, "\(deviceName) \(what) committed (head \(first.head)); the answer is lost")
+            throw Self.lostAnswer
+        }
+        return response
     }
 
     /// One delivery of a push to the current server, through the codec; the server's
@@ -183,12 +218,27 @@ public final class SimulatedTransport: SyncTransport, @unchecked Sendable {
         return response
     }
 
+    // MARK: - Pull
+
     public func pull(after cursor: Int64, limit: Int, waitMilliseconds: Int) async throws(SyncError) -> PullPage {
-        let (fate, _) = decide("pull after \(cursor)", push: false, pullCursor: cursor)
+        let fate: Fate = begin {
+            if var followUp = state.followUp, followUp.cursor == cursor, !followUp.used {
+                followUp.used = true
+                state.followUp = followUp
+                return followUp.fate
+            }
+            if let strays = state.strays[cursor], strays > 0 {
+                state.strays[cursor] = strays - 1
+                return .stray
+            }
+            return decide("pull after \(cursor)", push: false).fate
+        }
         defer { finished() }
-        guard case .deliver(let loseAnswer, _, _) = fate else {
-            if case .refuse(let reason) = fate { throw .transient(reason: reason, retryAfterSeconds: nil) }
-            preconditionFailure("unreachable")
+        let loseAnswer: Bool
+        switch fate {
+        case .refuse(let reason): throw Self.refused(reason)
+        case .stray: throw Self.refused("The round this request belonged to is over.")
+        case .deliver(let lose): loseAnswer = lose
         }
         var page: PullPage
         do {
@@ -199,21 +249,34 @@ public final class SimulatedTransport: SyncTransport, @unchecked Sendable {
         }
         if loseAnswer {
             log.fault(.responseDropped, "\(deviceName) pull after \(cursor): the answer is lost")
-            throw .transient(reason: "The request timed out (the response was lost).", retryAfterSeconds: nil)
+            throw Self.lostAnswer
         }
         page.segment = try Self.roundTrip(page.segment)
-        if page.more, page.segment.ops.first?.serverSeq == cursor + 1 {
-            lock.withLock { state.awaitingPull = page.nextCursor }
+        let startsFromSnapshot = cursor == 0 && (page.snapshotSeq ?? 0) >= snapshotStartOpsMin && page.snapshotSeq != nil
+        if page.more, page.segment.ops.first?.serverSeq == cursor + 1, !startsFromSnapshot {
+            // The engine asks for the next page before folding this one: decide its fate now.
+            lock.withLock {
+                let next = page.nextCursor
+                var decided = decide("pull after \(next)", push: false).fate
+                if case .deliver(true) = decided {
+                    // Traced now; the follow-up, whenever it comes, loses its answer.
+                    log.fault(.responseDropped, "\(deviceName) pull after \(next): the answer will be lost")
+                    decided = .refuse("The request timed out (the response was lost).")
+                }
+                state.followUp = FollowUp(cursor: next, fate: decided)
+            }
         }
         return page
     }
 
+    // MARK: - Verdicts and snapshots
+
     public func verdict(for entity: UUID) async throws(SyncError) -> Verdict {
-        let (fate, _) = decide("verdict for \(entity.lowercased)", push: false)
+        let fate = begin { decide("verdict for \(entity.lowercased.prefix(8))", push: false).fate }
         defer { finished() }
-        guard case .deliver(let loseAnswer, _, _) = fate else {
-            if case .refuse(let reason) = fate { throw .transient(reason: reason, retryAfterSeconds: nil) }
-            preconditionFailure("unreachable")
+        guard case .deliver(let loseAnswer) = fate else {
+            if case .refuse(let reason) = fate { throw Self.refused(reason) }
+            throw Self.refused("The device is down.")
         }
         let verdict: Verdict
         do {
@@ -223,9 +286,34 @@ public final class SimulatedTransport: SyncTransport, @unchecked Sendable {
         }
         if loseAnswer {
             log.fault(.responseDropped, "\(deviceName) verdict: the answer is lost")
-            throw .transient(reason: "The request timed out (the response was lost).", retryAfterSeconds: nil)
+            throw Self.lostAnswer
         }
         return verdict
+    }
+
+    public func snapshot() async throws(SyncError) -> Snapshot {
+        let fate = begin { decide("snapshot", push: false).fate }
+        defer { finished() }
+        guard case .deliver(let loseAnswer) = fate else {
+            if case .refuse(let reason) = fate { throw Self.refused(reason) }
+            throw Self.refused("The device is down.")
+        }
+        let frame: [UInt8]
+        do {
+            frame = try await server.service.snapshot(library: library, token: token)
+        } catch {
+            throw SyncError.from(error)
+        }
+        if loseAnswer {
+            log.fault(.responseDropped, "\(deviceName) snapshot: the answer is lost")
+            throw Self.lostAnswer
+        }
+        log.record("\(deviceName) fetches the server's snapshot")
+        do {
+            return try SnapshotCodec.decode(frame)
+        } catch {
+            throw .terminal(ProtocolError(502, error.code.rawValue, error.message))
+        }
     }
 
     /// Encodes and decodes a segment as the wire would.

@@ -71,15 +71,18 @@ final class ServerInvariants {
         }
     }
 
-    /// Compares the whole log with what was absorbed: nothing in it changed or moved.
-    func recheck(_ all: [Op]) throws(Violation) {
-        guard all.count == log.count else {
-            throw Violation("the log only grows at its end", "it has \(all.count) ops; \(log.count) were seen before")
+    /// Compares the whole log the server still serves (history past the retention horizon is
+    /// gone) with what was absorbed: nothing in it changed or moved.
+    func recheck(_ all: [Op], head serverHead: Int64) throws(Violation) {
+        let base = serverHead - Int64(all.count)
+        guard serverHead == head, base >= 0 else {
+            throw Violation("the log only grows at its end", "it serves \(all.count) ops up to seq \(serverHead); \(head) were seen before")
         }
-        for (index, op) in all.enumerated() {
-            let seen = log[index]
-            if op.serverSeq != Int64(index + 1) || op.opID != seen.opID || op.deviceID != seen.deviceID || op.deviceSeq != seen.deviceSeq {
-                throw Violation("the log only grows at its end", "seq \(index + 1) now holds op \(op.opID.lowercased), not \(seen.opID.lowercased)")
+        for (offset, op) in all.enumerated() {
+            let seq = base + Int64(offset) + 1
+            let seen = log[Int(seq) - 1]
+            if op.serverSeq != seq || op.opID != seen.opID || op.deviceID != seen.deviceID || op.deviceSeq != seen.deviceSeq {
+                throw Violation("the log only grows at its end", "seq \(seq) now holds op \(op.opID.lowercased), not \(seen.opID.lowercased)")
             }
         }
     }

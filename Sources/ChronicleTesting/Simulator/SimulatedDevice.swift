@@ -35,7 +35,6 @@ final class SimulatedDevice {
     /// Every op this device's store accepted, by op id, and in the order written.
     private(set) var written: [UUID: Op] = [:]
     private(set) var writtenOrder: [UUID] = []
-    private(set) var crashes = 0
 
     init(index: Int, name: String, store: DeviceStore, clock: SimulatedClock, ids: SimulatedIDGenerator,
          transport: SimulatedTransport, configuration: SyncEngine.Configuration) {
@@ -62,7 +61,6 @@ final class SimulatedDevice {
     /// Kills the process and starts it again: the store is reopened from its file with the
     /// same clock and id source; a full disk stays full.
     func crashAndRestart() throws {
-        crashes += 1
         // Every object the process held is gone before the file is opened again.
         process = nil
         let reopened = try DeviceStore.open(at: path, clock: clock, ids: ids)

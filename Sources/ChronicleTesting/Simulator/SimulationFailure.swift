@@ -12,7 +12,12 @@ public struct SimulationFailure: Error, Sendable, CustomStringConvertible {
     /// The run's configuration (devices, schema, fault plan), to read beside the trace.
     public var configuration: String
 
-    public var replayCommand: String { "CHRONICLE_SIM_SEED=\(seed) swift test --filter Simulation" }
+    /// Safety-phase steps of the failing run (a replay needs the same number).
+    public var steps: Int
+
+    public var replayCommand: String {
+        (steps == Simulator.defaultSteps ? "" : "CHRONICLE_SIM_STEPS=\(steps) ") + "CHRONICLE_SIM_SEED=\(seed) swift test --filter Simulation"
+    }
 
     public var description: String {
         """

@@ -17,6 +17,8 @@ public struct SimulationReport: Sendable, Equatable, CustomStringConvertible {
     public var rejectedByCode: [String: Int]
     /// Faults injected, by kind.
     public var faults: [FaultKind: Int]
+    /// Compactions run (server and devices).
+    public var compactions: Int
     /// Sync rounds run in the safety phase.
     public var syncRounds: Int
     /// Full passes over every device after healing until everything agreed.
@@ -31,16 +33,16 @@ public struct SimulationReport: Sendable, Equatable, CustomStringConvertible {
     public var traceHash: String
     /// The fault plan the run ran under.
     public var plan: FaultPlan
-    /// Known bugs the run ran into and tolerated (see `KnownBug`), by how many checks met them.
-    public var knownBugsSeen: [KnownBug: Int]
+    /// Tolerated known bugs the run met (see `KnownBug`), and how often.
+    public var knownBugsMet: [KnownBug: Int]
 
     public var description: String {
         let faultList = faults.keys.sorted().map { "\($0)=\(faults[$0]!)" }.joined(separator: " ")
         let codes = rejectedByCode.keys.sorted().map { "\($0)=\(rejectedByCode[$0]!)" }.joined(separator: " ")
         return "seed \(seed) \(schema): \(devices) devices, \(steps) steps, \(opsWritten) ops written (\(writesRefused) refused locally), "
             + "\(opsAccepted) accepted, \(opsRejected) rejected [\(codes)], head \(serverHead), faults [\(faultList)], "
-            + "\(syncRounds) rounds, converged in \(passesToConverge) passes (\(roundsToConverge) rounds), "
+            + "\(compactions) compactions, \(syncRounds) rounds, converged in \(passesToConverge) passes (\(roundsToConverge) rounds), "
             + "digest \(finalDigest.prefix(12)), trace \(traceHash.prefix(12))"
-            + (knownBugsSeen.isEmpty ? "" : ", known bugs met [" + knownBugsSeen.keys.sorted().map { "\($0)×\(knownBugsSeen[$0]!)" }.joined(separator: " ") + "]")
+            + (knownBugsMet.isEmpty ? "" : ", known bugs met [" + knownBugsMet.keys.sorted().map { "\($0)×\(knownBugsMet[$0]!)" }.joined(separator: " ") + "]")
     }
 }

@@ -93,9 +93,7 @@ public struct SimulationWorkload: Sendable {
         var payload = Payload()
         switch spec.action {
         case .create, .upsert, .set:
-            var names = spec.fields.filter { entity.field($0)?.rule != .serverOnly }
-            if spec.action == .set { names = names.filter { spec.required.contains($0) || random.chance(0.5) } }
-            else { names = names.filter { spec.required.contains($0) || random.chance(0.5) } }
+            var names = spec.fields.filter { entity.field($0)?.rule != .serverOnly && (spec.required.contains($0) || random.chance(0.5)) }
             if names.isEmpty, let any = spec.fields.first(where: { entity.field($0)?.rule != .serverOnly }) { names = [any] }
             for name in names {
                 guard let field = entity.field(name) else { continue }

@@ -7,7 +7,7 @@ import Foundation
 extension Simulator {
     /// What one safety-phase step does.
     enum Action {
-        case write, sync, search, serverOp, resolveConflict
+        case write, sync, search, serverOp, resolveConflict, compactServer, compactDevice
         case restartServer, crash, goOffline, comeOnline, toggleDiskFull, jumpClock, clashEntityID, clashOpID
     }
 
@@ -31,6 +31,8 @@ extension Simulator {
         case .search: try search(on: device)
         case .serverOp: try serverOp(); acting = nil
         case .resolveConflict: try resolveConflict(on: device)
+        case .compactServer: try compactServer(); acting = nil
+        case .compactDevice: try compact(device)
         case .restartServer:
             log.fault(.serverRestart, "the server restarts")
             try server.restart()
@@ -65,7 +67,7 @@ extension Simulator {
         if random.chance(plan.clockJumpRate) { return .jumpClock }
         if random.chance(plan.entityIDClashRate) { return .clashEntityID }
         if random.chance(plan.opIDClashRate) { return .clashOpID }
-        let weights: [(Action, Double)] = [(.write, 45), (.sync, 40), (.search, 4), (.serverOp, 3),
+        let weights: [(Action, Double)] = [(.write, 45), (.sync, 40), (.search, 4), (.serverOp, 3), (.compactServer, 1.5), (.compactDevice, 1.5),
                                            (.resolveConflict, schema.entities.contains { $0.fields.contains { $0.rule == .mergeOrAsk } } ? 3 : 0)]
         return weights[random.weighted(weights.map(\.1))].0
     }
@@ -116,7 +118,7 @@ extension Simulator {
         let report = await device.sync()
         syncRounds += 1
         guard await device.transport.settle() else {
-            throw Violation("the engine fetches every page it asked for", "\(device.name) left a prefetched pull unanswered")
+            throw Violation("every call to the server returns", "\(device.name): a call made during its round was still running seconds after the round")
         }
         log.record("\(device.name) sync: \(describe(report))")
         if device.transport.takeCrashRequest() {
@@ -182,93 +184,6 @@ extension Simulator {
         } catch let error as ChronicleError {
             writesRefused += 1
             log.record("\(device.name) cannot resolve a conflict now: \(error.code)")
-        }
-    }
-
-    // MARK: - Faults
-
-    func toggleDiskFull(_ device: SimulatedDevice) throws {
-        if device.diskFullPages == nil {
-            let pages = try device.store.pageCount()
-            try device.store.limitFileSize(pages: pages)
-            device.diskFullPages = pages
-            log.fault(.diskFull, "\(device.name)'s disk is full")
-        } else {
-            try device.store.limitFileSize(pages: nil)
-            device.diskFullPages = nil
-            log.record("\(device.name)'s disk has room again")
-        }
-    }
-
-    func jumpClock(_ device: SimulatedDevice) {
-        let magnitude: Int64 = switch random.below(4) {
-        case 0: random.between64(1, 60_000)
-        case 1: random.between64(60_000, 3_600_000)
-        case 2: random.between64(3_600_000, 30 * 86_400_000)
-        default: random.between64(30 * 86_400_000, 3 * 365 * 86_400_000)
-        }
-        let delta = random.chance(0.5) ? -magnitude : magnitude
-        if random.chance(0.1) {
-            server.clock.jump(byMilliseconds: delta)
-            log.fault(.clockJump, "the server's clock jumps \(delta / 1000) s")
-        } else {
-            device.clock.jump(byMilliseconds: delta)
-            log.fault(.clockJump, "\(device.name)'s clock jumps \(delta / 1000) s")
-        }
-    }
-
-    /// Two devices create the same entity id before either syncs: the second create to reach
-    /// the server is refused (`entity_exists`).
-    func clashEntityID(_ first: SimulatedDevice) throws {
-        let others = devices.filter { $0 !== first }
-        guard let second = others.isEmpty ? nil : random.pick(others) else { return }
-        let creates = workload.plainCreates
-        guard !creates.isEmpty else { return }
-        let spec = random.pick(creates)
-        let id = random.uuid()
-        log.fault(.entityIDClash, "\(first.name) and \(second.name) both create \(spec.entity) \(id.lowercased.prefix(8))")
-        for device in [first, second] {
-            defer { device.ids.clearForced() }
-            guard let planned = try workload.plan(spec, on: device.store) else { continue }
-            device.ids.force([id])
-            if let op = try write(planned, on: device), op.entityID != id {
-                throw Violation("a create takes the id its generator gives", "\(device.name) created \(op.entityID.lowercased), not \(id.lowercased)")
-            }
-        }
-    }
-
-    /// A device writes a create whose op id another device already used for an op the server holds:
-    /// refused (`op_id_conflict`), and its follow-up edit of that entity after it (`unknown_entity`).
-    func clashOpID(_ device: SimulatedDevice) throws {
-        if tolerated.contains(.opIDConflictLeavesDeviceSeqBehind) {
-            log.record("no op id clash: it would wedge the device (\(KnownBug.opIDConflictLeavesDeviceSeqBehind))")
-            return
-        }
-        let owners = devices.filter { $0 !== device }
-        guard !owners.isEmpty else { return }
-        let owner = random.pick(owners)
-        // An op the server holds but this device has not pulled yet: its store would refuse an op id
-        // it already holds in its own log, so the clash could never reach the server.
-        let cursor = try device.store.cursor()
-        let taken = owner.writtenOrder.filter { id in
-            invariants.logged(id).map { $0.device == owner.deviceID && $0.seq > cursor } ?? false
-        }
-        let creates = workload.plainCreates
-        guard !taken.isEmpty, !creates.isEmpty else { return }
-        let opID = random.pick(taken)
-        let spec = random.pick(creates)
-        guard let planned = try workload.plan(spec, on: device.store) else { return }
-        log.fault(.opIDClash, "\(device.name) reuses \(owner.name)'s op id \(opID.lowercased.prefix(8)) for a \(spec.type)")
-        defer { device.ids.clearForced() }
-        device.ids.force([random.uuid(), opID])
-        guard let op = try write(planned, on: device) else { return }
-        if op.opID != opID {
-            throw Violation("an op takes the id its generator gives", "\(device.name) wrote op \(op.opID.lowercased), not \(opID.lowercased)")
-        }
-        // An edit of the entity that will never exist on the server.
-        let edits = workload.deviceOps.filter { $0.entity == spec.entity && ($0.action == .set || $0.action == .add || $0.action == .delete) }
-        if !edits.isEmpty, let follow = try workload.plan(random.pick(edits), on: device.store, entityHint: op.entityID) {
-            try write(follow, on: device)
         }
     }
 }

@@ -14,11 +14,12 @@ import Foundation
 /// free-tier caps, the `FaultPlan`, and every step.
 ///
 /// - **Safety phase**: each step picks a device and an action (write 1–5 random
-///   ops of every type, sync a round, go offline or come back, crash and
+///   ops of every type, sync a round, search, go offline or come back, crash and
 ///   restart, fill or free the disk, restart the server, jump a clock, clash
-///   ids with another device, let the server author an op), then checks every
-///   invariant (`ServerInvariants`, and on the device that acted `verify()`,
-///   its outbox and that none of its ops vanished).
+///   ids with another device, let the server author an op, compact the server's
+///   or the device's log — sometimes past a retention horizon, so devices start
+///   over from snapshots), then checks every invariant (`ServerInvariants`, and on
+///   the device that acted `verify()`, its outbox and that none of its ops vanished).
 /// - **Liveness phase**: every fault heals, then devices sync round-robin; all
 ///   of them must reach the server's digest within three full passes, and a
 ///   fresh device pulling everything from scratch must reach it too.
@@ -38,8 +39,11 @@ public final class Simulator {
     public let plan: FaultPlan
     public let caps: [FreeTierCap]
     public let engineConfiguration: SyncEngine.Configuration
-    /// Known bugs whose symptom is checked differently instead of failing the run.
+    /// Known bugs whose trigger is steered around, or whose symptom is checked differently.
     public let tolerated: Set<KnownBug>
+
+    /// Safety-phase steps when not told otherwise.
+    public static let defaultSteps = 150
 
     /// Passes over every device after healing within which everything must agree.
     public static let livenessPassesMax = 3
@@ -49,18 +53,19 @@ public final class Simulator {
     let workload: SimulationWorkload
     let log = SimulationLog()
     let time = SimulatedTime()
-    var directory = ""
+    /// Where the run's files live (removed at the end unless `CHRONICLE_SIM_KEEP` is set).
+    public internal(set) var directory = ""
     var server: SimulatedServer!
     var devices: [SimulatedDevice] = []
     var libraryID = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
     var invariants: ServerInvariants
     var serverReader: Database?
     var label = "setup"
-    var currentStep = 0
     var opsWritten = 0
     var writesRefused = 0
     var syncRounds = 0
-    var knownBugsSeen: [KnownBug: Int] = [:]
+    var compactions = 0
+    var knownBugsMet: [KnownBug: Int] = [:]
 
     /// - Parameters:
     ///   - seed: decides everything not given here.
@@ -68,9 +73,10 @@ public final class Simulator {
     ///   - schema: by default the seed picks (four in five seeds `.readItLater`, else `.fieldService`).
     ///   - steps: safety-phase steps.
     ///   - faults: by default `FaultPlan.random(seed:)`.
-    ///   - tolerating: known bugs not to stop at (see `KnownBug`); none by default.
-    public init(seed: UInt64, devices: Int? = nil, schema: Schema? = nil, steps: Int = 150, faults: FaultPlan? = nil,
-                tolerating: Set<KnownBug> = []) {
+    ///   - caps: the server's free-tier caps; by default about a third of the seeds pick some.
+    ///   - tolerating: open bugs not to stop at (see `KnownBug`); none by default.
+    public init(seed: UInt64, devices: Int? = nil, schema: Schema? = nil, steps: Int = Simulator.defaultSteps, faults: FaultPlan? = nil,
+                caps: [FreeTierCap]? = nil, tolerating: Set<KnownBug> = []) {
         self.seed = seed
         self.tolerated = tolerating
         let setup = SimulationRandom(seed: seed).fork(label: 0xC0F1)
@@ -86,8 +92,11 @@ public final class Simulator {
         configuration.pushBatchOpsMax = setup.pick([1, 2, 3, 5, 10, 50, 500])
         configuration.pullPageOpsMax = setup.pick([1, 2, 4, 7, 20, 100, 2000])
         configuration.bulkCatchUpOpsMin = setup.pick([3, 10, 50, 20_000, 20_000])
+        configuration.bulkPullPageOpsMax = setup.pick([5, 100, 10_000])
+        configuration.snapshotStartOpsMin = setup.pick([1, 20, 100, 10_000, 10_000])
         self.engineConfiguration = configuration
-        self.caps = setup.chance(0.35) ? Self.caps(for: chosenSchema, setup) : []
+        let seedCaps = setup.chance(0.35) ? Self.caps(for: chosenSchema, setup) : []
+        self.caps = caps ?? seedCaps
         self.random = SimulationRandom(seed: seed).fork(label: 0x57E9)
         self.workload = SimulationWorkload(schema: chosenSchema, random: SimulationRandom(seed: seed).fork(label: 0x3017))
         self.invariants = ServerInvariants(schema: chosenSchema)
@@ -113,7 +122,8 @@ public final class Simulator {
     /// One line naming the run's configuration.
     public var configurationSummary: String {
         "schema \(schema.name), \(deviceCount) devices, \(steps) steps, push batch \(engineConfiguration.pushBatchOpsMax), "
-            + "pull page \(engineConfiguration.pullPageOpsMax), bulk from \(engineConfiguration.bulkCatchUpOpsMin), "
+            + "pull page \(engineConfiguration.pullPageOpsMax), bulk from \(engineConfiguration.bulkCatchUpOpsMin) "
+            + "(pages \(engineConfiguration.bulkPullPageOpsMax)), snapshot start from \(engineConfiguration.snapshotStartOpsMin), "
             + "caps [\(caps.map(\.description).joined(separator: " "))], faults: \(plan)"
     }
 
@@ -138,7 +148,6 @@ public final class Simulator {
         }
         try await guarded { try self.setUp() }
         for step in 1...max(1, steps) {
-            currentStep = step
             try await guarded { try await self.step(step) }
         }
         let (passes, rounds) = try await guardedValue { try await self.converge() }
@@ -146,9 +155,9 @@ public final class Simulator {
         return SimulationReport(
             seed: seed, schema: schema.name, devices: deviceCount, steps: steps, opsWritten: opsWritten,
             writesRefused: writesRefused, opsAccepted: log.acceptedCount, opsRejected: log.rejectedCount,
-            rejectedByCode: log.rejectedByCode, faults: log.faults, syncRounds: syncRounds,
+            rejectedByCode: log.rejectedByCode, faults: log.faults, compactions: compactions, syncRounds: syncRounds,
             passesToConverge: passes, roundsToConverge: rounds, serverHead: invariants.head, finalDigest: digest,
-            traceHash: log.traceHash(), plan: plan, knownBugsSeen: knownBugsSeen)
+            traceHash: log.traceHash(), plan: plan, knownBugsMet: knownBugsMet)
     }
 
     /// Runs `body`, turning anything it throws into a `SimulationFailure` that says where.
@@ -170,7 +179,7 @@ public final class Simulator {
 
     func failure(_ invariant: String, _ detail: String) -> SimulationFailure {
         SimulationFailure(seed: seed, step: label, invariant: invariant, detail: detail, trace: log.tail(20),
-                          configuration: configurationSummary)
+                          configuration: configurationSummary, steps: steps)
     }
 
     /// Messages may name the run's temporary directory; the trace must not (it differs per run).
@@ -219,7 +228,8 @@ public final class Simulator {
                                            deviceID: deviceID, clock: clock, ids: ids)
         let token = try server.service.accounts.registerDevice(user: "sim", password: Self.password, deviceID: deviceID).token
         let transport = SimulatedTransport(deviceName: name, deviceID: deviceID, library: libraryID, token: token, server: server,
-                                           plan: plan, random: random.fork(label: 0x7A45 &+ UInt64(index)), log: log)
+                                           plan: plan, random: random.fork(label: 0x7A45 &+ UInt64(index)), log: log,
+                                           snapshotStartOpsMin: engineConfiguration.snapshotStartOpsMin)
         log.record("\(name) joins (\(deviceID.lowercased.suffix(6))), clock off by \(skew / 1000) s")
         return SimulatedDevice(index: index, name: name, store: store, clock: clock, ids: ids, transport: transport,
                                configuration: engineConfiguration)

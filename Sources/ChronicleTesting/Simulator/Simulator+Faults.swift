@@ -1,0 +1,103 @@
+import ChronicleCore
+import ChronicleServer
+import ChronicleStore
+import Foundation
+
+/// The faults the simulator injects between actions (the network's are the transport's).
+extension Simulator {
+    /// Fills the device's disk (its file capped at the pages it has now) or frees it.
+    func toggleDiskFull(_ device: SimulatedDevice) throws {
+        if device.diskFullPages == nil {
+            let pages = try device.store.pageCount()
+            try device.store.limitFileSize(pages: pages)
+            device.diskFullPages = pages
+            log.fault(.diskFull, "\(device.name)'s disk is full")
+        } else {
+            try device.store.limitFileSize(pages: nil)
+            device.diskFullPages = nil
+            log.record("\(device.name)'s disk has room again")
+        }
+    }
+
+    /// Moves the device's clock (or, one time in ten, the server's) by seconds to years, either way.
+    func jumpClock(_ device: SimulatedDevice) {
+        let magnitude: Int64 = switch random.below(4) {
+        case 0: random.between64(1, 60_000)
+        case 1: random.between64(60_000, 3_600_000)
+        case 2: random.between64(3_600_000, 30 * 86_400_000)
+        default: random.between64(30 * 86_400_000, 3 * 365 * 86_400_000)
+        }
+        let delta = random.chance(0.5) ? -magnitude : magnitude
+        if random.chance(0.1) {
+            server.clock.jump(byMilliseconds: delta)
+            log.fault(.clockJump, "the server's clock jumps \(delta / 1000) s")
+        } else {
+            device.clock.jump(byMilliseconds: delta)
+            log.fault(.clockJump, "\(device.name)'s clock jumps \(delta / 1000) s")
+        }
+    }
+
+    /// Two devices create the same entity id before either syncs: the second create to reach
+    /// the server is refused (`entity_exists`).
+    func clashEntityID(_ first: SimulatedDevice) throws {
+        let others = devices.filter { $0 !== first }
+        guard let second = others.isEmpty ? nil : random.pick(others) else { return }
+        let creates = workload.plainCreates
+        guard !creates.isEmpty else { return }
+        let spec = random.pick(creates)
+        let id = random.uuid()
+        log.fault(.entityIDClash, "\(first.name) and \(second.name) both create \(spec.entity) \(id.lowercased.prefix(8))")
+        for device in [first, second] {
+            defer { device.ids.clearForced() }
+            guard let planned = try workload.plan(spec, on: device.store) else { continue }
+            device.ids.force([id])
+            if let op = try write(planned, on: device), op.entityID != id {
+                throw Violation("a create takes the id its generator gives", "\(device.name) created \(op.entityID.lowercased), not \(id.lowercased)")
+            }
+        }
+    }
+
+    /// A device writes a create whose op id another device already used for an op the server holds:
+    /// refused (`op_id_conflict`), and its follow-up edit of that entity after it (`unknown_entity`).
+    func clashOpID(_ device: SimulatedDevice) throws {
+        // An op another device wrote that the server holds but this device has not pulled yet, or
+        // that is still queued on its device (this device's store would refuse an op id it already
+        // holds in its log, so that clash could never reach the server); never the same one twice
+        // on one device (a device whose id source repeats itself is broken beyond what
+        // op_id_conflict is there for). Whichever reaches the server second is refused.
+        let cursor = try device.store.cursor()
+        var candidates: [(owner: SimulatedDevice, opID: UUID)] = []
+        for owner in devices where owner !== device {
+            let queued = Set(try owner.store.pendingOps().map(\.opID))
+            for id in owner.writtenOrder where device.written[id] == nil {
+                if let logged = invariants.logged(id) {
+                    if logged.device == owner.deviceID, logged.seq > cursor { candidates.append((owner, id)) }
+                } else if queued.contains(id), !tolerated.contains(.reusedRefusedOpIDLeavesDeviceSeqBehind) {
+                    // Still queued: it may yet be refused, and a refused op id wedges the device
+                    // that reuses it (a known bug).
+                    candidates.append((owner, id))
+                }
+            }
+        }
+        let creates = workload.plainCreates
+        guard !candidates.isEmpty, !creates.isEmpty else {
+            log.record("\(device.name) finds no op id to clash with (\(candidates.count) candidates)")
+            return
+        }
+        let (owner, opID) = random.pick(candidates)
+        let spec = random.pick(creates)
+        guard let planned = try workload.plan(spec, on: device.store) else { return }
+        log.fault(.opIDClash, "\(device.name) reuses \(owner.name)'s op id \(opID.lowercased.prefix(8)) for a \(spec.type)")
+        defer { device.ids.clearForced() }
+        device.ids.force([random.uuid(), opID])
+        guard let op = try write(planned, on: device) else { return }
+        if op.opID != opID {
+            throw Violation("an op takes the id its generator gives", "\(device.name) wrote op \(op.opID.lowercased), not \(opID.lowercased)")
+        }
+        // An edit of the entity that will never exist on the server.
+        let edits = workload.deviceOps.filter { $0.entity == spec.entity && ($0.action == .set || $0.action == .add || $0.action == .delete) }
+        if !edits.isEmpty, let follow = try workload.plan(random.pick(edits), on: device.store, entityHint: op.entityID) {
+            try write(follow, on: device)
+        }
+    }
+}

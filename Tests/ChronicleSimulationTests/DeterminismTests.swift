@@ -1,0 +1,38 @@
+import ChronicleCore
+import ChronicleTesting
+import Foundation
+import Testing
+
+/// One seed replays one run exactly: same trace, same digest, same counts.
+@Suite struct DeterminismTests {
+    static func storm(_ seed: UInt64) -> Simulator {
+        Simulator(seed: seed, devices: 4, steps: 80, faults: .storm, tolerating: SimulationSeeds.tolerated)
+    }
+
+    @Test("The same seed twice gives the same run")
+    func sameSeedSameRun() async throws {
+        let first = try #require(await SimulationSeeds.run(Self.storm(11)))
+        let second = try #require(await SimulationSeeds.run(Self.storm(11)))
+        #expect(first.traceHash == second.traceHash)
+        #expect(first.finalDigest == second.finalDigest)
+        #expect(first == second, "every count in the report repeats too")
+        #expect(first.faults.count >= 6, "the storm injected many kinds of fault: \(first.faults)")
+    }
+
+    @Test("The seed alone decides the run, whatever the plan")
+    func seedDecidesConfiguration() async throws {
+        let first = Simulator(seed: 5)
+        let second = Simulator(seed: 5)
+        #expect(first.configurationSummary == second.configurationSummary)
+        #expect(FaultPlan.random(seed: 5) == FaultPlan.random(seed: 5))
+        #expect(FaultPlan.random(seed: 5) != FaultPlan.random(seed: 6))
+    }
+
+    @Test("Different seeds give different runs")
+    func differentSeedsDifferentRuns() async throws {
+        let first = try #require(await SimulationSeeds.run(Self.storm(11)))
+        let second = try #require(await SimulationSeeds.run(Self.storm(12)))
+        #expect(first.traceHash != second.traceHash)
+        #expect(first.finalDigest != second.finalDigest)
+    }
+}

@@ -1,0 +1,27 @@
+import ChronicleCore
+import ChronicleTesting
+import Foundation
+import Testing
+
+/// Seeds 1…N, each a whole run: a safety phase under the faults the seed picks, then
+/// healing and convergence. Every invariant holds after every step of every seed.
+///
+/// Two halves, each one seed at a time, run side by side: one simulation per core, so a
+/// long soak (`CHRONICLE_SIM_SEEDS=2000`) keeps a flat memory profile.
+@Suite struct SimulationSeedTests {
+    @Test("Odd seeds converge under their faults", .serialized, arguments: SimulationSeeds.half(0))
+    func oddSeedConverges(seed: UInt64) async throws {
+        try await Self.check(seed)
+    }
+
+    @Test("Even seeds converge under their faults", .serialized, arguments: SimulationSeeds.half(1))
+    func evenSeedConverges(seed: UInt64) async throws {
+        try await Self.check(seed)
+    }
+
+    static func check(_ seed: UInt64) async throws {
+        let report = try #require(await SimulationSeeds.run(Simulator(seed: seed, steps: SimulationSeeds.steps, tolerating: SimulationSeeds.tolerated)))
+        #expect(report.opsWritten > 0, "seed \(seed) wrote nothing")
+        #expect(report.passesToConverge <= Simulator.livenessPassesMax)
+    }
+}
