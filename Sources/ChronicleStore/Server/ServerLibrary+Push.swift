@@ -68,7 +68,7 @@ extension ServerLibrary {
                     // Answered (refused) like any new op: the device's sequence moves past it, so the
                     // ops behind it can follow.
                     if op.deviceSeq > last + 1 {
-                        throw ProtocolError(409, "device_seq_gap", "Device \(deviceKey) must push deviceSeq \(last + 1) next, but sent \(op.deviceSeq) (expected \(last + 1), actual \(op.deviceSeq)); ops in between are missing.")
+                        throw gap(deviceKey, expected: last + 1, actual: op.deviceSeq)
                     }
                     results.append(PushResult(opID: op.opID, deviceSeq: op.deviceSeq,
                                               outcome: .rejected(code: "op_id_conflict", message: "Op id \(key) already belongs to another device's op.")))
@@ -83,7 +83,7 @@ extension ServerLibrary {
                 } else {
                     // Another device's refused op had this id: refuse this one too, and move past it.
                     if op.deviceSeq > last + 1 {
-                        throw ProtocolError(409, "device_seq_gap", "Device \(deviceKey) must push deviceSeq \(last + 1) next, but sent \(op.deviceSeq) (expected \(last + 1), actual \(op.deviceSeq)); ops in between are missing.")
+                        throw gap(deviceKey, expected: last + 1, actual: op.deviceSeq)
                     }
                     results.append(PushResult(opID: op.opID, deviceSeq: op.deviceSeq,
                                               outcome: .rejected(code: "op_id_conflict", message: "Op id \(key) already belongs to another device's op.")))
@@ -92,7 +92,7 @@ extension ServerLibrary {
                 continue
             }
             if op.deviceSeq > last + 1 {
-                throw ProtocolError(409, "device_seq_gap", "Device \(deviceKey) must push deviceSeq \(last + 1) next, but sent \(op.deviceSeq) (expected \(last + 1), actual \(op.deviceSeq)); ops in between are missing.")
+                throw gap(deviceKey, expected: last + 1, actual: op.deviceSeq)
             }
             let now = max(clock.nowMilliseconds(), time)
             var rejection: ChronicleError?
@@ -151,6 +151,10 @@ extension ServerLibrary {
                 """, [.text(deviceKey), .integer(last)])
         }
         return (PushResponse(results: results, head: seq), (seq, time))
+    }
+
+    private func gap(_ device: String, expected: Int64, actual: Int64) -> ProtocolError {
+        ProtocolError(409, "device_seq_gap", "Device \(device) must push deviceSeq \(expected) next, but sent \(actual) (expected \(expected), actual \(actual)); ops in between are missing.")
     }
 
     /// What only the server's projection can say about an op: does its row exist
