@@ -148,7 +148,9 @@ import Testing
         let f = try Fixture()
         let path = f.directory.appendingPathComponent("wal.sqlite").path
         let db = try Database(path: path)
-        let checkpointer = Checkpointer(path: path, thresholdPages: 50, restartPages: 400)
+        // No background checkpoints compete here (they start at the same size the restart does),
+        // so the restart never meets a busy lock and the bound is exact whatever the machine's load.
+        let checkpointer = Checkpointer(path: path, thresholdPages: 400, restartPages: 400)
         try checkpointer.install(on: db)
         try db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT NOT NULL)")
         let body = String(repeating: "x", count: 3_000)
@@ -162,9 +164,8 @@ import Testing
         }
         checkpointer.drain()
         #expect(checkpointer.restarts > 0, "the writer restarted the WAL")
-        // 300 batches wrote over 9 MB of pages. The WAL stays within a few times the restart limit
-        // (a restart that meets a busy lock waits for the next commit), far below what was written.
-        #expect(largest < 1_200 * 4_200, "largest WAL \(largest) bytes")
+        // 300 batches wrote over 9 MB of pages; the WAL never held much more than the restart limit.
+        #expect(largest < 600 * 4_200, "largest WAL \(largest) bytes")
         #expect(try db.scalarInt("SELECT count(*) FROM t") == 3_000)
     }
 }
