@@ -308,7 +308,7 @@ public final class SimulatedTransport: SyncTransport, @unchecked Sendable {
             log.fault(.responseDropped, "\(deviceName) snapshot: the answer is lost")
             throw Self.lostAnswer
         }
-        log.record("\(deviceName) fetches the server's snapshot")
+        log.snapshotFetched("\(deviceName) fetches the server's snapshot")
         do {
             return try SnapshotCodec.decode(frame)
         } catch {

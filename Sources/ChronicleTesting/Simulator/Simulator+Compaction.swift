@@ -15,19 +15,6 @@ extension Simulator {
         return policy
     }
 
-    /// With `compactionDropsHistoryAtDeletedSnapshot` tolerated: no horizon when the plan
-    /// would drop history through an older snapshot than the one it writes.
-    func steerAroundKnownBugs(_ policy: CompactionPolicy, plan: (CompactionPolicy) throws -> CompactionPlan) throws -> CompactionPolicy {
-        guard tolerated.contains(.compactionDropsHistoryAtDeletedSnapshot), policy.horizonMilliseconds != nil else { return policy }
-        let planned = try plan(policy)
-        guard let drop = planned.dropThrough, let at = planned.snapshotAt, drop != at else { return policy }
-        knownBugsMet[.compactionDropsHistoryAtDeletedSnapshot, default: 0] += 1
-        log.record("compaction without its horizon: it would drop history through seq \(drop) and delete the snapshot there (known bug)")
-        var steered = policy
-        steered.horizonMilliseconds = nil
-        return steered
-    }
-
     static func describe(_ policy: CompactionPolicy) -> String {
         "keep \(policy.keepOps.map(String.init) ?? "any") ops, segments of \(policy.segmentOpsMax), "
             + "horizon \(policy.horizonMilliseconds.map { "\($0 / 1000) s" } ?? "none")"
@@ -36,7 +23,7 @@ extension Simulator {
     /// The server seals its log into segments, snapshots, and maybe drops old history
     /// (devices behind it then start from the snapshot).
     func compactServer() throws {
-        let policy = try steerAroundKnownBugs(randomPolicy()) { try server.service.library(libraryID).compactionPlan($0) }
+        let policy = randomPolicy()
         let report = try server.service.compact(library: libraryID, policy: policy)
         compactions += 1
         log.record("server compacts (\(Self.describe(policy))): sealed \(report.opsSealed) ops in \(report.segmentsWritten) segments, "
@@ -47,7 +34,7 @@ extension Simulator {
     /// With the seed's crash rate, the device is killed after one of the compaction's steps
     /// (each its own transaction): reopened, it must show the same state and pass `verify()`.
     func compact(_ device: SimulatedDevice) throws {
-        let policy = try steerAroundKnownBugs(randomPolicy()) { try device.store.compactionPlan($0) }
+        let policy = randomPolicy()
         let crashAfterStep = plan.crashRate > 0 && random.chance(0.5) ? random.between(1...4) : nil
         let before = try device.store.digest()
         do {

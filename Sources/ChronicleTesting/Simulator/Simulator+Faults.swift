@@ -72,9 +72,7 @@ extension Simulator {
             for id in owner.writtenOrder where device.written[id] == nil {
                 if let logged = invariants.logged(id) {
                     if logged.device == owner.deviceID, logged.seq > cursor { candidates.append((owner, id)) }
-                } else if queued.contains(id), !tolerated.contains(.reusedRefusedOpIDLeavesDeviceSeqBehind) {
-                    // Still queued: it may yet be refused, and a refused op id wedges the device
-                    // that reuses it (a known bug).
+                } else if queued.contains(id) {
                     candidates.append((owner, id))
                 }
             }

@@ -155,7 +155,7 @@ public final class Simulator {
         return SimulationReport(
             seed: seed, schema: schema.name, devices: deviceCount, steps: steps, opsWritten: opsWritten,
             writesRefused: writesRefused, opsAccepted: log.acceptedCount, opsRejected: log.rejectedCount,
-            rejectedByCode: log.rejectedByCode, faults: log.faults, compactions: compactions, syncRounds: syncRounds,
+            rejectedByCode: log.rejectedByCode, faults: log.faults, compactions: compactions, snapshotsFetched: log.snapshotsFetched, syncRounds: syncRounds,
             passesToConverge: passes, roundsToConverge: rounds, serverHead: invariants.head, finalDigest: digest,
             traceHash: log.traceHash(), plan: plan, knownBugsMet: knownBugsMet)
     }

@@ -25,6 +25,7 @@ public final class SimulationLog: @unchecked Sendable {
     private var acceptedOps = Set<UUID>()
     private var rejectedOps = Set<UUID>()
     private var rejectionCodes: [String: Int] = [:]
+    private var snapshots = 0
 
     public init() {}
 
@@ -62,6 +63,15 @@ public final class SimulationLog: @unchecked Sendable {
         }
     }
 
+    /// A device fetched the server's snapshot to start over from it.
+    public func snapshotFetched(_ line: String) {
+        lock.withLock {
+            snapshots += 1
+            lines.append("\(prefix): \(line)")
+        }
+    }
+
+    public var snapshotsFetched: Int { lock.withLock { snapshots } }
     public var faults: [FaultKind: Int] { lock.withLock { faultCounts } }
     public var trace: [String] { lock.withLock { lines } }
     public var acceptedCount: Int { lock.withLock { acceptedOps.count } }
