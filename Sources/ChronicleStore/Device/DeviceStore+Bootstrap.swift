@@ -67,6 +67,7 @@ extension DeviceStore {
             try db.execute("DELETE FROM chronicle_outbox WHERE op_id = ?1", [.text(key)])
             guard let entity = materializer.entity(of: op) else { return true }
             let id = op.entityID.lowercased
+            try rebuildSearchIndexesIfStale(in: db)
             let batch = SearchIndexer.Batch()
             if try db.scalarInt("SELECT 1 FROM chronicle_shadowed WHERE entity = ?1 AND id = ?2", [.text(entity.name), .text(id)]) != nil {
                 try restoreConfirmed([ShadowKey(entity: entity.name, id: id)], in: db, batch: batch, indexing: true)

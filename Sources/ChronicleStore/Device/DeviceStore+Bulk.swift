@@ -39,6 +39,7 @@ extension DeviceStore {
     /// The three steps of `applyConfirmedInBulk`, for callers whose batches arrive
     /// asynchronously (sync's catch-up pull): mark the search indexes stale and empty them…
     public func beginBulk() throws {
+        bulkInProgress.withLock { $0 = true }
         try writeTransaction { db in
             try Self.setMeta("search_stale", .integer(1), in: db)
             for (_, index) in projection.searchIndexes {
@@ -60,10 +61,19 @@ extension DeviceStore {
 
     /// …and rebuild them once at the end (always call it, also after a failure).
     public func finishBulk() throws {
+        defer { bulkInProgress.withLock { $0 = false } }
         try writeTransaction { db in
             try rebuildSearchIndexes(in: db)
             try db.execute("PRAGMA cache_size = -\(Database.Options.defaultCacheKilobytes)")
         }
+    }
+
+    /// When a bulk apply could not rebuild the search indexes at its end (the disk was full),
+    /// they stay stale; the next write that indexes rows rebuilds them first, inside its own
+    /// transaction, so search never silently misses rows while the store keeps running.
+    func rebuildSearchIndexesIfStale(in db: Database) throws {
+        guard !bulkInProgress.withLock({ $0 }), try Self.meta("search_stale", in: db).integerValue == 1 else { return }
+        try rebuildSearchIndexes(in: db)
     }
 
     /// True while bulk apply has left the search indexes to be rebuilt.

@@ -73,7 +73,7 @@ extension DeviceStore: LogLifecycle {
     func vacuum() throws {
         try writer.withLock { db in
             try db.execute("VACUUM")
-            try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            checkpointer.truncate(writer: db)
         }
     }
 

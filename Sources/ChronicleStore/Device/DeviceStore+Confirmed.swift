@@ -35,6 +35,7 @@ extension DeviceStore {
     /// transaction. With `indexing` off the FTS indexes are left alone (bulk mode
     /// rebuilds them at the end).
     func fold(_ ops: [Op], in db: Database, indexing: Bool) throws -> ApplyResult {
+            if indexing { try rebuildSearchIndexesIfStale(in: db) }
             var cursor = try Self.meta("cursor", in: db).integerValue ?? 0
             for op in ops {
                 guard let seq = op.serverSeq, op.serverTime != nil else {

@@ -91,6 +91,7 @@ extension DeviceStore {
 
             guard let entity = materializer.entity(of: op) else { return true }
             let id = op.entityID.lowercased
+            try rebuildSearchIndexesIfStale(in: db)
             let batch = SearchIndexer.Batch()
             let shadowed = try db.scalarInt("SELECT 1 FROM chronicle_shadowed WHERE entity = ?1 AND id = ?2", [.text(entity.name), .text(id)]) != nil
             if shadowed {

@@ -37,6 +37,7 @@ extension DeviceStore {
                 """, [.integer(deviceSeq), .text(opID.lowercased), .text(type), .integer(Int64(spec.version)),
                       .text(entityID.lowercased), .text(CanonicalJSON.encode(normalized)), .integer(now), .integer(cursor)])
             try shadowIfNeeded(entitySpec, entityID.lowercased, in: db)
+            try rebuildSearchIndexesIfStale(in: db)
             let batch = SearchIndexer.Batch()
             try materialize(op, in: db, batch: batch)
             try indexer.flush(batch, in: db)

@@ -27,6 +27,8 @@ public final class DeviceStore: Sendable {
     let writer: Locked<Database>
     let checkpointer: Checkpointer
     let readers: ReaderPool
+    /// True between `beginBulk` and the end of `finishBulk`: the search indexes are meant to be stale.
+    let bulkInProgress = Locked(false)
 
     /// Creates a new, empty store at `path`. Fails if a file is already there.
     public static func create(at path: String, schema: Schema, libraryID: UUID? = nil, deviceID: UUID? = nil,

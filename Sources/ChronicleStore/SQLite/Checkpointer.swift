@@ -88,4 +88,19 @@ final class Checkpointer: @unchecked Sendable {
 
     /// Waits for scheduled checkpoints (tests, and closing the store).
     func drain() { queue.sync {} }
+
+    /// Checkpoints the whole WAL and truncates it to zero bytes, on the writer (whose lock the
+    /// caller holds, so no commit schedules another background checkpoint meanwhile). A TRUNCATE
+    /// checkpoint waits for readers through the busy handler but answers busy at once while the
+    /// background PASSIVE checkpoint runs, so that one is waited for first, and a busy answer is
+    /// tried again for a bounded time. False if the WAL could not be truncated (a reader held on).
+    @discardableResult
+    func truncate(writer: Database, attempts: Int = 50) -> Bool {
+        for attempt in 0..<attempts {
+            drain()
+            if sqlite3_wal_checkpoint_v2(writer.handle, nil, SQLITE_CHECKPOINT_TRUNCATE, nil, nil) == SQLITE_OK { return true }
+            if attempt + 1 < attempts { usleep(20_000) }
+        }
+        return false
+    }
 }

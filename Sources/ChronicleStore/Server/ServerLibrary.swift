@@ -244,7 +244,7 @@ extension ServerLibrary: LogLifecycle {
     func vacuum() throws {
         try writer.withLock { db in
             try db.execute("VACUUM")
-            try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            checkpointer.truncate(writer: db)
         }
     }
 

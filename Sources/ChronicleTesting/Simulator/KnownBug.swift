@@ -13,8 +13,9 @@
 /// None is open. Found and fixed so far (reproducers in `RegressionTests`):
 /// `verify()` flagging the outbox gaps a rejection, or a start from a snapshot,
 /// leaves; `op_id_conflict` (and a reused id of another device's refused op)
-/// leaving the device's sequence behind, wedging it on `device_seq_gap`; and a
-/// compaction deleting the snapshot its horizon then started history from.
+/// leaving the device's sequence behind, wedging it on `device_seq_gap`; a
+/// compaction deleting the snapshot its horizon then started history from; and a
+/// bulk catch-up that met a full disk leaving the search indexes empty.
 public struct KnownBug: RawRepresentable, Hashable, Sendable, Comparable, CustomStringConvertible {
     public let rawValue: String
     public init(rawValue: String) { self.rawValue = rawValue }

@@ -121,11 +121,31 @@ extension Simulator {
             throw Violation("every call to the server returns", "\(device.name): a call made during its round was still running seconds after the round")
         }
         log.record("\(device.name) sync: \(describe(report))")
+        try checkSyncState(device, after: report)
         if device.transport.takeCrashRequest() {
             log.record("\(device.name) restarts after its crash")
             try device.crashAndRestart()
         }
         return report
+    }
+
+    /// The store tells the truth about sync (DESIGN.md, "Telling the truth"): a round that
+    /// reports `.synced` left nothing unanswered and the store caught up with the server; one
+    /// that did not says why.
+    func checkSyncState(_ device: SimulatedDevice, after report: SyncReport) throws {
+        let state = try device.store.syncState()
+        switch report.outcome {
+        case .synced:
+            let head = try server.service.library(libraryID).head
+            if state.unacknowledged != 0 || state.lastError != nil || state.cursor != head {
+                throw Violation("a synced round leaves the device caught up and nothing unanswered",
+                                "\(device.name): \(state.unacknowledged) unanswered, cursor \(state.cursor) of \(head), last error \(state.lastError.map(sanitize) ?? "none")")
+            }
+        case .offline, .blocked:
+            if state.lastError == nil || !state.isOffline {
+                throw Violation("a failed round is stated as such", "\(device.name): the store records no error after \(describe(report))")
+            }
+        }
     }
 
     func describe(_ report: SyncReport) -> String {
