@@ -340,7 +340,9 @@ struct HTTPServerTests {
         for index in 0..<10 {
             _ = try await send(server, "/log/\(index)", method: "POST", body: [UInt8](repeating: 1, count: index))
         }
-        _ = try await send(server, "/log/big", method: "POST", body: [UInt8](repeating: 1, count: 17 << 20))
+        // A declared length past the cap is answered 413 at once and the connection closed, so the
+        // client, still sending, may see the answer or a broken pipe: the server's record is what counts.
+        _ = try? await send(server, "/log/big", method: "POST", body: [UInt8](repeating: 1, count: 17 << 20))
         #expect(await eventually { entries.withLock { $0.count } == 11 })
 
         let logged = entries.withLock { $0 }

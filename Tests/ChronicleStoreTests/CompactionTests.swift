@@ -109,6 +109,47 @@ import Testing
         }
     }
 
+    @Test func aDeviceStartsOverFromASnapshotFileAndADamagedOneChangesNothing() throws {
+        let source = try Fixture(seed: 21)
+        try Self.library(source, count: 800, seed: 21)
+        let at = try source.store.cursor()
+        let (snapshot, digestAt) = try source.store.read { db in
+            try DeviceStore.stateSnapshot(at: at, source: db, source.store.materializer, source.store.projection,
+                                          libraryID: source.store.libraryID, progress: nil)
+        }
+        let bytes = SnapshotCodec.encode(snapshot)
+
+        let device = try Fixture(seed: 22, library: source.store.libraryID)
+        let queued = try device.save("https://example.com/queued", title: "written on the plane")
+        let before = try device.store.digest()
+
+        // Damaged (a flipped byte, a cut), or of another library: refused, and the store is as it was.
+        var damaged = bytes
+        damaged[bytes.count / 2] ^= 0x01
+        let other = SnapshotFrame(Snapshot(libraryID: UUID(), seq: snapshot.seq, schemaName: snapshot.schemaName,
+                                           schemaVersion: snapshot.schemaVersion, schemaFingerprint: snapshot.schemaFingerprint,
+                                           tables: snapshot.tables))
+        for frame in [SnapshotFrame(bytes: damaged), SnapshotFrame(bytes: Array(bytes.dropLast(9))), other] {
+            #expect(throws: ChronicleError.self) { try device.store.bootstrap(from: frame) }
+            #expect(try device.store.digest() == before)
+            #expect(try device.store.cursor() == 0)
+            #expect(try device.store.verify().passed)
+        }
+
+        // From a file, read as it goes: the snapshot's state with the queued op on top.
+        let path = device.directory.appendingPathComponent("download").path
+        #expect(FileManager.default.createFile(atPath: path, contents: Data(bytes)))
+        #expect(try device.store.bootstrap(from: SnapshotFrame(file: path, temporary: true)) == at)
+        #expect(try device.store.cursor() == at)
+        #expect(try device.store.pendingOps().map(\.entityID) == [queued])
+        #expect(try device.store.row(queued) != nil, "the queued op still shows")
+        #expect(try device.store.verify().passed)
+        #expect(try device.store.replayDigest(upTo: at) == digestAt, "history starts at the snapshot, whose state is the source's")
+        // The kept snapshot is the frame as it came, byte for byte.
+        let kept = try device.store.read { db in try db.query("SELECT body FROM chronicle_snapshots WHERE seq = ?1", [.integer(at)]) { $0.withBytes(0) { [UInt8]($0) } } }
+        #expect(kept == [bytes])
+    }
+
     @Test func interruptedAfterAnyStepTheStoreIsWholeAndCompactionCanFinish() throws {
         struct Stop: Error {}
         var policy = CompactionPolicy()

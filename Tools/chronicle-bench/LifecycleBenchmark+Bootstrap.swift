@@ -175,7 +175,7 @@ extension LifecycleBenchmark {
 final class SnapshotTimingTransport: SyncTransport {
     let timing: TimingTransport
     let snapshotCall = Locked<(start: UInt64, end: UInt64)?>(nil)
-    /// VmHWM and VmRSS (KiB) just before and just after the snapshot call (the decoded snapshot then alive).
+    /// VmHWM and VmRSS (KiB) just before and just after the snapshot call (the download).
     let snapshotMemory = Locked<(hwmBefore: Int, hwmAfter: Int, rssAfter: Int)?>(nil)
 
     init(_ timing: TimingTransport) { self.timing = timing }
@@ -188,7 +188,7 @@ final class SnapshotTimingTransport: SyncTransport {
 
     func verdict(for entity: UUID) async throws(SyncError) -> Verdict { try await timing.verdict(for: entity) }
 
-    func snapshot() async throws(SyncError) -> Snapshot {
+    func snapshot() async throws(SyncError) -> SnapshotFrame {
         let hwmBefore = procStatusKilobytes("VmHWM") ?? 0
         let start = nowNanoseconds()
         let snapshot = try await timing.snapshot()

@@ -101,7 +101,7 @@ final class TimingTransport: SyncTransport {
         try await inner.verdict(for: entity)
     }
 
-    func snapshot() async throws(SyncError) -> Snapshot {
+    func snapshot() async throws(SyncError) -> SnapshotFrame {
         try await inner.snapshot()
     }
 }

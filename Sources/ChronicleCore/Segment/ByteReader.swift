@@ -9,6 +9,10 @@ import Foundation
 struct ByteReader {
     let bytes: UnsafeRawBufferPointer
     private(set) var offset = 0
+    /// Where `bytes` starts in the whole input, for messages (a window of a stream).
+    var base = 0
+    /// Set when a read failed because the bytes ran out: a streaming reader then waits for more.
+    private(set) var ranShort = false
     /// What is being read, for messages ("segment").
     let subject: String
     let code: ChronicleError.Code
@@ -23,13 +27,14 @@ struct ByteReader {
     var isAtEnd: Bool { offset == bytes.count }
 
     func error(_ sentence: String) -> ChronicleError {
-        ChronicleError(code, "The \(subject) is malformed at byte \(offset): \(sentence)")
+        ChronicleError(code, "The \(subject) is malformed at byte \(base + offset): \(sentence)")
     }
 
     @inline(__always)
-    private func need(_ count: Int, _ what: StaticString) throws(ChronicleError) {
+    private mutating func need(_ count: Int, _ what: StaticString) throws(ChronicleError) {
         guard count <= remaining else {
-            throw ChronicleError(code, "The \(subject) ends early: \(what) needs \(count) bytes at byte \(offset), "
+            ranShort = true
+            throw ChronicleError(code, "The \(subject) ends early: \(what) needs \(count) bytes at byte \(base + offset), "
                 + "but only \(remaining) remain.")
         }
     }
@@ -83,18 +88,19 @@ struct ByteReader {
         var shift: UInt64 = 0
         while true {
             guard offset < bytes.count else {
-                throw ChronicleError(code, "The \(subject) ends early inside \(what) (a varint starting at byte \(start)).")
+                ranShort = true
+                throw ChronicleError(code, "The \(subject) ends early inside \(what) (a varint starting at byte \(base + start)).")
             }
             let byte = bytes[offset]
             offset += 1
             if shift == 63 && byte > 1 {
-                throw ChronicleError(code, "The \(subject) is malformed at byte \(start): \(what) is a varint "
+                throw ChronicleError(code, "The \(subject) is malformed at byte \(base + start): \(what) is a varint "
                     + "that overflows 64 bits.")
             }
             result |= UInt64(byte & 0x7F) << shift
             if byte < 0x80 {
                 if byte == 0 && offset - start > 1 {
-                    throw ChronicleError(code, "The \(subject) is malformed at byte \(start): \(what) is a varint "
+                    throw ChronicleError(code, "The \(subject) is malformed at byte \(base + start): \(what) is a varint "
                         + "with redundant trailing zero bytes.")
                 }
                 return result

@@ -149,7 +149,7 @@ public enum LZ4Frame {
         return ChronicleError(.segmentTooLarge, "The LZ4 frame decompresses to more than the \(maxBytes) bytes allowed.")
     }
 
-    private static func frameError(_ code: Int) -> ChronicleError {
+    static func frameError(_ code: Int) -> ChronicleError {
         let name = errorName(code)
         if name.contains("Checksum_invalid") {
             let which = name.contains("header") ? "header" : name.contains("block") ? "block" : "content"

@@ -97,68 +97,151 @@ public enum SnapshotCodec {
     }
 
     public static func decodeBody(_ bytes: [UInt8], limits: Limits = Limits()) throws(ChronicleError) -> Snapshot {
+        var collector = Collector()
+        var reader = SnapshotBodyReader(limits: limits, totalBytes: bytes.count)
         do {
-            return try bytes.withUnsafeBytes { raw throws(ChronicleError) -> Snapshot in
-                var r = ByteReader(raw, subject: "snapshot", code: .malformedSnapshot)
-                for byte in magic where try r.u8("the magic") != byte {
-                    throw ChronicleError(.malformedSnapshot, "This is not a Chronicle snapshot (it does not start with \"CHSN\").")
-                }
-                let version = try r.u16("the format version")
-                guard version <= formatVersion else {
-                    throw ChronicleError(.futureSnapshotVersion, "The snapshot uses format version \(version), but this build reads up to \(formatVersion). Update Chronicle to read it.")
-                }
-                guard version >= 1 else { throw r.error("format version 0 does not exist") }
-                let flags = try r.u16("the flags")
-                guard flags == 0 else { throw r.error("unknown flags \(flags)") }
-                let library = try r.uuid("the library id")
-                let seq = try r.varInt("the seq")
-                guard seq >= 0 else { throw r.error("a negative seq \(seq)") }
-                let schemaName = try r.utf8(try r.count("the schema name's length", atMost: 256), "the schema name")
-                let schemaVersion = try r.varUInt("the schema version")
-                guard schemaVersion <= UInt64(Int32.max) else { throw r.error("schema version \(schemaVersion) is out of range") }
-                let fingerprint = try r.utf8(try r.count("the fingerprint's length", atMost: 256), "the fingerprint")
-                let tableCount = try r.count("the table count", atMost: limits.maxTables)
-                var tables: [Snapshot.Table] = []
-                tables.reserveCapacity(tableCount)
-                var names = Set<String>()
-                for _ in 0..<tableCount {
-                    let name = try r.utf8(try r.count("a table name's length", atMost: 1024), "a table name")
-                    guard names.insert(name).inserted else { throw r.error("table \(name) appears twice") }
-                    let columnCount = try r.count("a column count", atMost: limits.maxColumns)
-                    guard columnCount > 0 else { throw r.error("table \(name) has no columns") }
-                    var columns: [String] = []
-                    for _ in 0..<columnCount { columns.append(try r.utf8(try r.count("a column name's length", atMost: 1024), "a column name")) }
-                    // Each value takes at least one byte: a row count the remaining bytes cannot hold is refused before allocating.
-                    let rowCount = try r.count("a row count", atMost: min(limits.maxRows, r.remaining / columnCount))
-                    var rows: [[Value]] = []
-                    rows.reserveCapacity(rowCount)
-                    for _ in 0..<rowCount {
-                        var row: [Value] = []
-                        row.reserveCapacity(columnCount)
-                        for _ in 0..<columnCount {
-                            switch try r.u8("a value tag") {
-                            case 0: row.append(.null)
-                            case 1: row.append(.integer(try r.varInt("an integer")))
-                            case 2:
-                                let d = try r.float64("a real")
-                                guard d.isFinite else { throw r.error("a real that is not finite") }
-                                row.append(.real(d))
-                            case 3: row.append(.text(try r.utf8(try r.count("a text length", atMost: r.remaining), "a text value")))
-                            case let tag: throw r.error("unknown value tag \(tag)")
-                            }
-                        }
-                        rows.append(row)
-                    }
-                    tables.append(Snapshot.Table(name: name, columns: columns, rows: rows))
-                }
-                guard r.isAtEnd else { throw r.error("\(r.remaining) bytes follow the last table") }
-                return Snapshot(libraryID: library, seq: seq, schemaName: schemaName, schemaVersion: Int(schemaVersion),
-                                schemaFingerprint: fingerprint, tables: tables)
+            try bytes.withUnsafeBytes { raw in
+                try reader.feed(raw, into: &collector)
+                try reader.finish(into: &collector)
             }
         } catch let error as ChronicleError {
             throw error
         } catch {
             throw ChronicleError(.malformedSnapshot, "The snapshot could not be read: \(error)")
         }
+        guard let header = collector.header else {
+            throw ChronicleError(.malformedSnapshot, "The snapshot ends before its header.")
+        }
+        return Snapshot(libraryID: header.libraryID, seq: header.seq, schemaName: header.schemaName, schemaVersion: header.schemaVersion,
+                        schemaFingerprint: header.schemaFingerprint, tables: collector.tables)
+    }
+
+    /// Gathers a whole snapshot in memory.
+    private struct Collector: SnapshotVisitor {
+        var header: SnapshotHeader?
+        var tables: [Snapshot.Table] = []
+
+        mutating func header(_ header: SnapshotHeader) throws {
+            self.header = header
+            tables.reserveCapacity(header.tableCount)
+        }
+
+        mutating func table(_ name: String, columns: [String], rowCount: Int) throws {
+            var table = Snapshot.Table(name: name, columns: columns, rows: [])
+            table.rows.reserveCapacity(rowCount)
+            tables.append(table)
+        }
+
+        mutating func row(_ values: [Value]) throws {
+            tables[tables.count - 1].rows.append(values)
+        }
+    }
+
+    /// Reads a snapshot's frame piece by piece, handing its header, tables and rows to
+    /// `visitor` as they are decoded: memory stays flat however large the snapshot is. The
+    /// frame's content checksum is checked at its end, so a visitor writing rows somewhere
+    /// must keep them provisional (a transaction) until this returns. Returns the header.
+    @discardableResult
+    public static func read<V: SnapshotVisitor>(_ frame: SnapshotFrame, limits: Limits = Limits(), into visitor: inout V) throws -> SnapshotHeader {
+        let stream = LZ4FrameStream(maxBytes: limits.maxDecodedBytes)
+        var reader = SnapshotBodyReader(limits: limits)
+        var header: SnapshotHeader?
+        var recorder = HeaderRecorder(inner: visitor)
+        defer { visitor = recorder.inner }
+        try frame.forEachPiece { piece in
+            try stream.feed(piece) { body in try reader.feed(body, into: &recorder) }
+        }
+        try stream.finish { body in try reader.feed(body, into: &recorder) }
+        try reader.finish(into: &recorder)
+        header = recorder.header
+        guard let header else { throw ChronicleError(.malformedSnapshot, "The snapshot ends before its header.") }
+        return header
+    }
+
+    /// Passes everything on, keeping the header.
+    private struct HeaderRecorder<Inner: SnapshotVisitor>: SnapshotVisitor {
+        var inner: Inner
+        var header: SnapshotHeader?
+        mutating func header(_ header: SnapshotHeader) throws {
+            self.header = header
+            try inner.header(header)
+        }
+        mutating func table(_ name: String, columns: [String], rowCount: Int) throws { try inner.table(name, columns: columns, rowCount: rowCount) }
+        mutating func row(_ values: [Value]) throws { try inner.row(values) }
+    }
+}
+
+/// A snapshot as it travels and is kept: its LZ4 frame, in memory or in a file (a download,
+/// so a large one never sits in memory whole).
+public struct SnapshotFrame: Sendable {
+    public enum Storage: Sendable {
+        case bytes([UInt8])
+        /// `temporary`: the file is removed by `discard()`.
+        case file(path: String, temporary: Bool)
+    }
+
+    public let storage: Storage
+
+    public init(bytes: [UInt8]) { storage = .bytes(bytes) }
+    public init(file path: String, temporary: Bool) { storage = .file(path: path, temporary: temporary) }
+    public init(_ snapshot: Snapshot) { storage = .bytes(SnapshotCodec.encode(snapshot)) }
+
+    /// The frame's length in bytes.
+    public func byteCount() throws -> Int {
+        switch storage {
+        case .bytes(let bytes): return bytes.count
+        case .file(let path, _):
+            do {
+                return (try FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.intValue ?? 0
+            } catch {
+                throw ChronicleError(.malformedSnapshot, "The snapshot file \(path) cannot be read: \(error.localizedDescription)")
+            }
+        }
+    }
+
+    /// Hands the frame's bytes to `body` in pieces of at most `pieceBytes` (valid only during each call).
+    public func forEachPiece(pieceBytes: Int = 1 << 20, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        switch storage {
+        case .bytes(let bytes):
+            try bytes.withUnsafeBytes { raw in
+                var start = 0
+                while start < raw.count {
+                    let end = min(raw.count, start + pieceBytes)
+                    try body(UnsafeRawBufferPointer(rebasing: raw[start..<end]))
+                    start = end
+                }
+            }
+        case .file(let path, _):
+            guard let file = fopen(path, "rb") else {
+                throw ChronicleError(.malformedSnapshot, "The snapshot file \(path) cannot be opened: \(String(cString: strerror(errno))).")
+            }
+            defer { fclose(file) }
+            var piece = [UInt8](repeating: 0, count: pieceBytes)
+            while true {
+                let count = piece.withUnsafeMutableBytes { fread($0.baseAddress, 1, pieceBytes, file) }
+                if count > 0 { try piece.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[..<count])) } }
+                if count < pieceBytes {
+                    if ferror(file) != 0 { throw ChronicleError(.malformedSnapshot, "The snapshot file \(path) could not be read to its end.") }
+                    return
+                }
+            }
+        }
+    }
+
+    /// The whole snapshot in memory (tests and small libraries; large ones are read with `SnapshotCodec.read`).
+    public func decode(limits: SnapshotCodec.Limits = SnapshotCodec.Limits()) throws -> Snapshot {
+        switch storage {
+        case .bytes(let bytes): return try SnapshotCodec.decode(bytes, limits: limits)
+        case .file(let path, _):
+            var bytes: [UInt8] = []
+            try forEachPiece { bytes.append(contentsOf: $0) }
+            _ = path
+            return try SnapshotCodec.decode(bytes, limits: limits)
+        }
+    }
+
+    /// Removes the file if it is a temporary download.
+    public func discard() {
+        if case .file(let path, true) = storage { try? FileManager.default.removeItem(atPath: path) }
     }
 }

@@ -11,42 +11,102 @@ extension DeviceStore {
     /// to the snapshot leave the log (their ids are kept so each still applies at most
     /// once), and history now begins after `snapshot.seq`. Pulling continues from there.
     public func bootstrap(from snapshot: Snapshot) throws {
+        try bootstrap(from: SnapshotFrame(snapshot))
+    }
+
+    /// `bootstrap(from:)` reading the snapshot's frame as it goes (a download in a file):
+    /// rows go into the projection as they are decoded and the frame is kept as it came,
+    /// so memory stays flat whatever the library's size. A damaged frame (its checksum is
+    /// checked at its end) rolls everything back. Returns the snapshot's seq.
+    @discardableResult
+    public func bootstrap(from frame: SnapshotFrame) throws -> Int64 {
         try writeTransaction { db in
             let cursor = try Self.meta("cursor", in: db).integerValue ?? 0
-            guard snapshot.seq >= cursor else {
-                throw ChronicleError(.invariantViolated, "The snapshot at seq \(snapshot.seq) is older than this store's cursor \(cursor); pull instead.")
-            }
             try db.execute("PRAGMA cache_size = -\(Self.bulkCacheKilobytes)")
             defer { try? db.execute("PRAGMA cache_size = -\(Database.Options.defaultCacheKilobytes)") }
-            // The snapshot first: history may only be dropped where one covers it.
-            try db.statement("INSERT OR REPLACE INTO chronicle_snapshots(seq, body, state_digest, body_bytes, created_at) VALUES (?1, ?2, '', ?3, ?4)")
-                .execute([.integer(snapshot.seq), .null, .integer(0), .integer(clock.nowMilliseconds())],
-                         blob: SnapshotCodec.encode(snapshot), at: 2)
-            try Self.setMeta("history_base_seq", .integer(snapshot.seq), in: db)
-            try Self.setMeta("history_dropped_at", .integer(clock.nowMilliseconds()), in: db)
+            var loader = SnapshotLoader(store: self, db: db, cursor: cursor)
+            let header = try SnapshotCodec.read(frame, into: &loader)
+            let seq = header.seq
+
+            // The snapshot as it came: history may only be dropped where one covers it.
+            let frameBytes = try frame.byteCount()
+            try db.execute("INSERT OR REPLACE INTO chronicle_snapshots(seq, body, state_digest, body_bytes, created_at) VALUES (?1, zeroblob(?2), '', 0, ?3)",
+                           [.integer(seq), .integer(Int64(frameBytes)), .integer(clock.nowMilliseconds())])
+            try db.writeBlob(table: "chronicle_snapshots", column: "body", rowid: seq) { write in
+                try frame.forEachPiece { try write($0) }
+            }
+            try db.execute("DELETE FROM chronicle_segments WHERE last_seq <= ?1", [.integer(seq)])
+            try db.execute("DELETE FROM chronicle_snapshots WHERE seq < ?1", [.integer(seq)])
+
+            // Queued ops on top, then the indexes, each built once.
+            _ = try Self.replay(from: db, into: db, materializer, projection, after: seq, upTo: nil, includePending: true, progress: nil)
+            for statement in projection.tableStatements where statement.hasPrefix("CREATE INDEX") { try db.execute(statement) }
+            for statement in projection.searchStatements { try db.execute(statement) }
+            try rebuildSearchIndexes(in: db)
+            return seq
+        }
+    }
+
+    /// Checks a snapshot's header and tables against this store as they are read, starts the
+    /// store over at the header, and inserts the rows as they come (inside the caller's transaction).
+    private struct SnapshotLoader: SnapshotVisitor {
+        let store: DeviceStore
+        let db: Database
+        let cursor: Int64
+        var seq: Int64 = 0
+        var tableIndex = -1
+        var insert: Statement?
+
+        init(store: DeviceStore, db: Database, cursor: Int64) {
+            self.store = store
+            self.db = db
+            self.cursor = cursor
+        }
+
+        mutating func header(_ header: SnapshotHeader) throws {
+            let projection = store.projection
+            guard header.libraryID == store.libraryID else {
+                throw ChronicleError(.wrongLibrary, "The snapshot at seq \(header.seq) is of library \(header.libraryID.lowercased), not \(store.libraryID.lowercased).")
+            }
+            guard header.schemaFingerprint == projection.schema.fingerprint, header.tableCount == projection.tables.count else {
+                throw ChronicleError(.schemaMismatch, "The snapshot at seq \(header.seq) was made with schema \(header.schemaName) v\(header.schemaVersion), whose projection differs from this build's; replay from the first op instead.")
+            }
+            guard header.seq >= cursor else {
+                throw ChronicleError(.invariantViolated, "The snapshot at seq \(header.seq) is older than this store's cursor \(cursor); pull instead.")
+            }
+            seq = header.seq
+            try DeviceStore.setMeta("history_base_seq", .integer(seq), in: db)
+            try DeviceStore.setMeta("history_dropped_at", .integer(store.clock.nowMilliseconds()), in: db)
             try db.execute("""
                 INSERT OR IGNORE INTO chronicle_sealed_ops(op_id, server_seq, device_id)
                 SELECT op_id, server_seq, device_id FROM chronicle_log WHERE server_seq <= ?1
-                """, [.integer(snapshot.seq)])
-            try db.execute("DELETE FROM chronicle_log WHERE server_seq <= ?1", [.integer(snapshot.seq)])
-            try db.execute("DELETE FROM chronicle_segments WHERE last_seq <= ?1", [.integer(snapshot.seq)])
-            try db.execute("DELETE FROM chronicle_snapshots WHERE seq < ?1", [.integer(snapshot.seq)])
-            try Self.setMeta("cursor", .integer(snapshot.seq), in: db)
+                """, [.integer(seq)])
+            try db.execute("DELETE FROM chronicle_log WHERE server_seq <= ?1", [.integer(seq)])
+            try DeviceStore.setMeta("cursor", .integer(seq), in: db)
             // Every queued op is pushed again: the answers say which ones the snapshot already holds.
-            try Self.setMeta("acked_device_seq", .integer(0), in: db)
+            try DeviceStore.setMeta("acked_device_seq", .integer(0), in: db)
 
-            // The projection: the snapshot's rows, then the outbox on top.
+            // The projection starts empty, without its indexes (built once, after the rows).
             try db.withoutDefensive {
                 for (kind, name) in projection.droppableObjects { try db.execute("DROP \(kind) IF EXISTS \(ProjectionSchema.quoted(name))") }
             }
             try db.execute("DELETE FROM chronicle_shadowed")
-            let statements = projection.tableStatements
-            for statement in statements where !statement.hasPrefix("CREATE INDEX") { try db.execute(statement) }
-            try Self.load(snapshot, into: db, projection, libraryID: libraryID)
-            _ = try Self.replay(from: db, into: db, materializer, projection, after: snapshot.seq, upTo: nil, includePending: true, progress: nil)
-            for statement in statements where statement.hasPrefix("CREATE INDEX") { try db.execute(statement) }
-            for statement in projection.searchStatements { try db.execute(statement) }
-            try rebuildSearchIndexes(in: db)
+            for statement in projection.tableStatements where !statement.hasPrefix("CREATE INDEX") { try db.execute(statement) }
+        }
+
+        mutating func table(_ name: String, columns: [String], rowCount: Int) throws {
+            tableIndex += 1
+            let expected = store.projection.tables[tableIndex]
+            guard name == expected.name, columns == expected.columns else {
+                throw ChronicleError(.schemaMismatch, "The snapshot at seq \(seq) has table \(name) (\(columns.joined(separator: ", "))) where this build's projection has \(expected.name) (\(expected.columns.joined(separator: ", "))); replay from the first op instead.")
+            }
+            let quoted = columns.map(ProjectionSchema.quoted).joined(separator: ", ")
+            let placeholders = (1...columns.count).map { "?\($0)" }.joined(separator: ", ")
+            insert = try db.uncached("INSERT INTO \(ProjectionSchema.quoted(name))(\(quoted)) VALUES (\(placeholders))")
+        }
+
+        mutating func row(_ values: [Value]) throws {
+            try insert!.execute(values)
         }
     }
 

@@ -93,6 +93,27 @@ public final class Database {
         try statement(sql).execute(arguments)
     }
 
+    /// Writes a BLOB in pieces into a row's column that already holds a zeroblob of the
+    /// full length (SQLite's incremental blob I/O), so a large value never sits in memory whole.
+    /// `pieces` hands over the bytes in order; more bytes than the zeroblob holds is an error.
+    public func writeBlob(table: String, column: String, rowid: Int64,
+                          _ pieces: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void) throws {
+        var blob: OpaquePointer?
+        let rc = sqlite3_blob_open(handle, "main", table, column, rowid, 1, &blob)
+        guard rc == SQLITE_OK, let blob else { throw error(rc, sql: "blob \(table).\(column) of row \(rowid)") }
+        defer { sqlite3_blob_close(blob) }
+        let length = Int(sqlite3_blob_bytes(blob))
+        var offset = 0
+        try pieces { piece in
+            guard offset + piece.count <= length else {
+                throw SQLiteError(extendedCode: SQLITE_ERROR, message: "more bytes than the \(length) the blob holds", sql: nil)
+            }
+            let rc = sqlite3_blob_write(blob, piece.baseAddress, Int32(piece.count), Int32(offset))
+            guard rc == SQLITE_OK else { throw self.error(rc, sql: "blob \(table).\(column) of row \(rowid)") }
+            offset += piece.count
+        }
+    }
+
     /// Prepares without caching (one-off statements: DDL, integrity checks).
     public func uncached(_ sql: String) throws(SQLiteError) -> Statement { try Statement(database: self, sql: sql) }
 

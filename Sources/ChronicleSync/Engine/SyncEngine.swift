@@ -281,10 +281,17 @@ public actor SyncEngine {
 
     /// Downloads the server's newest snapshot and starts the store over from it.
     private func startFromSnapshot() async throws {
-        let snapshot = try await transport.snapshot()
-        try store.bootstrap(from: snapshot)
-        roundBootstrap = snapshot.seq
+        let frame = try await transport.snapshot()
+        defer { frame.discard() }
+        do {
+            roundBootstrap = try store.bootstrap(from: frame)
+        } catch let error as ChronicleError where Self.damagedSnapshot.contains(error.code) {
+            // Nothing changed (one transaction); a damaged download is fetched again next round.
+            throw SyncError.transient(reason: "The server's snapshot could not be read: \(error.message)", retryAfterSeconds: nil)
+        }
     }
+
+    static let damagedSnapshot: Set<ChronicleError.Code> = [.malformedSnapshot, .futureSnapshotVersion, .malformedFrame, .segmentChecksum, .segmentTooLarge]
 
     private func pullPages(waitMilliseconds: Int, mayStartFromSnapshot: Bool) async throws -> (head: Int64, count: Int) {
         var count = 0

@@ -92,15 +92,11 @@ public final class HTTPTransport: SyncTransport {
                         snapshotSeq: header("Chronicle-Snapshot-Seq").flatMap(Int64.init))
     }
 
-    public func snapshot() async throws(SyncError) -> Snapshot {
+    /// Downloads the snapshot into a temporary file (a large library's frame never sits in memory).
+    public func snapshot() async throws(SyncError) -> SnapshotFrame {
         var request = request("v1/libraries/\(library.lowercased)/snapshot", timeout: requestTimeoutSeconds + 60)
         request.setValue(SnapshotCodec.mediaType, forHTTPHeaderField: "Accept")
-        let (body, _) = try await Self.send(request, session: session)
-        do {
-            return try SnapshotCodec.decode(body)
-        } catch {
-            throw .transient(reason: "The server's snapshot could not be read: \(error.message)", retryAfterSeconds: nil)
-        }
+        return SnapshotFrame(file: try await Self.download(request, session: session), temporary: true)
     }
 
     public func verdict(for entity: UUID) async throws(SyncError) -> Verdict {
@@ -153,6 +149,53 @@ public final class HTTPTransport: SyncTransport {
         return (body, http)
     }
 
+    /// Like `send`, with the answer's body written to a temporary file whose path is returned
+    /// (the caller removes it). An answer that is not 2xx is read and thrown as `send` does.
+    static func download(_ request: URLRequest, session: URLSession) async throws(SyncError) -> String {
+        let box = TaskBox()
+        let target = NSTemporaryDirectory() + "chronicle-download-\(UUID().uuidString.lowercased())"
+        let outcome: Result<URLResponse, Error> = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let task = session.downloadTask(with: request) { location, response, error in
+                    // The session removes its own file when this returns: take it now.
+                    if let error { continuation.resume(returning: .failure(error)); return }
+                    guard let location, let response else { continuation.resume(returning: .failure(URLError(.badServerResponse))); return }
+                    do {
+                        try FileManager.default.moveItem(atPath: location.path, toPath: target)
+                        continuation.resume(returning: .success(response))
+                    } catch {
+                        continuation.resume(returning: .failure(error))
+                    }
+                }
+                box.set(task)
+                task.resume()
+            }
+        } onCancel: {
+            box.cancel()
+        }
+        let response: URLResponse
+        switch outcome {
+        case .failure(let error):
+            try? FileManager.default.removeItem(atPath: target)
+            throw .transient(reason: describe(error), retryAfterSeconds: nil)
+        case .success(let answer):
+            response = answer
+        }
+        guard let http = response as? HTTPURLResponse, (200..<300).contains(http.statusCode) else {
+            let body = (try? Data(contentsOf: URL(fileURLWithPath: target)).prefix(64 << 10)).map { [UInt8]($0) } ?? []
+            try? FileManager.default.removeItem(atPath: target)
+            guard let http = response as? HTTPURLResponse else {
+                throw .transient(reason: "The server's answer was not HTTP.", retryAfterSeconds: nil)
+            }
+            let detail = ProtocolJSON.decodeError(body)
+            let retry = http.value(forHTTPHeaderField: "Retry-After").flatMap(Double.init)
+            throw SyncError.from(ProtocolError(http.statusCode, detail?.code ?? "http_\(http.statusCode)",
+                                               detail?.message ?? HTTPURLResponse.localizedString(forStatusCode: http.statusCode),
+                                               retryAfterSeconds: retry))
+        }
+        return target
+    }
+
     static func describe(_ error: Error) -> String {
         guard let url = error as? URLError else { return "The request failed: \(error.localizedDescription)" }
         switch url.code {
@@ -170,10 +213,10 @@ public final class HTTPTransport: SyncTransport {
 /// Holds the data task so a cancellation arriving from another thread can reach it.
 private final class TaskBox: @unchecked Sendable {
     private let lock = NSLock()
-    private var task: URLSessionDataTask?
+    private var task: URLSessionTask?
     private var cancelled = false
 
-    func set(_ task: URLSessionDataTask) {
+    func set(_ task: URLSessionTask) {
         lock.lock()
         self.task = task
         let cancelNow = cancelled

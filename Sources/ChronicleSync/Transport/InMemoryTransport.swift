@@ -101,7 +101,7 @@ public final class InMemoryTransport: SyncTransport {
         }
     }
 
-    public func snapshot() async throws(SyncError) -> Snapshot {
+    public func snapshot() async throws(SyncError) -> SnapshotFrame {
         let drop = try before()
         let frame: [UInt8]
         do {
@@ -110,10 +110,6 @@ public final class InMemoryTransport: SyncTransport {
             throw SyncError.from(error)
         }
         if drop { throw .transient(reason: "The request timed out (the response was lost).", retryAfterSeconds: nil) }
-        do {
-            return try SnapshotCodec.decode(frame)
-        } catch {
-            throw .terminal(ProtocolError(502, error.code.rawValue, error.message))
-        }
+        return SnapshotFrame(bytes: frame)
     }
 }

@@ -35,13 +35,15 @@ public protocol SyncTransport: Sendable {
     func pull(after cursor: Int64, limit: Int, waitMilliseconds: Int) async throws(SyncError) -> PullPage
     /// The server's state of one entity.
     func verdict(for entity: UUID) async throws(SyncError) -> Verdict
-    /// The library's newest snapshot (a device behind the retention horizon, or a new one, starts from it).
-    func snapshot() async throws(SyncError) -> Snapshot
+    /// The library's newest snapshot (a device behind the retention horizon, or a new one, starts from it),
+    /// as its LZ4 frame: large ones come as a temporary file, read by `DeviceStore.bootstrap(from:)`
+    /// as it goes; the caller discards it afterwards.
+    func snapshot() async throws(SyncError) -> SnapshotFrame
 }
 
 extension SyncTransport {
     /// Transports that cannot fetch snapshots (simple test doubles) answer as a server without one.
-    public func snapshot() async throws(SyncError) -> Snapshot {
+    public func snapshot() async throws(SyncError) -> SnapshotFrame {
         throw .terminal(ProtocolError(404, "no_snapshot", "This transport does not fetch snapshots."))
     }
 }

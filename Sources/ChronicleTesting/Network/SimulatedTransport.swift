@@ -291,7 +291,7 @@ public final class SimulatedTransport: SyncTransport, @unchecked Sendable {
         return verdict
     }
 
-    public func snapshot() async throws(SyncError) -> Snapshot {
+    public func snapshot() async throws(SyncError) -> SnapshotFrame {
         let fate = begin { decide("snapshot", push: false).fate }
         defer { finished() }
         guard case .deliver(let loseAnswer) = fate else {
@@ -309,11 +309,7 @@ public final class SimulatedTransport: SyncTransport, @unchecked Sendable {
             throw Self.lostAnswer
         }
         log.snapshotFetched("\(deviceName) fetches the server's snapshot")
-        do {
-            return try SnapshotCodec.decode(frame)
-        } catch {
-            throw .terminal(ProtocolError(502, error.code.rawValue, error.message))
-        }
+        return SnapshotFrame(bytes: frame)
     }
 
     /// Encodes and decodes a segment as the wire would.
