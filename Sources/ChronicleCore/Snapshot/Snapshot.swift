@@ -232,10 +232,9 @@ public struct SnapshotFrame: Sendable {
     public func decode(limits: SnapshotCodec.Limits = SnapshotCodec.Limits()) throws -> Snapshot {
         switch storage {
         case .bytes(let bytes): return try SnapshotCodec.decode(bytes, limits: limits)
-        case .file(let path, _):
+        case .file:
             var bytes: [UInt8] = []
             try forEachPiece { bytes.append(contentsOf: $0) }
-            _ = path
             return try SnapshotCodec.decode(bytes, limits: limits)
         }
     }

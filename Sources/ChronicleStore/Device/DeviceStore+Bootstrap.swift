@@ -20,7 +20,7 @@ extension DeviceStore {
     /// checked at its end) rolls everything back. Returns the snapshot's seq.
     @discardableResult
     public func bootstrap(from frame: SnapshotFrame) throws -> Int64 {
-        try writeTransaction { db in
+        try writeTransaction(spillToFiles: true) { db in
             let cursor = try Self.meta("cursor", in: db).integerValue ?? 0
             try db.execute("PRAGMA cache_size = -\(Self.bulkCacheKilobytes)")
             defer { try? db.execute("PRAGMA cache_size = -\(Database.Options.defaultCacheKilobytes)") }
@@ -40,6 +40,9 @@ extension DeviceStore {
 
             // Queued ops on top, then the indexes, each built once.
             _ = try Self.replay(from: db, into: db, materializer, projection, after: seq, upTo: nil, includePending: true, progress: nil)
+            // SQLite sizes an index build's in-memory sort by the page cache: back to the usual cache
+            // first, so the sort spills to its temporary files instead of doubling the footprint.
+            try db.execute("PRAGMA cache_size = -\(Database.Options.defaultCacheKilobytes)")
             for statement in projection.tableStatements where statement.hasPrefix("CREATE INDEX") { try db.execute(statement) }
             for statement in projection.searchStatements { try db.execute(statement) }
             try rebuildSearchIndexes(in: db)

@@ -44,7 +44,11 @@ extension DeviceStore {
         let entityID = try entity.map { try uuid($0) }
         let segments = try db.uncached("SELECT body FROM chronicle_segments WHERE last_seq > ?1 AND first_seq <= ?2 ORDER BY first_seq")
         try segments.forEach([.integer(after), .integer(limit)]) { row in
-            let segment = try row.withBytes(0) { try SegmentCodec.decode(Array($0)) }
+            let inflated = try row.withBytes(0) { try LZ4Frame.decompress($0, maxBytes: SegmentCodec.Limits().maxDecodedBytes) }
+            // One entity's history (audit): a segment whose body does not hold the entity's 16 id
+            // bytes has none of its ops (op records carry the id in binary), so it is not decoded.
+            if let entityID, !Self.contains(inflated, entityID) { return }
+            let segment = try SegmentCodec.decodeBody(inflated)
             guard segment.libraryID == libraryID else {
                 throw ChronicleError(.invariantViolated, "A sealed segment belongs to library \(segment.libraryID.lowercased), not this store's.")
             }
@@ -58,6 +62,22 @@ extension DeviceStore {
         if let entity { conditions.append("entity_id = ?3"); arguments.append(.text(entity)) }
         let log = try db.uncached("SELECT \(logColumns) FROM chronicle_log WHERE \(conditions.joined(separator: " AND ")) ORDER BY server_seq")
         try log.forEach(arguments) { row in try body(try logOp(row, libraryID: libraryID)) }
+    }
+
+    /// True if `bytes` holds the id's 16 bytes anywhere.
+    static func contains(_ bytes: [UInt8], _ id: UUID) -> Bool {
+        withUnsafeBytes(of: id.uuid) { needle in
+            bytes.withUnsafeBytes { haystack in
+                guard haystack.count >= 16 else { return false }
+                let head = needle.loadUnaligned(as: UInt64.self), tail = needle.loadUnaligned(fromByteOffset: 8, as: UInt64.self)
+                for offset in 0...(haystack.count - 16)
+                where haystack.loadUnaligned(fromByteOffset: offset, as: UInt64.self) == head
+                    && haystack.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self) == tail {
+                    return true
+                }
+                return false
+            }
+        }
     }
 
     /// How many confirmed ops `forEachConfirmedOp` visits (exact without an entity filter).

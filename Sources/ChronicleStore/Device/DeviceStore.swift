@@ -156,10 +156,19 @@ public final class DeviceStore: Sendable {
         try readers.read(body)
     }
 
-    /// Runs `body` in one write transaction on the writer connection.
+    /// Runs `body` in one write transaction on the writer connection. `spillToFiles`: temporary
+    /// data (the sorts of `CREATE INDEX` over a whole table) goes to temporary files rather than
+    /// memory, so work on a large library keeps a flat footprint.
     func writeTransaction<T>(_ body: (Database) throws -> T) throws -> T {
+        try writeTransaction(spillToFiles: false, body)
+    }
+
+    func writeTransaction<T>(spillToFiles: Bool, _ body: (Database) throws -> T) throws -> T {
         try writer.withLock { db in
             do {
+                // temp_store cannot change inside a transaction.
+                if spillToFiles { try db.execute("PRAGMA temp_store = FILE") }
+                defer { if spillToFiles { try? db.execute("PRAGMA temp_store = MEMORY") } }
                 return try db.transaction(body)
             } catch let error as SQLiteError where error.isDiskFull {
                 throw ChronicleError(.diskFull, "The disk is full; nothing was written. Free some space and try again.")
