@@ -65,40 +65,14 @@ public enum LZ4Frame {
         throws(ChronicleError) -> [UInt8]
     {
         precondition(maxBytes >= 0, "maxBytes must not be negative")
-        guard source.count >= 4 else {
-            throw ChronicleError(.malformedFrame, "The data is \(source.count) bytes long, too short to be an LZ4 frame.")
-        }
-        let found = UInt32(littleEndian: source.loadUnaligned(as: UInt32.self))
-        guard found == magic else {
-            let start = source.prefix(4).map { String(format: "%02x", $0) }.joined(separator: " ")
-            throw ChronicleError(.malformedFrame, "The data is not an LZ4 frame: it starts with \(start) "
-                + "rather than the magic 04 22 4d 18.")
-        }
-        guard let base = source.baseAddress else { preconditionFailure("a non-empty buffer has an address") }
-
         var context: OpaquePointer?
         guard LZ4F_isError(LZ4F_createDecompressionContext(&context, UInt32(LZ4F_VERSION))) == 0, let context else {
             preconditionFailure("LZ4F_createDecompressionContext failed (out of memory)")
         }
         defer { LZ4F_freeDecompressionContext(context) }
-
-        var info = LZ4F_frameInfo_t()
-        var position = source.count
-        let headerResult = LZ4F_getFrameInfo(context, &info, base, &position)
-        if LZ4F_isError(headerResult) != 0 {
-            let name = errorName(headerResult)
-            if name.contains("frameHeader_incomplete") || name.contains("srcSize_tooSmall") {
-                throw ChronicleError(.malformedFrame, "The LZ4 frame is truncated inside its header.")
-            }
-            throw frameError(headerResult)
-        }
-        if requireChecksum && info.contentChecksumFlag != LZ4F_contentChecksumEnabled {
-            throw ChronicleError(.malformedFrame, "The LZ4 frame has no content checksum, so damage could not be detected.")
-        }
-        let declared = info.contentSize  // 0 means "not recorded"
-        if declared > UInt64(maxBytes) {
-            throw tooLarge(maxBytes, declared: declared)
-        }
+        let (headerBytes, declared) = try readHeader(context, source, maxBytes: maxBytes, requireChecksum: requireChecksum)
+        guard let base = source.baseAddress else { preconditionFailure("a frame with a header has an address") }
+        var position = headerBytes
 
         // One byte more than the declared or allowed size, so running past it
         // shows up as output rather than as a stall. LZ4 cannot expand more than
@@ -141,7 +115,42 @@ public enum LZ4Frame {
         return out
     }
 
-    private static func tooLarge(_ maxBytes: Int, declared: UInt64?) -> ChronicleError {
+    /// Checks a frame's start and reads its header into `context`: the magic, the header
+    /// itself, a content checksum when one is required, the declared size against `maxBytes`.
+    /// Returns the header's length and the declared size (0: not recorded). `source` must hold
+    /// the whole header when the frame is whole (`LZ4FrameStream` waits for enough bytes).
+    static func readHeader(_ context: OpaquePointer, _ source: UnsafeRawBufferPointer, maxBytes: Int, requireChecksum: Bool)
+        throws(ChronicleError) -> (headerBytes: Int, declared: UInt64)
+    {
+        guard source.count >= 4, let base = source.baseAddress else {
+            throw ChronicleError(.malformedFrame, "The data is \(source.count) bytes long, too short to be an LZ4 frame.")
+        }
+        let found = UInt32(littleEndian: source.loadUnaligned(as: UInt32.self))
+        guard found == magic else {
+            let start = source.prefix(4).map { String(format: "%02x", $0) }.joined(separator: " ")
+            throw ChronicleError(.malformedFrame, "The data is not an LZ4 frame: it starts with \(start) "
+                + "rather than the magic 04 22 4d 18.")
+        }
+        var info = LZ4F_frameInfo_t()
+        var headerBytes = source.count
+        let headerResult = LZ4F_getFrameInfo(context, &info, base, &headerBytes)
+        if LZ4F_isError(headerResult) != 0 {
+            let name = errorName(headerResult)
+            if name.contains("frameHeader_incomplete") || name.contains("srcSize_tooSmall") {
+                throw ChronicleError(.malformedFrame, "The LZ4 frame is truncated inside its header.")
+            }
+            throw frameError(headerResult)
+        }
+        if requireChecksum && info.contentChecksumFlag != LZ4F_contentChecksumEnabled {
+            throw ChronicleError(.malformedFrame, "The LZ4 frame has no content checksum, so damage could not be detected.")
+        }
+        if info.contentSize > UInt64(maxBytes) {
+            throw tooLarge(maxBytes, declared: info.contentSize)
+        }
+        return (headerBytes, info.contentSize)
+    }
+
+    static func tooLarge(_ maxBytes: Int, declared: UInt64?) -> ChronicleError {
         if let declared {
             return ChronicleError(.segmentTooLarge, "The LZ4 frame declares \(declared) bytes of content; "
                 + "the limit is \(maxBytes).")

@@ -65,9 +65,6 @@ public final class LZ4FrameStream {
         if !headerRead {
             let held = pendingHeader
             pendingHeader = []
-            guard held.count >= 4 else {
-                throw ChronicleError(.malformedFrame, "The data is \(held.count) bytes long, too short to be an LZ4 frame.")
-            }
             try held.withUnsafeBytes { try start($0, sink) }
         }
         guard isComplete else {
@@ -79,27 +76,7 @@ public final class LZ4FrameStream {
     /// is), then decompresses whatever follows it.
     private func start(_ first: UnsafeRawBufferPointer, _ sink: (UnsafeRawBufferPointer) throws -> Void) throws {
         headerRead = true
-        let found = first.count >= 4 ? UInt32(littleEndian: first.loadUnaligned(as: UInt32.self)) : 0
-        guard found == LZ4Frame.magic else {
-            let start = first.prefix(4).map { String(format: "%02x", $0) }.joined(separator: " ")
-            throw ChronicleError(.malformedFrame, "The data is not an LZ4 frame: it starts with \(start) rather than the magic 04 22 4d 18.")
-        }
-        var info = LZ4F_frameInfo_t()
-        var headerBytes = first.count
-        let result = LZ4F_getFrameInfo(context, &info, first.baseAddress!, &headerBytes)
-        if LZ4F_isError(result) != 0 {
-            let name = String(cString: LZ4F_getErrorName(result))
-            if name.contains("frameHeader_incomplete") || name.contains("srcSize_tooSmall") {
-                throw ChronicleError(.malformedFrame, "The LZ4 frame is truncated inside its header.")
-            }
-            throw ChronicleError(.malformedFrame, "The LZ4 frame is corrupt (\(name)).")
-        }
-        if requireChecksum && info.contentChecksumFlag != LZ4F_contentChecksumEnabled {
-            throw ChronicleError(.malformedFrame, "The LZ4 frame has no content checksum, so damage could not be detected.")
-        }
-        if info.contentSize > UInt64(maxBytes) {
-            throw ChronicleError(.segmentTooLarge, "The LZ4 frame declares \(info.contentSize) bytes of content; the limit is \(maxBytes).")
-        }
+        let (headerBytes, _) = try LZ4Frame.readHeader(context, first, maxBytes: maxBytes, requireChecksum: requireChecksum)
         consumed = headerBytes
         try decompress(UnsafeRawBufferPointer(rebasing: first[headerBytes...]), sink)
     }
@@ -120,7 +97,7 @@ public final class LZ4FrameStream {
             if destinationSize > 0 {
                 produced += destinationSize
                 if produced > maxBytes {
-                    throw ChronicleError(.segmentTooLarge, "The LZ4 frame decompresses to more than the \(maxBytes) bytes allowed.")
+                    throw LZ4Frame.tooLarge(maxBytes, declared: nil)
                 }
                 try output.withUnsafeBytes { try sink(UnsafeRawBufferPointer(rebasing: $0[..<destinationSize])) }
             }

@@ -20,6 +20,19 @@ public protocol SnapshotVisitor {
     mutating func row(_ values: [Value]) throws
 }
 
+extension SnapshotVisitor {
+    /// Hands a snapshot already in memory to the visitor, as a read of its bytes would.
+    public mutating func visit(_ snapshot: Snapshot) throws {
+        try header(SnapshotHeader(libraryID: snapshot.libraryID, seq: snapshot.seq, schemaName: snapshot.schemaName,
+                                  schemaVersion: snapshot.schemaVersion, schemaFingerprint: snapshot.schemaFingerprint,
+                                  tableCount: snapshot.tables.count))
+        for table in snapshot.tables {
+            try self.table(table.name, columns: table.columns, rowCount: table.rows.count)
+            for values in table.rows { try row(values) }
+        }
+    }
+}
+
 /// Reads a snapshot body (`Schemas/snapshot/snapshot-v1.md`) from pieces of any size, as they
 /// arrive from a decompressor, holding only the piece being read and the row in progress.
 /// It refuses exactly what `SnapshotCodec.decodeBody` refuses (that one is built on it).

@@ -50,34 +50,28 @@ extension DeviceStore {
         }
     }
 
-    /// Checks a snapshot's header and tables against this store as they are read, starts the
-    /// store over at the header, and inserts the rows as they come (inside the caller's transaction).
+    /// Checks a snapshot against this store as it is read (`ProjectionFiller`), starts the store
+    /// over at its header, and inserts the rows as they come (inside the caller's transaction).
     private struct SnapshotLoader: SnapshotVisitor {
         let store: DeviceStore
         let db: Database
         let cursor: Int64
-        var seq: Int64 = 0
-        var tableIndex = -1
-        var insert: Statement?
+        var filler: ProjectionFiller
 
         init(store: DeviceStore, db: Database, cursor: Int64) {
             self.store = store
             self.db = db
             self.cursor = cursor
+            filler = ProjectionFiller(db: db, projection: store.projection, libraryID: store.libraryID)
         }
 
         mutating func header(_ header: SnapshotHeader) throws {
-            let projection = store.projection
-            guard header.libraryID == store.libraryID else {
-                throw ChronicleError(.wrongLibrary, "The snapshot at seq \(header.seq) is of library \(header.libraryID.lowercased), not \(store.libraryID.lowercased).")
-            }
-            guard header.schemaFingerprint == projection.schema.fingerprint, header.tableCount == projection.tables.count else {
-                throw ChronicleError(.schemaMismatch, "The snapshot at seq \(header.seq) was made with schema \(header.schemaName) v\(header.schemaVersion), whose projection differs from this build's; replay from the first op instead.")
-            }
+            try filler.header(header)
             guard header.seq >= cursor else {
                 throw ChronicleError(.invariantViolated, "The snapshot at seq \(header.seq) is older than this store's cursor \(cursor); pull instead.")
             }
-            seq = header.seq
+            let seq = header.seq
+            let projection = store.projection
             try DeviceStore.setMeta("history_base_seq", .integer(seq), in: db)
             try DeviceStore.setMeta("history_dropped_at", .integer(store.clock.nowMilliseconds()), in: db)
             try db.execute("""
@@ -98,18 +92,11 @@ extension DeviceStore {
         }
 
         mutating func table(_ name: String, columns: [String], rowCount: Int) throws {
-            tableIndex += 1
-            let expected = store.projection.tables[tableIndex]
-            guard name == expected.name, columns == expected.columns else {
-                throw ChronicleError(.schemaMismatch, "The snapshot at seq \(seq) has table \(name) (\(columns.joined(separator: ", "))) where this build's projection has \(expected.name) (\(expected.columns.joined(separator: ", "))); replay from the first op instead.")
-            }
-            let quoted = columns.map(ProjectionSchema.quoted).joined(separator: ", ")
-            let placeholders = (1...columns.count).map { "?\($0)" }.joined(separator: ", ")
-            insert = try db.uncached("INSERT INTO \(ProjectionSchema.quoted(name))(\(quoted)) VALUES (\(placeholders))")
+            try filler.table(name, columns: columns, rowCount: rowCount)
         }
 
         mutating func row(_ values: [Value]) throws {
-            try insert!.execute(values)
+            try filler.row(values)
         }
     }
 

@@ -34,21 +34,8 @@ extension DeviceStore {
     /// Fills empty projection tables with a snapshot's rows. The snapshot must be of this
     /// store's library and of the projection's exact shape (same schema fingerprint).
     static func load(_ snapshot: Snapshot, into db: Database, _ projection: ProjectionSchema, libraryID: UUID) throws {
-        guard snapshot.libraryID == libraryID else {
-            throw ChronicleError(.wrongLibrary, "The snapshot at seq \(snapshot.seq) is of library \(snapshot.libraryID.lowercased), not \(libraryID.lowercased).")
-        }
-        let expected = projection.tables
-        guard snapshot.schemaFingerprint == projection.schema.fingerprint,
-              snapshot.tables.map(\.name) == expected.map(\.name),
-              zip(snapshot.tables, expected).allSatisfy({ $0.columns == $1.columns }) else {
-            throw ChronicleError(.schemaMismatch, "The snapshot at seq \(snapshot.seq) was made with schema \(snapshot.schemaName) v\(snapshot.schemaVersion), whose projection differs from this build's; replay from the first op instead.")
-        }
-        for table in snapshot.tables where !table.rows.isEmpty {
-            let columns = table.columns.map(ProjectionSchema.quoted).joined(separator: ", ")
-            let placeholders = (1...table.columns.count).map { "?\($0)" }.joined(separator: ", ")
-            let insert = try db.uncached("INSERT INTO \(ProjectionSchema.quoted(table.name))(\(columns)) VALUES (\(placeholders))")
-            for row in table.rows { try insert.execute(row) }
-        }
+        var filler = ProjectionFiller(db: db, projection: projection, libraryID: libraryID)
+        try filler.visit(snapshot)
     }
 
     /// The state where a replay must start: the snapshot at the history horizon when
@@ -84,5 +71,48 @@ extension DeviceStore {
                            progress: progress)
         }
         return (try dump(projection, from: scratch, seq: seq, libraryID: libraryID), try digest(projection, in: scratch))
+    }
+}
+
+/// Fills empty projection tables with a snapshot's rows as they are read, after checking
+/// that it is of this library and of the projection's exact shape (same schema fingerprint,
+/// same tables and columns in order). Used by `load` and by a bootstrap's streamed read.
+struct ProjectionFiller: SnapshotVisitor {
+    let db: Database
+    let projection: ProjectionSchema
+    let libraryID: UUID
+    private var seq: Int64 = 0
+    private var tableIndex = -1
+    private var insert: Statement?
+
+    init(db: Database, projection: ProjectionSchema, libraryID: UUID) {
+        self.db = db
+        self.projection = projection
+        self.libraryID = libraryID
+    }
+
+    mutating func header(_ header: SnapshotHeader) throws {
+        guard header.libraryID == libraryID else {
+            throw ChronicleError(.wrongLibrary, "The snapshot at seq \(header.seq) is of library \(header.libraryID.lowercased), not \(libraryID.lowercased).")
+        }
+        guard header.schemaFingerprint == projection.schema.fingerprint, header.tableCount == projection.tables.count else {
+            throw ChronicleError(.schemaMismatch, "The snapshot at seq \(header.seq) was made with schema \(header.schemaName) v\(header.schemaVersion), whose projection differs from this build's; replay from the first op instead.")
+        }
+        seq = header.seq
+    }
+
+    mutating func table(_ name: String, columns: [String], rowCount: Int) throws {
+        tableIndex += 1
+        let expected = projection.tables[tableIndex]
+        guard name == expected.name, columns == expected.columns else {
+            throw ChronicleError(.schemaMismatch, "The snapshot at seq \(seq) has table \(name) (\(columns.joined(separator: ", "))) where this build's projection has \(expected.name) (\(expected.columns.joined(separator: ", "))); replay from the first op instead.")
+        }
+        let quoted = columns.map(ProjectionSchema.quoted).joined(separator: ", ")
+        let placeholders = (1...columns.count).map { "?\($0)" }.joined(separator: ", ")
+        insert = try db.uncached("INSERT INTO \(ProjectionSchema.quoted(name))(\(quoted)) VALUES (\(placeholders))")
+    }
+
+    mutating func row(_ values: [Value]) throws {
+        try insert!.execute(values)
     }
 }
