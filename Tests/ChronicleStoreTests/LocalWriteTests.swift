@@ -69,3 +69,40 @@ import Testing
         #expect(try f.store.search("rivers").count == 1)
     }
 }
+
+@Suite struct SearchRankingTests {
+    @Test("Hits come best bm25 first, one per row, however many of a row's highlights match")
+    func hitsAreRankedAndOnePerRow() throws {
+        let f = try Fixture()
+        let strong = try f.save("https://example.com/1", title: "Kestrel kestrel kestrel")
+        let weak = try f.save("https://example.com/2", title: "A long walk past the quarry, the river, the old mill and one kestrel")
+        let viaHighlights = try f.save("https://example.com/3", title: "Birds of prey")
+        for quote in ["a kestrel hovers", "the kestrel dives", "kestrel again"] {
+            try f.store.write("highlight.create", payload: ["article_id": .text(viaHighlights.lowercased), "quote": .text(quote)])
+        }
+        let hits = try f.store.search("kestrel")
+        #expect(hits.map(\.id).count == 3, "three articles, each once")
+        #expect(Set(hits.map(\.id)) == Set([strong, weak, viaHighlights].map(\.lowercased)))
+        #expect(hits.first?.id == strong.lowercased, "the title saying it three times ranks first")
+        #expect(hits.map(\.score) == hits.map(\.score).sorted(), "scores ascend (bm25: lower is better)")
+        #expect(hits.firstIndex { $0.id == weak.lowercased }! > 0)
+        #expect(try f.store.search("kestrel", limit: 1).map(\.id) == [strong.lowercased])
+    }
+
+    @Test("Past the ranking window, the newest matches are the ones ranked, and a page is still full")
+    func rankingWindowKeepsTheNewestMatches() throws {
+        let f = try Fixture()
+        let window = DeviceStore.searchRankWindow
+        // The oldest rows match best but fall outside the window of the newest `window` matches.
+        var oldest: [String] = []
+        for n in 0..<5 { oldest.append(try f.save("https://example.com/old\(n)", title: "heron heron heron heron").lowercased) }
+        var newer: [String] = []
+        for n in 0..<window { newer.append(try f.save("https://example.com/new\(n)", title: "heron number \(n) of many by the lake").lowercased) }
+        let hits = try f.store.search("heron", limit: 25)
+        #expect(hits.count == 25)
+        #expect(Set(hits.map(\.id)).isDisjoint(with: oldest), "rows older than the window are not ranked")
+        #expect(Set(hits.map(\.id)).isSubset(of: Set(newer)))
+        // Equally good matches (same words, same lengths): the newest ones make the page.
+        #expect(Set(hits.map(\.id)) == Set(newer.suffix(25)))
+    }
+}

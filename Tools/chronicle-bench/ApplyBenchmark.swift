@@ -115,6 +115,16 @@ struct ApplyBenchmark {
                 }
             }
             byType?.report()
+            // The baseline must have done the same indexing work: every FTS5 index holds as many
+            // entries on both sides (a baseline that skipped entries once looked faster, then broke).
+            for (_, index) in ProjectionSchema(schema: schema).searchIndexes {
+                let sql = "SELECT count(*) FROM \(ProjectionSchema.quoted(index.index + "_docsize"))"
+                let engine = try store.read { db in try db.scalarInt(sql) } ?? 0
+                let baseline = try raw.scalarInt(sql) ?? 0
+                guard engine == baseline else {
+                    throw BenchError("apply: \(index.index) holds \(engine) entries in the engine's store but \(baseline) in the baseline's; the baseline no longer does the engine's work")
+                }
+            }
             progress("apply: computing the projection digest (for the rebuild check)…")
             let digest = try store.digest()
             return Result(ops: ops, batches: batches, chronicleNanoseconds: chronicle, baselineNanoseconds: baseline,

@@ -1,3 +1,4 @@
+import CSQLite
 import ChronicleCore
 import ChronicleServer
 import ChronicleStore
@@ -146,9 +147,12 @@ extension LifecycleBenchmark {
         let engine = SyncEngine(store: store, transport: transport, configuration: configuration)
         let start = procStatusKilobytes("VmHWM") ?? 0
         let t0 = nowNanoseconds()
+        let sampler = RSSSampler(since: t0)
         let report = try runBlocking { await engine.syncOnce() }
         let seconds = Double(nowNanoseconds() - t0) / 1e9
         let peak = procStatusKilobytes("VmHWM") ?? 0
+        let (peakSample, peakAt) = sampler.stop()
+        progress("lifecycle bootstrap child: RSS peaked at \(peakSample / 1024) MB, \(formatFixed(peakAt, 2)) s in; SQLite's own allocations peaked at \(sqlite3_memory_highwater(0) / 1_048_576) MB")
         let pulls = transport.timing.pulls
         let snapshot = transport.snapshotCall.withLock { $0 }
         let memory = transport.snapshotMemory.withLock { $0 }
@@ -218,4 +222,30 @@ func runBenchChild(_ arguments: [String]) throws -> [String: Any] {
         throw BenchError("\(arguments[0]) child printed no JSON object")
     }
     return object
+}
+
+/// Samples the process's RSS every 10 ms on its own thread, to tell when the peak happened.
+final class RSSSampler: @unchecked Sendable {
+    private let state = Locked<(peak: Int, at: Double, done: Bool)>((0, 0, false))
+
+    init(since t0: UInt64) {
+        let state = self.state
+        Thread.detachNewThread {
+            while true {
+                let rss = procStatusKilobytes("VmRSS") ?? 0
+                let at = Double(nowNanoseconds() - t0) / 1e9
+                let done = state.withLock { value -> Bool in
+                    if rss > value.peak { value.peak = rss; value.at = at }
+                    return value.done
+                }
+                if done { return }
+                usleep(10_000)
+            }
+        }
+    }
+
+    /// The peak RSS seen (KiB) and when (seconds after `t0`).
+    func stop() -> (Int, Double) {
+        state.withLock { $0.done = true; return ($0.peak, $0.at) }
+    }
 }

@@ -103,7 +103,10 @@ final class RawSearchIndexer {
         let member: Value
     }
 
-    func watch(_ op: Op, schema: Schema) -> Watch? {
+    /// Ops of earlier versions are read in the current shape first, as the engine's indexer
+    /// and materializer do (without this, an `article.save@1` changed rows unseen by the index).
+    func watch(_ written: Op, schema: Schema) -> Watch? {
+        let op = schema.opNumber(written.type, version: written.version) != nil ? written : ((try? schema.upcast(written)) ?? written)
         guard let touched = byOpType["\(op.type)@\(op.version)"] else { return nil }
         let spec = schema.opType(op.type, version: op.version)
         return Watch(targets: touched, id: .text(op.entityID.lowercased), member: spec?.valueKey.flatMap { op.payload[$0] } ?? .null)

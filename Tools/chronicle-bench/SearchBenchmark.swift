@@ -218,7 +218,8 @@ struct SearchBenchmark {
     }
 
     /// Exact ranking as one statement: every match of every index ranked by bm25
-    /// (schema weights), best per owning row, snippets for the page only.
+    /// (schema weights), best per owning row, equal scores newest (highest id) first as the
+    /// engine breaks them, snippets for the page only.
     static func exactSQL(schema: Schema, markers: (String, String)) -> String {
         func literal(_ s: String) -> String { "'" + s.replacingOccurrences(of: "'", with: "''") + "'" }
         func titleField(of entity: EntitySpec) -> String? {
@@ -263,10 +264,10 @@ struct SearchBenchmark {
             WITH page AS (
             SELECT kind, owner, min(score) AS best, source, rid, title FROM (
             \(parts.joined(separator: "\nUNION ALL\n"))
-            ) GROUP BY kind, owner ORDER BY best, owner LIMIT ?2
+            ) GROUP BY kind, owner ORDER BY best, owner DESC LIMIT ?2
             )
             SELECT kind, owner, best, source, CASE source \(snippets.joined(separator: " ")) END AS snip, title
-            FROM page ORDER BY best, owner
+            FROM page ORDER BY best, owner DESC
             """
     }
 }

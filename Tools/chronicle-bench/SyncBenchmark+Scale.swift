@@ -33,15 +33,18 @@ extension SyncBenchmark {
         var afterPushNow = Samples()
         /// Push-only bursts of fresh fleets (diagnostics, `SyncBenchmark+Diagnostics.swift`).
         var bursts: [BurstResult] = []
+        /// The same number of devices, live for a while instead of all starting with a backlog.
+        var sustained: SustainedResult?
         // The audit, after a second (untimed) round that lets every device catch up.
-        var lost = 0
-        var duplicated = 0
-        var unexpected = 0
-        var librariesWithGaps = 0
-        var digestMismatches = 0
-        var devicesWithPending = 0
+        var audit = FleetAudit()
         var failures: [String] = []
 
+        var lost: Int { audit.lost }
+        var duplicated: Int { audit.duplicated }
+        var unexpected: Int { audit.unexpected }
+        var librariesWithGaps: Int { audit.librariesWithGaps }
+        var digestMismatches: Int { audit.digestMismatches }
+        var devicesWithPending: Int { audit.devicesWithPending }
         var opsPerSecond: Double { Double(pushed) / seconds }
         var clean: Bool { failures.isEmpty }
         var pass: Bool {
@@ -105,8 +108,11 @@ extension SyncBenchmark {
         for (index, report) in catchUp.enumerated() where report.outcome != .synced {
             result.failures.append("device \(index): catch-up round ended \(report.outcome)")
         }
-        try audit(libraryIDs: libraryIDs, all: all, rig: rig, into: &result)
+        result.audit = try audit(libraryIDs: libraryIDs, devices: devices, written: all.map(\.ops), rig: rig)
+        result.failures += result.audit.failures
         for failure in result.failures.prefix(20) { syncFailure("scale: " + failure) }
+
+        result.sustained = try measureSustained(rig: rig, root: root)
 
         for kind in BurstKind.selected {
             progress("sync scale: diagnostic, a fresh fleet of \(count) devices pushes at once without pulling (\(kind.rawValue))…")
@@ -119,8 +125,8 @@ extension SyncBenchmark {
     /// `sizes.devices` devices over `sizes.libraries` new libraries (users `name0`, `name1`…), each
     /// signed in and holding `sizes.opsPerDevice` queued local ops. Registration runs scrypt
     /// (tens of ms), so devices are set up on every core.
-    func fleet(rig: SyncRig, root: String, name: String, salt: UInt64) throws -> (libraries: [UUID], devices: [(device: SyncDevice, ops: [Op])]) {
-        let count = sizes.devices, libraries = sizes.libraries, perDevice = sizes.opsPerDevice
+    func fleet(rig: SyncRig, root: String, name: String, salt: UInt64, opsPerDevice: Int? = nil) throws -> (libraries: [UUID], devices: [(device: SyncDevice, ops: [Op])]) {
+        let count = sizes.devices, libraries = sizes.libraries, perDevice = opsPerDevice ?? sizes.opsPerDevice
         var ids = SplitMix64(seed: seed ^ salt)
         let libraryIDs = try (0..<libraries).map { try rig.addLibrary("\(name)\($0)", libraryID: ids.uuid()) }
         let deviceIDs = (0..<count).map { _ in ids.uuid() }
@@ -158,37 +164,51 @@ extension SyncBenchmark {
 
     /// For every library: the server log holds exactly the ops its devices wrote, each
     /// op id once, serverSeq gap-free from 1; every device's digest equals the server's
-    /// and nothing is left queued.
-    private func audit(libraryIDs: [UUID], all: [(device: SyncDevice, ops: [Op])], rig: SyncRig, into result: inout ScaleResult) throws {
+    /// and nothing is left queued. `written[i]` is what `devices[i]` wrote; device i
+    /// belongs to library `i % libraryIDs.count`.
+    func audit(libraryIDs: [UUID], devices: [SyncDevice], written: [[Op]], rig: SyncRig) throws -> FleetAudit {
+        var result = FleetAudit()
         for (libraryIndex, libraryID) in libraryIDs.enumerated() {
-            let members = all.indices.filter { $0 % libraryIDs.count == libraryIndex }
-            let written = Set(members.flatMap { all[$0].ops.map(\.opID) })
+            let members = devices.indices.filter { $0 % libraryIDs.count == libraryIndex }
+            let expected = Set(members.flatMap { written[$0].map(\.opID) })
             let library = try rig.service.library(libraryID)
             let logged = try library.allOps()
             var seen = Set<UUID>()
             var duplicated = 0
             for op in logged where !seen.insert(op.opID).inserted { duplicated += 1 }
             let gapFree = logged.enumerated().allSatisfy { $0.element.serverSeq == Int64($0.offset + 1) }
-            let lost = written.subtracting(seen).count, unexpected = seen.subtracting(written).count
+            let lost = expected.subtracting(seen).count, unexpected = seen.subtracting(expected).count
             result.lost += lost
             result.duplicated += duplicated
             result.unexpected += unexpected
             if !gapFree { result.librariesWithGaps += 1 }
             if lost + duplicated + unexpected > 0 || !gapFree {
-                result.failures.append("library \(libraryIndex): \(logged.count) ops logged for \(written.count) written; lost \(lost), duplicated \(duplicated), unexpected \(unexpected), gap-free \(gapFree)")
+                result.failures.append("library \(libraryIndex): \(logged.count) ops logged for \(expected.count) written; lost \(lost), duplicated \(duplicated), unexpected \(unexpected), gap-free \(gapFree)")
             }
             let digest = try library.digest()
             for index in members {
-                let store = all[index].device.store
+                let store = devices[index].store
                 if try store.digest() != digest {
                     result.digestMismatches += 1
                     result.failures.append("device \(index): digest differs from library \(libraryIndex)'s on the server")
                 }
                 if try !store.pendingOps().isEmpty {
                     result.devicesWithPending += 1
-                    result.failures.append("device \(index): ops still queued after two rounds")
+                    result.failures.append("device \(index): ops still queued after the catch-up round")
                 }
             }
         }
+        return result
     }
+}
+
+/// What the audit after a fleet's rounds found.
+struct FleetAudit: Sendable {
+    var lost = 0
+    var duplicated = 0
+    var unexpected = 0
+    var librariesWithGaps = 0
+    var digestMismatches = 0
+    var devicesWithPending = 0
+    var failures: [String] = []
 }

@@ -27,10 +27,11 @@ extension DeviceStore {
             var loader = SnapshotLoader(store: self, db: db, cursor: cursor)
             let header = try SnapshotCodec.read(frame, into: &loader)
             let seq = header.seq
-
-            // The snapshot as it came: history may only be dropped where one covers it.
+            
+            // The snapshot as it came: history may only be dropped where one covers it. The frame
+            // ends the row (store format v4), so its zeroblob is reserved without being built in memory.
             let frameBytes = try frame.byteCount()
-            try db.execute("INSERT OR REPLACE INTO chronicle_snapshots(seq, body, state_digest, body_bytes, created_at) VALUES (?1, zeroblob(?2), '', 0, ?3)",
+            try db.execute("INSERT OR REPLACE INTO chronicle_snapshots(seq, state_digest, body_bytes, created_at, body) VALUES (?1, '', 0, ?3, zeroblob(?2))",
                            [.integer(seq), .integer(Int64(frameBytes)), .integer(clock.nowMilliseconds())])
             try db.writeBlob(table: "chronicle_snapshots", column: "body", rowid: seq) { write in
                 try frame.forEachPiece { try write($0) }
@@ -142,3 +143,4 @@ extension DeviceStore {
         try read { db in try Self.historyBase(in: db) }
     }
 }
+

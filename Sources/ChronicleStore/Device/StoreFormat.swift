@@ -1,18 +1,44 @@
 /// The device store's own tables (log, outbox, metadata) and the invariants
 /// SQLite enforces on them. Documented in `Schemas/store/device-v1.md` and
-/// `device-v2.md`.
+/// `device-v2.md`, `device-v3.md` and `device-v4.md`.
 ///
 /// A new store runs the v1 statements and then every migration, so a fresh
 /// store and a migrated one are the same by construction.
 enum StoreFormat {
     /// Bumped with a migration whenever these tables change shape.
-    static let currentVersion: Int64 = 3
+    static let currentVersion: Int64 = 4
 
     /// Everything a new store runs, in order.
     static var statements: [String] { version1 + migrations.sorted { $0.key < $1.key }.flatMap(\.value) }
 
     /// The statements that take a store from format `key` to `key + 1`. Shipped steps are never edited.
-    static let migrations: [Int64: [String]] = [1: version2, 2: version3]
+    static let migrations: [Int64: [String]] = [1: version2, 2: version3, 3: version4]
+
+    /// v4: a snapshot's frame is the last column of `chronicle_snapshots`. SQLite keeps a
+    /// `zeroblob()` unwritten only when it ends the row, so a device starting from a
+    /// downloaded snapshot can reserve the frame's space and stream it in with incremental
+    /// blob I/O without first holding the whole frame in memory (twice: the zeros and the
+    /// row built from them). The table is rebuilt with the columns reordered; the trigger on
+    /// `chronicle_segments` names it and is left as it is (`legacy_alter_table` for the rename).
+    static let version4: [String] = [
+        "PRAGMA legacy_alter_table = ON",
+        """
+        CREATE TABLE chronicle_snapshots_v4 (
+          seq INTEGER PRIMARY KEY,
+          state_digest TEXT NOT NULL,
+          body_bytes INTEGER NOT NULL,
+          created_at INTEGER NOT NULL,
+          body BLOB NOT NULL
+        )
+        """,
+        """
+        INSERT INTO chronicle_snapshots_v4(seq, state_digest, body_bytes, created_at, body)
+        SELECT seq, state_digest, body_bytes, created_at, body FROM chronicle_snapshots
+        """,
+        "DROP TABLE chronicle_snapshots",
+        "ALTER TABLE chronicle_snapshots_v4 RENAME TO chronicle_snapshots",
+        "PRAGMA legacy_alter_table = OFF",
+    ]
 
     /// v3: the log's lifecycle. A prefix of the log can be sealed into immutable,
     /// hash-chained segments (`chronicle_segments`; their op ids stay in

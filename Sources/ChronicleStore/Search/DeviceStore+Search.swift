@@ -28,35 +28,64 @@ extension DeviceStore {
     /// unbalanced parentheses and emoji never raise an error. Hits in a
     /// highlight or note count for the article they belong to; deleted rows
     /// are left out. Each index contributes its best matches among its newest
-    /// `searchRankWindow` matches; snippets are made for the final hits only.
+    /// `searchRankWindow` matches, read in one pass (newest first, each with its
+    /// bm25 score) and ranked here; an index's candidates are mapped to their rows
+    /// only until it has given `limit` distinct rows, since no later candidate of
+    /// that index can reach the page. Snippets are made for the final hits only.
     public func search(_ text: String, limit: Int = 20, markers: (String, String) = ("[", "]")) throws -> [SearchHit] {
         let query = SearchQuery(text)
         guard !query.isEmpty, limit > 0 else { return [] }
         let match = Value.text(query.match)
-        let perIndex = Int64(min(max(limit * 3, 30), 3_000))
         return try read { db in
             struct Candidate { var kind: String; var id: String; var score: Double; var plan: SearchPlan; var rowid: Int64 }
             var best: [String: Candidate] = [:]
+            var ranked: [(rowid: Int64, score: Double)] = []
+            ranked.reserveCapacity(Self.searchRankWindow)
             for plan in searchPlans {
-                let floor = try db.scalarInt(plan.window, [match, .integer(Int64(Self.searchRankWindow - 1))]) ?? Int64.min
-                let ranked = try db.query(plan.candidates, [match, .integer(floor), .integer(perIndex)]) { ($0.int(0), $0.double(1)) }
+                ranked.removeAll(keepingCapacity: true)
+                try db.statement(plan.window).forEach([match, .integer(Int64(Self.searchRankWindow))]) { row in
+                    ranked.append((row.int(0), row.double(1)))
+                }
+                guard !ranked.isEmpty else { continue }
+                Self.rankInPlace(&ranked)
                 let owners = try db.statement(plan.owner)
+                var distinct = Set<String>()
                 for (rowid, score) in ranked {
                     // The index holds only live rows (see `ProjectionSchema.contentView`), so no hit needs filtering.
                     guard let id = try owners.map([.integer(rowid)], { $0.text(0) }).first else { continue }
+                    distinct.insert(id)
                     let key = plan.ownerKind + "/" + id
-                    if let known = best[key], known.score <= score { continue }
-                    best[key] = Candidate(kind: plan.ownerKind, id: id, score: score, plan: plan, rowid: rowid)
+                    if best[key].map({ $0.score > score }) ?? true {
+                        best[key] = Candidate(kind: plan.ownerKind, id: id, score: score, plan: plan, rowid: rowid)
+                    }
+                    if distinct.count >= limit { break }
                 }
             }
-            let top = best.values.sorted { ($0.score, $0.kind, $0.id) < ($1.score, $1.kind, $1.id) }.prefix(limit)
+            // Equal scores: the newer row first (ids are time-ordered), as within each index.
+            let top = best.values.sorted { ($0.score, $1.id, $0.kind) < ($1.score, $0.id, $1.kind) }.prefix(limit)
+            // Snippets: one pass per index over the rowid range of its hits (seeking each hit's
+            // rowid separately costs more than reading the range on common words).
+            var snippets: [String: String] = [:]
+            for (index, hits) in Dictionary(grouping: top, by: \.plan.index) {
+                let rowids = hits.map(\.rowid)
+                let list = "[" + rowids.map(String.init).joined(separator: ",") + "]"
+                try db.statement(hits[0].plan.snippet).forEach([.text(markers.0), .text(markers.1), match, .integer(rowids.min()!),
+                                                                .integer(rowids.max()!), .text(list)]) { row in
+                    snippets[index + "/" + String(row.int(0))] = row.text(1)
+                }
+            }
             return try top.map { candidate in
-                let snippet = try db.query(candidate.plan.snippet, [.text(markers.0), .text(markers.1), match, .integer(candidate.rowid)]) { $0.text(0) }.first ?? ""
+                let snippet = snippets[candidate.plan.index + "/" + String(candidate.rowid)] ?? ""
                 let title = try candidate.plan.title.flatMap { try db.scalarText($0, [.text(candidate.id)]) }
                 return SearchHit(kind: candidate.kind, id: candidate.id, title: title, snippet: snippet,
                                  score: candidate.score, matchedIn: candidate.plan.index)
             }
         }
+    }
+
+    /// Best bm25 first (lower is better); among equal scores the newer row first.
+    static func rankInPlace(_ ranked: inout [(rowid: Int64, score: Double)]) {
+        ranked.sort { $0.score != $1.score ? $0.score < $1.score : $0.rowid > $1.rowid }
     }
 
     /// The field shown as a row's title: `title`, else `name`, else the first text field.
@@ -69,13 +98,11 @@ extension DeviceStore {
     struct SearchPlan: Sendable {
         let index: String
         let ownerKind: String
-        /// `?1` match, `?2` offset → the rowid where the ranking window starts.
+        /// `?1` match, `?2` window → (rowid, rank) of the newest matches.
         let window: String
-        /// `?1` match, `?2` lowest rowid, `?3` limit → (rowid, rank), best first.
-        let candidates: String
         /// `?1` rowid → the id of the row the hit counts for.
         let owner: String
-        /// `?1`/`?2` markers, `?3` match, `?4` rowid → snippet.
+        /// `?1`/`?2` markers, `?3` match, `?4`…`?5` rowid range, `?6` JSON array of rowids → (rowid, snippet).
         let snippet: String
         /// `?1` owner id → title.
         let title: String?
@@ -88,10 +115,10 @@ extension DeviceStore {
             let owner = projection.ownerEntity(of: index, in: entity) ?? entity
             return SearchPlan(
                 index: index.index, ownerKind: owner.name,
-                window: "SELECT rowid FROM \(fts) WHERE \(fts) MATCH ?1 ORDER BY rowid DESC LIMIT 1 OFFSET ?2",
-                candidates: "SELECT rowid, rank FROM \(fts) WHERE \(fts) MATCH ?1 AND rowid >= ?2 ORDER BY rank LIMIT ?3",
+                window: "SELECT rowid, rank FROM \(fts) WHERE \(fts) MATCH ?1 ORDER BY rowid DESC LIMIT ?2",
                 owner: "SELECT owner_id FROM \(q(projection.contentView(of: index, in: entity).name)) WHERE rid = ?1",
-                snippet: "SELECT snippet(\(fts), -1, ?1, ?2, '…', 12) FROM \(fts) WHERE \(fts) MATCH ?3 AND rowid = ?4",
+                // `+rowid`: the list filters the range scan instead of becoming one seek per rowid.
+                snippet: "SELECT rowid, snippet(\(fts), -1, ?1, ?2, '…', 12) FROM \(fts) WHERE \(fts) MATCH ?3 AND rowid BETWEEN ?4 AND ?5 AND +rowid IN (SELECT value FROM json_each(?6))",
                 title: titleField(of: owner).map { "SELECT \(q($0)) FROM \(q(owner.table)) WHERE id = ?1" })
         }
     }
