@@ -58,14 +58,15 @@ final class RawSearch {
     }
 
     /// Hits as `kind/owner` with their snippets, best first.
-    func search(_ match: String, limit: Int, markers: (String, String) = ("[", "]")) throws -> (hits: [String], snippets: [String]) {
+    func search(_ match: String, limit: Int, markers: (String, String) = ("[", "]"),
+                rankWindow: Int = DeviceStore.searchRankWindow) throws -> (hits: [String], snippets: [String]) {
         try raw.run(begin, [])
         defer { sqlite3_step(rollback); sqlite3_reset(rollback) }
         var best: [String: Candidate] = [:]
         var ranked: [(rowid: Int64, score: Double)] = []
         for (number, plan) in plans.enumerated() {
             ranked.removeAll(keepingCapacity: true)
-            try raw.bind(plan.window, [.text(match), .integer(Int64(DeviceStore.searchRankWindow))])
+            try raw.bind(plan.window, [.text(match), .integer(Int64(max(rankWindow, limit)))])
             while true {
                 let rc = sqlite3_step(plan.window)
                 if rc == SQLITE_DONE { break }

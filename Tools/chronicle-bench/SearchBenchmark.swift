@@ -45,9 +45,15 @@ struct SearchBenchmark {
     let seed: UInt64
     let vocabulary: Vocabulary
 
+    /// Diagnostic: `CHRONICLE_BENCH_RANK_WINDOW=N` runs engine and baseline with that ranking window.
+    static var rankWindow: Int {
+        ProcessInfo.processInfo.environment["CHRONICLE_BENCH_RANK_WINDOW"].flatMap(Int.init) ?? DeviceStore.searchRankWindow
+    }
+
     func run() throws -> Result {
         let schema = Schema.readItLater
         let path = directory + "/search.chronicle"
+        let window = Self.rankWindow
         let libraryID = benchLibraryID(seed: seed ^ 0x5EA2C4)
         let clock = ManualClock()
         let store = try DeviceStore.create(at: path, schema: schema, libraryID: libraryID, clock: clock,
@@ -72,8 +78,8 @@ struct SearchBenchmark {
             progress("search: \(name) queries (\(queries.count), e.g. \(queries.prefix(3).map { "'\($0)'" }.joined(separator: ", ")))…")
             // A few untimed queries warm the page caches and the statement caches of every side.
             for text in queries.prefix(10) {
-                _ = try store.search(text, limit: Self.limit)
-                _ = try baseline.search(SearchQuery(text).match, limit: Self.limit)
+                _ = try store.search(text, limit: Self.limit, rankWindow: window)
+                _ = try baseline.search(SearchQuery(text).match, limit: Self.limit, rankWindow: window)
             }
             for text in queries {
                 var matched: Int64 = 0
@@ -85,9 +91,9 @@ struct SearchBenchmark {
             for text in queries {
                 let match = SearchQuery(text).match
                 let t0 = nowNanoseconds()
-                let hits = try store.search(text, limit: Self.limit)
+                let hits = try store.search(text, limit: Self.limit, rankWindow: window)
                 let t1 = nowNanoseconds()
-                let rawHits = try baseline.search(match, limit: Self.limit)
+                let rawHits = try baseline.search(match, limit: Self.limit, rankWindow: window)
                 let t2 = nowNanoseconds()
                 let exactHits = try Self.rawExact(raw, exact, match, limit: Int64(Self.limit))
                 let t3 = nowNanoseconds()

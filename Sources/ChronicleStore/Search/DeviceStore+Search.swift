@@ -28,22 +28,27 @@ extension DeviceStore {
     /// unbalanced parentheses and emoji never raise an error. Hits in a
     /// highlight or note count for the article they belong to; deleted rows
     /// are left out. Each index contributes its best matches among its newest
-    /// `searchRankWindow` matches, read in one pass (newest first, each with its
+    /// `rankWindow` matches, read in one pass (newest first, each with its
     /// bm25 score) and ranked here; an index's candidates are mapped to their rows
     /// only until it has given `limit` distinct rows, since no later candidate of
     /// that index can reach the page. Snippets are made for the final hits only.
-    public func search(_ text: String, limit: Int = 20, markers: (String, String) = ("[", "]")) throws -> [SearchHit] {
+    ///
+    /// `rankWindow` trades ranking depth for speed: a smaller window ranks fewer of a
+    /// common word's matches (its newest), a larger one more (up to all of them).
+    public func search(_ text: String, limit: Int = 20, markers: (String, String) = ("[", "]"),
+                       rankWindow: Int = searchRankWindow) throws -> [SearchHit] {
         let query = SearchQuery(text)
         guard !query.isEmpty, limit > 0 else { return [] }
+        let window = max(rankWindow, limit)
         let match = Value.text(query.match)
         return try read { db in
             struct Candidate { var kind: String; var id: String; var score: Double; var plan: SearchPlan; var rowid: Int64 }
             var best: [String: Candidate] = [:]
             var ranked: [(rowid: Int64, score: Double)] = []
-            ranked.reserveCapacity(Self.searchRankWindow)
+            ranked.reserveCapacity(min(window, 10_000))
             for plan in searchPlans {
                 ranked.removeAll(keepingCapacity: true)
-                try db.statement(plan.window).forEach([match, .integer(Int64(Self.searchRankWindow))]) { row in
+                try db.statement(plan.window).forEach([match, .integer(Int64(window))]) { row in
                     ranked.append((row.int(0), row.double(1)))
                 }
                 guard !ranked.isEmpty else { continue }
