@@ -61,6 +61,8 @@ import Testing
                 try db.execute("DROP TABLE chronicle_snapshots")
                 try db.execute("ALTER TABLE old_snapshots RENAME TO chronicle_snapshots")
                 try db.execute("PRAGMA legacy_alter_table = OFF")
+                try db.execute("DROP TRIGGER chronicle_segment_filters_follow")
+                try db.execute("DROP TABLE chronicle_segment_filters")
                 try db.execute("UPDATE chronicle_meta SET value = 3 WHERE key = 'format_version'")
             }
             return frames
@@ -73,6 +75,8 @@ import Testing
         #expect(columns == ["seq", "state_digest", "body_bytes", "created_at", "body"])
         #expect(try reopened.read { db in try db.query("SELECT body FROM chronicle_snapshots ORDER BY seq") { $0.withBytes(0) { [UInt8]($0) } } } == frames)
         #expect(try reopened.verify().passed)
+        #expect(try reopened.read { db in try db.scalarInt("SELECT count(*) FROM chronicle_segment_filters") } == 0,
+                "segments sealed by v3 have no entity filter (they are opened as before)")
         #expect(try reopened.rebuild().digest == digest, "rebuild starts from the moved snapshot")
         // The trigger on chronicle_segments that names the table still guards it: without a
         // snapshot behind them, sealed segments cannot be dropped.
@@ -85,6 +89,36 @@ import Testing
             }
         }
         #expect(try reopened.snapshotSeqs().count == frames.count, "the refused transaction changed nothing")
+    }
+
+    @Test("Each sealed segment gets an entity filter; audits read the same with or without them, and verify checks them")
+    func entityFiltersBesideSegments() throws {
+        let f = try Fixture()
+        let articles = try Self.library(f, count: 1_500, seed: 21)
+        let audits = try articles.prefix(40).map { try f.store.audit($0).entries.map(\.op.opID) }
+        var policy = CompactionPolicy()
+        policy.keepOps = 100
+        policy.segmentOpsMax = 350
+        try f.store.compact(policy)
+        let segments = try f.store.segments()
+        let filters = try f.store.read { db in try db.query("SELECT first_seq FROM chronicle_segment_filters ORDER BY first_seq") { $0.int(0) } }
+        #expect(segments.count == 4 && filters == segments.map(\.firstSeq))
+        #expect(try articles.prefix(40).map { try f.store.audit($0).entries.map(\.op.opID) } == audits, "filtered reads find the whole history")
+        #expect(try f.store.verify().passed)
+
+        // A filter that leaves out an entity would hide its history: verify says so.
+        try f.store.writer.withLock { db in
+            let zeros = SegmentFilter(ids: [UUID]()).bytes
+            try db.statement("UPDATE chronicle_segment_filters SET filter = ?1 WHERE first_seq = ?2").execute([.null, .integer(segments[1].firstSeq)], blob: zeros, at: 1)
+        }
+        let report = try f.store.verify()
+        #expect(!report.passed)
+        #expect(report.checks.contains { !$0.passed && $0.detail.contains("entity filter that leaves out") })
+
+        // Segments sealed before filters existed have none and are opened as before.
+        try f.store.writer.withLock { try $0.execute("DELETE FROM chronicle_segment_filters") }
+        #expect(try articles.prefix(40).map { try f.store.audit($0).entries.map(\.op.opID) } == audits)
+        #expect(try f.store.verify().passed)
     }
 
     @Test func compactionKeepsTheStateTheHistoryAndTheInvariants() throws {

@@ -231,6 +231,8 @@ extension LogLifecycle {
             """).execute([.integer(sealed + 1), .integer(last), .integer(last - sealed), .null,
                           .text(DeviceStore.chainDigest(previous: previous, body: body)), .text(previous), .integer(Int64(body.count)),
                           .integer(now)], blob: frame, at: 4)
+        try db.statement("INSERT INTO chronicle_segment_filters(first_seq, filter) VALUES (?1, ?2)")
+            .execute([.integer(sealed + 1), .null], blob: SegmentFilter(ids: Set(ops.map(\.entityID))).bytes, at: 2)
         let remember = try db.statement("INSERT INTO chronicle_sealed_ops(op_id, server_seq, device_id) VALUES (?1, ?2, ?3)")
         for op in ops { try remember.execute([.text(op.opID.lowercased), .integer(op.serverSeq!), .text(op.deviceID.lowercased)]) }
         try db.execute("DELETE FROM chronicle_log WHERE server_seq > ?1 AND server_seq <= ?2", [.integer(sealed), .integer(last)])

@@ -64,7 +64,7 @@ extension DeviceStore {
     static let formatStepSummary: [Int64: String] = [
         1: "sync bookkeeping (rejected ops and their notices, acknowledged device seq)",
         2: "the log's lifecycle (sealed segments, sealed op ids, snapshots)",
-        3: "snapshot frames stored last in their row, so a downloaded one streams in",
+        3: "snapshot frames stored last in their row, so a downloaded one streams in; entity filters beside sealed segments",
     ]
 
     /// Migrates the store at `path` to this build's versions, step by step: a backup first,

@@ -42,12 +42,30 @@ extension DeviceStore {
                                    _ body: (Op) throws -> Void) throws {
         let limit = upTo ?? Int64.max
         let entityID = try entity.map { try uuid($0) }
-        let segments = try db.uncached("SELECT body FROM chronicle_segments WHERE last_seq > ?1 AND first_seq <= ?2 ORDER BY first_seq")
-        try segments.forEach([.integer(after), .integer(limit)]) { row in
-            let inflated = try row.withBytes(0) { try LZ4Frame.decompress($0, maxBytes: SegmentCodec.Limits().maxDecodedBytes) }
-            // One entity's history (audit): a segment whose body does not hold the entity's 16 id
-            // bytes has none of its ops (op records carry the id in binary), so it is not decoded.
-            if let entityID, !Self.contains(inflated, entityID) { return }
+        let range: [Value] = [.integer(after), .integer(limit)]
+        // One entity's history (audit): only segments whose entity filter may hold it are opened
+        // (segments sealed before filters existed have none and are opened).
+        let firsts: [Int64]
+        if let entityID {
+            firsts = try db.uncached("""
+                SELECT s.first_seq, f.filter FROM chronicle_segments s LEFT JOIN chronicle_segment_filters f ON f.first_seq = s.first_seq
+                WHERE s.last_seq > ?1 AND s.first_seq <= ?2 ORDER BY s.first_seq
+                """).map(range) { row -> Int64? in
+                let filter = row.isNull(1) ? nil : row.withBytes(1) { SegmentFilter(bytes: $0) }
+                return filter.map { $0.mayContain(entityID) } ?? true ? row.int(0) : nil
+            }.compactMap { $0 }
+        } else {
+            firsts = try db.uncached("SELECT first_seq FROM chronicle_segments WHERE last_seq > ?1 AND first_seq <= ?2 ORDER BY first_seq")
+                .map(range) { $0.int(0) }
+        }
+        let segments = try db.uncached("SELECT body FROM chronicle_segments WHERE first_seq = ?1")
+        for first in firsts {
+            guard let inflated = try segments.map([.integer(first)], { row in
+                try row.withBytes(0) { try LZ4Frame.decompress($0, maxBytes: SegmentCodec.Limits().maxDecodedBytes) }
+            }).first else { continue }
+            // A segment whose body does not hold the entity's 16 id bytes has none of its ops (op
+            // records carry the id in binary), so it is not decoded.
+            if let entityID, !Self.contains(inflated, entityID) { continue }
             let segment = try SegmentCodec.decodeBody(inflated)
             guard segment.libraryID == libraryID else {
                 throw ChronicleError(.invariantViolated, "A sealed segment belongs to library \(segment.libraryID.lowercased), not this store's.")
@@ -118,6 +136,7 @@ extension DeviceStore {
         var previous: String?   // nil before the first segment (whose predecessor may have been dropped)
         var expected = try historyBase(in: db) + 1
         let statement = try db.uncached("SELECT first_seq, last_seq, body, digest, previous_digest FROM chronicle_segments ORDER BY first_seq")
+        let filters = try db.uncached("SELECT filter FROM chronicle_segment_filters WHERE first_seq = ?1")
         try statement.forEach { row in
             let first = row.int(0), last = row.int(1)
             if first != expected { problems.append("segment \(first)…\(last) does not follow seq \(expected - 1)") }
@@ -132,6 +151,17 @@ extension DeviceStore {
                 if segment.firstSeq != first || segment.lastSeq != last { problems.append("segment \(first)…\(last) holds seqs \(segment.firstSeq ?? 0)…\(segment.lastSeq ?? 0)") }
                 let digest = chainDigest(previous: row.text(4), body: body)
                 if digest != row.text(3) { problems.append("segment \(first)…\(last) digest does not match its bytes") }
+                // Its entity filter (if it has one) must say "maybe" for every entity it holds, or audits would miss history.
+                let filter = try filters.map([.integer(first)]) { row in row.withBytes(0) { SegmentFilter(bytes: $0) } }.first
+                if let filter {
+                    if let filter {
+                        if segment.ops.contains(where: { !filter.mayContain($0.entityID) }) {
+                            problems.append("segment \(first)…\(last) has an entity filter that leaves out one of its entities")
+                        }
+                    } else {
+                        problems.append("segment \(first)…\(last) has an unreadable entity filter")
+                    }
+                }
             } catch {
                 problems.append("segment \(first)…\(last) cannot be read: \(error)")
             }

@@ -14,7 +14,8 @@ enum StoreFormat {
     /// The statements that take a store from format `key` to `key + 1`. Shipped steps are never edited.
     static let migrations: [Int64: [String]] = [1: version2, 2: version3, 3: version4]
 
-    /// v4: a snapshot's frame is the last column of `chronicle_snapshots`. SQLite keeps a
+    /// v4: a snapshot's frame is the last column of `chronicle_snapshots`, and sealed
+    /// segments get entity filters (`segmentFilterStatements`). SQLite keeps a
     /// `zeroblob()` unwritten only when it ends the row, so a device starting from a
     /// downloaded snapshot can reserve the frame's space and stream it in with incremental
     /// blob I/O without first holding the whole frame in memory (twice: the zeros and the
@@ -38,6 +39,19 @@ enum StoreFormat {
         "DROP TABLE chronicle_snapshots",
         "ALTER TABLE chronicle_snapshots_v4 RENAME TO chronicle_snapshots",
         "PRAGMA legacy_alter_table = OFF",
+    ] + segmentFilterStatements
+
+    /// Per sealed segment, a Bloom filter of the entity ids its ops act on (`SegmentFilter`),
+    /// so one entity's history opens only the segments that may hold it. Written when a
+    /// segment is sealed and dropped with it; segments sealed before this table existed have
+    /// none and are opened as before. The server's library store has it too (server v3).
+    static let segmentFilterStatements: [String] = [
+        "CREATE TABLE chronicle_segment_filters (first_seq INTEGER PRIMARY KEY, filter BLOB NOT NULL)",
+        """
+        CREATE TRIGGER chronicle_segment_filters_follow AFTER DELETE ON chronicle_segments BEGIN
+          DELETE FROM chronicle_segment_filters WHERE first_seq = OLD.first_seq;
+        END
+        """,
     ]
 
     /// v3: the log's lifecycle. A prefix of the log can be sealed into immutable,

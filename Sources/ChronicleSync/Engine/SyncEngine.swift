@@ -75,6 +75,12 @@ public actor SyncEngine {
 
     public nonisolated let store: DeviceStore
     public nonisolated let transport: any SyncTransport
+    /// The engine runs on its own serial queue rather than Swift's shared cooperative pool:
+    /// its store work (folding a page of pulled ops, recording answers) is synchronous SQLite,
+    /// and blocking the pool's few threads with it delays every other task in the process,
+    /// an app's own and other engines' network answers included.
+    private nonisolated let executor: QueueExecutor
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
     public nonisolated let configuration: Configuration
     private nonisolated let random: @Sendable () -> Double
     private nonisolated let signal = TriggerSignal()
@@ -90,6 +96,7 @@ public actor SyncEngine {
         self.transport = transport
         self.configuration = configuration
         self.random = random
+        executor = QueueExecutor(label: "chronicle.sync-engine.\(store.deviceID.lowercased)")
     }
 
     /// Asks for a sync now: wakes `run()` from a backoff wait or a long-poll.
@@ -393,4 +400,18 @@ final class TriggerSignal: @unchecked Sendable {
             group.cancelAll()
         }
     }
+}
+
+/// A serial executor that runs an actor's jobs on a dispatch queue of its own.
+final class QueueExecutor: SerialExecutor {
+    private let queue: DispatchQueue
+
+    init(label: String) { queue = DispatchQueue(label: label) }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        queue.async { job.runSynchronously(on: self.asUnownedSerialExecutor()) }
+    }
+
+    func asUnownedSerialExecutor() -> UnownedSerialExecutor { UnownedSerialExecutor(ordinary: self) }
 }

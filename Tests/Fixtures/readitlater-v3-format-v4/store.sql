@@ -171,6 +171,7 @@ CREATE TABLE IF NOT EXISTS "chronicle_snapshots" (
   created_at INTEGER NOT NULL,
   body BLOB NOT NULL
 );
+CREATE TABLE chronicle_segment_filters (first_seq INTEGER PRIMARY KEY, filter BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS "library" (
   id TEXT PRIMARY KEY NOT NULL,
   created_at INTEGER NOT NULL,
@@ -512,6 +513,9 @@ WHEN NOT EXISTS (SELECT 1 FROM chronicle_log WHERE op_id = OLD.op_id)
  AND NOT EXISTS (SELECT 1 FROM chronicle_rejected WHERE op_id = OLD.op_id)
  AND NOT EXISTS (SELECT 1 FROM chronicle_sealed_ops WHERE op_id = OLD.op_id) BEGIN
   SELECT RAISE(ABORT, 'chronicle_outbox: an op leaves the outbox only when the confirmed log reaches it or the server rejected it');
+END;
+CREATE TRIGGER chronicle_segment_filters_follow AFTER DELETE ON chronicle_segments BEGIN
+  DELETE FROM chronicle_segment_filters WHERE first_seq = OLD.first_seq;
 END;
 CREATE INDEX "article_tags_by_value" ON "article_tags"(value);
 CREATE INDEX "highlight_by_article_id" ON "highlight"("article_id");
