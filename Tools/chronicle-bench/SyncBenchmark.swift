@@ -45,9 +45,9 @@ struct SyncBenchmark {
     let engineDefaults = SyncEngine.Configuration()
 
     /// Diagnostic: `CHRONICLE_BENCH_SYNC_PULL_PAGE=N` sets the pull measurement's page size
-    /// (the engine's `pullPageOpsMax`, and the baseline's batch) instead of the default.
-    var pullPageOps: Int {
-        ProcessInfo.processInfo.environment["CHRONICLE_BENCH_SYNC_PULL_PAGE"].flatMap(Int.init) ?? engineDefaults.pullPageOpsMax
+    /// (the engine's `pullPageOpsMax` and `bulkPullPageOpsMax`, and the baseline's batch) instead of the defaults.
+    var pullPageOverride: Int? {
+        ProcessInfo.processInfo.environment["CHRONICLE_BENCH_SYNC_PULL_PAGE"].flatMap(Int.init)
     }
 
     /// Diagnostic: `CHRONICLE_BENCH_SYNC_PARTS=pull,push,latency,scale` runs only those parts.
@@ -192,7 +192,10 @@ struct SyncBenchmark {
         // The measurement: a fresh device pulls everything over HTTP.
         let pullProgress = Locked(Throttle())
         var configuration = engineDefaults
-        configuration.pullPageOpsMax = pullPageOps
+        if let page = pullPageOverride {
+            configuration.pullPageOpsMax = page
+            configuration.bulkPullPageOpsMax = page
+        }
         let device = try rig.device(user: "reader", libraryID: libraryID, path: directory + "/sync-pulled.chronicle",
                                     deviceID: ids.uuid(), seed: seed ^ 0x9012, configuration: configuration) { page in
             if pullProgress.withLock({ $0.ready() }) {
@@ -210,12 +213,14 @@ struct SyncBenchmark {
         if report.outcome != .synced || report.pulled != n { syncFailure("the pull ended \(report.outcome) after \(report.pulled) of \(n) ops") }
         let pulls = device.transport.pulls
 
-        // Baseline: the same ops, read back from the server, into a fresh store through bulk apply.
-        progress("sync pull: baseline, applyConfirmedInBulk of the same ops in pages of \(formatCount(Double(pullPageOps)))…")
+        // Baseline: the same ops, read back from the server, into a fresh store through bulk apply,
+        // in the pages the engine's bulk catch-up asked for (one transaction each, as the engine's).
+        let basePage = configuration.bulkPullPageOpsMax
+        progress("sync pull: baseline, applyConfirmedInBulk of the same ops in pages of \(formatCount(Double(basePage)))…")
         let basePath = directory + "/sync-pull-baseline.chronicle"
         let baseStore = try DeviceStore.create(at: basePath, schema: .readItLater, libraryID: libraryID, deviceID: ids.uuid(),
                                                clock: SystemClock(), ids: SeededV7IDGenerator(seed: seed ^ 0x9013, clock: SystemClock()))
-        let logFeed = ServerLogFeed(library: library, pageOps: pullPageOps)
+        let logFeed = ServerLogFeed(library: library, pageOps: basePage)
         let b0 = nowNanoseconds()
         try baseStore.applyConfirmedInBulk(logFeed)
         let baseNanoseconds = nowNanoseconds() - b0 - logFeed.excluded
@@ -249,7 +254,7 @@ struct SyncBenchmark {
             serverReadSeconds: Double(logFeed.readNanoseconds) / 1e9, encodeSeconds: Double(logFeed.encodeNanoseconds) / 1e9,
             decodeSeconds: Double(logFeed.decodeNanoseconds) / 1e9,
             pullCallSeconds: Double(pulls.reduce(0) { $0 + $1.nanoseconds }) / 1e9, wire: wire,
-            pageOps: pullPageOps, storeBytes: fileBytes(device.store.path), storeWALBytes: fileBytes(device.store.path + "-wal"),
+            pageOps: basePage, storeBytes: fileBytes(device.store.path), storeWALBytes: fileBytes(device.store.path + "-wal"),
             baselineWALBytes: baseWALBytes, serverBytes: databaseBytes(library.path), largePage: largePage)
         progress("sync pull: chronicle \(formatCount(result.opsPerSecond)) ops/s, bulk apply \(formatCount(result.baselineOpsPerSecond)) ops/s (\(ratioText(result.ratio)))")
         remove(device.store.path)
