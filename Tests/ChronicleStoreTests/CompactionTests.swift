@@ -121,6 +121,38 @@ import Testing
         #expect(try f.store.verify().passed)
     }
 
+    @Test("With segments in place the log's guards still hold: no gap after the sealed end, no unsealed row deleted, no segment past the prefix")
+    func sealedPrefixGuardsHold() throws {
+        let f = try Fixture()
+        _ = try Self.library(f, count: 900, seed: 31)
+        var policy = CompactionPolicy()
+        policy.keepOps = 200
+        policy.segmentOpsMax = 300
+        try f.store.compact(policy)
+        let sealedEnd = try #require(f.store.segments().last?.lastSeq)
+        #expect(sealedEnd == 700)
+        func refusal(_ sql: String) -> String? {
+            do {
+                try f.store.writer.withLock { db in try db.transaction { db in try db.execute(sql) } }
+                return nil
+            } catch let error as SQLiteError {
+                return error.message
+            } catch {
+                return "\(error)"
+            }
+        }
+        let row = "'op', 'dev', 1, 'article.tag', 1, 'ent', '{}', 0, 0, 0"
+        #expect(refusal("INSERT INTO chronicle_log(server_seq, op_id, device_id, device_seq, type, version, entity_id, payload, device_time, base_seq, server_time) VALUES (902, \(row))")?
+            .contains("without a gap") == true)
+        #expect(refusal("DELETE FROM chronicle_log WHERE server_seq = 701")?.contains("only ops sealed") == true)
+        #expect(refusal("""
+            INSERT INTO chronicle_segments(first_seq, last_seq, op_count, body, digest, previous_digest, body_bytes, created_at)
+            VALUES (705, 710, 6, x'00', '', '', 0, 0)
+            """)?.contains("continue the sealed prefix") == true)
+        #expect(try f.store.verify().passed, "the refused statements changed nothing")
+        #expect(try f.store.status().confirmedOps == 900)
+    }
+
     @Test func compactionKeepsTheStateTheHistoryAndTheInvariants() throws {
         let f = try Fixture()
         let articles = try Self.library(f, count: 2_000, seed: 5)

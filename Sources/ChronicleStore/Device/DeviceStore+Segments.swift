@@ -19,7 +19,7 @@ public struct SegmentInfo: Sendable, Equatable {
 extension DeviceStore {
     /// The highest seq sealed into segments (or below which history was dropped); 0 if none.
     static func sealedUpTo(in db: Database) throws -> Int64 {
-        let sealed = try db.scalarInt("SELECT max(last_seq) FROM chronicle_segments") ?? 0
+        let sealed = try db.scalarInt("SELECT last_seq FROM chronicle_segments ORDER BY first_seq DESC LIMIT 1") ?? 0
         return max(sealed, try meta("history_base_seq", in: db).integerValue ?? 0)
     }
 

@@ -14,8 +14,9 @@ enum StoreFormat {
     /// The statements that take a store from format `key` to `key + 1`. Shipped steps are never edited.
     static let migrations: [Int64: [String]] = [1: version2, 2: version3, 3: version4]
 
-    /// v4: a snapshot's frame is the last column of `chronicle_snapshots`, and sealed
-    /// segments get entity filters (`segmentFilterStatements`). SQLite keeps a
+    /// v4: a snapshot's frame is the last column of `chronicle_snapshots`, sealed segments
+    /// get entity filters (`segmentFilterStatements`), and the guard triggers find the end of
+    /// the sealed prefix by key (`keyedGuardStatements`). SQLite keeps a
     /// `zeroblob()` unwritten only when it ends the row, so a device starting from a
     /// downloaded snapshot can reserve the frame's space and stream it in with incremental
     /// blob I/O without first holding the whole frame in memory (twice: the zeros and the
@@ -39,12 +40,46 @@ enum StoreFormat {
         "DROP TABLE chronicle_snapshots",
         "ALTER TABLE chronicle_snapshots_v4 RENAME TO chronicle_snapshots",
         "PRAGMA legacy_alter_table = OFF",
-    ] + segmentFilterStatements
+    ] + segmentFilterStatements + keyedGuardStatements
 
     /// Per sealed segment, a Bloom filter of the entity ids its ops act on (`SegmentFilter`),
     /// so one entity's history opens only the segments that may hold it. Written when a
     /// segment is sealed and dropped with it; segments sealed before this table existed have
     /// none and are opened as before. The server's library store has it too (server v3).
+    /// The log's and the segments' guard triggers find the end of the sealed prefix through the
+    /// primary key (the newest segment's `last_seq`; segments never overlap, so it is the greatest)
+    /// instead of `max(last_seq)`, which read every segment row: once per log row inserted or
+    /// deleted, so sealing and applying slowed down as segments accumulated.
+    static let sealedEnd = "(SELECT last_seq FROM chronicle_segments ORDER BY first_seq DESC LIMIT 1)"
+
+    static let keyedGuardStatements: [String] = [
+        "DROP TRIGGER chronicle_segments_contiguous",
+        """
+        CREATE TRIGGER chronicle_segments_contiguous BEFORE INSERT ON chronicle_segments
+        WHEN NEW.first_seq IS NOT coalesce(\(sealedEnd),
+                                           (SELECT value FROM chronicle_meta WHERE key = 'history_base_seq'), 0) + 1 BEGIN
+          SELECT RAISE(ABORT, 'chronicle_segments: a segment must continue the sealed prefix without a gap');
+        END
+        """,
+        "DROP TRIGGER chronicle_log_leaves_only_sealed",
+        """
+        CREATE TRIGGER chronicle_log_leaves_only_sealed BEFORE DELETE ON chronicle_log
+        WHEN OLD.server_seq > max(coalesce(\(sealedEnd), 0),
+                                  coalesce((SELECT value FROM chronicle_meta WHERE key = 'history_base_seq'), 0)) BEGIN
+          SELECT RAISE(ABORT, 'chronicle_log is append-only: only ops sealed into a segment leave it');
+        END
+        """,
+        "DROP TRIGGER chronicle_log_gap_free",
+        """
+        CREATE TRIGGER chronicle_log_gap_free BEFORE INSERT ON chronicle_log
+        WHEN NEW.server_seq IS NOT max(coalesce((SELECT max(server_seq) FROM chronicle_log), 0),
+                                       coalesce(\(sealedEnd), 0),
+                                       coalesce((SELECT value FROM chronicle_meta WHERE key = 'history_base_seq'), 0)) + 1 BEGIN
+          SELECT RAISE(ABORT, 'chronicle_log: server_seq must follow the last confirmed op without a gap');
+        END
+        """,
+    ]
+
     static let segmentFilterStatements: [String] = [
         "CREATE TABLE chronicle_segment_filters (first_seq INTEGER PRIMARY KEY, filter BLOB NOT NULL)",
         """

@@ -33,9 +33,10 @@ public final class ServerLibrary: Sendable {
     let capped: Bool
 
     /// v2: sealed segments, snapshots and the retention horizon (`Schemas/store/server-v2.md`);
-    /// v3: entity filters beside sealed segments (`server-v3.md`).
+    /// v3: entity filters beside sealed segments, guard triggers that find the sealed end by key (`server-v3.md`).
     static let formatVersion: Int64 = 3
-    static let migrations: [Int64: [String]] = [1: StoreFormat.lifecycleStatements, 2: StoreFormat.segmentFilterStatements]
+    static let migrations: [Int64: [String]] = [1: StoreFormat.lifecycleStatements,
+                                                2: StoreFormat.segmentFilterStatements + StoreFormat.keyedGuardStatements]
 
     static let statements: [String] = [
         "CREATE TABLE chronicle_meta (key TEXT PRIMARY KEY NOT NULL, value) WITHOUT ROWID",
@@ -78,7 +79,8 @@ public final class ServerLibrary: Sendable {
         let hasMeta = try db.scalarInt("SELECT count(*) FROM sqlite_master WHERE name = 'chronicle_meta'") ?? 0
         if fresh || hasMeta == 0 {
             try db.transaction { db in
-                for statement in statements + StoreFormat.lifecycleStatements + StoreFormat.segmentFilterStatements { try db.execute(statement) }
+                for statement in statements + StoreFormat.lifecycleStatements + StoreFormat.segmentFilterStatements
+                    + StoreFormat.keyedGuardStatements { try db.execute(statement) }
                 for statement in projection.tableStatements where !statement.contains("chronicle_shadow_") { try db.execute(statement) }
                 let meta: [(String, Value)] = [
                     ("format_version", .integer(formatVersion)),

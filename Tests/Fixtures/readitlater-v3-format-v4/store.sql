@@ -487,26 +487,10 @@ WHEN NOT EXISTS (SELECT 1 FROM chronicle_outbox WHERE op_id = NEW.op_id AND devi
 END;
 CREATE TRIGGER chronicle_rejected_fixed BEFORE UPDATE OF device_seq, op_id, type, version, entity_id, payload, device_time, base_seq, code, message, rejected_at ON chronicle_rejected BEGIN SELECT RAISE(ABORT, 'chronicle_rejected: a rejection is kept as it was recorded'); END;
 CREATE TRIGGER chronicle_rejected_kept BEFORE DELETE ON chronicle_rejected BEGIN SELECT RAISE(ABORT, 'chronicle_rejected: rejected ops are kept'); END;
-CREATE TRIGGER chronicle_segments_contiguous BEFORE INSERT ON chronicle_segments
-WHEN NEW.first_seq IS NOT coalesce((SELECT max(last_seq) FROM chronicle_segments),
-                                   (SELECT value FROM chronicle_meta WHERE key = 'history_base_seq'), 0) + 1 BEGIN
-  SELECT RAISE(ABORT, 'chronicle_segments: a segment must continue the sealed prefix without a gap');
-END;
 CREATE TRIGGER chronicle_segments_immutable BEFORE UPDATE ON chronicle_segments BEGIN SELECT RAISE(ABORT, 'chronicle_segments: a sealed segment is never changed'); END;
 CREATE TRIGGER chronicle_segments_dropped_only_behind_a_snapshot BEFORE DELETE ON chronicle_segments
 WHEN OLD.last_seq > coalesce((SELECT max(seq) FROM chronicle_snapshots), 0) BEGIN
   SELECT RAISE(ABORT, 'chronicle_segments: history is dropped only where a snapshot covers it');
-END;
-CREATE TRIGGER chronicle_log_leaves_only_sealed BEFORE DELETE ON chronicle_log
-WHEN OLD.server_seq > max(coalesce((SELECT max(last_seq) FROM chronicle_segments), 0),
-                          coalesce((SELECT value FROM chronicle_meta WHERE key = 'history_base_seq'), 0)) BEGIN
-  SELECT RAISE(ABORT, 'chronicle_log is append-only: only ops sealed into a segment leave it');
-END;
-CREATE TRIGGER chronicle_log_gap_free BEFORE INSERT ON chronicle_log
-WHEN NEW.server_seq IS NOT max(coalesce((SELECT max(server_seq) FROM chronicle_log), 0),
-                               coalesce((SELECT max(last_seq) FROM chronicle_segments), 0),
-                               coalesce((SELECT value FROM chronicle_meta WHERE key = 'history_base_seq'), 0)) + 1 BEGIN
-  SELECT RAISE(ABORT, 'chronicle_log: server_seq must follow the last confirmed op without a gap');
 END;
 CREATE TRIGGER chronicle_outbox_leaves_when_settled BEFORE DELETE ON chronicle_outbox
 WHEN NOT EXISTS (SELECT 1 FROM chronicle_log WHERE op_id = OLD.op_id)
@@ -516,6 +500,22 @@ WHEN NOT EXISTS (SELECT 1 FROM chronicle_log WHERE op_id = OLD.op_id)
 END;
 CREATE TRIGGER chronicle_segment_filters_follow AFTER DELETE ON chronicle_segments BEGIN
   DELETE FROM chronicle_segment_filters WHERE first_seq = OLD.first_seq;
+END;
+CREATE TRIGGER chronicle_segments_contiguous BEFORE INSERT ON chronicle_segments
+WHEN NEW.first_seq IS NOT coalesce((SELECT last_seq FROM chronicle_segments ORDER BY first_seq DESC LIMIT 1),
+                                   (SELECT value FROM chronicle_meta WHERE key = 'history_base_seq'), 0) + 1 BEGIN
+  SELECT RAISE(ABORT, 'chronicle_segments: a segment must continue the sealed prefix without a gap');
+END;
+CREATE TRIGGER chronicle_log_leaves_only_sealed BEFORE DELETE ON chronicle_log
+WHEN OLD.server_seq > max(coalesce((SELECT last_seq FROM chronicle_segments ORDER BY first_seq DESC LIMIT 1), 0),
+                          coalesce((SELECT value FROM chronicle_meta WHERE key = 'history_base_seq'), 0)) BEGIN
+  SELECT RAISE(ABORT, 'chronicle_log is append-only: only ops sealed into a segment leave it');
+END;
+CREATE TRIGGER chronicle_log_gap_free BEFORE INSERT ON chronicle_log
+WHEN NEW.server_seq IS NOT max(coalesce((SELECT max(server_seq) FROM chronicle_log), 0),
+                               coalesce((SELECT last_seq FROM chronicle_segments ORDER BY first_seq DESC LIMIT 1), 0),
+                               coalesce((SELECT value FROM chronicle_meta WHERE key = 'history_base_seq'), 0)) + 1 BEGIN
+  SELECT RAISE(ABORT, 'chronicle_log: server_seq must follow the last confirmed op without a gap');
 END;
 CREATE INDEX "article_tags_by_value" ON "article_tags"(value);
 CREATE INDEX "highlight_by_article_id" ON "highlight"("article_id");
