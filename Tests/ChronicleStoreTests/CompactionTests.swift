@@ -41,13 +41,19 @@ import Testing
         return articles
     }
 
+    /// A policy that keeps the newest `keepOps` ops hot and seals the rest in segments of `segmentOpsMax`.
+    static func policy(keepOps: Int64, segmentOpsMax: Int) -> CompactionPolicy {
+        var policy = CompactionPolicy()
+        policy.keepOps = keepOps
+        policy.segmentOpsMax = segmentOpsMax
+        return policy
+    }
+
     @Test("A format v3 store keeps its snapshots, byte for byte, when v4 moves the frame to the row's end")
     func aVersion3StoresSnapshotsSurviveTheColumnMove() throws {
         let f = try Fixture()
         _ = try Self.library(f, count: 600, seed: 11)
-        var policy = CompactionPolicy()
-        policy.keepOps = 100
-        policy.segmentOpsMax = 250
+        let policy = Self.policy(keepOps: 100, segmentOpsMax: 250)
         try f.store.compact(policy)
         let digest = try f.store.digest()
         let path = f.path
@@ -96,9 +102,7 @@ import Testing
         let f = try Fixture()
         let articles = try Self.library(f, count: 1_500, seed: 21)
         let audits = try articles.prefix(40).map { try f.store.audit($0).entries.map(\.op.opID) }
-        var policy = CompactionPolicy()
-        policy.keepOps = 100
-        policy.segmentOpsMax = 350
+        let policy = Self.policy(keepOps: 100, segmentOpsMax: 350)
         try f.store.compact(policy)
         let segments = try f.store.segments()
         let filters = try f.store.read { db in try db.query("SELECT first_seq FROM chronicle_segment_filters ORDER BY first_seq") { $0.int(0) } }
@@ -125,9 +129,7 @@ import Testing
     func sealedPrefixGuardsHold() throws {
         let f = try Fixture()
         _ = try Self.library(f, count: 900, seed: 31)
-        var policy = CompactionPolicy()
-        policy.keepOps = 200
-        policy.segmentOpsMax = 300
+        let policy = Self.policy(keepOps: 200, segmentOpsMax: 300)
         try f.store.compact(policy)
         let sealedEnd = try #require(f.store.segments().last?.lastSeq)
         #expect(sealedEnd == 700)
@@ -160,9 +162,7 @@ import Testing
         let before = try f.store.digest()
         let auditBefore = try f.store.audit(articles[0])
 
-        var policy = CompactionPolicy()
-        policy.keepOps = 300
-        policy.segmentOpsMax = 400
+        let policy = Self.policy(keepOps: 300, segmentOpsMax: 400)
         let plan = try f.store.compactionPlan(policy)
         #expect(plan.sealThrough == 1_700 && plan.segmentsToWrite == 5 && plan.snapshotAt == 1_700)
         let report = try f.store.compact(policy)
@@ -264,9 +264,7 @@ import Testing
 
     @Test func interruptedAfterAnyStepTheStoreIsWholeAndCompactionCanFinish() throws {
         struct Stop: Error {}
-        var policy = CompactionPolicy()
-        policy.keepOps = 100
-        policy.segmentOpsMax = 250
+        let policy = Self.policy(keepOps: 100, segmentOpsMax: 250)
         var steps = 0
         repeat {
             steps += 1
@@ -292,9 +290,7 @@ import Testing
         let f = try Fixture(seed: 3)
         let articles = try Self.library(f, count: 600, seed: 3)
         let before = try f.store.digest()
-        var policy = CompactionPolicy()
-        policy.keepOps = 100
-        policy.segmentOpsMax = 200
+        var policy = Self.policy(keepOps: 100, segmentOpsMax: 200)
         // ServerLog stamps ops in 2026; a one-day horizon makes all sealed history old.
         policy.horizonMilliseconds = 86_400_000
         f.clock.advance(milliseconds: 400 * 86_400_000)
@@ -314,9 +310,7 @@ import Testing
     @Test func aTamperedSegmentFailsVerify() throws {
         let f = try Fixture(seed: 4)
         try Self.library(f, count: 400, seed: 4)
-        var policy = CompactionPolicy()
-        policy.keepOps = 0
-        policy.segmentOpsMax = 200
+        let policy = Self.policy(keepOps: 0, segmentOpsMax: 200)
         try f.store.compact(policy)
         #expect(try f.store.verify().passed)
         try f.store.writer.withLock { db in
