@@ -19,7 +19,7 @@ public struct SegmentInfo: Sendable, Equatable {
 extension DeviceStore {
     /// The highest seq sealed into segments (or below which history was dropped); 0 if none.
     static func sealedUpTo(in db: Database) throws -> Int64 {
-        let sealed = try db.scalarInt("SELECT last_seq FROM chronicle_segments ORDER BY first_seq DESC LIMIT 1") ?? 0
+        let sealed = try db.scalarInt("SELECT \(StoreFormat.sealedEnd)") ?? 0
         return max(sealed, try meta("history_base_seq", in: db).integerValue ?? 0)
     }
 
@@ -42,22 +42,15 @@ extension DeviceStore {
                                    _ body: (Op) throws -> Void) throws {
         let limit = upTo ?? Int64.max
         let entityID = try entity.map { try uuid($0) }
-        let range: [Value] = [.integer(after), .integer(limit)]
         // One entity's history (audit): only segments whose entity filter may hold it are opened
         // (segments sealed before filters existed have none and are opened).
-        let firsts: [Int64]
-        if let entityID {
-            firsts = try db.uncached("""
-                SELECT s.first_seq, f.filter FROM chronicle_segments s LEFT JOIN chronicle_segment_filters f ON f.first_seq = s.first_seq
-                WHERE s.last_seq > ?1 AND s.first_seq <= ?2 ORDER BY s.first_seq
-                """).map(range) { row -> Int64? in
-                let filter = row.isNull(1) ? nil : row.withBytes(1) { SegmentFilter(bytes: $0) }
-                return filter.map { $0.mayContain(entityID) } ?? true ? row.int(0) : nil
-            }.compactMap { $0 }
-        } else {
-            firsts = try db.uncached("SELECT first_seq FROM chronicle_segments WHERE last_seq > ?1 AND first_seq <= ?2 ORDER BY first_seq")
-                .map(range) { $0.int(0) }
-        }
+        let firsts = try db.uncached("""
+            SELECT s.first_seq, f.filter FROM chronicle_segments s LEFT JOIN chronicle_segment_filters f ON f.first_seq = s.first_seq
+            WHERE s.last_seq > ?1 AND s.first_seq <= ?2 ORDER BY s.first_seq
+            """).map([.integer(after), .integer(limit)]) { row -> Int64? in
+            guard let entityID, !row.isNull(1), let filter = row.withBytes(1, { SegmentFilter(bytes: $0) }) else { return row.int(0) }
+            return filter.mayContain(entityID) ? row.int(0) : nil
+        }.compactMap { $0 }
         let segments = try db.uncached("SELECT body FROM chronicle_segments WHERE first_seq = ?1")
         for first in firsts {
             guard let inflated = try segments.map([.integer(first)], { row in
@@ -152,13 +145,10 @@ extension DeviceStore {
                 let digest = chainDigest(previous: row.text(4), body: body)
                 if digest != row.text(3) { problems.append("segment \(first)…\(last) digest does not match its bytes") }
                 // Its entity filter (if it has one) must say "maybe" for every entity it holds, or audits would miss history.
-                let filter = try filters.map([.integer(first)]) { row in row.withBytes(0) { SegmentFilter(bytes: $0) } }.first
-                if let filter {
-                    if let filter {
-                        if segment.ops.contains(where: { !filter.mayContain($0.entityID) }) {
-                            problems.append("segment \(first)…\(last) has an entity filter that leaves out one of its entities")
-                        }
-                    } else {
+                for filter in try filters.map([.integer(first)], { row in row.withBytes(0) { SegmentFilter(bytes: $0) } }) {
+                    if let filter, segment.ops.contains(where: { !filter.mayContain($0.entityID) }) {
+                        problems.append("segment \(first)…\(last) has an entity filter that leaves out one of its entities")
+                    } else if filter == nil {
                         problems.append("segment \(first)…\(last) has an unreadable entity filter")
                     }
                 }
