@@ -34,6 +34,36 @@ import Testing
         for query in ["tunnels", "planes", "renamed 4*", "t1"] {
             #expect(try a.store.search(query, limit: 50).map(\.id) == b.store.search(query, limit: 50).map(\.id), "\(query)")
         }
+        // What bulk apply set aside for its duration is back: the log's entity index, durable commits.
+        #expect(try b.store.writer.withLock { db in try db.scalarInt("PRAGMA synchronous") } == 2)
+        #expect(try b.store.read { db in
+            try db.scalarInt("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'chronicle_log_by_entity'")
+        } == 1)
+        let entity = batches[0][0].entityID
+        #expect(try b.store.confirmedOps(entity: entity) == a.store.confirmedOps(entity: entity))
+    }
+
+    @Test func oneEntitysHistoryReadsWhileBulkApplyRuns() throws {
+        let a = try Fixture(seed: 1), b = try Fixture(seed: 2, library: a.store.libraryID)
+        let batches = library(ServerLog(library: a.store.libraryID), articles: 30)
+        for batch in batches { try a.store.applyConfirmed(batch) }
+        try b.store.beginBulk()
+        for batch in batches { try b.store.applyBulkBatch(batch) }
+        // Between batches the entity index is gone, and the writer is back to durable commits
+        // (only the batches' own commits skip waiting for the disk).
+        #expect(try b.store.read { db in
+            try db.scalarInt("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'chronicle_log_by_entity'")
+        } == 0)
+        #expect(try b.store.writer.withLock { db in try db.scalarInt("PRAGMA synchronous") } == 2)
+        let entity = batches[0][0].entityID
+        let history = try b.store.confirmedOps(entity: entity)
+        #expect(!history.isEmpty)
+        #expect(history == (try a.store.confirmedOps(entity: entity)))
+        let audit = try b.store.audit(entity)
+        #expect(audit.entries.map(\.op.opID) == (try a.store.audit(entity)).entries.map(\.op.opID))
+        #expect(audit.state == (try a.store.audit(entity)).state)
+        try b.store.finishBulk()
+        #expect(try b.store.verify().passed)
     }
 
     @Test func aFailingBatchKeepsWhatLandedAndLeavesIndexesWhole() throws {
@@ -51,17 +81,27 @@ import Testing
         let f = try Fixture()
         let batches = library(ServerLog(library: f.store.libraryID), articles: 20)
         try f.store.applyConfirmed(batches[0])
-        // What a process killed after its first bulk batch leaves behind.
-        try f.store.writer.withLock { db in
-            try db.transaction { db in
-                try DeviceStore.setMeta("search_stale", .integer(1), in: db)
-                try db.execute("INSERT INTO article_fts(article_fts) VALUES ('delete-all')")
-            }
-        }
+        // What a process killed after its second bulk batch leaves behind: finishBulk never runs.
+        try f.store.beginBulk()
+        try f.store.applyBulkBatch(batches[1])
         #expect(try f.store.search("tunnels").isEmpty)
+        let unfinished = try f.store.verify()
+        #expect(unfinished.passed, "a store mid-bulk is consistent, its indexes reported as stale: \(unfinished)")
         let reopened = try DeviceStore.open(at: f.path)
         #expect(try !reopened.searchIndexesStale())
         #expect(try !reopened.search("tunnels").isEmpty)
+        #expect(try reopened.read { db in
+            try db.scalarInt("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'chronicle_log_by_entity'")
+        } == 1)
         #expect(try reopened.verify().passed)
+    }
+
+    @Test func verifyReportsAMissingEntityIndex() throws {
+        let f = try Fixture()
+        try f.store.applyConfirmed(library(ServerLog(library: f.store.libraryID), articles: 5)[0])
+        try f.store.writer.withLock { db in try db.execute("DROP INDEX chronicle_log_by_entity") }
+        let report = try f.store.verify()
+        #expect(!report.passed)
+        #expect(report.checks.contains { !$0.passed && $0.detail.contains("chronicle_log_by_entity") })
     }
 }

@@ -163,6 +163,10 @@ extension RawDatabase {
 /// the baseline runs against exactly the same tables, indexes, FTS5 tables and
 /// triggers (the engine's store-format DDL is internal to ChronicleStore).
 struct StoreDDL {
+    /// The log's entity index, which bulk apply drops and builds again at its end
+    /// (StoreFormat.logEntityIndex; keep in step).
+    static let logEntityIndex = "CREATE INDEX chronicle_log_by_entity ON chronicle_log(entity_id, server_seq)"
+
     var statements: [String]
     var meta: [(key: String, value: String?, isInteger: Bool)]
 

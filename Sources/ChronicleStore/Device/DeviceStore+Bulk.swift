@@ -5,13 +5,17 @@ extension DeviceStore {
     /// Folds a long run of confirmed ops — a first sync, or a device back from
     /// weeks away — faster than batch-by-batch `applyConfirmed`.
     ///
-    /// Each batch is its own transaction, so progress is durable and readers
-    /// see the projection fill up. Search indexes are emptied first and rebuilt
+    /// Each batch is its own transaction, so readers see the projection fill
+    /// up and a process killed half-way keeps what it folded. Those commits do
+    /// not wait for the disk: the store stays consistent across power loss, but
+    /// the last batches before one may roll back, and sync pulls them again.
+    /// Search indexes and the log's entity index are dropped first and built
     /// once at the end, in one pass each, instead of being updated row by row;
-    /// until then `search` finds nothing new. The store records that its
-    /// indexes are stale, so a process killed half-way rebuilds them when the
-    /// store next opens. Use it when the ops coming in outnumber the rows
-    /// already indexed; otherwise `applyConfirmed` does less work.
+    /// until then `search` finds nothing new and one entity's history is read
+    /// by scanning the log. The store records that its indexes are stale, so a
+    /// process killed half-way builds them when the store next opens. Use it
+    /// when the ops coming in outnumber the rows already indexed; otherwise
+    /// `applyConfirmed` does less work.
     @discardableResult
     public func applyConfirmedInBulk<Batches: Sequence>(_ batches: Batches, progress: ProgressHandler? = nil) throws -> ApplyResult
         where Batches.Element == [Op] {
@@ -42,6 +46,7 @@ extension DeviceStore {
         bulkInProgress.withLock { $0 = true }
         try writeTransaction { db in
             try Self.setMeta("search_stale", .integer(1), in: db)
+            try db.execute("DROP INDEX IF EXISTS \(StoreFormat.logEntityIndexName)")
             for (_, index) in projection.searchIndexes {
                 let fts = ProjectionSchema.quoted(index.index)
                 try db.execute("INSERT INTO \(fts)(\(fts)) VALUES ('delete-all')")
@@ -53,7 +58,7 @@ extension DeviceStore {
     @discardableResult
     public func applyBulkBatch(_ ops: [Op]) throws -> ApplyResult {
         guard !ops.isEmpty else { return ApplyResult(applied: 0, confirmedOwn: 0, rebased: 0, cursor: try cursor()) }
-        return try writeTransaction { db in
+        return try writeTransaction(spillToFiles: false, relaxedSync: true) { db in
             try db.execute("PRAGMA cache_size = -\(Self.bulkCacheKilobytes)")
             return try fold(ops, in: db, indexing: false)
         }
@@ -62,10 +67,19 @@ extension DeviceStore {
     /// …and rebuild them once at the end (always call it, also after a failure).
     public func finishBulk() throws {
         defer { bulkInProgress.withLock { $0 = false } }
-        try writeTransaction { db in
-            try rebuildSearchIndexes(in: db)
+        // The entity index's sort spills to temporary files rather than memory.
+        try writeTransaction(spillToFiles: true) { db in
+            try rebuildBulkIndexes(in: db)
             try db.execute("PRAGMA cache_size = -\(Database.Options.defaultCacheKilobytes)")
         }
+    }
+
+    /// Builds what bulk apply dropped: the log's entity index, then every search index.
+    func rebuildBulkIndexes(in db: Database) throws {
+        if try db.scalarInt("SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = ?1", [.text(StoreFormat.logEntityIndexName)]) == 0 {
+            try db.execute(StoreFormat.logEntityIndex)
+        }
+        try rebuildSearchIndexes(in: db)
     }
 
     /// When a bulk apply could not rebuild the search indexes at its end (the disk was full),
@@ -73,7 +87,7 @@ extension DeviceStore {
     /// transaction, so search never silently misses rows while the store keeps running.
     func rebuildSearchIndexesIfStale(in db: Database) throws {
         guard !bulkInProgress.withLock({ $0 }), try Self.meta("search_stale", in: db).integerValue == 1 else { return }
-        try rebuildSearchIndexes(in: db)
+        try rebuildBulkIndexes(in: db)
     }
 
     /// True while bulk apply has left the search indexes to be rebuilt.

@@ -125,6 +125,11 @@ extension DeviceStore {
                              "chronicle_segments_contiguous", "chronicle_segments_immutable"] where !triggers.contains(required) {
                 problems.append("guard trigger \(required) is missing")
             }
+            // Bulk apply drops the entity index and builds it at its end (or the next open does).
+            if !stale, try db.scalarInt("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = ?1",
+                                        [.text(StoreFormat.logEntityIndexName)]) == 0 {
+                problems.append("the log's entity index \(StoreFormat.logEntityIndexName) is missing")
+            }
             let sealed = try db.scalarInt("SELECT coalesce(sum(op_count), 0) FROM chronicle_segments") ?? 0
             let detail = problems.isEmpty
                 ? "\(stats.0 + sealed) confirmed ops (\(sealed) sealed), gap-free; \(outbox.0) pending, gap-free"

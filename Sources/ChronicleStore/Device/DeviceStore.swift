@@ -110,8 +110,8 @@ public final class DeviceStore: Sendable {
         try db.execute(ProjectionSchema.unreadableStatement)
         let store = try DeviceStore(path: path, schema: schema, deviceID: device, libraryID: library, clock: clock, ids: ids, writer: db)
         if meta["search_stale"]?.integerValue == 1 {
-            // A bulk apply was interrupted before it rebuilt the search indexes.
-            try store.writeTransaction { db in try store.rebuildSearchIndexes(in: db) }
+            // A bulk apply was interrupted before it rebuilt the search indexes and the log's entity index.
+            try store.writeTransaction(spillToFiles: true) { db in try store.rebuildBulkIndexes(in: db) }
         }
         if meta["schema_fingerprint"]?.textValue != schema.fingerprint {
             // The projection's shape is derived from the schema: rebuild it from the log (ops of
@@ -163,12 +163,15 @@ public final class DeviceStore: Sendable {
         try writeTransaction(spillToFiles: false, body)
     }
 
-    func writeTransaction<T>(spillToFiles: Bool, _ body: (Database) throws -> T) throws -> T {
+    /// `relaxedSync`: the commit does not wait for the disk (`Database.withRelaxedSync`);
+    /// only for work that can be redone from the server.
+    func writeTransaction<T>(spillToFiles: Bool, relaxedSync: Bool = false, _ body: (Database) throws -> T) throws -> T {
         try writer.withLock { db in
             do {
                 // temp_store cannot change inside a transaction.
                 if spillToFiles { try db.execute("PRAGMA temp_store = FILE") }
                 defer { if spillToFiles { try? db.execute("PRAGMA temp_store = MEMORY") } }
+                if relaxedSync { return try db.withRelaxedSync { try db.transaction(body) } }
                 return try db.transaction(body)
             } catch let error as SQLiteError where error.isDiskFull {
                 throw ChronicleError(.diskFull, "The disk is full; nothing was written. Free some space and try again.")

@@ -260,6 +260,11 @@ enum StoreFormat {
 }
 
 extension StoreFormat {
+    /// One entity's ops in order (audit, `log --entity`). Bulk apply drops it and builds it
+    /// again once at its end: updated in place it dirtied most of its pages every batch.
+    static let logEntityIndexName = "chronicle_log_by_entity"
+    static let logEntityIndex = "CREATE INDEX chronicle_log_by_entity ON chronicle_log(entity_id, server_seq)"
+
     /// The confirmed log and its guard triggers; the server's library store uses the same.
     static let logStatements: [String] = [
         // The confirmed log: a gap-free prefix of the server's log, append-only.
@@ -278,7 +283,7 @@ extension StoreFormat {
           server_time INTEGER NOT NULL
         )
         """,
-        "CREATE INDEX chronicle_log_by_entity ON chronicle_log(entity_id, server_seq)",
+        logEntityIndex,
         """
         CREATE TRIGGER chronicle_log_append_only_update BEFORE UPDATE ON chronicle_log BEGIN
           SELECT RAISE(ABORT, 'chronicle_log is append-only: confirmed ops are never updated');

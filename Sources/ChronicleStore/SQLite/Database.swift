@@ -17,6 +17,8 @@ public final class Database {
     public let path: String
     private var cache: [String: Statement] = [:]
     private static let cacheCountMax = 256
+    /// `PRAGMA synchronous` as opened: FULL (true) or NORMAL.
+    private let synchronousFull: Bool
 
     public struct Options: Sendable {
         public var readOnly = false
@@ -46,6 +48,7 @@ public final class Database {
         }
         self.handle = handle
         self.path = path
+        self.synchronousFull = options.synchronousFull
         sqlite3_extended_result_codes(handle, 1)
         sqlite3_busy_timeout(handle, options.busyTimeoutMilliseconds)
         _ = chronicle_enable_defensive(handle)
@@ -57,6 +60,19 @@ public final class Database {
         }
         try execute("PRAGMA temp_store = MEMORY")
         try execute("PRAGMA cache_size = -\(Options.defaultCacheKilobytes)")
+    }
+
+    /// Runs `body` (whole transactions) with `synchronous = NORMAL`: commits stop waiting for
+    /// the WAL to reach the disk, and the database stays consistent across power loss, but the
+    /// last commits before a power loss may roll back. For work that can be redone (folding ops
+    /// the server still holds), never for a person's own writes; the setting goes back as it was
+    /// before `body` returns, and the next FULL commit's sync covers the earlier frames too.
+    /// See <https://sqlite.org/pragma.html#pragma_synchronous>.
+    public func withRelaxedSync<T>(_ body: () throws -> T) throws -> T {
+        guard synchronousFull else { return try body() }
+        try execute("PRAGMA synchronous = NORMAL")
+        defer { try? execute("PRAGMA synchronous = FULL") }
+        return try body()
     }
 
     deinit {
