@@ -262,6 +262,54 @@ import Testing
         #expect(kept == [bytes])
     }
 
+    @Test func aBootstrapThatFoldsItsTailEqualsPullingTheTailAfterwards() throws {
+        let source = try Fixture(seed: 23)
+        try Self.library(source, count: 900, seed: 23)
+        let end = try source.store.cursor()
+        let at = end - 200
+        let (snapshot, _) = try source.store.read { db in
+            try DeviceStore.stateSnapshot(at: at, source: db, source.store.materializer, source.store.projection,
+                                          libraryID: source.store.libraryID, progress: nil)
+        }
+        let frame = SnapshotFrame(snapshot)
+        #expect(try SnapshotCodec.header(of: frame).seq == at)
+        let tail = try source.store.confirmedOps(after: at)
+        #expect(tail.count == 200)
+
+        // Refused, and nothing changed: a tail with a gap, or from another library.
+        let refused = try Fixture(seed: 24, library: source.store.libraryID)
+        let before = try refused.store.digest()
+        let gap = #expect(throws: ChronicleError.self) { try refused.store.bootstrap(from: frame, tail: Array(tail.dropFirst())) }
+        #expect(gap?.code == .logGap)
+        var foreign = tail
+        foreign[0].libraryID = UUID()
+        let wrong = #expect(throws: ChronicleError.self) { try refused.store.bootstrap(from: frame, tail: foreign) }
+        #expect(wrong?.code == .wrongLibrary)
+        #expect(try refused.store.digest() == before)
+        #expect(try refused.store.cursor() == 0)
+
+        let folded = try Fixture(seed: 25, library: source.store.libraryID)
+        let queued = try folded.save("https://example.com/queued", title: "tunnel written offline")
+        #expect(try folded.store.bootstrap(from: frame, tail: tail) == at)
+        #expect(try folded.store.cursor() == end)
+        #expect(try folded.store.confirmedOps(after: at) == tail, "the tail joined the log")
+
+        let pulled = try Fixture(seed: 25, library: source.store.libraryID)  // the same device, ids and clock
+        _ = try pulled.save("https://example.com/queued", title: "tunnel written offline")
+        try pulled.store.bootstrap(from: frame)
+        try pulled.store.applyConfirmed(tail)
+
+        #expect(try folded.store.digest() == pulled.store.digest())
+        #expect(try folded.store.row(queued) != nil, "the queued op still shows")
+        for query in ["tunnel", "renamed", "snapshot", "plane"] {
+            #expect(try folded.store.search(query, limit: 100).map(\.id) == pulled.store.search(query, limit: 100).map(\.id), "\(query)")
+        }
+        #expect(try folded.store.verify().passed)
+        // A frame cut before its header has none to give.
+        let cut = SnapshotFrame(bytes: Array(SnapshotCodec.encode(snapshot).prefix(8)))
+        #expect(throws: ChronicleError.self) { try SnapshotCodec.header(of: cut) }
+    }
+
     @Test func interruptedAfterAnyStepTheStoreIsWholeAndCompactionCanFinish() throws {
         struct Stop: Error {}
         let policy = Self.policy(keepOps: 100, segmentOpsMax: 250)

@@ -77,9 +77,8 @@ struct BulkApplyBenchmark {
                 let fts = ProjectionSchema.quoted(index.index)
                 return try raw.prepare("INSERT INTO \(fts)(\(fts)) VALUES ('delete-all')")
             }
-            rebuild = try projection.searchIndexes.map { _, index in
-                let fts = ProjectionSchema.quoted(index.index)
-                return try raw.prepare("INSERT INTO \(fts)(\(fts)) VALUES ('rebuild')")
+            rebuild = try projection.searchIndexes.flatMap { _, index in
+                try DeviceStore.searchIndexRebuildSQL(index.index).map { try raw.prepare($0) }
             }
             clearStale = try raw.prepare("DELETE FROM chronicle_meta WHERE key = 'search_stale'")
             dropEntityIndex = try raw.prepare("DROP INDEX IF EXISTS chronicle_log_by_entity")

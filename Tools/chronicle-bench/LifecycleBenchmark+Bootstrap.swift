@@ -42,8 +42,11 @@ extension LifecycleBenchmark {
         var digest: String
         /// `SyncTransport.snapshot()`: the HTTP download, LZ4 decompression and decoding.
         var snapshotCallSeconds: Double
-        /// From the snapshot's arrival to the next pull: `DeviceStore.bootstrap(from:)`.
+        /// `DeviceStore.bootstrap(from:tail:)`: the longest pause between calls after the snapshot's arrival.
         var storeBootstrapSeconds: Double
+        /// The pull calls that fetched the tail folded into the bootstrap, and their time.
+        var tailPulls: Int
+        var tailPullSeconds: Double
         var pulls: Int
         /// The pull calls' durations, summed (they overlap the folding of the page before).
         var pullCallSeconds: Double
@@ -69,6 +72,8 @@ extension LifecycleBenchmark {
             digest = object["digest"] as? String ?? ""
             snapshotCallSeconds = try number("snapshot_call_seconds").doubleValue
             storeBootstrapSeconds = try number("store_bootstrap_seconds").doubleValue
+            tailPulls = try number("tail_pulls").intValue
+            tailPullSeconds = try number("tail_pull_seconds").doubleValue
             pulls = try number("pulls").intValue
             pullCallSeconds = try number("pull_call_seconds").doubleValue
             firstPullSeconds = try number("first_pull_seconds").doubleValue
@@ -156,9 +161,19 @@ extension LifecycleBenchmark {
         let pulls = transport.timing.pulls
         let snapshot = transport.snapshotCall.withLock { $0 }
         let memory = transport.snapshotMemory.withLock { $0 }
-        let bootstrapSeconds = snapshot.map { call in
-            Double((pulls.first { $0.start >= call.end }?.start ?? call.end) - call.end) / 1e9
-        } ?? 0
+        // After the snapshot call the engine pulls the tail (calls back to back), then folds it
+        // in DeviceStore.bootstrap (the longest pause between calls), then pulls what is left.
+        var bootstrapSeconds = 0.0, tailSeconds = 0.0, tailCalls = 0
+        if let call = snapshot {
+            let after = pulls.filter { $0.start >= call.end }.sorted { $0.start < $1.start }
+            let gaps = after.indices.map { i in after[i].start - (i == 0 ? call.end : after[i - 1].end) }
+            // With no call after the snapshot, the bootstrap ran to the end of syncOnce.
+            let (index, gap) = gaps.enumerated().max { $0.element < $1.element }
+                .map { ($0.offset, $0.element) } ?? (0, t0 + UInt64(seconds * 1e9) - call.end)
+            bootstrapSeconds = Double(gap) / 1e9
+            tailCalls = index
+            tailSeconds = Double(after.prefix(index).reduce(0) { $0 + $1.nanoseconds }) / 1e9
+        }
         let digest = try store.digest()
         return JSON.object([
             ("seconds", .number(seconds)), ("vmhwm_kb", .int(Int64(peak))), ("start_vmhwm_kb", .int(Int64(start))),
@@ -166,6 +181,7 @@ extension LifecycleBenchmark {
             ("bootstrapped_at", report.bootstrappedAt.map(JSON.int) ?? .null), ("digest", .string(digest)),
             ("snapshot_call_seconds", .number(snapshot.map { Double($0.end - $0.start) / 1e9 } ?? 0)),
             ("store_bootstrap_seconds", .number(bootstrapSeconds)), ("pulls", .int(Int64(pulls.count))),
+            ("tail_pull_seconds", .number(tailSeconds)), ("tail_pulls", .int(Int64(tailCalls))),
             ("pull_call_seconds", .number(Double(pulls.reduce(0) { $0 + $1.nanoseconds }) / 1e9)),
             ("first_pull_seconds", .number(Double(pulls.first?.nanoseconds ?? 0) / 1e9)),
             ("snapshot_hwm_before_kb", .int(Int64(memory?.hwmBefore ?? 0))), ("snapshot_hwm_after_kb", .int(Int64(memory?.hwmAfter ?? 0))),

@@ -167,11 +167,10 @@ struct RebuildBenchmark {
     }
 
     /// What `DeviceStore.rebuildSearchIndexes` runs (Sources/ChronicleStore/Device/DeviceStore+Rebuild.swift,
-    /// internal): every index refilled from its content view, then the stale mark cleared. Keep in step.
+    /// internal): every index refilled from its content view (`DeviceStore.searchIndexRebuildSQL`), then the stale mark cleared. Keep in step.
     static func rebuildSearchIndexes(_ db: RawDatabase, _ projection: ProjectionSchema) throws {
         for (_, index) in projection.searchIndexes {
-            let fts = ProjectionSchema.quoted(index.index)
-            try db.exec("INSERT INTO \(fts)(\(fts)) VALUES ('rebuild')")
+            for sql in DeviceStore.searchIndexRebuildSQL(index.index) { try db.exec(sql) }
         }
         try db.exec("DELETE FROM chronicle_meta WHERE key = 'search_stale'")
     }

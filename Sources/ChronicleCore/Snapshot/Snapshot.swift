@@ -158,6 +158,23 @@ public enum SnapshotCodec {
         return header
     }
 
+    /// The header alone, read from the frame's start (the rest is not decoded or checked).
+    public static func header(of frame: SnapshotFrame, limits: Limits = Limits()) throws -> SnapshotHeader {
+        struct Found: Error { let header: SnapshotHeader }
+        struct Stop: SnapshotVisitor {
+            mutating func header(_ header: SnapshotHeader) throws { throw Found(header: header) }
+            mutating func table(_ name: String, columns: [String], rowCount: Int) throws {}
+            mutating func row(_ values: [Value]) throws {}
+        }
+        var stop = Stop()
+        do {
+            _ = try read(frame, limits: limits, into: &stop)
+        } catch let found as Found {
+            return found.header
+        }
+        throw ChronicleError(.malformedSnapshot, "The snapshot ends before its header.")
+    }
+
     /// Passes everything on, keeping the header.
     private struct HeaderRecorder<Inner: SnapshotVisitor>: SnapshotVisitor {
         var inner: Inner

@@ -18,8 +18,12 @@ extension DeviceStore {
     /// rows go into the projection as they are decoded and the frame is kept as it came,
     /// so memory stays flat whatever the library's size. A damaged frame (its checksum is
     /// checked at its end) rolls everything back. Returns the snapshot's seq.
+    ///
+    /// `tail`: confirmed ops right after the snapshot (from its seq + 1, gap-free), already
+    /// fetched. They join the log in the same transaction and are folded before the
+    /// indexes are built, instead of each updating the search indexes afterwards.
     @discardableResult
-    public func bootstrap(from frame: SnapshotFrame) throws -> Int64 {
+    public func bootstrap(from frame: SnapshotFrame, tail: [Op] = []) throws -> Int64 {
         try writeTransaction(spillToFiles: true) { db in
             let cursor = try Self.meta("cursor", in: db).integerValue ?? 0
             try db.execute("PRAGMA cache_size = -\(Self.bulkCacheKilobytes)")
@@ -39,7 +43,10 @@ extension DeviceStore {
             try db.execute("DELETE FROM chronicle_segments WHERE last_seq <= ?1", [.integer(seq)])
             try db.execute("DELETE FROM chronicle_snapshots WHERE seq < ?1", [.integer(seq)])
 
-            // Queued ops on top, then the indexes, each built once.
+            // The tail continues the log from the snapshot (its checks are the log's own).
+            if !tail.isEmpty { _ = try appendConfirmed(tail, in: db) }
+
+            // The tail's ops and queued ops on top, then the indexes, each built once.
             _ = try Self.replay(from: db, into: db, materializer, projection, after: seq, upTo: nil, includePending: true, progress: nil)
             // SQLite sizes an index build's in-memory sort by the page cache: back to the usual cache
             // first, so the sort spills to its temporary files instead of doubling the footprint.

@@ -35,62 +35,70 @@ extension DeviceStore {
     /// transaction. With `indexing` off the FTS indexes are left alone (bulk mode
     /// rebuilds them at the end).
     func fold(_ ops: [Op], in db: Database, indexing: Bool) throws -> ApplyResult {
-            if indexing { try rebuildSearchIndexesIfStale(in: db) }
-            var cursor = try Self.meta("cursor", in: db).integerValue ?? 0
-            for op in ops {
-                guard let seq = op.serverSeq, op.serverTime != nil else {
-                    throw ChronicleError(.invariantViolated, "Confirmed op \(op.opID.lowercased) has no server sequence or time.")
-                }
-                guard seq == cursor + 1 else {
-                    throw ChronicleError(.logGap, "Confirmed ops must continue the log: expected server seq \(cursor + 1), got \(seq).")
-                }
-                guard op.libraryID == libraryID else {
-                    throw ChronicleError(.wrongLibrary, "Op \(op.opID.lowercased) belongs to library \(op.libraryID.lowercased), not this store's \(libraryID.lowercased).")
-                }
-                cursor = seq
-            }
+        if indexing { try rebuildSearchIndexesIfStale(in: db) }
+        let (cursor, own) = try appendConfirmed(ops, in: db)
 
-            // The log and the outbox first: their guard triggers make SQLite open a statement
-            // savepoint per insert, and once FTS5 tables are written in this transaction every
-            // savepoint makes FTS5 flush its pending terms to disk. Projection writes come after.
-            let insert = try db.statement("INSERT INTO chronicle_log(\(Self.logColumns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)")
-            // Ops sealed into segments left the log's unique index; their ids are kept apart.
-            let sealed = try db.scalarInt("SELECT EXISTS (SELECT 1 FROM chronicle_sealed_ops)") == 1
-            let findSealed = sealed ? try db.statement("SELECT 1 FROM chronicle_sealed_ops WHERE op_id = ?1") : nil
-            var own: [String] = []
-            for op in ops {
-                if let findSealed, try findSealed.map([.text(op.opID.lowercased)], { _ in true }).first == true {
-                    throw ChronicleError(.duplicateOp, "Op \(op.opID.lowercased) is already in the confirmed log (sealed); an op id is applied at most once.")
-                }
-                do {
-                    try insert.execute(Self.logArguments(op))
-                } catch {
-                    guard error.isConstraint && error.message.contains("op_id") else { throw error }
-                    throw ChronicleError(.duplicateOp, "Op \(op.opID.lowercased) is already in the confirmed log; an op id is applied at most once.")
-                }
-                if op.deviceID == deviceID { own.append(op.opID.lowercased) }
-            }
-            for opID in own { try db.execute("DELETE FROM chronicle_outbox WHERE op_id = ?1", [.text(opID)]) }
-            try Self.setMeta("cursor", .integer(cursor), in: db)
+        // Rows that both carry pending ops and are touched by the batch go back to
+        // their confirmed state first; their pending ops are replayed afterwards.
+        let batch = SearchIndexer.Batch()
+        let shadowed = try db.query("SELECT entity, id FROM chronicle_shadowed") { ShadowKey(entity: $0.text(0), id: $0.text(1)) }
+        var rebase: [ShadowKey] = []
+        if !shadowed.isEmpty {
+            let touched = Set(ops.compactMap { op in materializer.entity(of: op).map { ShadowKey(entity: $0.name, id: op.entityID.lowercased) } })
+            rebase = shadowed.filter(touched.contains)
+            try restoreConfirmed(rebase, in: db, batch: batch, indexing: indexing)
+        }
 
-            // Rows that both carry pending ops and are touched by the batch go back to
-            // their confirmed state first; their pending ops are replayed afterwards.
-            let batch = SearchIndexer.Batch()
-            let shadowed = try db.query("SELECT entity, id FROM chronicle_shadowed") { ShadowKey(entity: $0.text(0), id: $0.text(1)) }
-            var rebase: [ShadowKey] = []
-            if !shadowed.isEmpty {
-                let touched = Set(ops.compactMap { op in materializer.entity(of: op).map { ShadowKey(entity: $0.name, id: op.entityID.lowercased) } })
-                rebase = shadowed.filter(touched.contains)
-                try restoreConfirmed(rebase, in: db, batch: batch, indexing: indexing)
-            }
+        for op in ops {
+            if indexing { try materialize(op, in: db, batch: batch) } else { try Self.materialize(op, materializer, in: db) }
+        }
 
-            for op in ops {
-                if indexing { try materialize(op, in: db, batch: batch) } else { try Self.materialize(op, materializer, in: db) }
-            }
+        let rebased = try replayPending(on: Set(rebase.map(\.id)), in: db, batch: batch, indexing: indexing)
+        if indexing { try indexer.flush(batch, in: db) }
+        return ApplyResult(applied: ops.count, confirmedOwn: own, rebased: rebased, cursor: cursor)
+    }
 
-            let rebased = try replayPending(on: Set(rebase.map(\.id)), in: db, batch: batch, indexing: indexing)
-            if indexing { try indexer.flush(batch, in: db) }
-            return ApplyResult(applied: ops.count, confirmedOwn: own.count, rebased: rebased, cursor: cursor)
+    /// Checks that `ops` continue the log, appends them to it, takes this device's own ops
+    /// out of the outbox and moves the cursor; the projection is left to the caller.
+    /// Returns the new cursor and how many of the ops were this device's.
+    func appendConfirmed(_ ops: [Op], in db: Database) throws -> (cursor: Int64, own: Int) {
+        var cursor = try Self.meta("cursor", in: db).integerValue ?? 0
+        for op in ops {
+            guard let seq = op.serverSeq, op.serverTime != nil else {
+                throw ChronicleError(.invariantViolated, "Confirmed op \(op.opID.lowercased) has no server sequence or time.")
+            }
+            guard seq == cursor + 1 else {
+                throw ChronicleError(.logGap, "Confirmed ops must continue the log: expected server seq \(cursor + 1), got \(seq).")
+            }
+            guard op.libraryID == libraryID else {
+                throw ChronicleError(.wrongLibrary, "Op \(op.opID.lowercased) belongs to library \(op.libraryID.lowercased), not this store's \(libraryID.lowercased).")
+            }
+            cursor = seq
+        }
+
+        // The log and the outbox first: their guard triggers make SQLite open a statement
+        // savepoint per insert, and once FTS5 tables are written in this transaction every
+        // savepoint makes FTS5 flush its pending terms to disk. Projection writes come after.
+        let insert = try db.statement("INSERT INTO chronicle_log(\(Self.logColumns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)")
+        // Ops sealed into segments left the log's unique index; their ids are kept apart.
+        let sealed = try db.scalarInt("SELECT EXISTS (SELECT 1 FROM chronicle_sealed_ops)") == 1
+        let findSealed = sealed ? try db.statement("SELECT 1 FROM chronicle_sealed_ops WHERE op_id = ?1") : nil
+        var own: [String] = []
+        for op in ops {
+            if let findSealed, try findSealed.map([.text(op.opID.lowercased)], { _ in true }).first == true {
+                throw ChronicleError(.duplicateOp, "Op \(op.opID.lowercased) is already in the confirmed log (sealed); an op id is applied at most once.")
+            }
+            do {
+                try insert.execute(Self.logArguments(op))
+            } catch {
+                guard error.isConstraint && error.message.contains("op_id") else { throw error }
+                throw ChronicleError(.duplicateOp, "Op \(op.opID.lowercased) is already in the confirmed log; an op id is applied at most once.")
+            }
+            if op.deviceID == deviceID { own.append(op.opID.lowercased) }
+        }
+        for opID in own { try db.execute("DELETE FROM chronicle_outbox WHERE op_id = ?1", [.text(opID)]) }
+        try Self.setMeta("cursor", .integer(cursor), in: db)
+        return (cursor, own.count)
     }
 
     struct ShadowKey: Hashable { var entity: String; var id: String }

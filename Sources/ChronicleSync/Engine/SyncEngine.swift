@@ -290,12 +290,40 @@ public actor SyncEngine {
     private func startFromSnapshot() async throws {
         let frame = try await transport.snapshot()
         defer { frame.discard() }
+        let tail: [Op]
         do {
-            roundBootstrap = try store.bootstrap(from: frame)
+            tail = try await snapshotTail(after: SnapshotCodec.header(of: frame).seq)
+        } catch let error as ChronicleError where Self.damagedSnapshot.contains(error.code) {
+            throw SyncError.transient(reason: "The server's snapshot could not be read: \(error.message)", retryAfterSeconds: nil)
+        }
+        do {
+            roundBootstrap = try store.bootstrap(from: frame, tail: tail)
+            pulledInRound += tail.count
         } catch let error as ChronicleError where Self.damagedSnapshot.contains(error.code) {
             // Nothing changed (one transaction); a damaged download is fetched again next round.
             throw SyncError.transient(reason: "The server's snapshot could not be read: \(error.message)", retryAfterSeconds: nil)
         }
+    }
+
+    /// The ops right after the snapshot, up to `bulkCatchUpOpsMin` of them: folded inside
+    /// the bootstrap, before its indexes are built, they cost a fraction of what pulling them
+    /// afterwards does (each such op updates the search indexes); whatever is left is pulled.
+    private func snapshotTail(after seq: Int64) async throws -> [Op] {
+        var tail: [Op] = []
+        var cursor = seq
+        while tail.count < configuration.bulkCatchUpOpsMin {
+            let limit = min(configuration.bulkPullPageOpsMax, configuration.bulkCatchUpOpsMin - tail.count)
+            let page = try await transport.pull(after: cursor, limit: max(1, limit), waitMilliseconds: 0)
+            let ops = page.segment.ops
+            guard let first = ops.first else { break }
+            guard first.serverSeq == cursor + 1 else {
+                throw SyncError.transient(reason: "The server sent ops from \(first.serverSeq ?? 0); expected \(cursor + 1).", retryAfterSeconds: nil)
+            }
+            tail += ops
+            cursor = page.nextCursor
+            if !page.more { break }
+        }
+        return tail
     }
 
     static let damagedSnapshot: Set<ChronicleError.Code> = [.malformedSnapshot, .futureSnapshotVersion, .malformedFrame, .segmentChecksum, .segmentTooLarge]
