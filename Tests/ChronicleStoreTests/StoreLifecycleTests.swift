@@ -141,3 +141,60 @@ import Testing
         #expect(try store.notices().map(\.code) == ["test"])
     }
 }
+
+/// Rebuild reads and decodes the log on a second connection and thread while the writer
+/// applies it (`DeviceStore.forEachPreparedOp`): both sides' failures must stop both.
+@Suite struct PrefetchedRebuildTests {
+    @Test func aRebuildAcrossManyChunksGivesTheIncrementalDigest() throws {
+        let f = try Fixture(seed: 41)
+        try CompactionTests.library(f, count: PrefetchChannel.chunkOps * 3 + 17, seed: 41)
+        let before = try f.store.digest()
+        #expect(try f.store.rebuild().digest == before)
+        #expect(try f.store.verify().passed)
+    }
+
+    @Test func aLogRowTheReaderCannotDecodeFailsTheRebuildAndChangesNothing() throws {
+        let f = try Fixture(seed: 42)
+        try CompactionTests.library(f, count: PrefetchChannel.chunkOps + 200, seed: 42)
+        let before = try f.store.digest()
+        let cursor = try f.store.cursor()
+        // A row past the first chunk whose op id is not an id (only a tool writing SQL can do this).
+        try f.store.writer.withLock { db in
+            try db.transaction { db in
+                try db.execute("""
+                    INSERT INTO chronicle_log(\(DeviceStore.logColumns))
+                    SELECT server_seq + 1, 'not-an-id', device_id, device_seq + 1, type, version, entity_id, payload, device_time, base_seq, server_time
+                    FROM chronicle_log ORDER BY server_seq DESC LIMIT 1
+                    """)
+                try DeviceStore.setMeta("cursor", .integer(cursor + 1), in: db)
+            }
+        }
+        let error = #expect(throws: ChronicleError.self) { try f.store.rebuild() }
+        #expect(error?.code == .invariantViolated)
+        #expect(error?.message.contains("not-an-id") == true)
+        #expect(try f.store.digest() == before, "the rebuild rolled back")
+        // The reading connection went back to the pool and the writer was let go: reads go on,
+        // and the next rebuild runs (and fails the same way) instead of waiting forever.
+        #expect(try f.store.cursor() == cursor + 1)
+        #expect(throws: ChronicleError.self) { try f.store.rebuild() }
+    }
+
+    @Test func aConsumerThatStopsReleasesAWaitingProducer() throws {
+        let channel = PrefetchChannel(capacity: 1)
+        let op = Op(opID: UUID(), libraryID: UUID(), deviceID: UUID(), deviceSeq: 1, type: "article.save", version: 1,
+                    entityID: UUID(), payload: [:], deviceTime: 0, baseSeq: 0)
+        let producer = Thread {
+            do {
+                for _ in 0..<100 { try channel.put([(op, [])]) }
+                channel.finish(nil)
+            } catch {
+                channel.finish(error)
+            }
+        }
+        producer.start()
+        #expect(try channel.take()?.count == 1)
+        channel.cancel()
+        channel.waitUntilFinished()   // returns only because the blocked put threw
+        #expect(try channel.take() == nil, "a cancelled producer's stop is not an error")
+    }
+}

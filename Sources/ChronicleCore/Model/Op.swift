@@ -75,41 +75,45 @@ extension UUID {
 
     /// Parses the 36-character text form (either case); nil for anything else.
     public init?(text: String) {
-        var value: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-        let parsed = text.utf8.withContiguousStorageIfAvailable { utf8 -> Bool in
-            guard utf8.count == 36 else { return false }
-            return withUnsafeMutableBytes(of: &value) { out -> Bool in
-                var b = 0
-                var i = 0
-                while i < 36 {
-                    if i == 8 || i == 13 || i == 18 || i == 23 {
-                        guard utf8[i] == UInt8(ascii: "-") else { return false }
-                        i += 1
-                        continue
-                    }
-                    guard let high = Self.nibble(utf8[i]), let low = Self.nibble(utf8[i + 1]) else { return false }
-                    out[b] = high << 4 | low
-                    b += 1
-                    i += 2
-                }
-                return true
-            }
-        }
-        if parsed == true {
-            self.init(uuid: value)
-        } else if parsed == nil, let fallback = UUID(uuidString: text) {
-            self = fallback  // a bridged string without contiguous UTF-8
-        } else {
-            return nil
-        }
+        var text = text
+        guard let parsed = text.withUTF8({ UUID(utf8: UnsafeRawBufferPointer($0)) }) else { return nil }
+        self = parsed
     }
 
-    private static func nibble(_ c: UInt8) -> UInt8? {
-        switch c {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
-        default: nil
+    /// Parses the 36-character text form from its UTF-8 bytes (a database column read in
+    /// place, without making a `String` first); nil for anything else.
+    public init?(utf8: UnsafeRawBufferPointer) {
+        guard utf8.count == 36 else { return nil }
+        var value: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        let parsed = withUnsafeMutableBytes(of: &value) { out -> Bool in
+            var b = 0
+            var i = 0
+            var bad: UInt8 = 0
+            while i < 36 {
+                if i == 8 || i == 13 || i == 18 || i == 23 {
+                    if utf8[i] != UInt8(ascii: "-") { return false }
+                    i += 1
+                    continue
+                }
+                let high = Self.nibbles[Int(utf8[i])], low = Self.nibbles[Int(utf8[i + 1])]
+                bad |= (high | low) & 0xF0
+                out[b] = high << 4 | (low & 0x0F)
+                b += 1
+                i += 2
+            }
+            return bad == 0
+        }
+        guard parsed else { return nil }
+        self.init(uuid: value)
+    }
+
+    /// Each byte's hex digit value, or 0xFF for a byte that is not one.
+    private static let nibbles: [UInt8] = (0..<256).map { c in
+        switch UInt8(c) {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): UInt8(c) - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): UInt8(c) - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): UInt8(c) - UInt8(ascii: "A") + 10
+        default: 0xFF
         }
     }
 }

@@ -138,16 +138,22 @@ extension DeviceStore {
     func outboxOp(_ row: Row) throws -> Op { try Self.outboxOp(row, libraryID: libraryID, deviceID: deviceID) }
 
     static func logOp(_ row: Row, libraryID: UUID) throws -> Op {
-        Op(opID: try uuid(row.text(1)), libraryID: libraryID, deviceID: try uuid(row.text(2)), deviceSeq: row.int(3),
-           type: row.text(4), version: Int(row.int(5)), entityID: try uuid(row.text(6)),
+        Op(opID: try uuid(row, 1), libraryID: libraryID, deviceID: try uuid(row, 2), deviceSeq: row.int(3),
+           type: row.text(4), version: Int(row.int(5)), entityID: try uuid(row, 6),
            payload: try row.withBytes(7) { try CanonicalJSON.decodePayload(utf8: $0) }, deviceTime: row.int(8), baseSeq: row.int(9),
            serverSeq: row.int(0), serverTime: row.int(10))
     }
 
     static func outboxOp(_ row: Row, libraryID: UUID, deviceID: UUID) throws -> Op {
-        Op(opID: try uuid(row.text(1)), libraryID: libraryID, deviceID: deviceID, deviceSeq: row.int(0),
-           type: row.text(2), version: Int(row.int(3)), entityID: try uuid(row.text(4)),
+        Op(opID: try uuid(row, 1), libraryID: libraryID, deviceID: deviceID, deviceSeq: row.int(0),
+           type: row.text(2), version: Int(row.int(3)), entityID: try uuid(row, 4),
            payload: try row.withBytes(5) { try CanonicalJSON.decodePayload(utf8: $0) }, deviceTime: row.int(6), baseSeq: row.int(7))
+    }
+
+    /// A column holding an id, parsed in place.
+    static func uuid(_ row: Row, _ index: Int32) throws -> UUID {
+        guard let uuid = row.uuid(index) else { return try uuid(row.text(index)) }
+        return uuid
     }
 
     static func uuid(_ text: String) throws -> UUID {

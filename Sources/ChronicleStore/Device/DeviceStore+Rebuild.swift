@@ -56,8 +56,10 @@ extension DeviceStore {
             let statements = projection.tableStatements
             for statement in statements where !statement.hasPrefix("CREATE INDEX") { try db.execute(statement) }
             if let base { try Self.load(base, into: db, projection, libraryID: libraryID) }
+            // The log is as last committed (this transaction changes only the projection), so
+            // another connection reads and decodes it while this one writes.
             let counts = try Self.replay(from: db, into: db, materializer, projection, after: base?.seq ?? 0, upTo: nil,
-                                         includePending: true, progress: progress)
+                                         includePending: true, prefetch: readers, progress: progress)
             for statement in statements where statement.hasPrefix("CREATE INDEX") { try db.execute(statement) }
             // Build the FTS indexes in one pass each.
             for statement in projection.searchStatements { try db.execute(statement) }
@@ -100,7 +102,7 @@ extension DeviceStore {
     /// at `after` (empty for 0, or a loaded snapshot). Reads sealed segments and the log.
     static func replay(from source: Database, into target: Database, _ materializer: Materializer, _ projection: ProjectionSchema,
                        after: Int64 = 0, upTo: Int64?, includePending: Bool, entity: String? = nil,
-                       progress: ProgressHandler?) throws -> (Int64, Int) {
+                       prefetch: ReaderPool? = nil, progress: ProgressHandler?) throws -> (Int64, Int) {
         let entityFilter = entity.map { _ in " WHERE entity_id = ?1" } ?? ""
         let pendingTotal = includePending
             ? try source.scalarInt("SELECT count(*) FROM chronicle_outbox\(entityFilter)", entity.map { [.text($0)] } ?? []) ?? 0 : 0
@@ -109,10 +111,19 @@ extension DeviceStore {
         let stride: Int64 = 10_000
         progress?(0, total)
         let libraryID = try uuid(try meta("library_id", in: source).textValue ?? "")
-        try forEachConfirmedOp(in: source, libraryID: libraryID, after: after, upTo: upTo, entity: entity) { op in
-            try materialize(op, materializer, in: target)
-            done += 1
-            if done % stride == 0 { progress?(done, total) }
+        if let prefetch, entity == nil {
+            // `prefetch`: the confirmed ops are committed as `source` sees them (see forEachPreparedOp).
+            try forEachPreparedOp(readers: prefetch, libraryID: libraryID, after: after, upTo: upTo, materializer) { op, steps in
+                try materialize(op, steps: steps, materializer, in: target)
+                done += 1
+                if done % stride == 0 { progress?(done, total) }
+            }
+        } else {
+            try forEachConfirmedOp(in: source, libraryID: libraryID, after: after, upTo: upTo, entity: entity) { op in
+                try materialize(op, materializer, in: target)
+                done += 1
+                if done % stride == 0 { progress?(done, total) }
+            }
         }
         var pending = 0
         if includePending {

@@ -198,7 +198,11 @@ public final class DeviceStore: Sendable {
 
     /// Applies one op's materializer steps only (replays that build FTS afterwards, scratch databases).
     static func materialize(_ op: Op, _ materializer: Materializer, in db: Database) throws {
-        let steps = materializer.steps(for: op)
+        try materialize(op, steps: materializer.steps(for: op), materializer, in: db)
+    }
+
+    /// The same, with the op's steps already built (`materializer.steps(for: op)`).
+    static func materialize(_ op: Op, steps: [SQLStep], _ materializer: Materializer, in db: Database) throws {
         if steps.isEmpty, let seq = op.serverSeq {
             do {
                 _ = try materializer.schema.upcast(op)

@@ -1,5 +1,6 @@
 import CSQLite
 import ChronicleCore
+import Foundation
 
 /// A prepared statement. Owns its `sqlite3_stmt` and finalizes it in `deinit`.
 /// Not thread-safe: it belongs to one `Database`, used from one thread at a time.
@@ -118,6 +119,11 @@ public struct Row {
     }
 
     public func optionalText(_ index: Int32) -> String? { isNull(index) ? nil : text(index) }
+
+    /// A text column holding a UUID's 36-character form, parsed in place; nil if it holds anything else.
+    public func uuid(_ index: Int32) -> UUID? {
+        withBytes(index) { UUID(utf8: $0) }
+    }
 
     /// Raw bytes of a column (text or blob), for hashing without decoding.
     public func withBytes<R>(_ index: Int32, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
