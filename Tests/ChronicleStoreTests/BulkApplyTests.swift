@@ -96,6 +96,28 @@ import Testing
         #expect(try reopened.verify().passed)
     }
 
+    @Test func aBatchPreparedOnAnotherThreadFoldsAsTheOpsDoAndBadOpsAreRefused() throws {
+        let a = try Fixture(seed: 1), b = try Fixture(seed: 2, library: a.store.libraryID)
+        let batches = library(ServerLog(library: a.store.libraryID), articles: 30)
+        for batch in batches { try a.store.applyConfirmed(batch) }
+        let store = b.store
+        let prepared = Locked<[PreparedBatch]>([])
+        let thread = Thread { prepared.withLock { $0 = batches.map(store.prepareBatch) } }
+        thread.start()
+        while prepared.withLock({ $0.count }) != batches.count { usleep(1_000) }
+        try b.store.beginBulk()
+        for batch in prepared.withLock({ $0 }) { try b.store.applyBulkBatch(batch) }
+        try b.store.finishBulk()
+        #expect(try b.store.digest() == a.store.digest())
+
+        // An op without its server seq is refused, as unprepared, rather than trapping.
+        var unconfirmed = batches[0][0]
+        unconfirmed.serverSeq = nil
+        let c = try Fixture(seed: 3, library: a.store.libraryID)
+        let error = #expect(throws: ChronicleError.self) { try c.store.applyBulkBatch(c.store.prepareBatch([unconfirmed])) }
+        #expect(error?.code == .invariantViolated)
+    }
+
     @Test func verifyReportsAMissingEntityIndex() throws {
         let f = try Fixture()
         try f.store.applyConfirmed(library(ServerLog(library: f.store.libraryID), articles: 5)[0])

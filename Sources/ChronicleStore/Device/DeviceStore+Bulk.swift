@@ -23,8 +23,14 @@ extension DeviceStore {
         var total = ApplyResult(applied: 0, confirmedOwn: 0, rebased: 0, cursor: try cursor())
         var failure: Error?
         do {
-            for batch in batches where !batch.isEmpty {
-                let result = try applyBulkBatch(batch)
+            // Each batch's log rows and statements are built on another thread while the batch
+            // before it is written. The caller's sequence is only ever advanced on this thread.
+            var iterator = batches.lazy.filter { !$0.isEmpty }.makeIterator()
+            var current = iterator.next().map(prepareBatch)
+            while let prepared = current {
+                let upcoming = iterator.next().map { PreparingBatch(self, $0) }
+                defer { current = upcoming?.wait() }
+                let result = try applyBulkBatch(prepared)
                 total.applied += result.applied
                 total.confirmedOwn += result.confirmedOwn
                 total.rebased += result.rebased
@@ -57,11 +63,25 @@ extension DeviceStore {
     /// …fold each batch in its own transaction without touching them…
     @discardableResult
     public func applyBulkBatch(_ ops: [Op]) throws -> ApplyResult {
-        guard !ops.isEmpty else { return ApplyResult(applied: 0, confirmedOwn: 0, rebased: 0, cursor: try cursor()) }
+        try applyBulkBatch(prepareBatch(ops))
+    }
+
+    /// `applyBulkBatch` of a batch prepared ahead (`prepareBatch`, on any thread).
+    @discardableResult
+    public func applyBulkBatch(_ batch: PreparedBatch) throws -> ApplyResult {
+        guard !batch.ops.isEmpty else { return ApplyResult(applied: 0, confirmedOwn: 0, rebased: 0, cursor: try cursor()) }
         return try writeTransaction(spillToFiles: false, relaxedSync: true) { db in
             try db.execute("PRAGMA cache_size = -\(Self.bulkCacheKilobytes)")
-            return try fold(ops, in: db, indexing: false)
+            return try fold(batch.ops, in: db, indexing: false, prepared: batch)
         }
+    }
+
+    /// The part of folding a batch that needs no database: each op's log row and the
+    /// statements that apply it. Pure, so it runs on any thread — a caller that receives
+    /// batches while writing others (sync's catch-up) prepares the next one meanwhile.
+    public func prepareBatch(_ ops: [Op]) -> PreparedBatch {
+        PreparedBatch(ops: ops, logArguments: ops.map { $0.serverSeq == nil || $0.serverTime == nil ? [] : Self.logArguments($0) },
+                      steps: ops.map { materializer.steps(for: $0) })
     }
 
     /// …and rebuild them once at the end (always call it, also after a failure).
@@ -93,5 +113,30 @@ extension DeviceStore {
     /// True while bulk apply has left the search indexes to be rebuilt.
     public func searchIndexesStale() throws -> Bool {
         try read { db in try Self.meta("search_stale", in: db).integerValue == 1 }
+    }
+}
+
+/// A batch of confirmed ops with its log rows and statements built ahead (`DeviceStore.prepareBatch`).
+public struct PreparedBatch: Sendable {
+    public let ops: [Op]
+    let logArguments: [[Value]]
+    let steps: [[SQLStep]]
+}
+
+/// `prepareBatch` running on a global queue until `wait()`.
+final class PreparingBatch: @unchecked Sendable {
+    private let done = DispatchSemaphore(value: 0)
+    private var batch: PreparedBatch?
+
+    init(_ store: DeviceStore, _ ops: [Op]) {
+        DispatchQueue.global(qos: .userInitiated).async { [self] in
+            batch = store.prepareBatch(ops)
+            done.signal()
+        }
+    }
+
+    func wait() -> PreparedBatch {
+        done.wait()
+        return batch!
     }
 }

@@ -34,9 +34,10 @@ extension DeviceStore {
     /// Appends a batch to the log and folds it into the projection, inside the caller's
     /// transaction. With `indexing` off the FTS indexes are left alone (bulk mode
     /// rebuilds them at the end).
-    func fold(_ ops: [Op], in db: Database, indexing: Bool) throws -> ApplyResult {
+    /// `prepared`: the same ops' log rows and statements, built ahead (bulk mode only).
+    func fold(_ ops: [Op], in db: Database, indexing: Bool, prepared: PreparedBatch? = nil) throws -> ApplyResult {
         if indexing { try rebuildSearchIndexesIfStale(in: db) }
-        let (cursor, own) = try appendConfirmed(ops, in: db)
+        let (cursor, own) = try appendConfirmed(ops, in: db, logArguments: prepared?.logArguments)
 
         // Rows that both carry pending ops and are touched by the batch go back to
         // their confirmed state first; their pending ops are replayed afterwards.
@@ -49,8 +50,12 @@ extension DeviceStore {
             try restoreConfirmed(rebase, in: db, batch: batch, indexing: indexing)
         }
 
-        for op in ops {
-            if indexing { try materialize(op, in: db, batch: batch) } else { try Self.materialize(op, materializer, in: db) }
+        if let prepared, !indexing {
+            for (op, steps) in zip(ops, prepared.steps) { try Self.materialize(op, steps: steps, materializer, in: db) }
+        } else {
+            for op in ops {
+                if indexing { try materialize(op, in: db, batch: batch) } else { try Self.materialize(op, materializer, in: db) }
+            }
         }
 
         let rebased = try replayPending(on: Set(rebase.map(\.id)), in: db, batch: batch, indexing: indexing)
@@ -61,7 +66,7 @@ extension DeviceStore {
     /// Checks that `ops` continue the log, appends them to it, takes this device's own ops
     /// out of the outbox and moves the cursor; the projection is left to the caller.
     /// Returns the new cursor and how many of the ops were this device's.
-    func appendConfirmed(_ ops: [Op], in db: Database) throws -> (cursor: Int64, own: Int) {
+    func appendConfirmed(_ ops: [Op], in db: Database, logArguments: [[Value]]? = nil) throws -> (cursor: Int64, own: Int) {
         var cursor = try Self.meta("cursor", in: db).integerValue ?? 0
         for op in ops {
             guard let seq = op.serverSeq, op.serverTime != nil else {
@@ -84,12 +89,12 @@ extension DeviceStore {
         let sealed = try db.scalarInt("SELECT EXISTS (SELECT 1 FROM chronicle_sealed_ops)") == 1
         let findSealed = sealed ? try db.statement("SELECT 1 FROM chronicle_sealed_ops WHERE op_id = ?1") : nil
         var own: [String] = []
-        for op in ops {
+        for (index, op) in ops.enumerated() {
             if let findSealed, try findSealed.map([.text(op.opID.lowercased)], { _ in true }).first == true {
                 throw ChronicleError(.duplicateOp, "Op \(op.opID.lowercased) is already in the confirmed log (sealed); an op id is applied at most once.")
             }
             do {
-                try insert.execute(Self.logArguments(op))
+                try insert.execute(logArguments?[index] ?? Self.logArguments(op))
             } catch {
                 guard error.isConstraint && error.message.contains("op_id") else { throw error }
                 throw ChronicleError(.duplicateOp, "Op \(op.opID.lowercased) is already in the confirmed log; an op id is applied at most once.")

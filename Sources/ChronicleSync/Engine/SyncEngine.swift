@@ -336,15 +336,19 @@ public actor SyncEngine {
         let limit = configuration.pullPageOpsMax
         let transport = self.transport
         let start = cursor
-        var next: Task<PullPage, Error>? = Task.detached { [transport] in
-            try await transport.pull(after: start, limit: limit, waitMilliseconds: waitMilliseconds)
+        let store = self.store
+        // In bulk mode the next page's log rows and statements are built as it arrives, off the
+        // engine's queue, while the page before it is written.
+        var next: Task<(PullPage, PreparedBatch?), Error>? = Task.detached { [transport] in
+            (try await transport.pull(after: start, limit: limit, waitMilliseconds: waitMilliseconds), nil)
         }
         defer { next?.cancel() }
         do {
             while let pending = next {
                 let page: PullPage
+                let prepared: PreparedBatch?
                 do {
-                    page = try await withTaskCancellationHandler { try await pending.value } onCancel: { pending.cancel() }
+                    (page, prepared) = try await withTaskCancellationHandler { try await pending.value } onCancel: { pending.cancel() }
                 } catch let error as SyncError {
                     throw error
                 } catch {
@@ -368,9 +372,13 @@ public actor SyncEngine {
                 }
                 if page.more {
                     let pageLimit = bulk ? max(limit, configuration.bulkPullPageOpsMax) : limit
-                    next = Task.detached { [transport] in try await transport.pull(after: after, limit: pageLimit, waitMilliseconds: 0) }
+                    let prepare = bulk
+                    next = Task.detached { [transport] in
+                        let page = try await transport.pull(after: after, limit: pageLimit, waitMilliseconds: 0)
+                        return (page, prepare ? store.prepareBatch(page.segment.ops) : nil)
+                    }
                 }
-                if bulk { try store.applyBulkBatch(ops) } else { try store.applyConfirmed(ops) }
+                if bulk { try store.applyBulkBatch(prepared ?? store.prepareBatch(ops)) } else { try store.applyConfirmed(ops) }
                 count += ops.count
                 pulledInRound += ops.count
                 cursor = after
