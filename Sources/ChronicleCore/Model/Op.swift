@@ -95,7 +95,7 @@ extension UUID {
                     i += 1
                     continue
                 }
-                let high = Self.nibbles[Int(utf8[i])], low = Self.nibbles[Int(utf8[i + 1])]
+                let high = Self.nibble(utf8[i]), low = Self.nibble(utf8[i + 1])
                 bad |= (high | low) & 0xF0
                 out[b] = high << 4 | (low & 0x0F)
                 b += 1
@@ -107,13 +107,12 @@ extension UUID {
         self.init(uuid: value)
     }
 
-    /// Each byte's hex digit value, or 0xFF for a byte that is not one.
-    private static let nibbles: [UInt8] = (0..<256).map { c in
-        switch UInt8(c) {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): UInt8(c) - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): UInt8(c) - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): UInt8(c) - UInt8(ascii: "A") + 10
-        default: 0xFF
-        }
+    /// A hex digit's value (either case), or 0xFF for a byte that is not one.
+    @inline(__always)
+    private static func nibble(_ c: UInt8) -> UInt8 {
+        let digit = c &- UInt8(ascii: "0")
+        if digit < 10 { return digit }
+        let letter = (c | 0x20) &- UInt8(ascii: "a")
+        return letter < 6 ? letter + 10 : 0xFF
     }
 }
