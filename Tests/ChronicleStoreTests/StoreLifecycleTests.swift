@@ -66,7 +66,13 @@ import Testing
         try f.store.applyConfirmed([server.op("library.plan", entity: f.store.libraryID, from: Op.serverDeviceID, payload: ["plan": .text("premium")])])
         #expect(try f.store.search("photosynthesis").map(\.id) == [id.lowercased])
         #expect(try f.store.verify().passed)
+        // A rebuild refills the premium index on premium, and only empties it on free.
+        try f.store.rebuild()
+        #expect(try f.store.search("photosynthesis").map(\.id) == [id.lowercased])
         try f.store.applyConfirmed([server.op("library.plan", entity: f.store.libraryID, from: Op.serverDeviceID, payload: ["plan": .text("free")])])
+        #expect(try f.store.search("photosynthesis").isEmpty)
+        #expect(try f.store.verify().passed)
+        try f.store.rebuild()
         #expect(try f.store.search("photosynthesis").isEmpty)
         #expect(try f.store.verify().passed)
     }

@@ -11,8 +11,9 @@ import Foundation
 ///    `'delete-all'` on every FTS5 index;
 /// 2. per batch, one transaction under `synchronous = NORMAL`: the larger page cache
 ///    pragma, the log rows, the cursor, each op's materializer steps (no FTS5 upkeep);
-/// 3. one transaction (temporary files on disk): the entity index created, `'rebuild'`
-///    on every FTS5 index, the stale mark cleared, the usual page cache back.
+/// 3. one transaction (temporary files on disk): the entity index created, every FTS5
+///    index refilled and the stale mark cleared (`RebuildBenchmark.rebuildSearchIndexes`),
+///    the usual page cache back.
 ///
 /// Both sides advance batch by batch in the same run: the engine pulls its
 /// batches from a sequence that generates each batch (untimed) and runs the
@@ -54,8 +55,6 @@ struct BulkApplyBenchmark {
         let bulkCache: OpaquePointer
         let normalCache: OpaquePointer
         let deleteAll: [OpaquePointer]
-        let rebuild: [OpaquePointer]
-        let clearStale: OpaquePointer
         let dropEntityIndex: OpaquePointer
         let syncNormal: OpaquePointer
         let syncFull: OpaquePointer
@@ -77,10 +76,6 @@ struct BulkApplyBenchmark {
                 let fts = ProjectionSchema.quoted(index.index)
                 return try raw.prepare("INSERT INTO \(fts)(\(fts)) VALUES ('delete-all')")
             }
-            rebuild = try projection.searchIndexes.flatMap { _, index in
-                try DeviceStore.searchIndexRebuildSQL(index.index).map { try raw.prepare($0) }
-            }
-            clearStale = try raw.prepare("DELETE FROM chronicle_meta WHERE key = 'search_stale'")
             dropEntityIndex = try raw.prepare("DROP INDEX IF EXISTS chronicle_log_by_entity")
             syncNormal = try raw.prepare("PRAGMA synchronous = NORMAL")
             syncFull = try raw.prepare("PRAGMA synchronous = FULL")
@@ -117,8 +112,8 @@ struct BulkApplyBenchmark {
             try raw.exec("PRAGMA temp_store = FILE")
             try raw.run(begin, [])
             try raw.exec(StoreDDL.logEntityIndex)
-            for statement in rebuild { try raw.run(statement, []) }
-            try raw.run(clearStale, [])
+            // As rebuildSearchIndexes: an index the plan keeps empty is only emptied.
+            try RebuildBenchmark.rebuildSearchIndexes(raw, projection)
             try raw.run(normalCache, [])
             try raw.run(commit, [])
             try raw.exec("PRAGMA temp_store = MEMORY")

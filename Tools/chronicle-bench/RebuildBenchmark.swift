@@ -169,8 +169,9 @@ struct RebuildBenchmark {
     /// What `DeviceStore.rebuildSearchIndexes` runs (Sources/ChronicleStore/Device/DeviceStore+Rebuild.swift,
     /// internal): every index refilled from its content view (`DeviceStore.searchIndexRebuildSQL`), then the stale mark cleared. Keep in step.
     static func rebuildSearchIndexes(_ db: RawDatabase, _ projection: ProjectionSchema) throws {
+        let premium = try db.scalarInt("SELECT \(projection.premiumCondition)") == 1
         for (_, index) in projection.searchIndexes {
-            for sql in DeviceStore.searchIndexRebuildSQL(index.index) { try db.exec(sql) }
+            for sql in DeviceStore.searchIndexRebuildSQL(index.index, gatedOff: index.requiresPremium && !premium) { try db.exec(sql) }
         }
         try db.exec("DELETE FROM chronicle_meta WHERE key = 'search_stale'")
     }

@@ -71,8 +71,6 @@ extension DeviceStore {
         return RebuildReport(confirmedReplayed: confirmed, pendingReplayed: pending, seconds: seconds, digest: try digest())
     }
 
-    /// Refills every FTS5 index from its content table in one pass (premium-only
-    /// indexes stay empty on a free plan) and clears the stale mark bulk apply sets.
     /// FTS5's buffer of terms not yet written (its `hashsize`, 1 MiB by default) during a
     /// rebuild. Each time it fills, FTS5 writes a segment and later merges segments; 4 MiB
     /// built the notes, highlights and titles of a 1,000,000-op library 28% faster for
@@ -82,17 +80,23 @@ extension DeviceStore {
 
     /// The statements that refill one FTS5 index from its content: a larger term buffer
     /// for the rebuild only, the rebuild, the usual buffer back (FTS5 keeps the setting).
-    public static func searchIndexRebuildSQL(_ index: String) -> [String] {
+    /// An index the plan keeps empty (`gatedOff`: premium text on a free plan) is only
+    /// emptied: its content view is empty, but reading it still scans every article.
+    public static func searchIndexRebuildSQL(_ index: String, gatedOff: Bool = false) -> [String] {
         let fts = ProjectionSchema.quoted(index)
+        if gatedOff { return ["INSERT INTO \(fts)(\(fts)) VALUES ('delete-all')"] }
         return ["INSERT INTO \(fts)(\(fts), rank) VALUES ('hashsize', \(searchRebuildHashBytes))",
                 "INSERT INTO \(fts)(\(fts)) VALUES ('rebuild')",
                 "INSERT INTO \(fts)(\(fts), rank) VALUES ('hashsize', \(searchDefaultHashBytes))"]
     }
 
+    /// Refills every FTS5 index from its content table in one pass (premium-only
+    /// indexes stay empty on a free plan) and clears the stale mark bulk apply sets.
     func rebuildSearchIndexes(in db: Database) throws {
         // Each index's content view decides what it holds (live rows; premium text on premium only).
+        let premium = try db.scalarInt("SELECT \(projection.premiumCondition)") == 1
         for (_, index) in projection.searchIndexes {
-            for sql in Self.searchIndexRebuildSQL(index.index) { try db.execute(sql) }
+            for sql in Self.searchIndexRebuildSQL(index.index, gatedOff: index.requiresPremium && !premium) { try db.execute(sql) }
         }
         try db.execute("DELETE FROM chronicle_meta WHERE key = 'search_stale'")
     }
