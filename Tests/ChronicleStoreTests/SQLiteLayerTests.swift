@@ -168,4 +168,30 @@ import Testing
         #expect(largest < 600 * 4_200, "largest WAL \(largest) bytes")
         #expect(try db.scalarInt("SELECT count(*) FROM t") == 3_000)
     }
+
+    /// One large commit after which writes pause (a rebuild, a bootstrap, the end of a bulk
+    /// apply) leaves its WAL to the background checkpoint; the next ordinary commit past the
+    /// limit gets the writer's restart again.
+    @Test func aLargeCommitLeavesItsWALToTheBackground() throws {
+        let f = try Fixture()
+        let path = f.directory.appendingPathComponent("wal.sqlite").path
+        let db = try Database(path: path)
+        let checkpointer = Checkpointer(path: path, thresholdPages: 400, restartPages: 400)
+        try checkpointer.install(on: db)
+        try db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT NOT NULL)")
+        let body = String(repeating: "y", count: 3_000)
+        try checkpointer.deferringRestart {
+            try db.transaction { db in
+                for i in 0..<1_000 { try db.execute("INSERT INTO t(body) VALUES (?1)", [.text(body + String(i))]) }
+            }
+        }
+        #expect(checkpointer.restarts == 0, "the writer left the WAL to the background")
+        checkpointer.drain()
+        #expect(checkpointer.completed > 0, "the background checkpoint ran")
+        try db.transaction { db in
+            for i in 0..<1_000 { try db.execute("INSERT INTO t(body) VALUES (?1)", [.text(body + String(i))]) }
+        }
+        checkpointer.drain()
+        #expect(checkpointer.restarts > 0, "an ordinary commit past the limit restarts the WAL again")
+    }
 }

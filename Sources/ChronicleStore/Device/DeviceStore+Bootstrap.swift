@@ -24,7 +24,7 @@ extension DeviceStore {
     /// indexes are built, instead of each updating the search indexes afterwards.
     @discardableResult
     public func bootstrap(from frame: SnapshotFrame, tail: [Op] = []) throws -> Int64 {
-        try writeTransaction(spillToFiles: true) { db in
+        try writeTransaction(spillToFiles: true, largeCommit: true) { db in
             let cursor = try Self.meta("cursor", in: db).integerValue ?? 0
             try db.execute("PRAGMA cache_size = -\(Self.bulkCacheKilobytes)")
             defer { try? db.execute("PRAGMA cache_size = -\(Database.Options.defaultCacheKilobytes)") }

@@ -87,8 +87,9 @@ extension DeviceStore {
     /// …and rebuild them once at the end (always call it, also after a failure).
     public func finishBulk() throws {
         defer { bulkInProgress.withLock { $0 = false } }
-        // The entity index's sort spills to temporary files rather than memory.
-        try writeTransaction(spillToFiles: true) { db in
+        // The entity index's sort spills to temporary files rather than memory. The indexes'
+        // pages are copied from the WAL into the database in the background afterwards.
+        try writeTransaction(spillToFiles: true, largeCommit: true) { db in
             try rebuildBulkIndexes(in: db)
             try db.execute("PRAGMA cache_size = -\(Database.Options.defaultCacheKilobytes)")
         }

@@ -33,7 +33,7 @@ extension DeviceStore {
     func rebuild(fromGenesis: Bool = false, progress: ProgressHandler? = nil,
                  alsoInTransaction: ((Database) throws -> Void)?) throws -> RebuildReport {
         let start = DispatchTime.now().uptimeNanoseconds
-        let (confirmed, pending) = try writeTransaction { db in
+        let (confirmed, pending) = try writeTransaction(spillToFiles: false, largeCommit: true) { db in
             let base: Snapshot?
             if fromGenesis {
                 let horizon = try Self.historyBase(in: db)

@@ -164,18 +164,28 @@ public final class DeviceStore: Sendable {
     }
 
     /// `relaxedSync`: the commit does not wait for the disk (`Database.withRelaxedSync`);
-    /// only for work that can be redone from the server.
-    func writeTransaction<T>(spillToFiles: Bool, relaxedSync: Bool = false, _ body: (Database) throws -> T) throws -> T {
+    /// only for work that can be redone from the server. `largeCommit`: one big commit after
+    /// which writes pause (a rebuild, a bootstrap, the end of a bulk apply): the WAL it leaves
+    /// is copied into the database by the background checkpoint, not before this returns.
+    func writeTransaction<T>(spillToFiles: Bool, relaxedSync: Bool = false, largeCommit: Bool = false,
+                             _ body: (Database) throws -> T) throws -> T {
         try writer.withLock { db in
-            do {
-                // temp_store cannot change inside a transaction.
-                if spillToFiles { try db.execute("PRAGMA temp_store = FILE") }
-                defer { if spillToFiles { try? db.execute("PRAGMA temp_store = MEMORY") } }
-                if relaxedSync { return try db.withRelaxedSync { try db.transaction(body) } }
-                return try db.transaction(body)
-            } catch let error as SQLiteError where error.isDiskFull {
-                throw ChronicleError(.diskFull, "The disk is full; nothing was written. Free some space and try again.")
+            if largeCommit {
+                return try checkpointer.deferringRestart { try transactionBody(db, spillToFiles: spillToFiles, relaxedSync: relaxedSync, body) }
             }
+            return try transactionBody(db, spillToFiles: spillToFiles, relaxedSync: relaxedSync, body)
+        }
+    }
+
+    private func transactionBody<T>(_ db: Database, spillToFiles: Bool, relaxedSync: Bool, _ body: (Database) throws -> T) throws -> T {
+        do {
+            // temp_store cannot change inside a transaction.
+            if spillToFiles { try db.execute("PRAGMA temp_store = FILE") }
+            defer { if spillToFiles { try? db.execute("PRAGMA temp_store = MEMORY") } }
+            if relaxedSync { return try db.withRelaxedSync { try db.transaction(body) } }
+            return try db.transaction(body)
+        } catch let error as SQLiteError where error.isDiskFull {
+            throw ChronicleError(.diskFull, "The disk is full; nothing was written. Free some space and try again.")
         }
     }
 

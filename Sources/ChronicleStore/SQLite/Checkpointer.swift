@@ -27,6 +27,19 @@ final class Checkpointer: @unchecked Sendable {
     private let lock = NSLock()
     private var scheduled = false
     private var connection: Database?
+    /// While set, commits leave even a long WAL to the background checkpoint (`deferringRestart`).
+    private let backgroundOnly = Locked(false)
+
+    /// Runs `body` (one large commit after which writes pause, such as the end of a bulk
+    /// apply) with the WAL left to the background checkpoint however long it grew: the
+    /// writer does not copy it into the database itself before returning. The backpressure
+    /// is for sustained writes, which the next ordinary commit still gets.
+    func deferringRestart<T>(_ body: () throws -> T) rethrows -> T {
+        backgroundOnly.withLock { $0 = true }
+        defer { backgroundOnly.withLock { $0 = false } }
+        return try body()
+    }
+
     /// Checkpoints run so far (read after `drain()`).
     private(set) var completed = 0
 
@@ -53,7 +66,7 @@ final class Checkpointer: @unchecked Sendable {
     /// automatic checkpoint runs from this same hook).
     private func committed(walPages: Int32, writer: OpaquePointer?) {
         guard walPages >= thresholdPages else { return }
-        if walPages >= restartPages, let writer {
+        if walPages >= restartPages, let writer, !backgroundOnly.withLock({ $0 }) {
             // Busy (a reader or the background checkpoint holds on) is fine: the next commit tries again.
             if sqlite3_wal_checkpoint_v2(writer, nil, SQLITE_CHECKPOINT_RESTART, nil, nil) == SQLITE_OK {
                 lock.lock()
