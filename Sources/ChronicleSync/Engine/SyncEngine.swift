@@ -315,15 +315,20 @@ public actor SyncEngine {
             let limit = min(configuration.bulkPullPageOpsMax, configuration.bulkCatchUpOpsMin - tail.count)
             let page = try await transport.pull(after: cursor, limit: max(1, limit), waitMilliseconds: 0)
             let ops = page.segment.ops
-            guard let first = ops.first else { break }
-            guard first.serverSeq == cursor + 1 else {
-                throw SyncError.transient(reason: "The server sent ops from \(first.serverSeq ?? 0); expected \(cursor + 1).", retryAfterSeconds: nil)
-            }
+            if ops.isEmpty { break }
+            try Self.checkContinues(ops, cursor: cursor)
             tail += ops
             cursor = page.nextCursor
             if !page.more { break }
         }
         return tail
+    }
+
+    /// A page must continue the store's log exactly; anything else is retried.
+    static func checkContinues(_ ops: [Op], cursor: Int64) throws(SyncError) {
+        guard ops.first?.serverSeq == cursor + 1 else {
+            throw SyncError.transient(reason: "The server sent ops from \(ops.first?.serverSeq ?? 0); expected \(cursor + 1).", retryAfterSeconds: nil)
+        }
     }
 
     static let damagedSnapshot: Set<ChronicleError.Code> = [.malformedSnapshot, .futureSnapshotVersion, .malformedFrame, .segmentChecksum, .segmentTooLarge]
@@ -362,9 +367,7 @@ public actor SyncEngine {
                 }
                 let ops = page.segment.ops
                 if ops.isEmpty { break }
-                guard ops.first?.serverSeq == cursor + 1 else {
-                    throw SyncError.transient(reason: "The server sent ops from \(ops.first?.serverSeq ?? 0); expected \(cursor + 1).", retryAfterSeconds: nil)
-                }
+                try Self.checkContinues(ops, cursor: cursor)
                 let after = page.nextCursor
                 if !bulk && page.head - cursor >= Int64(configuration.bulkCatchUpOpsMin) {
                     try store.beginBulk()
