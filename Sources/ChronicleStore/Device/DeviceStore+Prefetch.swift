@@ -40,7 +40,6 @@ extension DeviceStore {
                 channel.finish(error)
             }
         }
-        reader.stackSize = 1 << 20
         reader.start()
         defer {
             channel.cancel()
