@@ -97,7 +97,7 @@ extension DeviceStore {
 
     /// Builds what bulk apply dropped: the log's entity index, then every search index.
     func rebuildBulkIndexes(in db: Database) throws {
-        if try db.scalarInt("SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = ?1", [.text(StoreFormat.logEntityIndexName)]) == 0 {
+        if try !StoreFormat.hasLogEntityIndex(in: db) {
             try db.execute(StoreFormat.logEntityIndex)
         }
         try rebuildSearchIndexes(in: db)

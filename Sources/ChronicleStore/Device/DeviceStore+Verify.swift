@@ -126,8 +126,7 @@ extension DeviceStore {
                 problems.append("guard trigger \(required) is missing")
             }
             // Bulk apply drops the entity index and builds it at its end (or the next open does).
-            if !stale, try db.scalarInt("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = ?1",
-                                        [.text(StoreFormat.logEntityIndexName)]) == 0 {
+            if !stale, try !StoreFormat.hasLogEntityIndex(in: db) {
                 problems.append("the log's entity index \(StoreFormat.logEntityIndexName) is missing")
             }
             let sealed = try db.scalarInt("SELECT coalesce(sum(op_count), 0) FROM chronicle_segments") ?? 0

@@ -265,6 +265,11 @@ extension StoreFormat {
     static let logEntityIndexName = "chronicle_log_by_entity"
     static let logEntityIndex = "CREATE INDEX chronicle_log_by_entity ON chronicle_log(entity_id, server_seq)"
 
+    /// Whether the entity index is in place (a bulk apply may have it set aside).
+    static func hasLogEntityIndex(in db: Database) throws -> Bool {
+        try db.scalarInt("SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = ?1", [.text(logEntityIndexName)]) == 1
+    }
+
     /// The confirmed log and its guard triggers; the server's library store uses the same.
     static let logStatements: [String] = [
         // The confirmed log: a gap-free prefix of the server's log, append-only.
