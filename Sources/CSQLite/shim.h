@@ -21,4 +21,16 @@ static inline int chronicle_enable_defensive(sqlite3 *db) {
 static inline int chronicle_set_defensive(sqlite3 *db, int on) {
     return sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, on, (int *)0);
 }
+// The FTS5 extension API of one connection (https://sqlite.org/fts5.html#extending_fts5):
+// `SELECT fts5(?1)` with a pointer bound under the type "fts5_api_ptr" hands it back.
+// The type string must outlive the statement, hence a literal here.
+static inline fts5_api *chronicle_fts5_api(sqlite3 *db) {
+    fts5_api *api = 0;
+    sqlite3_stmt *stmt = 0;
+    if (sqlite3_prepare_v2(db, "SELECT fts5(?1)", -1, &stmt, 0) != SQLITE_OK) return 0;
+    sqlite3_bind_pointer(stmt, 1, (void *)&api, "fts5_api_ptr", 0);
+    sqlite3_step(stmt);
+    sqlite3_finalize(stmt);
+    return api;
+}
 #endif

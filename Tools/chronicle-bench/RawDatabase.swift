@@ -1,5 +1,6 @@
 import CSQLite
 import ChronicleCore
+import ChronicleStore
 import Foundation
 
 /// The baseline: a plain SQLite connection driven through the C API with
@@ -22,6 +23,8 @@ final class RawDatabase {
         self.handle = handle
         self.path = path
         sqlite3_busy_timeout(handle, 5_000)
+        // The engine's snippet function, so searches run the same SQL on both sides.
+        SearchSnippet.register(on: handle)
         try exec("PRAGMA foreign_keys = ON")
         try exec("PRAGMA secure_delete = OFF")
         if !readOnly {

@@ -262,7 +262,7 @@ struct SearchBenchmark {
                 \(literal(index.index)) AS source, \(fts).rowid AS rid, \(title) AS title FROM \(from) WHERE \(conditions.joined(separator: " AND "))
                 """)
             snippets.append("""
-                WHEN \(literal(index.index)) THEN (SELECT snippet(\(fts), -1, \(literal(markers.0)), \(literal(markers.1)), '…', 12) \
+                WHEN \(literal(index.index)) THEN (SELECT \(SearchSnippet.functionName)(\(fts), \(literal(markers.0)), \(literal(markers.1)), '…', 12) \
                 FROM \(fts) WHERE \(fts) MATCH ?1 AND \(fts).rowid = page.rid)
                 """)
         }

@@ -52,6 +52,7 @@ public final class Database {
         sqlite3_extended_result_codes(handle, 1)
         sqlite3_busy_timeout(handle, options.busyTimeoutMilliseconds)
         _ = chronicle_enable_defensive(handle)
+        SearchSnippet.register(on: handle)
         try execute("PRAGMA foreign_keys = ON")
         try execute("PRAGMA secure_delete = OFF")
         if !options.readOnly {

@@ -123,7 +123,7 @@ extension DeviceStore {
                 window: "SELECT rowid, rank FROM \(fts) WHERE \(fts) MATCH ?1 ORDER BY rowid DESC LIMIT ?2",
                 owner: "SELECT owner_id FROM \(q(projection.contentView(of: index, in: entity).name)) WHERE rid = ?1",
                 // `+rowid`: the list filters the range scan instead of becoming one seek per rowid.
-                snippet: "SELECT rowid, snippet(\(fts), -1, ?1, ?2, '…', 12) FROM \(fts) WHERE \(fts) MATCH ?3 AND rowid BETWEEN ?4 AND ?5 AND +rowid IN (SELECT value FROM json_each(?6))",
+                snippet: "SELECT rowid, \(SearchSnippet.functionName)(\(fts), ?1, ?2, '…', 12) FROM \(fts) WHERE \(fts) MATCH ?3 AND rowid BETWEEN ?4 AND ?5 AND +rowid IN (SELECT value FROM json_each(?6))",
                 title: titleField(of: owner).map { "SELECT \(q($0)) FROM \(q(owner.table)) WHERE id = ?1" })
         }
     }
