@@ -118,6 +118,23 @@ import Testing
         #expect(error?.code == .invariantViolated)
     }
 
+    @Test("What the writer hands over is freed on another thread, once, after the hand-over")
+    func releaseInBackgroundFreesOffTheCallersThread() throws {
+        final class Probe: @unchecked Sendable {
+            let freed: (pthread_t) -> Void
+            init(_ freed: @escaping (pthread_t) -> Void) { self.freed = freed }
+            deinit { freed(pthread_self()) }
+        }
+        let done = DispatchSemaphore(value: 0)
+        let threads = Locked<[pthread_t]>([])
+        let caller = pthread_self()
+        ReleaseInBackground.release((Probe { thread in threads.withLock { $0.append(thread) }; done.signal() }, [1, 2, 3]))
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        let freedOn = threads.withLock { $0 }
+        #expect(freedOn.count == 1)
+        #expect(freedOn.first.map { pthread_equal($0, caller) == 0 } == true, "freed on the caller's thread")
+    }
+
     @Test func verifyReportsAMissingEntityIndex() throws {
         let f = try Fixture()
         try f.store.applyConfirmed(library(ServerLog(library: f.store.libraryID), articles: 5)[0])

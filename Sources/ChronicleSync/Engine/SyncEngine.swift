@@ -381,9 +381,16 @@ public actor SyncEngine {
                         return (page, prepare ? store.prepareBatch(page.segment.ops) : nil)
                     }
                 }
-                if bulk { try store.applyBulkBatch(prepared ?? store.prepareBatch(ops)) } else { try store.applyConfirmed(ops) }
-                count += ops.count
-                pulledInRound += ops.count
+                let pageOps = ops.count
+                if bulk {
+                    // The page's ops are freed off this queue (see `applyBulkBatch`), so nothing here keeps them.
+                    try store.applyBulkBatch((consume prepared) ?? store.prepareBatch(ops))
+                    ReleaseInBackground.release((consume page, consume ops))
+                } else {
+                    try store.applyConfirmed(ops)
+                }
+                count += pageOps
+                pulledInRound += pageOps
                 cursor = after
             }
         } catch {
