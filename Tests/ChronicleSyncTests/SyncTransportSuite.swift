@@ -3,6 +3,9 @@ import ChronicleServer
 @testable import ChronicleStore
 @testable import ChronicleSync
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import Testing
 
 /// One suite, two transports: everything here runs in memory and over real loopback HTTP.
@@ -266,5 +269,25 @@ extension SyncTransportSuite {
         for device in devices { await device.sync() }
         for device in devices { await device.sync() }
         try h.expectConverged()
+    }
+}
+
+/// HTTP transports of one process (several libraries or accounts in one app) sharing a session.
+@Suite struct SharedSessionTests {
+    @Test func transportsSharingASessionEachSyncAndOneEndingLeavesItOpen() async throws {
+        let h = try SyncHarness(.http)
+        let a = try h.device("A"), b = try h.device("B")
+        let session = URLSession(configuration: HTTPTransport.sessionConfiguration(requestTimeoutSeconds: 10))
+        defer { session.invalidateAndCancel() }
+        var first: HTTPTransport? = HTTPTransport(baseURL: h.http!.url, library: h.user.libraryID, token: a.token,
+                                                  requestTimeoutSeconds: 10, session: session)
+        let second = HTTPTransport(baseURL: h.http!.url, library: h.user.libraryID, token: b.token,
+                                   requestTimeoutSeconds: 10, session: session)
+        let article = try a.save("Shared session")
+        let pushed = try await first!.push(Segment(libraryID: h.user.libraryID, ops: try a.store.unacknowledgedOps(limit: 10)))
+        #expect(pushed.results.count == 1)
+        first = nil   // its session is not its own: ending it must not end the session
+        let page = try await second.pull(after: 0, limit: 10, waitMilliseconds: 0)
+        #expect(page.segment.ops.map(\.entityID) == [article])
     }
 }

@@ -3,6 +3,9 @@ import ChronicleServer
 import ChronicleStore
 import ChronicleSync
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 
 // MARK: - Async work from the benchmark's synchronous main thread
 
@@ -188,12 +191,17 @@ final class SyncRig: Sendable {
         let store = try DeviceStore.create(at: path, schema: .readItLater, libraryID: libraryID, deviceID: deviceID,
                                            clock: SystemClock(), ids: SeededV7IDGenerator(seed: seed, clock: SystemClock()))
         let token = try token(user: user, deviceID: deviceID)
-        let transport = TimingTransport(HTTPTransport(baseURL: server.url, library: libraryID, token: token), onPull: onPull)
+        let transport = TimingTransport(HTTPTransport(baseURL: server.url, library: libraryID, token: token, session: Self.sharedSession), onPull: onPull)
         return SyncDevice(store: store, transport: transport, engine: SyncEngine(store: store, transport: transport, configuration: configuration),
                           token: token)
     }
 
     func stop() { server.stop() }
+
+    /// Diagnostic: `CHRONICLE_BENCH_SHARED_SESSION=N` gives every simulated device one URLSession
+    /// with N connections to the server, instead of a session each.
+    static let sharedSession: URLSession? = ProcessInfo.processInfo.environment["CHRONICLE_BENCH_SHARED_SESSION"]
+        .flatMap(Int.init).map { URLSession(configuration: HTTPTransport.sessionConfiguration(connectionsPerHost: $0)) }
 }
 
 /// One device of a sync measurement.

@@ -12,23 +12,34 @@ public final class HTTPTransport: SyncTransport {
     public let library: UUID
     private let token: String
     private let session: URLSession
+    /// Whether this transport made `session` (and so ends it).
+    private let ownsSession: Bool
     /// Seconds a request may take beyond any long-poll wait it asked for.
     public let requestTimeoutSeconds: Double
 
-    public init(baseURL: URL, library: UUID, token: String, requestTimeoutSeconds: Double = 30) {
+    /// `session`: one to share with other transports of this process (several libraries or
+    /// accounts in one app); it must allow a request of `requestTimeoutSeconds` + 65 s, the
+    /// longest long-poll. By default the transport makes its own (`sessionConfiguration`).
+    public init(baseURL: URL, library: UUID, token: String, requestTimeoutSeconds: Double = 30, session: URLSession? = nil) {
         self.baseURL = baseURL
         self.library = library
         self.token = token
         self.requestTimeoutSeconds = requestTimeoutSeconds
+        ownsSession = session == nil
+        self.session = session ?? URLSession(configuration: Self.sessionConfiguration(requestTimeoutSeconds: requestTimeoutSeconds))
+    }
+
+    /// The configuration of a transport's own session: ephemeral, no cache, 4 connections to the server.
+    public static func sessionConfiguration(requestTimeoutSeconds: Double = 30, connectionsPerHost: Int = 4) -> URLSessionConfiguration {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
         configuration.urlCache = nil
-        configuration.httpMaximumConnectionsPerHost = 4
+        configuration.httpMaximumConnectionsPerHost = connectionsPerHost
         configuration.timeoutIntervalForRequest = requestTimeoutSeconds + 65
-        session = URLSession(configuration: configuration)
+        return configuration
     }
 
-    deinit { session.invalidateAndCancel() }
+    deinit { if ownsSession { session.invalidateAndCancel() } }
 
     /// Registers a device with the server and returns its token (`POST /v1/devices`).
     public static func register(baseURL: URL, user: String, password: String, deviceID: UUID,
