@@ -23,8 +23,9 @@ final class RawDatabase {
         self.handle = handle
         self.path = path
         sqlite3_busy_timeout(handle, 5_000)
-        // The engine's snippet function, so searches run the same SQL on both sides.
+        // The engine's snippet and ranking functions, so searches run the same SQL on both sides.
         SearchSnippet.register(on: handle)
+        SearchRank.register(on: handle)
         try exec("PRAGMA foreign_keys = ON")
         try exec("PRAGMA secure_delete = OFF")
         if !readOnly {

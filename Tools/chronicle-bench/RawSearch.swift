@@ -40,7 +40,7 @@ final class RawSearch {
             let owner = projection.ownerEntity(of: index, in: entity) ?? entity
             return Plan(
                 ownerKind: owner.name,
-                window: try raw.prepare("SELECT rowid, rank FROM \(fts) WHERE \(fts) MATCH ?1 ORDER BY rowid DESC LIMIT ?2"),
+                window: try raw.prepare(SearchRank.windowSQL(index)),
                 owner: try raw.prepare("SELECT owner_id FROM \(q(projection.contentView(of: index, in: entity).name)) WHERE rid = ?1"),
                 snippet: try raw.prepare("SELECT rowid, \(SearchSnippet.functionName)(\(fts), ?1, ?2, '…', 12) FROM \(fts) WHERE \(fts) MATCH ?3 AND rowid BETWEEN ?4 AND ?5 AND +rowid IN (SELECT value FROM json_each(?6))"),
                 title: try titleField(of: owner).map { try raw.prepare("SELECT \(q($0)) FROM \(q(owner.table)) WHERE id = ?1") })

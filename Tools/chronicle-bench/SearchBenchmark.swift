@@ -37,6 +37,9 @@ struct SearchBenchmark {
         var loadSeconds: Double
         var storeBytes: Int64
         var kinds: [Kind]
+        /// One-word queries each right after a local write: the read connections have to read
+        /// every ranked row's length again (`SearchRank` keeps them only until a write).
+        var afterWrite = Samples()
     }
 
     let directory: String
@@ -107,8 +110,16 @@ struct SearchBenchmark {
             progress("search: \(name): chronicle p50 \(formatFixed(kind.chronicle.percentileMilliseconds(0.5), 3)) ms p99 \(formatFixed(kind.chronicle.percentileMilliseconds(0.99), 3)) ms; raw sqlite p50 \(formatFixed(kind.baseline.percentileMilliseconds(0.5), 3)) ms p99 \(formatFixed(kind.baseline.percentileMilliseconds(0.99), 3)) ms; exact ranking p50 \(formatFixed(kind.exact.percentileMilliseconds(0.5), 3)) ms, top-\(Self.limit) overlap \(formatFixed(100 * kind.meanOverlap, 1))%")
             kinds.append(kind)
         }
+        // The same one-word queries, each right after a local write (untimed): no remembered row lengths.
+        var afterWrite = Samples(capacity: queriesPerKind)
+        for (n, text) in (kinds.first?.queries ?? []).enumerated() {
+            try store.write("article.save", payload: ["url": .text("https://example.com/after-write/\(n)"), "title": .text("after a write \(n)")])
+            let t0 = nowNanoseconds()
+            _ = try store.search(text, limit: Self.limit, rankWindow: window)
+            afterWrite.add(nowNanoseconds() - t0)
+        }
         return Result(articles: articles, fullTextArticles: fullText, loadOps: loadOps, loadSeconds: loadSeconds,
-                      storeBytes: databaseBytes(path), kinds: kinds)
+                      storeBytes: databaseBytes(path), kinds: kinds, afterWrite: afterWrite)
     }
 
     /// Fills the store through confirmed ops: the premium plan, then per article a

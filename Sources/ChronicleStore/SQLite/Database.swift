@@ -53,6 +53,7 @@ public final class Database {
         sqlite3_busy_timeout(handle, options.busyTimeoutMilliseconds)
         _ = chronicle_enable_defensive(handle)
         SearchSnippet.register(on: handle)
+        SearchRank.register(on: handle)
         try execute("PRAGMA foreign_keys = ON")
         try execute("PRAGMA secure_delete = OFF")
         if !options.readOnly {

@@ -33,6 +33,10 @@ extension DeviceStore {
     /// only until it has given `limit` distinct rows, since no later candidate of
     /// that index can reach the page. Snippets are made for the final hits only.
     ///
+    /// Scores are FTS5's bm25 with the schema's column weights, computed by `chronicle_bm25`
+    /// (`SearchRank`), which remembers each row's length per read connection until the next
+    /// write; passages come from `chronicle_snippet` (`SearchSnippet`).
+    ///
     /// `rankWindow` trades ranking depth for speed: a smaller window ranks fewer of a
     /// common word's matches (its newest), a larger one more (up to all of them).
     public func search(_ text: String, limit: Int = 20, markers: (String, String) = ("[", "]"),
@@ -103,7 +107,7 @@ extension DeviceStore {
     struct SearchPlan: Sendable {
         let index: String
         let ownerKind: String
-        /// `?1` match, `?2` window → (rowid, rank) of the newest matches.
+        /// `?1` match, `?2` window → (rowid, bm25 score) of the newest matches (`SearchRank.windowSQL`).
         let window: String
         /// `?1` rowid → the id of the row the hit counts for.
         let owner: String
@@ -120,7 +124,7 @@ extension DeviceStore {
             let owner = projection.ownerEntity(of: index, in: entity) ?? entity
             return SearchPlan(
                 index: index.index, ownerKind: owner.name,
-                window: "SELECT rowid, rank FROM \(fts) WHERE \(fts) MATCH ?1 ORDER BY rowid DESC LIMIT ?2",
+                window: SearchRank.windowSQL(index),
                 owner: "SELECT owner_id FROM \(q(projection.contentView(of: index, in: entity).name)) WHERE rid = ?1",
                 // `+rowid`: the list filters the range scan instead of becoming one seek per rowid.
                 snippet: "SELECT rowid, \(SearchSnippet.functionName)(\(fts), ?1, ?2, '…', 12) FROM \(fts) WHERE \(fts) MATCH ?3 AND rowid BETWEEN ?4 AND ?5 AND +rowid IN (SELECT value FROM json_each(?6))",

@@ -93,3 +93,64 @@ import Testing
         }
     }
 }
+
+/// `chronicle_bm25`, FTS5's bm25() with row lengths remembered per connection until the next write.
+@Suite struct SearchRankTests {
+    func scratch() throws -> (String, URL) {
+        let dir = Fixture.scratchRoot.appendingPathComponent("chronicle-rank-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let path = dir.appendingPathComponent("r.sqlite").path
+        let db = try Database(path: path)
+        try db.execute("CREATE VIRTUAL TABLE d USING fts5(a, b, tokenize='unicode61 remove_diacritics 2', prefix='2 3')")
+        let words = ["kestrel", "heron", "river", "mill", "quarry", "walk", "lake", "kestrels"]
+        var rng = SystemRandomNumberGenerator()
+        for n in 0..<300 {
+            let a = (0..<(1 + n % 7)).map { _ in words.randomElement(using: &rng)! }.joined(separator: " ")
+            let b = (0..<(n % 40)).map { _ in words.randomElement(using: &rng)! }.joined(separator: " ")
+            try db.execute("INSERT INTO d(a, b) VALUES (?1, ?2)", [.text(a), .text(b)])
+        }
+        return (path, dir)
+    }
+
+    func scores(_ db: Database, _ match: String, _ function: String) throws -> [Double] {
+        try db.query("SELECT \(function) FROM d WHERE d MATCH ?1 ORDER BY rowid DESC", [.text(match)]) { $0.double(0) }
+    }
+
+    @Test("The same scores as FTS5's bm25(), bit for bit, cold and from remembered lengths")
+    func sameScoresAsBM25() throws {
+        let (path, dir) = try scratch()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let db = try Database(path: path)
+        for match in ["kestrel", "kestrel heron", "\"river mill\"", "kes*", "a:heron", "heron OR lake", "river NOT mill", "nothing"] {
+            let expected = try scores(db, match, "bm25(d, 3, 1)")
+            #expect(try scores(db, match, "chronicle_bm25(d, 'd', 3, 1)") == expected, "\(match), cold")
+            #expect(try scores(db, match, "chronicle_bm25(d, 'd', 3, 1)") == expected, "\(match), remembered")
+        }
+        #expect(try scores(db, "heron", "chronicle_bm25(d, 'd')") == (try scores(db, "heron", "bm25(d)")), "weights default to 1")
+    }
+
+    @Test("A write by another connection makes the remembered lengths go: no stale score")
+    func aWriteForgetsTheLengths() throws {
+        let (path, dir) = try scratch()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let reader = try Database(path: path), writer = try Database(path: path)
+        _ = try scores(reader, "kestrel", "chronicle_bm25(d, 'd', 3, 1)")   // remembers the lengths
+        // Every row that says kestrel gets much longer.
+        try writer.execute("UPDATE d SET b = b || ' ' || ?1 WHERE d MATCH 'kestrel'", [.text(Array(repeating: "walk", count: 50).joined(separator: " "))])
+        let fresh = try scores(reader, "kestrel", "bm25(d, 3, 1)")
+        #expect(try scores(reader, "kestrel", "chronicle_bm25(d, 'd', 3, 1)") == fresh)
+    }
+
+    @Test("Without the index's name it is an SQL error with a sentence")
+    func wrongArguments() throws {
+        let (path, dir) = try scratch()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let db = try Database(path: path)
+        do {
+            _ = try scores(db, "heron", "chronicle_bm25(d)")
+            Issue.record("no name was accepted")
+        } catch let error as SQLiteError {
+            #expect(error.message.contains("chronicle_bm25: expects"))
+        }
+    }
+}
