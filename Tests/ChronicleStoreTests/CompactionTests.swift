@@ -221,6 +221,36 @@ import Testing
         }
     }
 
+    @Test("A snapshot many hand-over chunks long: refused at its header or its end, nothing changes; whole, the source's state")
+    func aLongSnapshotIsReadOnAnotherThreadAndStillAllOrNothing() throws {
+        let source = try Fixture(seed: 31)
+        try Self.library(source, count: 16_000, seed: 31)
+        let at = try source.store.cursor()
+        let (snapshot, digestAt) = try source.store.read { db in
+            try DeviceStore.stateSnapshot(at: at, source: db, source.store.materializer, source.store.projection,
+                                          libraryID: source.store.libraryID, progress: nil)
+        }
+        // More rows than the reading thread may hand over before the writer takes any (4 chunks).
+        #expect(snapshot.tables.map(\.rows.count).reduce(0, +) > 5 * DeviceStore.prefetchChunkOps)
+        let bytes = SnapshotCodec.encode(snapshot)
+        let device = try Fixture(seed: 32, library: source.store.libraryID)
+        try device.save("https://example.com/queued", title: "queued")
+        let before = try device.store.digest()
+        var damaged = bytes
+        damaged[bytes.count - 20] ^= 0x01   // found by the checksum at the end, after every row
+        let other = SnapshotFrame(Snapshot(libraryID: UUID(), seq: snapshot.seq, schemaName: snapshot.schemaName,
+                                           schemaVersion: snapshot.schemaVersion, schemaFingerprint: snapshot.schemaFingerprint,
+                                           tables: snapshot.tables))   // refused at the header, while the reader waits for room
+        for frame in [SnapshotFrame(bytes: damaged), other] {
+            #expect(throws: ChronicleError.self) { try device.store.bootstrap(from: frame) }
+            #expect(try device.store.digest() == before)
+            #expect(try device.store.cursor() == 0)
+        }
+        #expect(try device.store.bootstrap(from: SnapshotFrame(bytes: bytes)) == at)
+        #expect(try device.store.replayDigest(upTo: at) == digestAt)
+        #expect(try device.store.verify().passed)
+    }
+
     @Test func aDeviceStartsOverFromASnapshotFileAndADamagedOneChangesNothing() throws {
         let source = try Fixture(seed: 21)
         try Self.library(source, count: 800, seed: 21)

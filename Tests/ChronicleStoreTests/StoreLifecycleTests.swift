@@ -153,7 +153,7 @@ import Testing
 @Suite struct PrefetchedRebuildTests {
     @Test func aRebuildAcrossManyChunksGivesTheIncrementalDigest() throws {
         let f = try Fixture(seed: 41)
-        try CompactionTests.library(f, count: PrefetchChannel.chunkOps * 3 + 17, seed: 41)
+        try CompactionTests.library(f, count: DeviceStore.prefetchChunkOps * 3 + 17, seed: 41)
         let before = try f.store.digest()
         #expect(try f.store.rebuild().digest == before)
         #expect(try f.store.verify().passed)
@@ -161,7 +161,7 @@ import Testing
 
     @Test func aLogRowTheReaderCannotDecodeFailsTheRebuildAndChangesNothing() throws {
         let f = try Fixture(seed: 42)
-        try CompactionTests.library(f, count: PrefetchChannel.chunkOps + 200, seed: 42)
+        try CompactionTests.library(f, count: DeviceStore.prefetchChunkOps + 200, seed: 42)
         let before = try f.store.digest()
         let cursor = try f.store.cursor()
         // A row past the first chunk whose op id is not an id (only a tool writing SQL can do this).
@@ -186,7 +186,7 @@ import Testing
     }
 
     @Test func aConsumerThatStopsReleasesAWaitingProducer() throws {
-        let channel = PrefetchChannel(capacity: 1)
+        let channel = PrefetchChannel<(op: Op, steps: [SQLStep])>(capacity: 1)
         let op = Op(opID: UUID(), libraryID: UUID(), deviceID: UUID(), deviceSeq: 1, type: "article.save", version: 1,
                     entityID: UUID(), payload: [:], deviceTime: 0, baseSeq: 0)
         let producer = Thread {

@@ -29,7 +29,7 @@ extension DeviceStore {
             try db.execute("PRAGMA cache_size = -\(Self.bulkCacheKilobytes)")
             defer { try? db.execute("PRAGMA cache_size = -\(Database.Options.defaultCacheKilobytes)") }
             var loader = SnapshotLoader(store: self, db: db, cursor: cursor)
-            let header = try SnapshotCodec.read(frame, into: &loader)
+            let header = try Self.readOnAnotherThread(frame, into: &loader)
             let seq = header.seq
             
             // The snapshot as it came: history may only be dropped where one covers it. The frame
@@ -56,6 +56,54 @@ extension DeviceStore {
             try rebuildSearchIndexes(in: db)
             return seq
         }
+    }
+
+    /// One thing a snapshot read hands its visitor.
+    enum SnapshotEvent: Sendable {
+        case header(SnapshotHeader)
+        case table(name: String, columns: [String], rowCount: Int)
+        case row([Value])
+    }
+
+    /// `SnapshotCodec.read(frame, into: &visitor)` with the reading on another thread: the
+    /// frame is read, decompressed and decoded there while this thread hands the rows to
+    /// `visitor` (the writer inserting them), in the same order and with the same errors; a
+    /// damaged frame still fails only after the rows, so the caller's transaction must stay
+    /// open until this returns. Decoding was about a tenth of a bootstrap's time.
+    /// Either side failing stops both; the reading thread is waited for before this returns.
+    static func readOnAnotherThread<V: SnapshotVisitor>(_ frame: SnapshotFrame, into visitor: inout V) throws -> SnapshotHeader {
+        let channel = PrefetchChannel<SnapshotEvent>(capacity: 4)
+        let result = Locked<SnapshotHeader?>(nil)
+        let reader = Thread {
+            do {
+                var forwarder = SnapshotForwarder(channel: channel)
+                let header = try SnapshotCodec.read(frame, into: &forwarder)
+                try forwarder.flush()
+                result.withLock { $0 = header }
+                channel.finish(nil)
+            } catch {
+                channel.finish(error)
+            }
+        }
+        reader.start()
+        defer {
+            channel.cancel()
+            channel.waitUntilFinished()
+        }
+        while let chunk = try channel.take() {
+            for event in chunk {
+                switch event {
+                case .header(let header): try visitor.header(header)
+                case .table(let name, let columns, let rowCount): try visitor.table(name, columns: columns, rowCount: rowCount)
+                case .row(let values): try visitor.row(values)
+                }
+            }
+            channel.recycle(chunk)
+        }
+        guard let header = result.withLock({ $0 }) else {
+            throw ChronicleError(.malformedSnapshot, "The snapshot ended before its header was read.")
+        }
+        return header
     }
 
     /// Checks a snapshot against this store as it is read (`ProjectionFiller`), starts the store
@@ -151,3 +199,28 @@ extension DeviceStore {
     }
 }
 
+/// Hands each snapshot event, in chunks, to the writer (`DeviceStore.readOnAnotherThread`).
+private struct SnapshotForwarder: SnapshotVisitor {
+    let channel: PrefetchChannel<DeviceStore.SnapshotEvent>
+    var chunk: [DeviceStore.SnapshotEvent] = []
+
+    init(channel: PrefetchChannel<DeviceStore.SnapshotEvent>) { self.channel = channel }
+
+    mutating func add(_ event: DeviceStore.SnapshotEvent) throws {
+        chunk.append(event)
+        if chunk.count == DeviceStore.prefetchChunkOps { try flush() }
+    }
+
+    mutating func flush() throws {
+        guard !chunk.isEmpty else { return }
+        try channel.put(chunk)
+        chunk = []
+        chunk.reserveCapacity(DeviceStore.prefetchChunkOps)
+    }
+
+    mutating func header(_ header: SnapshotHeader) throws { try add(.header(header)) }
+    mutating func table(_ name: String, columns: [String], rowCount: Int) throws {
+        try add(.table(name: name, columns: columns, rowCount: rowCount))
+    }
+    mutating func row(_ values: [Value]) throws { try add(.row(values)) }
+}

@@ -5,6 +5,8 @@ extension DeviceStore {
     /// Ops decoded from the log, each with the SQL that applies it.
     typealias PreparedOps = [(op: Op, steps: [SQLStep])]
     static let prefetchCacheKilobytes = 2_000
+    /// Ops (or snapshot rows) per chunk handed from a reading thread to the writer.
+    static let prefetchChunkOps = 1_000
 
     /// `forEachConfirmedOp` with the reading on another thread: a read connection of
     /// `readers` streams the log (and sealed segments), decodes each op and builds its
@@ -17,7 +19,7 @@ extension DeviceStore {
     /// is waited for before this returns.
     static func forEachPreparedOp(readers: ReaderPool, libraryID: UUID, after: Int64, upTo: Int64?, _ materializer: Materializer,
                                   _ body: (Op, [SQLStep]) throws -> Void) throws {
-        let channel = PrefetchChannel(capacity: 4)
+        let channel = PrefetchChannel<(op: Op, steps: [SQLStep])>(capacity: 4)
         let reader = Thread {
             do {
                 try readers.read { db in
@@ -25,10 +27,10 @@ extension DeviceStore {
                     try db.execute("PRAGMA cache_size = -\(prefetchCacheKilobytes)")
                     defer { try? db.execute("PRAGMA cache_size = -\(Database.Options.defaultCacheKilobytes)") }
                     var chunk: PreparedOps = []
-                    chunk.reserveCapacity(PrefetchChannel.chunkOps)
+                    chunk.reserveCapacity(prefetchChunkOps)
                     try forEachConfirmedOp(in: db, libraryID: libraryID, after: after, upTo: upTo) { op in
                         chunk.append((op, materializer.steps(for: op)))
-                        if chunk.count == PrefetchChannel.chunkOps {
+                        if chunk.count == prefetchChunkOps {
                             try channel.put(chunk)
                             chunk.removeAll(keepingCapacity: true)
                         }
@@ -52,16 +54,15 @@ extension DeviceStore {
     }
 }
 
-/// A bounded hand-over of op chunks from the reading thread to the writer.
-final class PrefetchChannel: @unchecked Sendable {
-    static let chunkOps = 1_000
-    struct Cancelled: Error {}
+/// A bounded hand-over of chunks (ops, snapshot rows) from a reading thread to the writer.
+final class PrefetchChannel<Element>: @unchecked Sendable {
+    typealias Chunk = [Element]
 
     private let condition = NSCondition()
     private let capacity: Int
-    private var chunks: [DeviceStore.PreparedOps] = []
+    private var chunks: [Chunk] = []
     /// Chunks the consumer has applied, freed by the producer (see `recycle`).
-    private var spent: [DeviceStore.PreparedOps] = []
+    private var spent: [Chunk] = []
     private var finished = false
     private var failure: Error?
     private var cancelled = false
@@ -70,13 +71,13 @@ final class PrefetchChannel: @unchecked Sendable {
 
     /// Waits for room; throws once the consumer has stopped. Frees the chunks the consumer
     /// has handed back, on this thread and outside the lock.
-    func put(_ chunk: DeviceStore.PreparedOps) throws {
-        var applied: [DeviceStore.PreparedOps] = []
+    func put(_ chunk: Chunk) throws {
+        var applied: [Chunk] = []
         defer { applied.removeAll() }  // runs after the unlock below
         condition.lock()
         defer { condition.unlock() }
         while chunks.count >= capacity && !cancelled { condition.wait() }
-        if cancelled { throw Cancelled() }
+        if cancelled { throw PrefetchCancelled() }
         chunks.append(chunk)
         swap(&applied, &spent)
         condition.broadcast()
@@ -85,7 +86,7 @@ final class PrefetchChannel: @unchecked Sendable {
     /// The consumer is done with `chunk`: its ops, statements and values are freed by the
     /// producer's next `put`. Freeing a million ops' strings and arrays (allocated on the
     /// producer's thread) was about a tenth of the writer's time in a rebuild.
-    func recycle(_ chunk: DeviceStore.PreparedOps) {
+    func recycle(_ chunk: Chunk) {
         condition.lock()
         spent.append(chunk)
         condition.unlock()
@@ -101,7 +102,7 @@ final class PrefetchChannel: @unchecked Sendable {
     }
 
     /// The next chunk; nil at the end; rethrows the producer's error.
-    func take() throws -> DeviceStore.PreparedOps? {
+    func take() throws -> Chunk? {
         condition.lock()
         defer { condition.unlock() }
         while chunks.isEmpty && !finished { condition.wait() }
@@ -110,7 +111,7 @@ final class PrefetchChannel: @unchecked Sendable {
             condition.broadcast()
             return chunk
         }
-        if let failure, !(failure is Cancelled) { throw failure }
+        if let failure, !(failure is PrefetchCancelled) { throw failure }
         return nil
     }
 
@@ -129,3 +130,6 @@ final class PrefetchChannel: @unchecked Sendable {
         condition.unlock()
     }
 }
+
+/// What `PrefetchChannel.put` throws once the consumer has stopped.
+struct PrefetchCancelled: Error {}
