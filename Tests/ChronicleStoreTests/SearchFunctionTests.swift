@@ -141,6 +141,19 @@ import Testing
         #expect(try scores(reader, "kestrel", "chronicle_bm25(d, 'd', 3, 1)") == fresh)
     }
 
+    @Test("Inside a write transaction, rows the same connection changed are ranked by their new length")
+    func aWriteTransactionRanksWhatItChanged() throws {
+        let (path, dir) = try scratch()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let db = try Database(path: path)
+        _ = try scores(db, "kestrel", "chronicle_bm25(d, 'd', 3, 1)")   // remembers the lengths
+        try db.transaction { db in
+            try db.execute("UPDATE d SET b = b || ' ' || ?1 WHERE d MATCH 'kestrel'", [.text(Array(repeating: "walk", count: 50).joined(separator: " "))])
+            #expect(try scores(db, "kestrel", "chronicle_bm25(d, 'd', 3, 1)") == (try scores(db, "kestrel", "bm25(d, 3, 1)")))
+        }
+        #expect(try scores(db, "kestrel", "chronicle_bm25(d, 'd', 3, 1)") == (try scores(db, "kestrel", "bm25(d, 3, 1)")))
+    }
+
     @Test("Without the index's name it is an SQL error with a sentence")
     func wrongArguments() throws {
         let (path, dir) = try scratch()

@@ -53,8 +53,14 @@ final class RowLengths {
     var byIndex: [String: Index] = [:]
 
     /// The lengths kept for `index`, all forgotten first when the database has changed since
-    /// they were read (or there are too many).
+    /// they were read (or there are too many). Inside a write transaction the connection may
+    /// change rows before its own commit moves the data version, so nothing is kept or reused.
     func lengths(of index: String, _ db: OpaquePointer?) -> Index {
+        if sqlite3_txn_state(db, "main") == SQLITE_TXN_WRITE {
+            byIndex.removeAll()
+            dataVersion = nil
+            return Index()
+        }
         var version: UInt32 = 0
         let known = sqlite3_file_control(db, "main", SQLITE_FCNTL_DATA_VERSION, &version) == SQLITE_OK
         if !known || version != dataVersion || byIndex.values.reduce(0, { $0 + $1.rows.count }) > SearchRank.cachedRowsMax {
