@@ -72,34 +72,19 @@ extension DeviceStore {
     /// open until this returns. Decoding was about a tenth of a bootstrap's time.
     /// Either side failing stops both; the reading thread is waited for before this returns.
     static func readOnAnotherThread<V: SnapshotVisitor>(_ frame: SnapshotFrame, into visitor: inout V) throws -> SnapshotHeader {
-        let channel = PrefetchChannel<SnapshotEvent>(capacity: 4)
         let result = Locked<SnapshotHeader?>(nil)
-        let reader = Thread {
-            do {
-                var forwarder = SnapshotForwarder(channel: channel)
-                let header = try SnapshotCodec.read(frame, into: &forwarder)
-                try forwarder.flush()
-                result.withLock { $0 = header }
-                channel.finish(nil)
-            } catch {
-                channel.finish(error)
+        try PrefetchChannel<SnapshotEvent>.stream(capacity: 4, produce: { channel in
+            var forwarder = SnapshotForwarder(channel: channel)
+            let header = try SnapshotCodec.read(frame, into: &forwarder)
+            try forwarder.flush()
+            result.withLock { $0 = header }
+        }, consume: { event in
+            switch event {
+            case .header(let header): try visitor.header(header)
+            case .table(let name, let columns, let rowCount): try visitor.table(name, columns: columns, rowCount: rowCount)
+            case .row(let values): try visitor.row(values)
             }
-        }
-        reader.start()
-        defer {
-            channel.cancel()
-            channel.waitUntilFinished()
-        }
-        while let chunk = try channel.take() {
-            for event in chunk {
-                switch event {
-                case .header(let header): try visitor.header(header)
-                case .table(let name, let columns, let rowCount): try visitor.table(name, columns: columns, rowCount: rowCount)
-                case .row(let values): try visitor.row(values)
-                }
-            }
-            channel.recycle(chunk)
-        }
+        })
         guard let header = result.withLock({ $0 }) else {
             throw ChronicleError(.malformedSnapshot, "The snapshot ended before its header was read.")
         }

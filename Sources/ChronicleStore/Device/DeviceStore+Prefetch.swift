@@ -19,38 +19,23 @@ extension DeviceStore {
     /// is waited for before this returns.
     static func forEachPreparedOp(readers: ReaderPool, libraryID: UUID, after: Int64, upTo: Int64?, _ materializer: Materializer,
                                   _ body: (Op, [SQLStep]) throws -> Void) throws {
-        let channel = PrefetchChannel<(op: Op, steps: [SQLStep])>(capacity: 4)
-        let reader = Thread {
-            do {
-                try readers.read { db in
-                    // One pass in order: a small page cache is enough, and keeps the rebuild's peak down.
-                    try db.execute("PRAGMA cache_size = -\(prefetchCacheKilobytes)")
-                    defer { try? db.execute("PRAGMA cache_size = -\(Database.Options.defaultCacheKilobytes)") }
-                    var chunk: PreparedOps = []
-                    chunk.reserveCapacity(prefetchChunkOps)
-                    try forEachConfirmedOp(in: db, libraryID: libraryID, after: after, upTo: upTo) { op in
-                        chunk.append((op, materializer.steps(for: op)))
-                        if chunk.count == prefetchChunkOps {
-                            try channel.put(chunk)
-                            chunk.removeAll(keepingCapacity: true)
-                        }
+        try PrefetchChannel<(op: Op, steps: [SQLStep])>.stream(capacity: 4, produce: { channel in
+            try readers.read { db in
+                // One pass in order: a small page cache is enough, and keeps the rebuild's peak down.
+                try db.execute("PRAGMA cache_size = -\(prefetchCacheKilobytes)")
+                defer { try? db.execute("PRAGMA cache_size = -\(Database.Options.defaultCacheKilobytes)") }
+                var chunk: PreparedOps = []
+                chunk.reserveCapacity(prefetchChunkOps)
+                try forEachConfirmedOp(in: db, libraryID: libraryID, after: after, upTo: upTo) { op in
+                    chunk.append((op, materializer.steps(for: op)))
+                    if chunk.count == prefetchChunkOps {
+                        try channel.put(chunk)
+                        chunk.removeAll(keepingCapacity: true)
                     }
-                    if !chunk.isEmpty { try channel.put(chunk) }
                 }
-                channel.finish(nil)
-            } catch {
-                channel.finish(error)
+                if !chunk.isEmpty { try channel.put(chunk) }
             }
-        }
-        reader.start()
-        defer {
-            channel.cancel()
-            channel.waitUntilFinished()
-        }
-        while let chunk = try channel.take() {
-            for item in chunk { try body(item.op, item.steps) }
-            channel.recycle(chunk)
-        }
+        }, consume: { item in try body(item.op, item.steps) })
     }
 }
 
@@ -68,6 +53,32 @@ final class PrefetchChannel<Element>: @unchecked Sendable {
     private var cancelled = false
 
     init(capacity: Int) { self.capacity = capacity }
+
+    /// Runs `produce` on a new thread, putting chunks into a channel of `capacity`, while this
+    /// thread hands each element to `consume` in order and gives each chunk back to be freed
+    /// there. Either side failing stops both (the producer's error is rethrown after the
+    /// elements it put); the producing thread is waited for before this returns.
+    static func stream(capacity: Int, produce: @escaping @Sendable (PrefetchChannel) throws -> Void,
+                       consume: (Element) throws -> Void) throws {
+        let channel = PrefetchChannel(capacity: capacity)
+        let producer = Thread {
+            do {
+                try produce(channel)
+                channel.finish(nil)
+            } catch {
+                channel.finish(error)
+            }
+        }
+        producer.start()
+        defer {
+            channel.cancel()
+            channel.waitUntilFinished()
+        }
+        while let chunk = try channel.take() {
+            for element in chunk { try consume(element) }
+            channel.recycle(chunk)
+        }
+    }
 
     /// Waits for room; throws once the consumer has stopped. Frees the chunks the consumer
     /// has handed back, on this thread and outside the lock.
