@@ -142,17 +142,24 @@ import Testing
 }
 
 @Suite struct CheckpointerTests {
-    /// Under writes that never pause, background PASSIVE checkpoints alone never let the
-    /// WAL start over; past its limit the writer restarts it, so the file stays bounded.
-    @Test func theWALStaysBoundedUnderSustainedWrites() throws {
-        let f = try Fixture()
+    /// A database in `f`'s directory with table `t(id, body)` and a checkpointer whose
+    /// background checkpoints and writer restarts both start at 400 pages.
+    func walTable(in f: Fixture) throws -> (String, Database, Checkpointer) {
         let path = f.directory.appendingPathComponent("wal.sqlite").path
         let db = try Database(path: path)
-        // No background checkpoints compete here (they start at the same size the restart does),
-        // so the restart never meets a busy lock and the bound is exact whatever the machine's load.
         let checkpointer = Checkpointer(path: path, thresholdPages: 400, restartPages: 400)
         try checkpointer.install(on: db)
         try db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT NOT NULL)")
+        return (path, db, checkpointer)
+    }
+
+    /// Under writes that never pause, background PASSIVE checkpoints alone never let the
+    /// WAL start over; past its limit the writer restarts it, so the file stays bounded.
+    @Test func theWALStaysBoundedUnderSustainedWrites() throws {
+        // No background checkpoints compete here (they start at the same size the restart does),
+        // so the restart never meets a busy lock and the bound is exact whatever the machine's load.
+        let f = try Fixture()
+        let (path, db, checkpointer) = try walTable(in: f)
         let body = String(repeating: "x", count: 3_000)
         var largest: Int64 = 0
         for batch in 0..<300 {
@@ -174,11 +181,7 @@ import Testing
     /// limit gets the writer's restart again.
     @Test func aLargeCommitLeavesItsWALToTheBackground() throws {
         let f = try Fixture()
-        let path = f.directory.appendingPathComponent("wal.sqlite").path
-        let db = try Database(path: path)
-        let checkpointer = Checkpointer(path: path, thresholdPages: 400, restartPages: 400)
-        try checkpointer.install(on: db)
-        try db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT NOT NULL)")
+        let (_, db, checkpointer) = try walTable(in: f)
         let body = String(repeating: "y", count: 3_000)
         try checkpointer.deferringRestart {
             try db.transaction { db in
