@@ -151,13 +151,8 @@ public struct ProjectionSchema: Sendable {
                 let columns = index.fields.map(Self.quoted).joined(separator: ", ")
                 let fts = Self.quoted(index.index)
                 statements.append(view.sql)
-                statements.append("""
-                    CREATE VIRTUAL TABLE \(fts) USING fts5(\(columns), content=\(Self.quoted(view.name)), content_rowid='rid', \
-                    tokenize='unicode61 remove_diacritics 2', prefix='2 3')
-                    """)
-                // `ORDER BY rank` then ranks by bm25 with the schema's column weights.
-                let weights = index.weights.map { CanonicalJSON.format($0) }.joined(separator: ", ")
-                statements.append("INSERT INTO \(fts)(\(fts), rank) VALUES ('rank', 'bm25(\(weights))')")
+                statements.append(Self.searchTableSQL(index, content: "content=\(Self.quoted(view.name)), content_rowid='rid'"))
+                statements.append(Self.searchRankSQL(index))
                 if index.requiresPremium, let plan = schema.plan {
                     let planTable = Self.quoted(plan.entity), planField = Self.quoted(plan.field)
                     let fill = "INSERT INTO \(fts)(rowid, \(columns)) SELECT rid, \(columns) FROM \(Self.quoted(view.name));"
@@ -183,6 +178,23 @@ public struct ProjectionSchema: Sendable {
             }
         }
         return statements
+    }
+
+    /// The FTS5 table of `index` with `content` as its content options: the projection's
+    /// reads its content view; a contentless one (`content=''`) builds the same index elsewhere.
+    public static func searchTableSQL(_ index: SearchIndexSpec, content: String, name: String? = nil) -> String {
+        let columns = index.fields.map(quoted).joined(separator: ", ")
+        return """
+            CREATE VIRTUAL TABLE \(quoted(name ?? index.index)) USING fts5(\(columns), \(content), \
+            tokenize='unicode61 remove_diacritics 2', prefix='2 3')
+            """
+    }
+
+    /// Sets the index's `rank`: `ORDER BY rank` then ranks by bm25 with the schema's column weights.
+    public static func searchRankSQL(_ index: SearchIndexSpec) -> String {
+        let fts = quoted(index.index)
+        let weights = index.weights.map { CanonicalJSON.format($0) }.joined(separator: ", ")
+        return "INSERT INTO \(fts)(\(fts), rank) VALUES ('rank', 'bm25(\(weights))')"
     }
 
     /// Names of every FTS5 table, with whether it is premium-gated.

@@ -51,9 +51,8 @@ extension DeviceStore {
             // SQLite sizes an index build's in-memory sort by the page cache: back to the usual cache
             // first, so the sort spills to its temporary files instead of doubling the footprint.
             try db.execute("PRAGMA cache_size = -\(Database.Options.defaultCacheKilobytes)")
-            for statement in projection.tableStatements where statement.hasPrefix("CREATE INDEX") { try db.execute(statement) }
             for statement in projection.searchStatements { try db.execute(statement) }
-            try rebuildSearchIndexes(in: db)
+            try rebuildSearchIndexes(in: db, writerFirst: projection.tableStatements.filter { $0.hasPrefix("CREATE INDEX") })
             return seq
         }
     }

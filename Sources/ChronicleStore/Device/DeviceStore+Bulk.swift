@@ -105,10 +105,9 @@ extension DeviceStore {
 
     /// Builds what bulk apply dropped: the log's entity index, then every search index.
     func rebuildBulkIndexes(in db: Database) throws {
-        if try !StoreFormat.hasLogEntityIndex(in: db) {
-            try db.execute(StoreFormat.logEntityIndex)
-        }
-        try rebuildSearchIndexes(in: db)
+        // The entity index is built on the writer while another thread builds search indexes.
+        let entityIndex = try StoreFormat.hasLogEntityIndex(in: db) ? [] : [StoreFormat.logEntityIndex]
+        try rebuildSearchIndexes(in: db, writerFirst: entityIndex)
     }
 
     /// When a bulk apply could not rebuild the search indexes at its end (the disk was full),

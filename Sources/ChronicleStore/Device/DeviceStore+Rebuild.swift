@@ -60,10 +60,9 @@ extension DeviceStore {
             // another connection reads and decodes it while this one writes.
             let counts = try Self.replay(from: db, into: db, materializer, projection, after: base?.seq ?? 0, upTo: nil,
                                          includePending: true, prefetch: readers, progress: progress)
-            for statement in statements where statement.hasPrefix("CREATE INDEX") { try db.execute(statement) }
-            // Build the FTS indexes in one pass each.
+            // The secondary indexes and the FTS indexes, one pass each, the latter on two cores.
             for statement in projection.searchStatements { try db.execute(statement) }
-            try rebuildSearchIndexes(in: db)
+            try rebuildSearchIndexes(in: db, writerFirst: statements.filter { $0.hasPrefix("CREATE INDEX") })
             try alsoInTransaction?(db)
             return counts
         }
@@ -90,15 +89,95 @@ extension DeviceStore {
                 "INSERT INTO \(fts)(\(fts), rank) VALUES ('hashsize', \(searchDefaultHashBytes))"]
     }
 
-    /// Refills every FTS5 index from its content table in one pass (premium-only
-    /// indexes stay empty on a free plan) and clears the stale mark bulk apply sets.
-    func rebuildSearchIndexes(in db: Database) throws {
+    /// Who built which search index in `rebuildSearchIndexes`.
+    struct SearchBuildReport {
+        /// Built by the worker in a scratch database and copied in.
+        var workerBuilt: [String]
+        /// Built by FTS5's `rebuild` from the content view on the writer (premium text, and
+        /// indexes past the read-ahead budget).
+        var streamed: [String]
+    }
+
+    /// Below this much text the search indexes are built on the writer alone: a second thread
+    /// and its scratch databases cost more than they save.
+    static let parallelSearchBuildMinBytes = 256 << 10
+    /// The most text read ahead for the two threads; indexes past it are built by FTS5's own `rebuild`.
+    static let searchBuildContentBytesMax = 32 << 20
+    /// The writer's page cache while the search indexes are built, in KiB.
+    static let searchBuildCacheKilobytes = 4_000
+
+    /// Refills every FTS5 index from its content view in one pass each (premium-only indexes
+    /// stay empty on a free plan) and clears the stale mark bulk apply sets. `writerFirst` runs
+    /// on the writer meanwhile (index builds of the same transaction).
+    ///
+    /// The indexes are built on two cores (`ParallelSearchBuild`); premium full text, which
+    /// can be far larger than memory should hold, is left to FTS5's own `rebuild` on the writer.
+    @discardableResult
+    func rebuildSearchIndexes(in db: Database, writerFirst: [String] = [],
+                              scratchDirectory: URL = FileManager.default.temporaryDirectory,
+                              parallelMinBytes: Int = parallelSearchBuildMinBytes,
+                              contentBytesMax: Int = searchBuildContentBytesMax) throws -> SearchBuildReport {
         // Each index's content view decides what it holds (live rows; premium text on premium only).
         let premium = try db.scalarInt("SELECT \(projection.premiumCondition)") == 1
+        // The content read below takes the place of the page cache, which FTS5 appending its
+        // segments and the index builds (their sorts spill past it) hardly need.
+        try db.execute("PRAGMA cache_size = -\(Self.searchBuildCacheKilobytes)")
+        defer { try? db.execute("PRAGMA cache_size = -\(Database.Options.defaultCacheKilobytes)") }
+        var streamed: [SearchIndexSpec] = []
+        let build = ParallelSearchBuild(directory: scratchDirectory)
+        defer { build.cancelAndClean() }
+        var bytes = 0
         for (_, index) in projection.searchIndexes {
-            for sql in Self.searchIndexRebuildSQL(index.index, gatedOff: index.requiresPremium && !premium) { try db.execute(sql) }
+            if index.requiresPremium {
+                if premium { streamed.append(index) } else {
+                    for sql in Self.searchIndexRebuildSQL(index.index, gatedOff: true) { try db.execute(sql) }
+                }
+                continue
+            }
+            // The worker starts as soon as there is enough to build, while the rest is read.
+            // Past the budget, FTS5 reads the view itself on the writer.
+            guard let content = try SearchContent.read(index, in: db, byteLimit: contentBytesMax - bytes) else {
+                streamed.append(index)
+                continue
+            }
+            bytes += content.byteCount
+            // An empty index is only emptied; no thread needs to build it.
+            if content.chunks.isEmpty {
+                try buildInPlace(content, in: db)
+                continue
+            }
+            build.add(content)
+            if bytes >= parallelMinBytes && !build.isWorkerStarted { build.startWorker() }
+        }
+        build.finishAdding()
+
+        for sql in writerFirst { try db.execute(sql) }
+        for index in streamed {
+            for sql in Self.searchIndexRebuildSQL(index.index) { try db.execute(sql) }
+        }
+        while let content = build.takeNext() { try buildInPlace(content, in: db) }
+        var workerBuilt: [String] = []
+        while let built = build.nextBuilt() {
+            switch built {
+            case .built(let index, let path):
+                defer { ParallelSearchBuild.remove(path) }
+                try ParallelSearchBuild.copy(index, from: path, into: db)
+                workerBuilt.append(index.index)
+            case .failed(let content):
+                try buildInPlace(content, in: db)
+            }
         }
         try db.execute("DELETE FROM chronicle_meta WHERE key = 'search_stale'")
+        return SearchBuildReport(workerBuilt: workerBuilt, streamed: streamed.map(\.index))
+    }
+
+    /// Indexes `content`'s rows in the store's FTS5 table, as its `rebuild` would from the view.
+    private func buildInPlace(_ content: SearchContent, in db: Database) throws {
+        let fts = ProjectionSchema.quoted(content.index.index)
+        try db.execute("INSERT INTO \(fts)(\(fts)) VALUES ('delete-all')")
+        try db.execute("INSERT INTO \(fts)(\(fts), rank) VALUES ('hashsize', \(Self.searchRebuildHashBytes))")
+        try content.insert(into: content.index.index, on: db)
+        try db.execute("INSERT INTO \(fts)(\(fts), rank) VALUES ('hashsize', \(Self.searchDefaultHashBytes))")
     }
 
     /// Replays confirmed ops after `after` (up to `upTo`) and optionally the outbox from

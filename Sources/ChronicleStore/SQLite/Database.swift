@@ -29,6 +29,8 @@ public final class Database {
         /// the database consistent across power loss; `FULL` also keeps the
         /// last commits across power loss.
         public var synchronousFull = true
+        /// A throwaway file (a search index built on another thread): no journal, no syncs.
+        public var scratch = false
         /// SQLite's page cache per connection, in KiB.
         public static let defaultCacheKilobytes = 16_000
         public init() {}
@@ -56,7 +58,10 @@ public final class Database {
         SearchRank.register(on: handle)
         try execute("PRAGMA foreign_keys = ON")
         try execute("PRAGMA secure_delete = OFF")
-        if !options.readOnly {
+        if options.scratch {
+            try execute("PRAGMA journal_mode = OFF")
+            try execute("PRAGMA synchronous = OFF")
+        } else if !options.readOnly {
             try execute("PRAGMA journal_mode = WAL")
             try execute("PRAGMA synchronous = \(options.synchronousFull ? "FULL" : "NORMAL")")
         }
@@ -160,12 +165,31 @@ public final class Database {
     }
     public var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
 
+    /// Schemas attached by `attachUntilTransactionEnds`: DETACH fails inside a transaction
+    /// that has read them, so `transaction` detaches them once it has ended.
+    private var attachedUntilTransactionEnds: [String] = []
+
+    /// Attaches the database file at `path` (read inside this transaction) and returns its schema name.
+    func attachUntilTransactionEnds(_ path: String) throws(SQLiteError) -> String {
+        precondition(isInTransaction, "attachUntilTransactionEnds outside a transaction")
+        let name = "chronicle_scratch_\(attachedUntilTransactionEnds.count)"
+        try execute("ATTACH DATABASE ?1 AS \(name)", [.text(path)])
+        attachedUntilTransactionEnds.append(name)
+        return name
+    }
+
+    private func detachAfterTransaction() {
+        for name in attachedUntilTransactionEnds { try? execute("DETACH DATABASE \(name)") }
+        attachedUntilTransactionEnds = []
+    }
+
     /// Runs `body` in a `BEGIN IMMEDIATE` transaction: committed if it returns,
     /// rolled back if it throws. Takes the write lock up front so a transaction
     /// never fails half-way on a lock upgrade.
     public func transaction<T>(_ body: (Database) throws -> T) throws -> T {
         precondition(!isInTransaction, "transactions do not nest")
         try execute("BEGIN IMMEDIATE")
+        defer { detachAfterTransaction() }
         do {
             let result = try body(self)
             try execute("COMMIT")
