@@ -281,7 +281,7 @@ do {
             rows.append(TableRow(measurement: "rebuild: digest = incremental", chronicle: rebuild.digestMatchesIncremental == true ? "yes" : "NO",
                                  baseline: "", ratio: "", target: "same state", verdict: verdict(rebuild.digestMatchesIncremental)))
             if let transaction = c.transactionSeconds {
-                notes.append("rebuild: chronicle's rebuild() took \(formatFixed(c.seconds, 2)) s, of which the transaction \(formatFixed(transaction, 2)) s and the closing digest \(formatFixed(c.seconds - transaction, 2)) s; without the digest: \(formatCount(Double(c.ops) / transaction)) ops/s.")
+                notes.append("rebuild: chronicle's rebuild() took \(formatFixed(c.seconds, 2)) s, of which the transaction \(formatFixed(transaction, 2)) s (it takes the state digest on the writer while another thread builds search indexes; the raw baseline takes no digest).")
             }
             notes.append("rebuild: VmHWM at child start (before the rebuild): chronicle \(c.startKilobytes / 1024) MB, raw sqlite \(b.startKilobytes / 1024) MB.")
             json.append(("rebuild", .object([

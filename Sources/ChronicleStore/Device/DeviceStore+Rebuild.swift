@@ -33,7 +33,7 @@ extension DeviceStore {
     func rebuild(fromGenesis: Bool = false, progress: ProgressHandler? = nil,
                  alsoInTransaction: ((Database) throws -> Void)?) throws -> RebuildReport {
         let start = DispatchTime.now().uptimeNanoseconds
-        let (confirmed, pending) = try writeTransaction(spillToFiles: false, largeCommit: true) { db in
+        let (confirmed, pending, digest) = try writeTransaction(spillToFiles: false, largeCommit: true) { db in
             let base: Snapshot?
             if fromGenesis {
                 let horizon = try Self.historyBase(in: db)
@@ -60,14 +60,18 @@ extension DeviceStore {
             // another connection reads and decodes it while this one writes.
             let counts = try Self.replay(from: db, into: db, materializer, projection, after: base?.seq ?? 0, upTo: nil,
                                          includePending: true, prefetch: readers, progress: progress)
-            // The secondary indexes and the FTS indexes, one pass each, the latter on two cores.
+            // The FTS indexes are built on two cores; meanwhile the writer builds the secondary
+            // indexes, one pass each, and takes the digest of the projection, which is now final.
             for statement in projection.searchStatements { try db.execute(statement) }
-            try rebuildSearchIndexes(in: db, writerFirst: statements.filter { $0.hasPrefix("CREATE INDEX") })
+            var digest = ""
+            try rebuildSearchIndexes(in: db, writerFirst: statements.filter { $0.hasPrefix("CREATE INDEX") }) { db in
+                digest = try Self.digest(projection, in: db)
+            }
             try alsoInTransaction?(db)
-            return counts
+            return (counts.0, counts.1, digest)
         }
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-        return RebuildReport(confirmedReplayed: confirmed, pendingReplayed: pending, seconds: seconds, digest: try digest())
+        return RebuildReport(confirmedReplayed: confirmed, pendingReplayed: pending, seconds: seconds, digest: digest)
     }
 
     /// FTS5's buffer of terms not yet written (its `hashsize`, 1 MiB by default) during a
@@ -107,8 +111,9 @@ extension DeviceStore {
     static let searchBuildCacheKilobytes = 4_000
 
     /// Refills every FTS5 index from its content view in one pass each (premium-only indexes
-    /// stay empty on a free plan) and clears the stale mark bulk apply sets. `writerFirst` runs
-    /// on the writer meanwhile (index builds of the same transaction).
+    /// stay empty on a free plan) and clears the stale mark bulk apply sets. `writerFirst` (index
+    /// builds of the same transaction), then `meanwhile`, run on the writer while another
+    /// thread builds search indexes.
     ///
     /// The indexes are built on two cores (`ParallelSearchBuild`); premium full text, which
     /// can be far larger than memory should hold, is left to FTS5's own `rebuild` on the writer.
@@ -116,7 +121,8 @@ extension DeviceStore {
     func rebuildSearchIndexes(in db: Database, writerFirst: [String] = [],
                               scratchDirectory: URL = FileManager.default.temporaryDirectory,
                               parallelMinBytes: Int = parallelSearchBuildMinBytes,
-                              contentBytesMax: Int = searchBuildContentBytesMax) throws -> SearchBuildReport {
+                              contentBytesMax: Int = searchBuildContentBytesMax,
+                              meanwhile: (Database) throws -> Void = { _ in }) throws -> SearchBuildReport {
         // Each index's content view decides what it holds (live rows; premium text on premium only).
         let premium = try db.scalarInt("SELECT \(projection.premiumCondition)") == 1
         // The content read below takes the place of the page cache, which FTS5 appending its
@@ -152,6 +158,7 @@ extension DeviceStore {
         build.finishAdding()
 
         for sql in writerFirst { try db.execute(sql) }
+        try meanwhile(db)
         for index in streamed {
             for sql in Self.searchIndexRebuildSQL(index.index) { try db.execute(sql) }
         }
