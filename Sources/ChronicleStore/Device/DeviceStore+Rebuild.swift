@@ -107,6 +107,8 @@ extension DeviceStore {
     static let parallelSearchBuildMinBytes = 256 << 10
     /// The most text read ahead for the two threads; indexes past it are built by FTS5's own `rebuild`.
     static let searchBuildContentBytesMax = 32 << 20
+    /// On one core a second thread only adds its scratch databases.
+    static var searchBuildHasSecondCore: Bool { ProcessInfo.processInfo.activeProcessorCount >= 2 }
     /// The writer's page cache while the search indexes are built, in KiB.
     static let searchBuildCacheKilobytes = 4_000
 
@@ -153,7 +155,7 @@ extension DeviceStore {
                 continue
             }
             build.add(content)
-            if bytes >= parallelMinBytes && !build.isWorkerStarted { build.startWorker() }
+            if bytes >= parallelMinBytes && !build.isWorkerStarted && Self.searchBuildHasSecondCore { build.startWorker() }
         }
         build.finishAdding()
 
