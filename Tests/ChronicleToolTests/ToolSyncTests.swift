@@ -145,7 +145,7 @@ import Testing
         try watch.run()
         let id = try a.id("save", "https://example.com/watched", "--title", "Seen without asking")
         try a.ok("sync")
-        let deadline = Date().addingTimeInterval(30)
+        let deadline = Date().addingTimeInterval(120)   // a hang detector, not a timing test
         var seen = false
         while !seen && Date() < deadline {
             seen = (try? b.run("show", id).status) == 0
