@@ -48,9 +48,8 @@ extension DeviceStore {
 
             // The tail's ops and queued ops on top, then the indexes, each built once.
             _ = try Self.replay(from: db, into: db, materializer, projection, after: seq, upTo: nil, includePending: true, progress: nil)
-            // SQLite sizes an index build's in-memory sort by the page cache: back to the usual cache
-            // first, so the sort spills to its temporary files instead of doubling the footprint.
-            try db.execute("PRAGMA cache_size = -\(Database.Options.defaultCacheKilobytes)")
+            // The index builds run with a small page cache (`rebuildSearchIndexes` sets it): SQLite
+            // sizes an index build's in-memory sort by it, so the sorts spill to their temporary files.
             for statement in projection.searchStatements { try db.execute(statement) }
             try rebuildSearchIndexes(in: db, writerFirst: projection.tableStatements.filter { $0.hasPrefix("CREATE INDEX") })
             return seq
