@@ -130,6 +130,19 @@ import Testing
         #expect(try b.store.verify().passed)
         try expectSameSearch(a.store, b.store)
 
+        // Content the transaction has not changed (a bulk apply's close): the worker reads the
+        // views through its own connection, the writer runs FTS5's rebuild.
+        let committed = try b.store.writeTransaction { db in
+            try b.store.rebuildSearchIndexes(in: db, scratchDirectory: scratch, contentCommitted: true, parallelMinStoreBytes: 0)
+        }
+        #expect(committed.workerBuilt.isEmpty != Self.twoCores, "\(committed)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.path).isEmpty)
+        #expect(try b.store.verify().passed)
+        try expectSameSearch(a.store, b.store)
+        for (_, index) in b.store.projection.searchIndexes where !index.requiresPremium {
+            #expect(try instances(index.index, in: a.store) == instances(index.index, in: b.store), "\(index.index)")
+        }
+
         // Past the read-ahead budget, FTS5 builds the rest from the views on the writer.
         let few = try b.store.writeTransaction { db in
             try b.store.rebuildSearchIndexes(in: db, scratchDirectory: scratch, parallelMinBytes: 1, contentBytesMax: 100_000)

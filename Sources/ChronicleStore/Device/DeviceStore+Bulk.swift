@@ -98,16 +98,18 @@ extension DeviceStore {
         // The entity index's sort spills to temporary files rather than memory. The indexes'
         // pages are copied from the WAL into the database in the background afterwards.
         try writeTransaction(spillToFiles: true, largeCommit: true) { db in
-            try rebuildBulkIndexes(in: db)
+            // The batches are committed and this transaction changes no content: another
+            // connection reads the indexes' views as this one sees them.
+            try rebuildBulkIndexes(in: db, contentCommitted: true)
             try db.execute("PRAGMA cache_size = -\(Database.Options.defaultCacheKilobytes)")
         }
     }
 
     /// Builds what bulk apply dropped: the log's entity index, then every search index.
-    func rebuildBulkIndexes(in db: Database) throws {
+    func rebuildBulkIndexes(in db: Database, contentCommitted: Bool = false) throws {
         // The entity index is built on the writer while another thread builds search indexes.
         let entityIndex = try StoreFormat.hasLogEntityIndex(in: db) ? [] : [StoreFormat.logEntityIndex]
-        try rebuildSearchIndexes(in: db, writerFirst: entityIndex)
+        try rebuildSearchIndexes(in: db, writerFirst: entityIndex, contentCommitted: contentCommitted)
     }
 
     /// When a bulk apply could not rebuild the search indexes at its end (the disk was full),

@@ -105,6 +105,9 @@ extension DeviceStore {
     /// Below this much text the search indexes are built on the writer alone: a second thread
     /// and its scratch databases cost more than they save.
     static let parallelSearchBuildMinBytes = 256 << 10
+    /// With committed content (the close of a bulk apply), sizes are not known ahead: a store
+    /// file smaller than this builds its indexes on the writer alone.
+    static let parallelSearchBuildMinStoreBytes = 16 << 20
     /// The most text read ahead for the two threads; indexes past it are built by FTS5's own `rebuild`.
     static let searchBuildContentBytesMax = 32 << 20
     /// On one core a second thread only adds its scratch databases.
@@ -124,6 +127,8 @@ extension DeviceStore {
                               scratchDirectory: URL = FileManager.default.temporaryDirectory,
                               parallelMinBytes: Int = parallelSearchBuildMinBytes,
                               contentBytesMax: Int = searchBuildContentBytesMax,
+                              contentCommitted: Bool = false,
+                              parallelMinStoreBytes: Int = parallelSearchBuildMinStoreBytes,
                               meanwhile: (Database) throws -> Void = { _ in }) throws -> SearchBuildReport {
         // Each index's content view decides what it holds (live rows; premium text on premium only).
         let premium = try db.scalarInt("SELECT \(projection.premiumCondition)") == 1
@@ -142,6 +147,11 @@ extension DeviceStore {
                 }
                 continue
             }
+            if contentCommitted {
+                // Nothing to read ahead: the worker reads its indexes' views itself.
+                build.add(.committed(index, path: path))
+                continue
+            }
             // The worker starts as soon as there is enough to build, while the rest is read.
             // Past the budget, FTS5 reads the view itself on the writer.
             guard let content = try SearchContent.read(index, in: db, byteLimit: contentBytesMax - bytes) else {
@@ -151,11 +161,15 @@ extension DeviceStore {
             bytes += content.byteCount
             // An empty index is only emptied; no thread needs to build it.
             if content.chunks.isEmpty {
-                try buildInPlace(content, in: db)
+                try buildInPlace(.rows(content), in: db)
                 continue
             }
-            build.add(content)
+            build.add(.rows(content))
             if bytes >= parallelMinBytes && !build.isWorkerStarted && Self.searchBuildHasSecondCore { build.startWorker() }
+        }
+        if contentCommitted && Self.searchBuildHasSecondCore,
+           try (db.scalarInt("PRAGMA page_count") ?? 0) * (db.scalarInt("PRAGMA page_size") ?? 0) >= Int64(parallelMinStoreBytes) {
+            build.startWorker()
         }
         build.finishAdding()
 
@@ -164,7 +178,7 @@ extension DeviceStore {
         for index in streamed {
             for sql in Self.searchIndexRebuildSQL(index.index) { try db.execute(sql) }
         }
-        while let content = build.takeNext() { try buildInPlace(content, in: db) }
+        while let job = build.takeNext() { try buildInPlace(job, in: db) }
         var workerBuilt: [String] = []
         while let built = build.nextBuilt() {
             switch built {
@@ -172,16 +186,21 @@ extension DeviceStore {
                 defer { ParallelSearchBuild.remove(path) }
                 try ParallelSearchBuild.copy(index, from: path, into: db)
                 workerBuilt.append(index.index)
-            case .failed(let content):
-                try buildInPlace(content, in: db)
+            case .failed(let job):
+                try buildInPlace(job, in: db)
             }
         }
         try db.execute("DELETE FROM chronicle_meta WHERE key = 'search_stale'")
         return SearchBuildReport(workerBuilt: workerBuilt, streamed: streamed.map(\.index))
     }
 
-    /// Indexes `content`'s rows in the store's FTS5 table, as its `rebuild` would from the view.
-    private func buildInPlace(_ content: SearchContent, in db: Database) throws {
+    /// Indexes the job's rows in the store's FTS5 table, as its `rebuild` would from the view
+    /// (for committed content, that `rebuild`).
+    private func buildInPlace(_ job: SearchBuildJob, in db: Database) throws {
+        guard case .rows(let content) = job else {
+            for sql in Self.searchIndexRebuildSQL(job.index.index) { try db.execute(sql) }
+            return
+        }
         let fts = ProjectionSchema.quoted(content.index.index)
         try db.execute("INSERT INTO \(fts)(\(fts)) VALUES ('delete-all')")
         try db.execute("INSERT INTO \(fts)(\(fts), rank) VALUES ('hashsize', \(Self.searchRebuildHashBytes))")

@@ -107,6 +107,28 @@ final class SearchContent: Sendable {
     }
 }
 
+/// One search index to build, and where its rows come from.
+enum SearchBuildJob: Sendable {
+    /// Rows the writer read ahead from its own transaction.
+    case rows(SearchContent)
+    /// The index's content view as last committed in the store at `path`: the writer's
+    /// transaction has not changed it, so the worker reads it through a connection of its own.
+    case committed(SearchIndexSpec, path: String)
+
+    var index: SearchIndexSpec {
+        switch self {
+        case .rows(let content): content.index
+        case .committed(let index, _): index
+        }
+    }
+
+    /// Unknown (0) for committed content: those are taken in the order they were added.
+    var byteCount: Int {
+        if case .rows(let content) = self { return content.byteCount }
+        return 0
+    }
+}
+
 /// Builds a transaction's FTS5 indexes on two cores.
 ///
 /// The writer reads each index's content once (`SearchContent`); the indexes, largest
@@ -120,13 +142,13 @@ final class ParallelSearchBuild: @unchecked Sendable {
     enum Built: Sendable {
         /// The scratch database holding the built index.
         case built(SearchIndexSpec, path: String)
-        /// The worker could not build it: the rows go back to the writer.
-        case failed(SearchContent)
+        /// The worker could not build it: it goes back to the writer.
+        case failed(SearchBuildJob)
     }
 
     // Guarded by `condition`.
     private let condition = NSCondition()
-    private var pending: [SearchContent] = []
+    private var pending: [SearchBuildJob] = []
     private var adding = true
     private var built: [Built] = []
     private var workerRunning = false
@@ -150,10 +172,10 @@ final class ParallelSearchBuild: @unchecked Sendable {
     }
 
     /// Queues an index to build; the largest are taken first.
-    func add(_ content: SearchContent) {
+    func add(_ job: SearchBuildJob) {
         locked {
-            let position = pending.firstIndex { $0.byteCount < content.byteCount } ?? pending.endIndex
-            pending.insert(content, at: position)
+            let position = pending.firstIndex { $0.byteCount < job.byteCount } ?? pending.endIndex
+            pending.insert(job, at: position)
             condition.broadcast()
         }
     }
@@ -168,7 +190,7 @@ final class ParallelSearchBuild: @unchecked Sendable {
 
     /// The writer's next index to build, largest first; nil when none are left (or after `cancelAndClean`).
     /// A started worker takes the first index: the writer waits for it to get going if need be.
-    func takeNext() -> SearchContent? {
+    func takeNext() -> SearchBuildJob? {
         locked {
             while workerRunning && workerJobs == 0 && !pending.isEmpty && !cancelled { condition.wait() }
             return cancelled || pending.isEmpty ? nil : pending.removeFirst()
@@ -176,7 +198,7 @@ final class ParallelSearchBuild: @unchecked Sendable {
     }
 
     /// The worker's next index, waiting while the writer is still queueing them.
-    private func takeForWorker() -> SearchContent? {
+    private func takeForWorker() -> SearchBuildJob? {
         locked {
             while pending.isEmpty && adding && !cancelled { condition.wait() }
             guard !cancelled, !pending.isEmpty, workerJobs < Self.workerJobsMax else { return nil }
@@ -192,9 +214,9 @@ final class ParallelSearchBuild: @unchecked Sendable {
     func startWorker() {
         locked { workerRunning = true }
         let thread = Thread { [self] in
-            while let content = takeForWorker() {
+            while let job = takeForWorker() {
                 // Once built, the rows are no longer held.
-                let result = buildInScratch(content).map { Built.built(content.index, path: $0) } ?? .failed(content)
+                let result = buildInScratch(job).map { Built.built(job.index, path: $0) } ?? .failed(job)
                 locked {
                     built.append(result)
                     condition.broadcast()
@@ -230,7 +252,7 @@ final class ParallelSearchBuild: @unchecked Sendable {
         while let built = nextBuilt() { if case .built(_, let path) = built { Self.remove(path) } }
     }
 
-    private func buildInScratch(_ content: SearchContent) -> String? {
+    private func buildInScratch(_ job: SearchBuildJob) -> String? {
         let path = directory.appendingPathComponent("chronicle-search-\(UUID().uuidString.lowercased()).sqlite").path
         do {
             var options = Database.Options()
@@ -238,12 +260,28 @@ final class ParallelSearchBuild: @unchecked Sendable {
             let db = try Database(path: path, options: options)
             // FTS5 appends its segments; a small page cache is enough.
             try db.execute("PRAGMA cache_size = -2000")
-            let index = content.index
+            let index = job.index
             let fts = ProjectionSchema.quoted(index.index)
             try db.execute(ProjectionSchema.searchTableSQL(index, content: "content=''"))
             try db.execute("INSERT INTO \(fts)(\(fts), rank) VALUES ('hashsize', \(DeviceStore.searchRebuildHashBytes))")
-            try db.transaction { db in
-                try content.insert(into: index.index, on: db, cancelled: { isCancelled })
+            switch job {
+            case .rows(let content):
+                try db.transaction { db in
+                    try content.insert(into: index.index, on: db, cancelled: { isCancelled })
+                }
+            case .committed(_, let store):
+                var components = URLComponents()
+                components.scheme = "file"
+                components.path = store
+                components.queryItems = [URLQueryItem(name: "mode", value: "ro")]
+                try db.execute("ATTACH DATABASE ?1 AS store", [.text(components.string ?? store)])
+                let columns = index.fields.map(ProjectionSchema.quoted).joined(separator: ", ")
+                let view = ProjectionSchema.quoted(index.index + "_content")
+                try db.transaction { db in
+                    if isCancelled { throw CancellationError() }
+                    try db.execute("INSERT INTO main.\(fts)(rowid, \(columns)) SELECT rid, \(columns) FROM store.\(view) ORDER BY rid")
+                }
+                try db.execute("DETACH DATABASE store")
             }
             return path
         } catch {
