@@ -109,7 +109,7 @@ public struct ProjectionSchema: Sendable {
     /// `owner_id` (the row hits count for), then the indexed columns.
     public func contentView(of index: SearchIndexSpec, in entity: EntitySpec) -> (name: String, sql: String) {
         let q = Self.quoted
-        let name = index.index + "_content"
+        let name = Self.contentViewName(of: index)
         var columns: [String]
         var from: String
         var conditions: [String] = []
@@ -148,7 +148,7 @@ public struct ProjectionSchema: Sendable {
         for entity in schema.entities {
             for index in entity.search {
                 let view = contentView(of: index, in: entity)
-                let columns = index.fields.map(Self.quoted).joined(separator: ", ")
+                let columns = Self.searchColumns(index)
                 let fts = Self.quoted(index.index)
                 statements.append(view.sql)
                 statements.append(Self.searchTableSQL(index, content: "content=\(Self.quoted(view.name)), content_rowid='rid'"))
@@ -180,10 +180,18 @@ public struct ProjectionSchema: Sendable {
         return statements
     }
 
+    /// The view an FTS5 index reads its rows from.
+    public static func contentViewName(of index: SearchIndexSpec) -> String { index.index + "_content" }
+
+    /// An FTS5 index's columns, quoted and comma-separated.
+    public static func searchColumns(_ index: SearchIndexSpec) -> String {
+        index.fields.map(quoted).joined(separator: ", ")
+    }
+
     /// The FTS5 table of `index` with `content` as its content options: the projection's
     /// reads its content view; a contentless one (`content=''`) builds the same index elsewhere.
     public static func searchTableSQL(_ index: SearchIndexSpec, content: String, name: String? = nil) -> String {
-        let columns = index.fields.map(quoted).joined(separator: ", ")
+        let columns = searchColumns(index)
         return """
             CREATE VIRTUAL TABLE \(quoted(name ?? index.index)) USING fts5(\(columns), \(content), \
             tokenize='unicode61 remove_diacritics 2', prefix='2 3')
@@ -207,7 +215,7 @@ public struct ProjectionSchema: Sendable {
         var objects: [(String, String)] = []
         for (_, index) in searchIndexes {
             objects.append(("TABLE", index.index))
-            objects.append(("VIEW", index.index + "_content"))
+            objects.append(("VIEW", Self.contentViewName(of: index)))
         }
         if hasConflicts { objects.append(("TABLE", Self.conflictsTable)) }
         objects.append(("TABLE", Self.unreadableTable))

@@ -31,8 +31,8 @@ final class SearchContent: Sendable {
     /// order: FTS5 writes a segment whenever a rowid is not above the one before.
     /// Nil, having read no further, once the text passes `byteLimit`.
     static func read(_ index: SearchIndexSpec, in db: Database, byteLimit: Int) throws -> SearchContent? {
-        let columns = index.fields.map(ProjectionSchema.quoted).joined(separator: ", ")
-        let view = ProjectionSchema.quoted(index.index + "_content")
+        let columns = ProjectionSchema.searchColumns(index)
+        let view = ProjectionSchema.quoted(ProjectionSchema.contentViewName(of: index))
         let statement = try db.uncached("SELECT rid, \(columns) FROM \(view) ORDER BY rid")
         let handle = statement.handle
         let count = Int32(index.fields.count)
@@ -71,7 +71,7 @@ final class SearchContent: Sendable {
     /// Inserts every row into `table`, an FTS5 table with this index's columns on `db`: for an
     /// external-content table that indexes the rows, as its `rebuild` does from the view.
     func insert(into table: String, on db: Database, cancelled: () -> Bool = { false }) throws {
-        let columns = index.fields.map(ProjectionSchema.quoted).joined(separator: ", ")
+        let columns = ProjectionSchema.searchColumns(index)
         let placeholders = (1...index.fields.count + 1).map { "?\($0)" }.joined(separator: ", ")
         let statement = try db.uncached("INSERT INTO \(ProjectionSchema.quoted(table))(rowid, \(columns)) VALUES (\(placeholders))")
         let handle = statement.handle
@@ -131,10 +131,10 @@ enum SearchBuildJob: Sendable {
 
 /// Builds a transaction's FTS5 indexes on two cores.
 ///
-/// The writer reads each index's content once (`SearchContent`); the indexes, largest
-/// first, are then taken one at a time by the writer, which indexes the rows in place, and by
-/// a worker thread, which builds the same FTS5 table contentless in a scratch database of its
-/// own. The writer then copies what the worker built (the FTS5 table's `_data`, `_idx` and
+/// Each index is a `SearchBuildJob`: rows the writer read ahead from its own transaction
+/// (`SearchContent`), or a content view already committed. The jobs, largest first, are taken
+/// one at a time by the writer, which builds the index in place, and by a worker thread, which
+/// builds the same FTS5 table contentless in a scratch database of its own. The writer then copies what the worker built (the FTS5 table's `_data`, `_idx` and
 /// `_docsize` rows: the same SQLite building the same table from the same rows) into the store,
 /// inside its transaction. A worker that fails leaves its indexes to the writer.
 final class ParallelSearchBuild: @unchecked Sendable {
@@ -275,8 +275,8 @@ final class ParallelSearchBuild: @unchecked Sendable {
                 components.path = store
                 components.queryItems = [URLQueryItem(name: "mode", value: "ro")]
                 try db.execute("ATTACH DATABASE ?1 AS store", [.text(components.string ?? store)])
-                let columns = index.fields.map(ProjectionSchema.quoted).joined(separator: ", ")
-                let view = ProjectionSchema.quoted(index.index + "_content")
+                let columns = ProjectionSchema.searchColumns(index)
+                let view = ProjectionSchema.quoted(ProjectionSchema.contentViewName(of: index))
                 try db.transaction { db in
                     if isCancelled { throw CancellationError() }
                     try db.execute("INSERT INTO main.\(fts)(rowid, \(columns)) SELECT rid, \(columns) FROM store.\(view) ORDER BY rid")
