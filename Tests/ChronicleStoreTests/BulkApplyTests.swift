@@ -43,6 +43,76 @@ import Testing
         #expect(try b.store.confirmedOps(entity: entity) == a.store.confirmedOps(entity: entity))
     }
 
+    /// `library` in batches of `DeviceStore.sealOnArrivalOpsMin` ops (the last one shorter).
+    func sealableBatches(_ server: ServerLog) -> [[Op]] {
+        let ops = library(server, articles: 1_000).flatMap { $0 }
+        let size = DeviceStore.sealOnArrivalOpsMin
+        return stride(from: 0, to: ops.count, by: size).map { Array(ops[$0..<min($0 + size, ops.count)]) }
+    }
+
+    @Test("Bulk apply keeps every batch but the last as sealed segments, and reads, verifies, rebuilds and refuses repeats as from log rows")
+    func bulkApplySealsAllButTheLastBatch() throws {
+        let a = try Fixture(seed: 1), b = try Fixture(seed: 2, library: a.store.libraryID), c = try Fixture(seed: 3, library: a.store.libraryID)
+        let batches = sealableBatches(ServerLog(library: a.store.libraryID))
+        #expect(batches.count >= 3)
+        for batch in batches { try a.store.applyConfirmed(batch) }
+        try b.store.applyConfirmedInBulk(batches)
+        try c.store.applyConfirmedInBulk(batches, sealing: false)
+
+        let sealed = batches.dropLast()
+        #expect(try b.store.segments().map(\.firstSeq) == sealed.map { $0[0].serverSeq! })
+        #expect(try b.store.segments().map(\.lastSeq) == sealed.map { $0.last!.serverSeq! })
+        let logged = { (store: DeviceStore) in try store.read { db in try db.scalarInt("SELECT count(*) FROM chronicle_log") } }
+        #expect(try logged(b.store) == Int64(batches.last!.count), "the last batch stays hot")
+        #expect(try b.store.read { db in try db.scalarInt("SELECT count(*) FROM chronicle_sealed_ops") } == Int64(sealed.joined().count))
+        #expect(try c.store.segments().isEmpty)
+        #expect(try logged(c.store) == Int64(batches.joined().count))
+        // A sealed segment holds its batch's ops exactly, in an LZ4 frame.
+        let frame = try #require(try b.store.segmentFrame(firstSeq: 1))
+        let segment = try SegmentCodec.decodeBody(try LZ4Frame.decompress(frame, maxBytes: 64 << 20))
+        #expect(segment.ops == batches[0])
+
+        for store in [b.store, c.store] {
+            #expect(try store.digest() == a.store.digest())
+            let report = try store.verify()
+            #expect(report.passed, "\(report)")
+            #expect(try store.confirmedOps() == a.store.confirmedOps())
+            for entity in [batches[0][0].entityID, batches[1][5].entityID, batches.last!.last!.entityID] {
+                #expect(try store.audit(entity).entries.map(\.op) == a.store.audit(entity).entries.map(\.op))
+            }
+            #expect(try store.search("tunnels", limit: 50).map(\.id) == a.store.search("tunnels", limit: 50).map(\.id))
+        }
+        #expect(try b.store.rebuild(fromGenesis: true).digest == a.store.digest())
+
+        // An op id applies at most once, sealed or not, and the log goes on after the segments.
+        var again = batches[0][3]
+        again.serverSeq = Int64(batches.joined().count + 1)
+        #expect((#expect(throws: ChronicleError.self) { try b.store.applyConfirmed([again]) })?.code == .duplicateOp)
+        let server = ServerLog(library: a.store.libraryID, seed: 7)
+        server.seq = Int64(batches.joined().count)
+        let next = server.op("article.save", entity: UUID(), from: UUID(), payload: ["url": .text("https://example.com/next")])
+        try b.store.applyConfirmed([next])
+        #expect(try b.store.verify().passed)
+    }
+
+    @Test("Bulk apply seals nothing onto a store whose log has hot ops, nor batches too short, nor a lone batch")
+    func bulkApplyLogsWhatItCannotSeal() throws {
+        let f = try Fixture(), g = try Fixture(seed: 2), h = try Fixture(seed: 3)
+        var batches = sealableBatches(ServerLog(library: f.store.libraryID))
+        try f.store.applyConfirmed(batches.removeFirst())
+        try f.store.applyConfirmedInBulk(batches)
+        #expect(try f.store.segments().isEmpty)
+        #expect(try f.store.verify().passed)
+
+        let short = library(ServerLog(library: g.store.libraryID), articles: 100)
+        try g.store.applyConfirmedInBulk(short)
+        #expect(try g.store.segments().isEmpty)
+
+        let whole = sealableBatches(ServerLog(library: h.store.libraryID)).joined()
+        try h.store.applyConfirmedInBulk([Array(whole)])
+        #expect(try h.store.segments().isEmpty, "the only batch is the last: it stays hot")
+    }
+
     @Test func oneEntitysHistoryReadsWhileBulkApplyRuns() throws {
         let a = try Fixture(seed: 1), b = try Fixture(seed: 2, library: a.store.libraryID)
         let batches = library(ServerLog(library: a.store.libraryID), articles: 30)
@@ -102,7 +172,7 @@ import Testing
         for batch in batches { try a.store.applyConfirmed(batch) }
         let store = b.store
         let prepared = Locked<[PreparedBatch]>([])
-        let thread = Thread { prepared.withLock { $0 = batches.map(store.prepareBatch) } }
+        let thread = Thread { prepared.withLock { $0 = batches.map { store.prepareBatch($0) } } }
         thread.start()
         while prepared.withLock({ $0.count }) != batches.count { usleep(1_000) }
         try b.store.beginBulk()

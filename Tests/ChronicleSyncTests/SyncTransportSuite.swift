@@ -194,6 +194,29 @@ import Testing
         #expect(try b.store.searchIndexesStale() == false)
         try h.expectConverged()
     }
+
+    /// A first sync keeps the pages it folds in bulk as sealed segments, all but the last (hot).
+    @Test(arguments: TransportKind.allCases)
+    func aBulkCatchUpKeepsItsPagesAsSealedSegments(kind: TransportKind) async throws {
+        let h = try SyncHarness(kind)
+        let a = try h.device("A")
+        var pages = SyncEngine.Configuration()
+        pages.bulkCatchUpOpsMin = 1_000
+        pages.pullPageOpsMax = DeviceStore.sealOnArrivalOpsMin
+        pages.bulkPullPageOpsMax = DeviceStore.sealOnArrivalOpsMin
+        let b = try h.device("B", configuration: pages)
+        try Workload(seed: 5).run(2_500, on: a)
+        await a.sync()
+        let report = await b.sync()
+        #expect(report.pulled == 2_500)
+        let segments = try b.store.segments()
+        #expect(segments.count >= 2)
+        #expect(segments.first?.firstSeq == 1)
+        #expect(segments.allSatisfy { $0.opCount == Int64(DeviceStore.sealOnArrivalOpsMin) })
+        #expect(try b.store.cursor() - (segments.last?.lastSeq ?? 0) > 0, "the last page stays in the log")
+        #expect(try b.store.verify().passed)
+        try h.expectConverged()
+    }
 }
 
 extension SyncTransportSuite {

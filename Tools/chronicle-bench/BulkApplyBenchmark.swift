@@ -1,3 +1,4 @@
+import CSQLite
 import ChronicleCore
 import ChronicleStore
 import Foundation
@@ -11,6 +12,9 @@ import Foundation
 ///    `'delete-all'` on every FTS5 index;
 /// 2. per batch, one transaction under `synchronous = NORMAL`: the larger page cache
 ///    pragma, the log rows, the cursor, each op's materializer steps (no FTS5 upkeep);
+///    every batch but the last is sealed instead of logged: its segment rows (frame, entity
+///    filter, chained digest, encoded and compressed before the timed work, as the engine
+///    does off its writer) and its op ids in `chronicle_sealed_ops`;
 /// 3. one transaction (temporary files on disk): the entity index created, every FTS5
 ///    index refilled and the stale mark cleared (`RebuildBenchmark.rebuildSearchIndexes`),
 ///    the usual page cache back.
@@ -58,6 +62,10 @@ struct BulkApplyBenchmark {
         let dropEntityIndex: OpaquePointer
         let syncNormal: OpaquePointer
         let syncFull: OpaquePointer
+        let lastDigest: OpaquePointer
+        let segmentInsert: OpaquePointer
+        let filterInsert: OpaquePointer
+        let sealedInsert: OpaquePointer
         var nanoseconds: UInt64 = 0
         var rebuildNanoseconds: UInt64 = 0
 
@@ -79,6 +87,21 @@ struct BulkApplyBenchmark {
             dropEntityIndex = try raw.prepare("DROP INDEX IF EXISTS chronicle_log_by_entity")
             syncNormal = try raw.prepare("PRAGMA synchronous = NORMAL")
             syncFull = try raw.prepare("PRAGMA synchronous = FULL")
+            lastDigest = try raw.prepare("SELECT digest FROM chronicle_segments ORDER BY first_seq DESC LIMIT 1")
+            segmentInsert = try raw.prepare("""
+                INSERT INTO chronicle_segments(first_seq, last_seq, op_count, body, digest, previous_digest, body_bytes, created_at)
+                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                """)
+            filterInsert = try raw.prepare("INSERT INTO chronicle_segment_filters(first_seq, filter) VALUES (?1, ?2)")
+            sealedInsert = try raw.prepare("INSERT INTO chronicle_sealed_ops(op_id, server_seq, device_id) VALUES (?1, ?2, ?3)")
+        }
+
+        /// The digest of the newest segment ('' if none).
+        private func previousDigest() throws -> String {
+            try raw.bind(lastDigest, [])
+            defer { sqlite3_reset(lastDigest) }
+            guard sqlite3_step(lastDigest) == SQLITE_ROW, let text = sqlite3_column_text(lastDigest, 0) else { return "" }
+            return String(cString: text)
         }
 
         func start() throws {
@@ -91,14 +114,31 @@ struct BulkApplyBenchmark {
             nanoseconds += nowNanoseconds() - t0
         }
 
-        func apply(_ batch: [Op]) throws {
-            let logSteps = batch.map { PreparedStep(statement: logInsert, arguments: LogRow.arguments($0)) }
+        /// `seal`: more batches follow, so this one is sealed rather than logged (as the engine does).
+        func apply(_ batch: [Op], seal: Bool) throws {
+            let logSteps = seal ? [] : batch.map { PreparedStep(statement: logInsert, arguments: LogRow.arguments($0)) }
+            let sealedSteps = seal ? batch.map {
+                PreparedStep(statement: sealedInsert, arguments: [.text($0.opID.lowercased), .integer($0.serverSeq!), .text($0.deviceID.lowercased)])
+            } : []
+            let body = seal ? SegmentCodec.encodeBody(try Segment(libraryID: batch[0].libraryID, ops: batch)) : []
+            let frame = seal ? LZ4Frame.compress(body) : []
+            let filter = seal ? SegmentFilter(ids: Set(batch.map(\.entityID))).bytes : []
             let steps = try batch.map { try raw.prepared(materializer.steps(for: $0)) }
-            let cursor = batch.last!.serverSeq!
+            let first = batch.first!.serverSeq!, cursor = batch.last!.serverSeq!
             let t0 = nowNanoseconds()
             try raw.run(syncNormal, [])
             try raw.run(begin, [])
             try raw.run(bulkCache, [])
+            if seal {
+                let previous = try previousDigest()
+                let hasher = SHA256Hasher()
+                hasher.update(previous)
+                hasher.update(body)
+                try raw.run(segmentInsert, [.integer(first), .integer(cursor), .integer(cursor - first + 1), .null, .text(hasher.hexDigest()),
+                                            .text(previous), .integer(Int64(body.count)), .integer(0)], blob: frame, at: 4)
+                try raw.run(filterInsert, [.integer(first), .null], blob: filter, at: 2)
+                try raw.execute(sealedSteps)
+            }
             try raw.execute(logSteps)
             try raw.run(setMeta, [.text("cursor"), .integer(cursor)])
             for item in steps { try raw.execute(item) }
@@ -154,7 +194,7 @@ struct BulkApplyBenchmark {
             guard failure == nil, !workload.isDone else { return nil }
             let batch = workload.nextBatch(batchSize)
             do {
-                try baseline.apply(batch)
+                try baseline.apply(batch, seal: !workload.isDone)
             } catch {
                 failure = error
                 return nil

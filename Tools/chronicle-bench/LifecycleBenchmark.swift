@@ -111,7 +111,9 @@ struct LifecycleBenchmark {
         do {
             let store = try DeviceStore.create(at: path, schema: .readItLater, libraryID: libraryID, deviceID: SplitMix64(seed: seed ^ 0x11FE).uuidValue,
                                                clock: SystemClock(), ids: SeededV7IDGenerator(seed: seed ^ 0x11FF, clock: SystemClock()))
-            try store.applyConfirmedInBulk(WorkloadBatches(ConfirmedWorkload(seed: seed, total: ops, libraryID: libraryID, vocabulary: vocabulary)))
+            // Logged, not sealed as it goes: this store is the one compaction seals.
+            try store.applyConfirmedInBulk(WorkloadBatches(ConfirmedWorkload(seed: seed, total: ops, libraryID: libraryID, vocabulary: vocabulary)),
+                                           sealing: false)
         }
         let buildSeconds = Double(nowNanoseconds() - b0) / 1e9
         try settle(path)

@@ -115,6 +115,19 @@ final class RawDatabase {
 
     func run(_ sql: String, _ arguments: [Value] = []) throws { try run(try prepare(sql), arguments) }
 
+    /// `run` with `blob` bound at parameter `index` after `arguments` (which leave it out).
+    func run(_ statement: OpaquePointer, _ arguments: [Value], blob: [UInt8], at index: Int32) throws {
+        try bind(statement, arguments)
+        let rc = blob.withUnsafeBytes { chronicle_bind_blob(statement, index, $0.baseAddress, Int32($0.count)) }
+        guard rc == SQLITE_OK else { throw BenchError("bind failed (\(rc)): \(errorMessage)") }
+        var step = sqlite3_step(statement)
+        while step == SQLITE_ROW { step = sqlite3_step(statement) }
+        sqlite3_reset(statement)
+        guard step == SQLITE_DONE else {
+            throw BenchError("SQLite error \(step): \(errorMessage) — while running: \(String(cString: sqlite3_sql(statement)).prefix(200))")
+        }
+    }
+
     /// The first column of the first row as an integer.
     func scalarInt(_ sql: String, _ arguments: [Value] = []) throws -> Int64? {
         let statement = try prepare(sql)

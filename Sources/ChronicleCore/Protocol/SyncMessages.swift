@@ -58,13 +58,23 @@ public struct PullPage: Sendable, Equatable {
     /// The seq of the server's newest snapshot, if it has one: a device far behind (or new)
     /// may start from it instead of replaying every op.
     public var snapshotSeq: Int64?
+    /// `segment` as it came over the wire, when it came as a framed segment: its body
+    /// (`SegmentCodec.encodeBody`'s layout) and the LZ4 frame around it. A device keeps them
+    /// as a sealed segment without encoding the ops again. Not part of a page's equality.
+    public var encoded: (body: [UInt8], frame: [UInt8])?
 
-    public init(segment: Segment, nextCursor: Int64, more: Bool, head: Int64, snapshotSeq: Int64? = nil) {
+    public init(segment: Segment, nextCursor: Int64, more: Bool, head: Int64, snapshotSeq: Int64? = nil,
+                encoded: (body: [UInt8], frame: [UInt8])? = nil) {
         self.segment = segment
         self.nextCursor = nextCursor
         self.more = more
         self.head = head
         self.snapshotSeq = snapshotSeq
+        self.encoded = encoded
+    }
+
+    public static func == (a: PullPage, b: PullPage) -> Bool {
+        a.segment == b.segment && a.nextCursor == b.nextCursor && a.more == b.more && a.head == b.head && a.snapshotSeq == b.snapshotSeq
     }
 }
 

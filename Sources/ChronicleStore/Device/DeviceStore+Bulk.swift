@@ -16,8 +16,17 @@ extension DeviceStore {
     /// process killed half-way builds them when the store next opens. Use it
     /// when the ops coming in outnumber the rows already indexed; otherwise
     /// `applyConfirmed` does less work.
+    ///
+    /// With `sealing` (the default), the history it folds is kept as sealed segments, as
+    /// `compact` would leave it, rather than as log rows: every batch of at least
+    /// `sealOnArrivalOpsMin` ops but the last is encoded as segments off the writer and
+    /// stored with its op ids, as long as the log holds nothing after its sealed prefix (a
+    /// first sync; once a batch is logged, the rest are too). The last batch stays in the
+    /// log, hot. Segments and their op ids take about half the bytes of log rows and their two
+    /// indexes, and less of the writer's time; `audit`, `log` and `rebuild` read them transparently.
     @discardableResult
-    public func applyConfirmedInBulk<Batches: Sequence>(_ batches: Batches, progress: ProgressHandler? = nil) throws -> ApplyResult
+    public func applyConfirmedInBulk<Batches: Sequence>(_ batches: Batches, sealing: Bool = true,
+                                                        progress: ProgressHandler? = nil) throws -> ApplyResult
         where Batches.Element == [Op] {
         try beginBulk()
         var total = ApplyResult(applied: 0, confirmedOwn: 0, rebased: 0, cursor: try cursor())
@@ -26,12 +35,13 @@ extension DeviceStore {
             // Each batch's log rows and statements are built on another thread while the batch
             // before it is written. The caller's sequence is only ever advanced on this thread.
             var iterator = batches.lazy.filter { !$0.isEmpty }.makeIterator()
-            var current = iterator.next().map(prepareBatch)
+            var current = iterator.next().map { prepareBatch($0, sealing: sealing) }
             while current != nil {
-                let upcoming = iterator.next().map { PreparingBatch(self, $0) }
+                let upcoming = iterator.next().map { PreparingBatch(self, $0, sealing: sealing) }
                 defer { current = upcoming?.wait() }
                 // `take()`: the batch's only owner is `applyBulkBatch`, which frees it off this thread.
-                let result = try applyBulkBatch(current.take()!)
+                // Every batch but the last goes straight into sealed segments (when `sealing`).
+                let result = try applyBulkBatch(current.take()!, seal: upcoming != nil)
                 total.applied += result.applied
                 total.confirmedOwn += result.confirmedOwn
                 total.rebased += result.rebased
@@ -63,33 +73,64 @@ extension DeviceStore {
 
     /// …fold each batch in its own transaction without touching them…
     @discardableResult
-    public func applyBulkBatch(_ ops: [Op]) throws -> ApplyResult {
-        try applyBulkBatch(prepareBatch(ops))
+    public func applyBulkBatch(_ ops: [Op], seal: Bool = false) throws -> ApplyResult {
+        try applyBulkBatch(prepareBatch(ops, sealing: seal), seal: seal)
     }
 
     /// `applyBulkBatch` of a batch prepared ahead (`prepareBatch`, on any thread).
+    ///
+    /// `seal`: the batch goes into sealed segments instead of log rows, if it was prepared with
+    /// `sealing` and the log holds nothing after its sealed prefix; otherwise into the log. A
+    /// caller that knows more batches follow passes true for all but the last, which stays hot.
     ///
     /// The batch is freed on a background queue afterwards: freeing a batch's ops, log rows
     /// and statements (allocated on the thread that prepared them) was about a tenth of the
     /// writer's time. That happens only when the caller hands over its last reference
     /// (`consume`, `Optional.take()`); otherwise the caller's copy is freed where it drops it.
     @discardableResult
-    public func applyBulkBatch(_ batch: consuming PreparedBatch) throws -> ApplyResult {
+    public func applyBulkBatch(_ batch: consuming PreparedBatch, seal: Bool = false) throws -> ApplyResult {
         guard !batch.ops.isEmpty else { return ApplyResult(applied: 0, confirmedOwn: 0, rebased: 0, cursor: try cursor()) }
         let result = try writeTransaction(spillToFiles: false, relaxedSync: true) { db in
             try db.execute("PRAGMA cache_size = -\(Self.bulkCacheKilobytes)")
-            return try fold(batch.ops, in: db, indexing: false, prepared: batch)
+            return try fold(batch.ops, in: db, indexing: false, prepared: batch, seal: seal)
         }
         ReleaseInBackground.release(consume batch)
         return result
     }
 
+    /// A batch this small is logged even when it could be sealed: segments this short would
+    /// cost more in bookkeeping than they save.
+    public static let sealOnArrivalOpsMin = 1_000
+
     /// The part of folding a batch that needs no database: each op's log row and the
     /// statements that apply it. Pure, so it runs on any thread — a caller that receives
     /// batches while writing others (sync's catch-up) prepares the next one meanwhile.
-    public func prepareBatch(_ ops: [Op]) -> PreparedBatch {
-        PreparedBatch(ops: ops, logArguments: ops.map { $0.serverSeq == nil || $0.serverTime == nil ? [] : Self.logArguments($0) },
-                      steps: ops.map { materializer.steps(for: $0) })
+    /// `sealing`: also encode the ops as segments (batches of at least `sealOnArrivalOpsMin`),
+    /// for `applyBulkBatch(_:seal:)`; `encoded`, the ops' segment body and LZ4 frame as they
+    /// arrived (`PullPage.encoded`), is kept as it is where it fits one segment.
+    public func prepareBatch(_ ops: [Op], sealing: Bool = false, encoded: (body: [UInt8], frame: [UInt8])? = nil) -> PreparedBatch {
+        // Segments only where the writer will be able to use them: the log holds nothing after
+        // its sealed prefix now, and during a bulk apply nothing else adds to it. Ops that cannot
+        // form segments (the writer refuses them with its own error) are left to the log path.
+        let sealable = sealing && ops.count >= Self.sealOnArrivalOpsMin
+            && ops.allSatisfy { $0.serverSeq != nil && $0.serverTime != nil }
+            && (try? read { db in try Self.logEndsAtSealedPrefix(in: db) }) == true
+        let opsMax = CompactionPolicy().segmentOpsMax
+        var segments: [EncodedSegment]?
+        if sealable, let encoded, ops.count <= opsMax, encoded.body.count <= Self.segmentBodyBytesMax {
+            segments = [EncodedSegment(firstSeq: ops.first!.serverSeq!, lastSeq: ops.last!.serverSeq!, body: encoded.body,
+                                       frame: encoded.frame, filter: SegmentFilter(ids: Set(ops.map(\.entityID))).bytes)]
+        } else if sealable {
+            segments = try? Self.encodeSegments(ops[...], libraryID: libraryID, opsMax: opsMax)
+        }
+        // A sealed batch needs no log rows (if the writer logs it after all, it builds them itself).
+        let logArguments = segments != nil ? nil : ops.map { $0.serverSeq == nil || $0.serverTime == nil ? [] : Self.logArguments($0) }
+        return PreparedBatch(ops: ops, logArguments: logArguments, steps: ops.map { materializer.steps(for: $0) }, segments: segments)
+    }
+
+    /// True when the log holds no confirmed op after the sealed prefix (the cursor is where sealing ends).
+    static func logEndsAtSealedPrefix(in db: Database) throws -> Bool {
+        try sealedUpTo(in: db) == (try meta("cursor", in: db).integerValue ?? 0)
     }
 
     /// …and rebuild them once at the end (always call it, also after a failure).
@@ -129,8 +170,11 @@ extension DeviceStore {
 /// A batch of confirmed ops with its log rows and statements built ahead (`DeviceStore.prepareBatch`).
 public struct PreparedBatch: Sendable {
     public let ops: [Op]
-    let logArguments: [[Value]]
+    /// The ops' log rows (nil when prepared as segments).
+    let logArguments: [[Value]]?
     let steps: [[SQLStep]]
+    /// The ops as sealed segments, when prepared with `sealing`.
+    let segments: [EncodedSegment]?
 }
 
 /// `prepareBatch` running on a global queue until `wait()`.
@@ -138,9 +182,9 @@ final class PreparingBatch: @unchecked Sendable {
     private let done = DispatchSemaphore(value: 0)
     private var batch: PreparedBatch?
 
-    init(_ store: DeviceStore, _ ops: [Op]) {
+    init(_ store: DeviceStore, _ ops: [Op], sealing: Bool) {
         DispatchQueue.global(qos: .userInitiated).async { [self] in
-            batch = store.prepareBatch(ops)
+            batch = store.prepareBatch(ops, sealing: sealing)
             done.signal()
         }
     }

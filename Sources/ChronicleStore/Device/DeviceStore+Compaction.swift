@@ -222,21 +222,37 @@ extension LogLifecycle {
         let ops = rows.map(\.0)
         precondition(ops.count == Int(last - sealed) && ops.first?.serverSeq == sealed + 1,
                      "the log is not gap-free after the sealed prefix")
-        let body = SegmentCodec.encodeBody(try Segment(libraryID: libraryID, ops: ops))
-        let frame = LZ4Frame.compress(body)
+        // One segment, unless its ops are so large that the body must be split (the first part is sealed now).
+        let segment = try DeviceStore.encodeSegments(ops[...], libraryID: libraryID, opsMax: ops.count)[0]
+        let count = Int(segment.lastSeq - segment.firstSeq + 1)
+        try storeSegment(segment, ops: ops[..<count], now: now, in: db)
+        try db.execute("DELETE FROM chronicle_log WHERE server_seq > ?1 AND server_seq <= ?2", [.integer(sealed), .integer(segment.lastSeq)])
+        return SealedChunk(ops: Int64(count), log: rows[..<count].reduce(0) { $0 + $1.1 }, body: Int64(segment.body.count),
+                           frame: Int64(segment.frame.count))
+    }
+
+    /// Stores `segment` (of `ops`) after the sealed prefix, chained to the segment before it, with
+    /// its entity filter, and keeps its op ids so each op still applies at most once. Inside the
+    /// caller's transaction; the segments' triggers refuse one that does not continue the prefix.
+    func storeSegment(_ segment: EncodedSegment, ops: ArraySlice<Op>, now: Int64, in db: Database) throws {
         let previous = try db.scalarText("SELECT digest FROM chronicle_segments ORDER BY first_seq DESC LIMIT 1") ?? ""
         try db.statement("""
             INSERT INTO chronicle_segments(first_seq, last_seq, op_count, body, digest, previous_digest, body_bytes, created_at)
             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-            """).execute([.integer(sealed + 1), .integer(last), .integer(last - sealed), .null,
-                          .text(DeviceStore.chainDigest(previous: previous, body: body)), .text(previous), .integer(Int64(body.count)),
-                          .integer(now)], blob: frame, at: 4)
+            """).execute([.integer(segment.firstSeq), .integer(segment.lastSeq), .integer(segment.lastSeq - segment.firstSeq + 1), .null,
+                          .text(DeviceStore.chainDigest(previous: previous, body: segment.body)), .text(previous),
+                          .integer(Int64(segment.body.count)), .integer(now)], blob: segment.frame, at: 4)
         try db.statement("INSERT INTO chronicle_segment_filters(first_seq, filter) VALUES (?1, ?2)")
-            .execute([.integer(sealed + 1), .null], blob: SegmentFilter(ids: Set(ops.map(\.entityID))).bytes, at: 2)
+            .execute([.integer(segment.firstSeq), .null], blob: segment.filter, at: 2)
         let remember = try db.statement("INSERT INTO chronicle_sealed_ops(op_id, server_seq, device_id) VALUES (?1, ?2, ?3)")
-        for op in ops { try remember.execute([.text(op.opID.lowercased), .integer(op.serverSeq!), .text(op.deviceID.lowercased)]) }
-        try db.execute("DELETE FROM chronicle_log WHERE server_seq > ?1 AND server_seq <= ?2", [.integer(sealed), .integer(last)])
-        return SealedChunk(ops: Int64(ops.count), log: rows.reduce(0) { $0 + $1.1 }, body: Int64(body.count), frame: Int64(frame.count))
+        for op in ops {
+            do {
+                try remember.execute([.text(op.opID.lowercased), .integer(op.serverSeq!), .text(op.deviceID.lowercased)])
+            } catch {
+                guard error.isConstraint else { throw error }
+                throw ChronicleError(.duplicateOp, "Op \(op.opID.lowercased) is already in the confirmed log (sealed); an op id is applied at most once.")
+            }
+        }
     }
 
     func fileBytes() throws -> Int64 {

@@ -35,9 +35,14 @@ extension DeviceStore {
     /// transaction. With `indexing` off the FTS indexes are left alone (bulk mode
     /// rebuilds them at the end).
     /// `prepared`: the same ops' log rows and statements, built ahead (bulk mode only).
-    func fold(_ ops: [Op], in db: Database, indexing: Bool, prepared: PreparedBatch? = nil) throws -> ApplyResult {
+    func fold(_ ops: [Op], in db: Database, indexing: Bool, prepared: PreparedBatch? = nil, seal: Bool = false) throws -> ApplyResult {
         if indexing { try rebuildSearchIndexesIfStale(in: db) }
-        let (cursor, own) = try appendConfirmed(ops, in: db, logArguments: prepared?.logArguments)
+        let (cursor, own): (Int64, Int)
+        if seal, let segments = prepared?.segments, try Self.logEndsAtSealedPrefix(in: db) {
+            (cursor, own) = try appendSealed(ops, segments: segments, in: db)
+        } else {
+            (cursor, own) = try appendConfirmed(ops, in: db, logArguments: prepared?.logArguments)
+        }
 
         // Rows that both carry pending ops and are touched by the batch go back to
         // their confirmed state first; their pending ops are replayed afterwards.
@@ -67,19 +72,7 @@ extension DeviceStore {
     /// out of the outbox and moves the cursor; the projection is left to the caller.
     /// Returns the new cursor and how many of the ops were this device's.
     func appendConfirmed(_ ops: [Op], in db: Database, logArguments: [[Value]]? = nil) throws -> (cursor: Int64, own: Int) {
-        var cursor = try Self.meta("cursor", in: db).integerValue ?? 0
-        for op in ops {
-            guard let seq = op.serverSeq, op.serverTime != nil else {
-                throw ChronicleError(.invariantViolated, "Confirmed op \(op.opID.lowercased) has no server sequence or time.")
-            }
-            guard seq == cursor + 1 else {
-                throw ChronicleError(.logGap, "Confirmed ops must continue the log: expected server seq \(cursor + 1), got \(seq).")
-            }
-            guard op.libraryID == libraryID else {
-                throw ChronicleError(.wrongLibrary, "Op \(op.opID.lowercased) belongs to library \(op.libraryID.lowercased), not this store's \(libraryID.lowercased).")
-            }
-            cursor = seq
-        }
+        let cursor = try checkContinuesLog(ops, in: db)
 
         // The log and the outbox first: their guard triggers make SQLite open a statement
         // savepoint per insert, and once FTS5 tables are written in this transaction every
@@ -101,9 +94,52 @@ extension DeviceStore {
             }
             if op.deviceID == deviceID { own.append(op.opID.lowercased) }
         }
+        try settle(own, cursor: cursor, in: db)
+        return (cursor, own.count)
+    }
+
+    /// `appendConfirmed` for a log that holds nothing after its sealed prefix: the ops (encoded
+    /// as `segments` off the writer) are stored as sealed segments after it, with their op ids,
+    /// instead of as log rows. The segments must hold exactly `ops`.
+    func appendSealed(_ ops: [Op], segments: [EncodedSegment], in db: Database) throws -> (cursor: Int64, own: Int) {
+        let cursor = try checkContinuesLog(ops, in: db)
+        guard segments.first?.firstSeq == ops.first?.serverSeq, segments.last?.lastSeq == cursor else {
+            throw ChronicleError(.invariantViolated, "The prepared segments do not hold the batch's ops.")
+        }
+        let now = clock.nowMilliseconds()
+        var start = ops.startIndex
+        for segment in segments {
+            let end = start + Int(segment.lastSeq - segment.firstSeq + 1)
+            try storeSegment(segment, ops: ops[start..<end], now: now, in: db)
+            start = end
+        }
+        let own = ops.filter { $0.deviceID == deviceID }.map { $0.opID.lowercased }
+        try settle(own, cursor: cursor, in: db)
+        return (cursor, own.count)
+    }
+
+    /// Checks that confirmed `ops` continue the log (seqs, times, library); returns the cursor after them.
+    private func checkContinuesLog(_ ops: [Op], in db: Database) throws -> Int64 {
+        var cursor = try Self.meta("cursor", in: db).integerValue ?? 0
+        for op in ops {
+            guard let seq = op.serverSeq, op.serverTime != nil else {
+                throw ChronicleError(.invariantViolated, "Confirmed op \(op.opID.lowercased) has no server sequence or time.")
+            }
+            guard seq == cursor + 1 else {
+                throw ChronicleError(.logGap, "Confirmed ops must continue the log: expected server seq \(cursor + 1), got \(seq).")
+            }
+            guard op.libraryID == libraryID else {
+                throw ChronicleError(.wrongLibrary, "Op \(op.opID.lowercased) belongs to library \(op.libraryID.lowercased), not this store's \(libraryID.lowercased).")
+            }
+            cursor = seq
+        }
+        return cursor
+    }
+
+    /// This device's ops now confirmed leave the outbox; the cursor moves.
+    private func settle(_ own: [String], cursor: Int64, in db: Database) throws {
         for opID in own { try db.execute("DELETE FROM chronicle_outbox WHERE op_id = ?1", [.text(opID)]) }
         try Self.setMeta("cursor", .integer(cursor), in: db)
-        return (cursor, own.count)
     }
 
     struct ShadowKey: Hashable { var entity: String; var id: String }

@@ -1,6 +1,17 @@
 import ChronicleCore
 import Foundation
 
+/// Confirmed ops encoded as one segment, ready to be stored (`LogLifecycle.storeSegment`).
+struct EncodedSegment: Sendable {
+    var firstSeq: Int64
+    var lastSeq: Int64
+    var body: [UInt8]
+    /// The body in an LZ4 frame, as stored.
+    var frame: [UInt8]
+    /// `SegmentFilter` of the entities the ops touch.
+    var filter: [UInt8]
+}
+
 /// One sealed segment's bookkeeping (its ops stay in `body`, an LZ4 frame).
 public struct SegmentInfo: Sendable, Equatable {
     public var firstSeq: Int64
@@ -34,6 +45,34 @@ extension DeviceStore {
         hasher.update(previous)
         hasher.update(body)
         return hasher.hexDigest()
+    }
+
+    /// A sealed segment's body stays at most half the decoders' cap (`SegmentCodec.Limits`),
+    /// so every segment can be read back however large its ops are.
+    static let segmentBodyBytesMax = SegmentCodec.Limits().maxDecodedBytes / 2
+
+    /// Encodes confirmed ops (contiguous seqs) as segments of at most `opsMax` ops each,
+    /// split further where a body would pass `segmentBodyBytesMax`.
+    static func encodeSegments(_ ops: ArraySlice<Op>, libraryID: UUID, opsMax: Int) throws -> [EncodedSegment] {
+        var out: [EncodedSegment] = []
+        var start = ops.startIndex
+        while start < ops.endIndex {
+            var end = min(ops.endIndex, start + max(1, opsMax))
+            while true {
+                let run = ops[start..<end]
+                let body = SegmentCodec.encodeBody(try Segment(libraryID: libraryID, ops: Array(run)))
+                if body.count > segmentBodyBytesMax && run.count > 1 {
+                    end = start + run.count / 2
+                    continue
+                }
+                out.append(EncodedSegment(firstSeq: run.first!.serverSeq!, lastSeq: run.last!.serverSeq!, body: body,
+                                          frame: LZ4Frame.compress(body),
+                                          filter: SegmentFilter(ids: Set(run.map(\.entityID))).bytes))
+                break
+            }
+            start = end
+        }
+        return out
     }
 
     /// Confirmed ops with `after < serverSeq ≤ upTo`, in server order, optionally of one

@@ -378,13 +378,15 @@ public actor SyncEngine {
                     let prepare = bulk
                     next = Task.detached { [transport] in
                         let page = try await transport.pull(after: after, limit: pageLimit, waitMilliseconds: 0)
-                        return (page, prepare ? store.prepareBatch(page.segment.ops) : nil)
+                        return (page, prepare ? store.prepareBatch(page.segment.ops, sealing: true, encoded: page.encoded) : nil)
                     }
                 }
                 let pageOps = ops.count
                 if bulk {
                     // The page's ops are freed off this queue (see `applyBulkBatch`), so nothing here keeps them.
-                    try store.applyBulkBatch((consume prepared) ?? store.prepareBatch(ops))
+                    // Pages with more after them go straight into sealed segments; the last one stays hot.
+                    let more = page.more
+                    try store.applyBulkBatch((consume prepared) ?? store.prepareBatch(ops, sealing: more, encoded: page.encoded), seal: more)
                     ReleaseInBackground.release((consume page, consume ops))
                 } else {
                     try store.applyConfirmed(ops)

@@ -90,8 +90,10 @@ public final class HTTPTransport: SyncTransport {
         request.setValue(SegmentCodec.mediaType, forHTTPHeaderField: "Accept")
         let (body, response) = try await Self.send(request, session: session)
         let segment: Segment
+        let inflated: [UInt8]
         do {
-            segment = try SegmentCodec.decode(body)
+            inflated = try LZ4Frame.decompress(body, maxBytes: SegmentCodec.Limits().maxDecodedBytes)
+            segment = try SegmentCodec.decodeBody(inflated)
         } catch {
             throw .transient(reason: "The server's segment could not be read: \(error.message)", retryAfterSeconds: nil)
         }
@@ -100,7 +102,7 @@ public final class HTTPTransport: SyncTransport {
             throw .transient(reason: "The server's pull answer lacks its cursor headers.", retryAfterSeconds: nil)
         }
         return PullPage(segment: segment, nextCursor: next, more: header("Chronicle-More") == "true", head: head,
-                        snapshotSeq: header("Chronicle-Snapshot-Seq").flatMap(Int64.init))
+                        snapshotSeq: header("Chronicle-Snapshot-Seq").flatMap(Int64.init), encoded: (inflated, [UInt8](body)))
     }
 
     /// Downloads the snapshot into a temporary file (a large library's frame never sits in memory).
