@@ -155,6 +155,23 @@ import Testing
         #expect(try f.store.status().confirmedOps == 900)
     }
 
+    @Test("Ops too large for one segment body are split across segments, each under the cap and read back whole")
+    func largeOpsSplitIntoSegmentsUnderTheBodyCap() throws {
+        let server = ServerLog(library: UUID(), seed: 3)
+        let title = String(repeating: "offline first ", count: 15_000)   // 210 KB, under the 256 KB op cap
+        let ops = (0..<170).map { i in
+            server.op("article.save", entity: UUID(), from: UUID(), payload: ["url": .text("https://example.com/\(i)"), "title": .text(title)])
+        }
+        let segments = try DeviceStore.encodeSegments(ops[...], libraryID: server.library, opsMax: 10_000)
+        #expect(segments.count == 2)
+        #expect(segments.allSatisfy { $0.body.count <= DeviceStore.segmentBodyBytesMax })
+        #expect(segments.map(\.firstSeq) == [1, segments[0].lastSeq + 1] && segments.last?.lastSeq == 170)
+        let decoded = try segments.flatMap { try SegmentCodec.decode($0.frame).ops }
+        #expect(decoded == ops)
+        // Under the cap, one segment per `opsMax` ops.
+        #expect(try DeviceStore.encodeSegments(ops[..<20], libraryID: server.library, opsMax: 8).map(\.lastSeq) == [8, 16, 20])
+    }
+
     @Test func compactionKeepsTheStateTheHistoryAndTheInvariants() throws {
         let f = try Fixture()
         let articles = try Self.library(f, count: 2_000, seed: 5)
