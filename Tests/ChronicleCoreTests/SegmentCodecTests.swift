@@ -233,6 +233,24 @@ struct BodyBuilder {
         #expect(back.ops[1].payload.isEmpty)
     }
 
+    @Test("One entity's ops read from a body equal the full decode's, filtered; a truncated body is refused the same way")
+    func oneEntitysOpsReadWithoutBuildingTheOthers() throws {
+        let segment = SegmentFixtures.segment(count: 300, firstSeq: 41)
+        let body = SegmentCodec.encodeBody(segment)
+        for entity in Set(segment.ops.map(\.entityID)).prefix(5) + [UUID()] {
+            let (library, ops) = try SegmentCodec.decodeOps(ofEntity: entity, body: body)
+            #expect(library == segment.libraryID)
+            #expect(ops == segment.ops.filter { $0.entityID == entity })
+        }
+        let edge = SegmentCodec.encodeBody(try Segment(libraryID: SegmentFixtures.library, ops: SegmentFixtures.edgeOps(confirmed: true)))
+        let someone = try SegmentCodec.decodeBody(edge).ops[1].entityID
+        for length in 0..<edge.count {
+            #expect(throws: ChronicleError.self, "truncated to \(length)") {
+                try SegmentCodec.decodeOps(ofEntity: someone, body: Array(edge[..<length]))
+            }
+        }
+    }
+
     @Test func aFullSegmentOfTheDefaultLimitRoundTrips() throws {
         let segment = SegmentFixtures.segment(count: SegmentCodec.Limits().maxOps, firstSeq: 1)
         let encoded = SegmentCodec.encode(segment)

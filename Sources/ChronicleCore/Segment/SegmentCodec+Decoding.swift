@@ -18,6 +18,13 @@ struct SegmentBodyDecoder {
     }
 
     mutating func decode() throws(ChronicleError) -> Segment {
+        let (libraryID, ops) = try decodeOps(ofEntity: nil)
+        return Segment(validatedLibraryID: libraryID, ops: ops)
+    }
+
+    /// Reads the whole body with every check; `entity` (when given) keeps only that entity's
+    /// ops, skipping the other ops' payloads without building them.
+    mutating func decodeOps(ofEntity entity: UUID?) throws(ChronicleError) -> (libraryID: UUID, ops: [Op]) {
         guard reader.bytes.count <= limits.maxDecodedBytes else {
             throw ChronicleError(.segmentTooLarge, "The segment body is \(reader.bytes.count) bytes; "
                 + "the limit is \(limits.maxDecodedBytes).")
@@ -61,7 +68,7 @@ struct SegmentBodyDecoder {
         }
 
         var ops: [Op] = []
-        ops.reserveCapacity(opCount)
+        ops.reserveCapacity(entity == nil ? opCount : 0)
         var seen = Set<UUID>(minimumCapacity: opCount)
         var previous = [SegmentCodec.PerDevice](repeating: .init(), count: devices.count)
         var serverTime: Int64 = 0
@@ -79,7 +86,9 @@ struct SegmentBodyDecoder {
             let baseSeq = try previous[device].baseSeq &+ reader.varInt("baseSeq")
             previous[device] = .init(deviceSeq: deviceSeq, deviceTime: deviceTime, baseSeq: baseSeq)
             if confirmed { serverTime = try serverTime &+ reader.varInt("serverTime") }
-            let payload = try readPayload(strings)
+            let wanted = entity == nil || entity == entityID
+            let payload = wanted ? try readPayload(strings) : [:]
+            if !wanted { try skipPayload(strings) }
             guard reader.offset - start <= limits.maxOpBytes else {
                 throw ChronicleError(.segmentTooLarge, "Op \(position) (\(opID.lowercased)) is \(reader.offset - start) "
                     + "bytes; the limit is \(limits.maxOpBytes).")
@@ -87,6 +96,7 @@ struct SegmentBodyDecoder {
             guard seen.insert(opID).inserted else {
                 throw ChronicleError(.malformedSegment, "Op \(position) repeats the op id \(opID.lowercased).")
             }
+            guard wanted else { continue }
             ops.append(Op(opID: opID, libraryID: libraryID, deviceID: devices[device], deviceSeq: deviceSeq, type: type,
                           version: version, entityID: entityID, payload: payload, deviceTime: deviceTime, baseSeq: baseSeq,
                           serverSeq: confirmed ? firstSeq + Int64(position) : nil,
@@ -95,7 +105,7 @@ struct SegmentBodyDecoder {
         guard reader.isAtEnd else {
             throw reader.error("\(reader.remaining) unexpected bytes follow the last op.")
         }
-        return Segment(validatedLibraryID: libraryID, ops: ops)
+        return (libraryID, ops)
     }
 
     // MARK: - Tables
@@ -155,6 +165,29 @@ struct SegmentBodyDecoder {
             throw reader.error("a payload names the same key twice.")
         }
         return payload
+    }
+
+    /// Moves past a payload with the checks `readPayload` makes on its shape (not its text's UTF-8).
+    private mutating func skipPayload(_ strings: [String]) throws(ChronicleError) {
+        let count = try reader.count("the payload count", atMost: min(reader.remaining, limits.maxOpBytes) / 2)
+        for _ in 0..<count {
+            let key = try strings[index("a payload key index", count: strings.count)]
+            let tag = try reader.u8("a value tag")
+            switch tag {
+            case SegmentCodec.Tag.null, SegmentCodec.Tag.false, SegmentCodec.Tag.true: break
+            case SegmentCodec.Tag.integer: _ = try reader.varInt("an integer value")
+            case SegmentCodec.Tag.real: _ = try reader.skip(8, "a real value")
+            case SegmentCodec.Tag.text:
+                let length = try reader.varUInt("a text length")
+                guard length <= UInt64(limits.maxOpBytes) else {
+                    throw ChronicleError(.segmentTooLarge, "The payload field '\(key)' holds \(length) bytes of text; "
+                        + "one op may take at most \(limits.maxOpBytes).")
+                }
+                _ = try reader.skip(Int(length), "a text value")
+            default:
+                throw reader.error("the payload field '\(key)' has the unknown value tag \(tag).")
+            }
+        }
     }
 
     @inline(__always)

@@ -189,6 +189,19 @@ public enum SegmentCodec {
         }.get()
     }
 
+    /// The ops of one entity in an uncompressed body, in order, with the library the body
+    /// belongs to: the body is read with every check `decodeBody` makes, but only that
+    /// entity's payloads are built (an audit reading a sealed segment).
+    public static func decodeOps(ofEntity entity: UUID, body: [UInt8], limits: Limits = Limits()) throws(ChronicleError)
+        -> (libraryID: UUID, ops: [Op]) {
+        try body.withUnsafeBytes { buffer in
+            Result { () throws(ChronicleError) in
+                var decoder = SegmentBodyDecoder(buffer, limits: limits)
+                return try decoder.decodeOps(ofEntity: entity)
+            }
+        }.get()
+    }
+
     /// Decodes an uncompressed body from a borrowed buffer.
     public static func decodeBody(_ buffer: UnsafeRawBufferPointer, limits: Limits = Limits()) throws(ChronicleError) -> Segment {
         var decoder = SegmentBodyDecoder(buffer, limits: limits)

@@ -98,14 +98,13 @@ extension DeviceStore {
             // A segment whose body does not hold the entity's 16 id bytes has none of its ops (op
             // records carry the id in binary), so it is not decoded.
             if let entityID, !Self.contains(inflated, entityID) { continue }
-            let segment = try SegmentCodec.decodeBody(inflated)
-            guard segment.libraryID == libraryID else {
-                throw ChronicleError(.invariantViolated, "A sealed segment belongs to library \(segment.libraryID.lowercased), not this store's.")
+            // One entity's history: only its ops' payloads are built.
+            let (segmentLibrary, ops) = try entityID.map { try SegmentCodec.decodeOps(ofEntity: $0, body: inflated) }
+                ?? { let segment = try SegmentCodec.decodeBody(inflated); return (segment.libraryID, segment.ops) }()
+            guard segmentLibrary == libraryID else {
+                throw ChronicleError(.invariantViolated, "A sealed segment belongs to library \(segmentLibrary.lowercased), not this store's.")
             }
-            for op in segment.ops where op.serverSeq! > after && op.serverSeq! <= limit {
-                if let entityID, op.entityID != entityID { continue }
-                try body(op)
-            }
+            for op in ops where op.serverSeq! > after && op.serverSeq! <= limit { try body(op) }
         }
         var conditions = ["server_seq > ?1", "server_seq <= ?2"]
         var arguments: [Value] = [.integer(after), .integer(limit)]
