@@ -121,6 +121,15 @@ private struct FuzzReplay {
             try SegmentCodec.decodeBody(bytes, limits: Self.tightSegmentLimits)
         }, full: body, "SegmentCodec.decodeBody")
 
+        for entity in [body?.ops.first?.entityID, UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))].compactMap({ $0 }) {
+            let filtered = decode("SegmentCodec.decodeOps(ofEntity:)", Self.segmentCodes) { () throws(ChronicleError) in
+                try SegmentCodec.decodeOps(ofEntity: entity, body: bytes)
+            }
+            if let body, filtered?.libraryID != body.libraryID || filtered?.ops != body.ops.filter({ $0.entityID == entity }) {
+                fail("SegmentCodec.decodeOps(ofEntity:) disagrees with decodeBody")
+            }
+        }
+
         let json = decode("WireJSON.decode", Self.jsonCodes) { () throws(ChronicleError) in
             try WireJSON.decode(bytes)
         }
