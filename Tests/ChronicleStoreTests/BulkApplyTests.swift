@@ -95,6 +95,27 @@ import Testing
         #expect(try b.store.verify().passed)
     }
 
+    @Test("A first sync killed after some sealed batches reopens whole, and the next catch-up goes on sealing where it stopped")
+    func aFirstSyncKilledBetweenSealedBatchesResumes() throws {
+        let a = try Fixture(seed: 1), b = try Fixture(seed: 2, library: a.store.libraryID)
+        let batches = sealableBatches(ServerLog(library: a.store.libraryID))
+        for batch in batches { try a.store.applyConfirmed(batch) }
+        // What a process killed after its second sealed batch leaves: finishBulk never runs.
+        try b.store.beginBulk()
+        for batch in batches[..<2] { try b.store.applyBulkBatch(batch, seal: true) }
+        #expect(try b.store.segments().count == 2)
+        let reopened = try DeviceStore.open(at: b.path)
+        #expect(try !reopened.searchIndexesStale())
+        let unfinished = try reopened.verify()
+        #expect(unfinished.passed, "\(unfinished)")
+        #expect(try reopened.cursor() == batches[1].last!.serverSeq!)
+        // The rest arrives in a second catch-up: its batches but the last are sealed after the first two.
+        try reopened.applyConfirmedInBulk(Array(batches[2...]))
+        #expect(try reopened.segments().map(\.firstSeq) == batches.dropLast().map { $0[0].serverSeq! })
+        #expect(try reopened.digest() == a.store.digest())
+        #expect(try reopened.verify().passed)
+    }
+
     @Test("Bulk apply seals nothing onto a store whose log has hot ops, nor batches too short, nor a lone batch")
     func bulkApplyLogsWhatItCannotSeal() throws {
         let f = try Fixture(), g = try Fixture(seed: 2), h = try Fixture(seed: 3)
