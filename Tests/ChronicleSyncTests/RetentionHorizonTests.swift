@@ -50,6 +50,40 @@ import Testing
         try h.expectConverged()
     }
 
+    /// Compacted history goes out as it is stored: a page that is exactly one sealed segment
+    /// carries that segment's frame, byte for byte; any other page is encoded as before.
+    @Test(arguments: TransportKind.allCases)
+    func aPageThatIsOneSealedSegmentGoesOutAsItsStoredFrame(kind: TransportKind) async throws {
+        let h = try SyncHarness(kind)
+        let a = try h.device("A")
+        try Workload(seed: 21).run(600, on: a)
+        await a.sync()
+        var policy = CompactionPolicy()
+        policy.keepOps = 100
+        policy.segmentOpsMax = 250
+        #expect(try h.service.compact(library: h.user.libraryID, policy: policy).segmentsWritten == 2)
+        let library = try h.library
+        let stored = try library.read { db in
+            try db.query("SELECT body FROM chronicle_segments WHERE first_seq = 251") { row in row.withBytes(0) { Array($0) } }.first
+        }
+        let whole = try library.pull(after: 250, limit: 400, alignToSegments: true)
+        #expect(whole.ops.map(\.serverSeq) == (251...500).map { $0 }, "a page of sealed history ends with its segment")
+        #expect(whole.encoded?.frame == stored)
+        #expect(try whole.encoded.map { try SegmentCodec.decodeBody($0.body).ops } == whole.ops)
+        #expect(try library.pull(after: 250, limit: 249, alignToSegments: true).encoded == nil, "a page shorter than the segment is encoded")
+        let inside = try library.pull(after: 200, limit: 400, alignToSegments: true)
+        #expect(inside.encoded == nil && inside.ops.last?.serverSeq == 250, "a page that starts inside a segment ends with it")
+        #expect(try library.pull(after: 500, limit: 250, alignToSegments: true).encoded == nil, "hot ops are encoded")
+        #expect(try library.pull(after: 200, limit: 400).ops.count == 400, "without alignment a page holds `limit` ops")
+
+        let page = try await a.transport.pull(after: 250, limit: 1_000, waitMilliseconds: 0)
+        #expect(page.segment.ops == whole.ops && page.nextCursor == 500 && page.more)
+        #expect(page.encoded?.frame == stored, "the frame crosses the wire as it is stored")
+        let c = try h.device("C")
+        await c.sync()
+        try h.expectConverged()
+    }
+
     /// Ops the server ordered inside the snapshot (pushed, but their answers lost) are
     /// recognised as duplicates afterwards and not applied twice (counters would show it).
     @Test(arguments: TransportKind.allCases)

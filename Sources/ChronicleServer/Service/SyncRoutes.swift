@@ -133,7 +133,8 @@ public struct SyncRoutes: HTTPHandler {
                 switch result {
                 case .failure(let error): respond(Self.response(error))
                 case .success(let page):
-                    let body = json ? WireJSON.encode(page.segment) : SegmentCodec.encode(page.segment)
+                    // A page that is one sealed segment goes out as the frame stored for it.
+                    let body = json ? WireJSON.encode(page.segment) : page.encoded?.frame ?? SegmentCodec.encode(page.segment)
                     respond(HTTPResponse(status: 200, headers: [
                         ("Content-Type", json ? "application/json" : SegmentCodec.mediaType),
                         ("Chronicle-Next-Cursor", String(page.nextCursor)),

@@ -166,11 +166,28 @@ public final class ServerLibrary: Sendable {
     /// Confirmed ops after `cursor`, at most `limit`, in server order (sealed segments
     /// included). A cursor older than the retention horizon cannot be served op by op:
     /// that is `cursor_too_old` (410) and the device starts from the snapshot instead.
-    public func pull(after cursor: Int64, limit: Int) throws -> (ops: [Op], head: Int64) {
+    ///
+    /// `alignToSegments` (what sync asks for): a page within sealed history ends where its
+    /// sealed segment ends, so it may hold fewer than `limit` ops while more remain, and the
+    /// next page starts a segment. A page that is exactly one sealed segment then also comes
+    /// back `encoded`: the segment's body and its stored LZ4 frame, which the HTTP answer
+    /// sends as they are (a device catching up on compacted history costs no encoding).
+    public func pull(after cursor: Int64, limit: Int, alignToSegments: Bool = false) throws
+        -> (ops: [Op], head: Int64, encoded: (body: [UInt8], frame: [UInt8])?) {
         return try read { db in
             let base = try DeviceStore.historyBase(in: db)
             if cursor < base {
                 throw ProtocolError(410, "cursor_too_old", "Ops up to seq \(base) were compacted away on the server (retention horizon); this device last synced at seq \(cursor). Start from the snapshot at seq \(base): queued changes are kept and pushed afterwards.")
+            }
+            var limit = limit
+            if alignToSegments, let (first, last) = try db.query("""
+                SELECT first_seq, last_seq FROM chronicle_segments WHERE first_seq <= ?1 ORDER BY first_seq DESC LIMIT 1
+                """, [.integer(cursor + 1)], { ($0.int(0), $0.int(1)) }).first, last > cursor {
+                if first == cursor + 1, last - cursor <= Int64(limit) {
+                    let whole = try wholeSegment(at: first, in: db)
+                    return (whole.ops, try Self.head(in: db), whole.encoded)
+                }
+                limit = Int(min(Int64(limit), last - cursor))
             }
             var ops: [Op] = []
             ops.reserveCapacity(min(limit, 10_000))
@@ -189,8 +206,22 @@ public final class ServerLibrary: Sendable {
                 let statement = try db.statement("SELECT \(DeviceStore.logColumns) FROM chronicle_log WHERE server_seq > ?1 ORDER BY server_seq LIMIT ?2")
                 ops += try statement.map([.integer(after), .integer(Int64(limit - ops.count))]) { try DeviceStore.logOp($0, libraryID: libraryID) }
             }
-            return (ops, try Self.head(in: db))
+            return (ops, try Self.head(in: db), nil)
         }
+    }
+
+    /// The sealed segment starting at `first`: its ops, body and stored frame.
+    private func wholeSegment(at first: Int64, in db: Database) throws -> (ops: [Op], encoded: (body: [UInt8], frame: [UInt8])) {
+        guard let (count, frame) = try db.query("SELECT op_count, body FROM chronicle_segments WHERE first_seq = ?1", [.integer(first)],
+                                                { ($0.int(0), $0.withBytes(1) { Array($0) }) }).first else {
+            throw ChronicleError(.invariantViolated, "No sealed segment starts at seq \(first).")
+        }
+        let body = try LZ4Frame.decompress(frame, maxBytes: SegmentCodec.Limits().maxDecodedBytes)
+        let segment = try SegmentCodec.decodeBody(body)
+        guard segment.libraryID == libraryID, segment.firstSeq == first, segment.ops.count == Int(count) else {
+            throw ChronicleError(.invariantViolated, "The sealed segment at seq \(first) does not hold what its row says.")
+        }
+        return (segment.ops, (body, frame))
     }
 
     /// The newest snapshot (its seq and LZ4 frame), for devices that start from it.
