@@ -45,6 +45,18 @@ public struct PushResponse: Sendable, Equatable {
     }
 }
 
+/// A segment's bytes as they are stored or sent: its body (`SegmentCodec.encodeBody`'s
+/// layout) and the LZ4 frame around it.
+public struct SegmentBytes: Sendable {
+    public var body: [UInt8]
+    public var frame: [UInt8]
+
+    public init(body: [UInt8], frame: [UInt8]) {
+        self.body = body
+        self.frame = frame
+    }
+}
+
 /// One page of the confirmed log.
 public struct PullPage: Sendable, Equatable {
     /// Confirmed ops after the requested cursor, contiguous.
@@ -58,13 +70,13 @@ public struct PullPage: Sendable, Equatable {
     /// The seq of the server's newest snapshot, if it has one: a device far behind (or new)
     /// may start from it instead of replaying every op.
     public var snapshotSeq: Int64?
-    /// `segment` as it came over the wire, when it came as a framed segment: its body
-    /// (`SegmentCodec.encodeBody`'s layout) and the LZ4 frame around it. A device keeps them
-    /// as a sealed segment without encoding the ops again. Not part of a page's equality.
-    public var encoded: (body: [UInt8], frame: [UInt8])?
+    /// `segment`'s bytes as they came over the wire, when it came as a framed segment (or,
+    /// from a server, as it stores them). A device keeps them as a sealed segment without
+    /// encoding the ops again. Not part of a page's equality.
+    public var encoded: SegmentBytes?
 
     public init(segment: Segment, nextCursor: Int64, more: Bool, head: Int64, snapshotSeq: Int64? = nil,
-                encoded: (body: [UInt8], frame: [UInt8])? = nil) {
+                encoded: SegmentBytes? = nil) {
         self.segment = segment
         self.nextCursor = nextCursor
         self.more = more

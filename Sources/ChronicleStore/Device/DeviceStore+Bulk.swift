@@ -108,7 +108,7 @@ extension DeviceStore {
     /// `sealing`: also encode the ops as segments (batches of at least `sealOnArrivalOpsMin`),
     /// for `applyBulkBatch(_:seal:)`; `encoded`, the ops' segment body and LZ4 frame as they
     /// arrived (`PullPage.encoded`), is kept as it is where it fits one segment.
-    public func prepareBatch(_ ops: [Op], sealing: Bool = false, encoded: (body: [UInt8], frame: [UInt8])? = nil) -> PreparedBatch {
+    public func prepareBatch(_ ops: [Op], sealing: Bool = false, encoded: SegmentBytes? = nil) -> PreparedBatch {
         // Segments only where the writer will be able to use them: the log holds nothing after
         // its sealed prefix now, and during a bulk apply nothing else adds to it. Ops that cannot
         // form segments (the writer refuses them with its own error) are left to the log path.

@@ -173,7 +173,7 @@ public final class ServerLibrary: Sendable {
     /// back `encoded`: the segment's body and its stored LZ4 frame, which the HTTP answer
     /// sends as they are (a device catching up on compacted history costs no encoding).
     public func pull(after cursor: Int64, limit: Int, alignToSegments: Bool = false) throws
-        -> (ops: [Op], head: Int64, encoded: (body: [UInt8], frame: [UInt8])?) {
+        -> (ops: [Op], head: Int64, encoded: SegmentBytes?) {
         return try read { db in
             let base = try DeviceStore.historyBase(in: db)
             if cursor < base {
@@ -211,7 +211,7 @@ public final class ServerLibrary: Sendable {
     }
 
     /// The sealed segment starting at `first`: its ops, body and stored frame.
-    private func wholeSegment(at first: Int64, in db: Database) throws -> (ops: [Op], encoded: (body: [UInt8], frame: [UInt8])) {
+    private func wholeSegment(at first: Int64, in db: Database) throws -> (ops: [Op], encoded: SegmentBytes) {
         guard let (count, frame) = try db.query("SELECT op_count, body FROM chronicle_segments WHERE first_seq = ?1", [.integer(first)],
                                                 { ($0.int(0), $0.withBytes(1) { Array($0) }) }).first else {
             throw ChronicleError(.invariantViolated, "No sealed segment starts at seq \(first).")
@@ -221,7 +221,7 @@ public final class ServerLibrary: Sendable {
         guard segment.libraryID == libraryID, segment.firstSeq == first, segment.ops.count == Int(count) else {
             throw ChronicleError(.invariantViolated, "The sealed segment at seq \(first) does not hold what its row says.")
         }
-        return (segment.ops, (body, frame))
+        return (segment.ops, SegmentBytes(body: body, frame: frame))
     }
 
     /// The newest snapshot (its seq and LZ4 frame), for devices that start from it.

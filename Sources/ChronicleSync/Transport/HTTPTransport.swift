@@ -102,7 +102,7 @@ public final class HTTPTransport: SyncTransport {
             throw .transient(reason: "The server's pull answer lacks its cursor headers.", retryAfterSeconds: nil)
         }
         return PullPage(segment: segment, nextCursor: next, more: header("Chronicle-More") == "true", head: head,
-                        snapshotSeq: header("Chronicle-Snapshot-Seq").flatMap(Int64.init), encoded: (inflated, [UInt8](body)))
+                        snapshotSeq: header("Chronicle-Snapshot-Seq").flatMap(Int64.init), encoded: SegmentBytes(body: inflated, frame: [UInt8](body)))
     }
 
     /// Downloads the snapshot into a temporary file (a large library's frame never sits in memory).
