@@ -10,6 +10,9 @@ static inline int chronicle_bind_text(sqlite3_stmt *stmt, int index, const char 
 static inline int chronicle_bind_blob(sqlite3_stmt *stmt, int index, const void *bytes, int length) {
     return sqlite3_bind_blob(stmt, index, bytes, length, SQLITE_TRANSIENT);
 }
+static inline void chronicle_result_blob(sqlite3_context *ctx, const void *bytes, int length) {
+    sqlite3_result_blob(ctx, bytes, length, SQLITE_TRANSIENT);
+}
 static inline int chronicle_result_text(sqlite3_context *ctx, const char *text, int length) {
     sqlite3_result_text(ctx, text, length, SQLITE_TRANSIENT);
     return 0;

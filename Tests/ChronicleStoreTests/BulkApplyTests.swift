@@ -64,7 +64,7 @@ import Testing
         #expect(try b.store.segments().map(\.lastSeq) == sealed.map { $0.last!.serverSeq! })
         let logged = { (store: DeviceStore) in try store.read { db in try db.scalarInt("SELECT count(*) FROM chronicle_log") } }
         #expect(try logged(b.store) == Int64(batches.last!.count), "the last batch stays hot")
-        #expect(try b.store.read { db in try db.scalarInt("SELECT count(*) FROM chronicle_sealed_ops") } == Int64(sealed.joined().count))
+        #expect(try b.store.read { db in try db.scalarInt("SELECT count(*) FROM chronicle_sealed_ids") } == Int64(sealed.joined().count))
         #expect(try c.store.segments().isEmpty)
         #expect(try logged(c.store) == Int64(batches.joined().count))
         // A sealed segment holds its batch's ops exactly, in an LZ4 frame.

@@ -69,13 +69,26 @@ import Testing
                 try db.execute("PRAGMA legacy_alter_table = OFF")
                 try db.execute("DROP TRIGGER chronicle_segment_filters_follow")
                 try db.execute("DROP TABLE chronicle_segment_filters")
+                // …and the sealed op ids as v3 (and v4) kept them: text, with a device id.
+                try db.execute("CREATE TABLE chronicle_sealed_ops (op_id TEXT PRIMARY KEY NOT NULL, server_seq INTEGER NOT NULL, device_id TEXT NOT NULL) WITHOUT ROWID")
+                try db.execute("""
+                    INSERT INTO chronicle_sealed_ops SELECT lower(substr(h, 1, 8) || '-' || substr(h, 9, 4) || '-' || substr(h, 13, 4) || '-' ||
+                                                           substr(h, 17, 4) || '-' || substr(h, 21)), server_seq, ''
+                    FROM (SELECT hex(op_id) AS h, server_seq FROM chronicle_sealed_ids)
+                    """)
+                try db.execute("DROP TRIGGER chronicle_outbox_leaves_when_settled")
+                try db.execute("DROP TABLE chronicle_sealed_ids")
+                try db.execute(StoreFormat.version3Outbox[1])
                 try db.execute("UPDATE chronicle_meta SET value = 3 WHERE key = 'format_version'")
             }
             return frames
         }
         #expect(!frames.isEmpty)
+        let sealedIDs = try f.store.read { db in try db.scalarInt("SELECT count(*) FROM chronicle_sealed_ops") }
+        #expect(sealedIDs == 500)
         let reopened = try DeviceStore.open(at: path)
-        #expect(try reopened.status().formatVersion == 4)
+        #expect(try reopened.status().formatVersion == StoreFormat.currentVersion)
+        #expect(try reopened.read { db in try db.scalarInt("SELECT count(*) FROM chronicle_sealed_ids") } == sealedIDs)
         #expect(FileManager.default.fileExists(atPath: path + ".backup-v3"))
         let columns = try reopened.read { db in try db.query("SELECT name FROM pragma_table_info('chronicle_snapshots') ORDER BY cid") { $0.text(0) } }
         #expect(columns == ["seq", "state_digest", "body_bytes", "created_at", "body"])

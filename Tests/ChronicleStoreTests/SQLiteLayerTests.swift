@@ -74,6 +74,30 @@ import Testing
         }
     }
 
+    @Test func uuidBlobTurnsAUUIDsTextIntoItsSixteenBytesAndAnythingElseIntoNull() throws {
+        let (db, dir) = try scratch()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let id = UUID()
+        let hex = withUnsafeBytes(of: id.uuid) { $0.map { String(format: "%02x", $0) }.joined() }
+        for text in [id.lowercased, id.uuidString] {
+            #expect(try db.scalarText("SELECT hex(chronicle_uuid_blob(?1))", [.text(text)])?.lowercased() == hex)
+            #expect(try db.scalarText("SELECT typeof(chronicle_uuid_blob(?1))", [.text(text)]) == "blob")
+        }
+        // Bound as bytes, the same value: a text id and a bound UUID find the same row.
+        try db.execute("CREATE TABLE k (id BLOB PRIMARY KEY) WITHOUT ROWID")
+        try db.statement("INSERT INTO k(id) VALUES (?1)").execute([.null], uuid: id, at: 1)
+        #expect(try db.scalarInt("SELECT count(*) FROM k WHERE id = chronicle_uuid_blob(?1)", [.text(id.lowercased)]) == 1)
+        #expect(try db.statement("SELECT 1 FROM k WHERE id = ?1").exists([], uuid: id, at: 1))
+        #expect(try !db.statement("SELECT 1 FROM k WHERE id = ?1").exists([], uuid: UUID(), at: 1))
+        let text = id.lowercased
+        let notUUIDs: [Value] = [.text(""), .text(String(text.dropLast())), .text(text + "0"), .text(text.replacingOccurrences(of: "-", with: "")),
+                                 .text(String(text.dropLast()) + "g"), .text(text.replacingOccurrences(of: "-", with: "+")),
+                                 .text(String(repeating: "é", count: 18)), .integer(7), .null]
+        for value in notUUIDs {
+            #expect(try db.scalarInt("SELECT chronicle_uuid_blob(?1) IS NULL", [value]) == 1, "\(value)")
+        }
+    }
+
     @Test func walModeAndPragmasAreSet() throws {
         let (db, dir) = try scratch()
         defer { try? FileManager.default.removeItem(at: dir) }

@@ -68,6 +68,44 @@ import Testing
         }
     }
 
+    /// Format v5 keeps the ids of sealed ops as 16 bytes: a v4 store's ids (text) come across
+    /// one for one, and each still keeps its op from applying twice.
+    @Test func aSealedV4StoreKeepsEverySealedOpIdAsItsBytes() throws {
+        let fixture = try #require(StoreFixture.all.first { $0.name == "readitlater-v3-format-v4-sealed" })
+        let directory = try scratch()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/store.chronicle"
+        try fixture.load(into: path)
+        let before = try Database(path: path).query("SELECT op_id, server_seq FROM chronicle_sealed_ops ORDER BY server_seq") {
+            ($0.text(0).replacingOccurrences(of: "-", with: ""), $0.int(1))
+        }
+        #expect(before.count == Int(fixture.meta["sealed_ops"] ?? "") ?? -1 && before.count > 0)
+
+        let store = try DeviceStore.open(at: path)
+        let after = try store.read { db in
+            try db.query("SELECT lower(hex(op_id)), server_seq, typeof(op_id) FROM chronicle_sealed_ids ORDER BY server_seq") {
+                ($0.text(0), $0.int(1), $0.text(2))
+            }
+        }
+        #expect(after.map(\.0) == before.map(\.0) && after.map(\.1) == before.map(\.1))
+        #expect(after.allSatisfy { $0.2 == "blob" })
+        #expect(try store.read { db in try db.scalarInt("SELECT count(*) FROM sqlite_schema WHERE name = 'chronicle_sealed_ops'") } == 0)
+        #expect(try store.verify().passed)
+
+        // A sealed op arriving again (at the next seq) is refused as a duplicate; the store is unchanged.
+        let digest = try store.digest()
+        var again = try #require(try store.confirmedOps(limit: 1).first)
+        #expect(before.contains { $0.0 == again.opID.lowercased.replacingOccurrences(of: "-", with: "") })
+        again.serverSeq = try store.cursor() + 1
+        let refused = #expect(throws: ChronicleError.self) { try store.applyConfirmed([again]) }
+        #expect(refused?.code == .duplicateOp)
+        #expect(try store.digest() == digest)
+        // Only ids in their 16-byte form go in.
+        #expect(throws: SQLiteError.self) {
+            try store.writeTransaction { db in try db.execute("INSERT INTO chronicle_sealed_ids(op_id, server_seq) VALUES (?1, 1000)", [.text(UUID().lowercased)]) }
+        }
+    }
+
     @Test(arguments: StoreFixture.all.filter { $0.formatVersion < Int(StoreFormat.currentVersion) || $0.schemaVersion < Schema.readItLater.version })
     func aMigrationKilledAfterAnyStepCarriesOnWithNothingLost(fixture: StoreFixture) throws {
         struct Stop: Error {}

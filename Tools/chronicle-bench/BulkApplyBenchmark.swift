@@ -14,7 +14,7 @@ import Foundation
 ///    pragma, the log rows, the cursor, each op's materializer steps (no FTS5 upkeep);
 ///    every batch but the last is sealed instead of logged: its segment rows (frame, entity
 ///    filter, chained digest, encoded and compressed before the timed work, as the engine
-///    does off its writer) and its op ids in `chronicle_sealed_ops`;
+///    does off its writer) and its op ids in `chronicle_sealed_ids` (16 bytes each);
 /// 3. one transaction (temporary files on disk): the entity index created, every FTS5
 ///    index refilled and the stale mark cleared (`RebuildBenchmark.rebuildSearchIndexes`),
 ///    the usual page cache back.
@@ -93,7 +93,7 @@ struct BulkApplyBenchmark {
                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
                 """)
             filterInsert = try raw.prepare("INSERT INTO chronicle_segment_filters(first_seq, filter) VALUES (?1, ?2)")
-            sealedInsert = try raw.prepare("INSERT INTO chronicle_sealed_ops(op_id, server_seq, device_id) VALUES (?1, ?2, ?3)")
+            sealedInsert = try raw.prepare("INSERT INTO chronicle_sealed_ids(op_id, server_seq) VALUES (?1, ?2)")
         }
 
         /// The digest of the newest segment ('' if none).
@@ -117,8 +117,9 @@ struct BulkApplyBenchmark {
         /// `seal`: more batches follow, so this one is sealed rather than logged (as the engine does).
         func apply(_ batch: [Op], seal: Bool) throws {
             let logSteps = seal ? [] : batch.map { PreparedStep(statement: logInsert, arguments: LogRow.arguments($0)) }
-            let sealedSteps = seal ? batch.map {
-                PreparedStep(statement: sealedInsert, arguments: [.text($0.opID.lowercased), .integer($0.serverSeq!), .text($0.deviceID.lowercased)])
+            // Each op id as its 16 bytes with its seq (store format v5).
+            let sealedIDs: [(id: [UInt8], seq: Int64)] = seal ? batch.map { op in
+                (withUnsafeBytes(of: op.opID.uuid) { Array($0) }, op.serverSeq!)
             } : []
             let body = seal ? SegmentCodec.encodeBody(try Segment(libraryID: batch[0].libraryID, ops: batch)) : []
             let frame = seal ? LZ4Frame.compress(body) : []
@@ -137,7 +138,7 @@ struct BulkApplyBenchmark {
                 try raw.run(segmentInsert, [.integer(first), .integer(cursor), .integer(cursor - first + 1), .null, .text(hasher.hexDigest()),
                                             .text(previous), .integer(Int64(body.count)), .integer(0)], blob: frame, at: 4)
                 try raw.run(filterInsert, [.integer(first), .null], blob: filter, at: 2)
-                try raw.execute(sealedSteps)
+                for sealed in sealedIDs { try raw.run(sealedInsert, [.null, .integer(sealed.seq)], blob: sealed.id, at: 1) }
             }
             try raw.execute(logSteps)
             try raw.run(setMeta, [.text("cursor"), .integer(cursor)])

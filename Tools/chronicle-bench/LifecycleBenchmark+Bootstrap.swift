@@ -138,6 +138,23 @@ extension LifecycleBenchmark {
 
     // MARK: - Child process
 
+    /// Diagnostic: `chronicle-bench _bootstrap-file SNAPSHOT LIBRARY STORE`: a fresh store started
+    /// over from a snapshot frame in a file (`DeviceStore.bootstrap(from:)` alone, no network), for
+    /// profiling the store's side of a bootstrap.
+    static func bootstrapFromFile(_ arguments: [String]) throws -> String {
+        guard arguments.count == 3, let libraryID = UUID(uuidString: arguments[1]) else {
+            throw BenchError("usage: chronicle-bench _bootstrap-file SNAPSHOT LIBRARY STORE")
+        }
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: arguments[2] + suffix) }
+        let store = try DeviceStore.create(at: arguments[2], schema: .readItLater, libraryID: libraryID, deviceID: UUID())
+        let t0 = nowNanoseconds()
+        let seq = try store.bootstrap(from: SnapshotFrame(file: arguments[0], temporary: false))
+        let seconds = Double(nowNanoseconds() - t0) / 1e9
+        return JSON.object([("seconds", .number(seconds)), ("seq", .int(seq)),
+                            ("vmhwm_kb", .int(Int64(procStatusKilobytes("VmHWM") ?? 0))),
+                            ("digest", .string(try store.digest()))]).rendered
+    }
+
     /// `chronicle-bench _bootstrap URL LIBRARY DEVICE TOKEN STORE SNAPSHOT_START_OPS_MIN`: a fresh
     /// store and engine (default configuration but for the snapshot threshold); times one `syncOnce`.
     static func bootstrapChild(_ arguments: [String]) throws -> String {

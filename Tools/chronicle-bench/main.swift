@@ -138,10 +138,12 @@ struct Options {
 // MARK: - Child processes (re-executed by the rebuild, lifecycle and migrate measurements)
 
 let arguments = Array(CommandLine.arguments.dropFirst())
-if arguments.first == "_bootstrap" || arguments.first == "_migrate" {
+if arguments.first == "_bootstrap" || arguments.first == "_bootstrap-file" || arguments.first == "_migrate" {
     do {
         if arguments[0] == "_bootstrap" {
             print(try LifecycleBenchmark.bootstrapChild(Array(arguments.dropFirst())))
+        } else if arguments[0] == "_bootstrap-file" {
+            print(try LifecycleBenchmark.bootstrapFromFile(Array(arguments.dropFirst())))
         } else if arguments.count == 2 {
             print(try MigrationBenchmark.migrateChild(path: arguments[1]))
         } else {

@@ -5,8 +5,9 @@
 //
 // The store is made deterministically (seeded ids, a manual clock) by this build's
 // own schema and op formats: confirmed ops of every op type from other devices and
-// the server, soft deletes and restores, a cursor, and an outbox holding a pending
-// op of every type this device can write. It is saved as a reviewable SQL dump
+// the server, soft deletes and restores, a cursor, the older of them sealed into
+// segments (with a snapshot), and an outbox holding a pending op of every type this
+// device can write. It is saved as a reviewable SQL dump
 // (`sqlite3 .dump`) with `fixture.json` (versions, counts, the state digest).
 import ChronicleCore
 import ChronicleStore
@@ -108,6 +109,12 @@ let outRoot = argument("out", default: "Tests/Fixtures")
         }
     }
     try store.applyConfirmed(confirmed)
+    // All but the newest 16 confirmed ops sealed, in segments of 12, with a snapshot at the seal
+    // point: the fixture holds sealed history and its op ids as well as a hot log.
+    var policy = CompactionPolicy()
+    policy.keepOps = 16
+    policy.segmentOpsMax = 12
+    let compaction = try store.compact(policy)
 
     // MARK: - Pending ops of every type this device can write
 
@@ -146,6 +153,7 @@ let outRoot = argument("out", default: "Tests/Fixtures")
         "schema": schema.name, "schema_version": schema.version, "format_version": status.formatVersion,
         "digest": digest, "cursor": status.cursor, "confirmed_ops": status.confirmedOps, "pending_ops": status.unsentOps,
         "library_id": library.lowercased, "device_id": device.lowercased,
+        "sealed_ops": compaction.opsSealed, "segments": compaction.segmentsWritten,
         "op_types": Array(Set(confirmed.map(\.typeAndVersion))).sorted(),
         "pending_op_types": try store.pendingOps().map(\.typeAndVersion),
         "note": "Made by chronicle-fixture with this version's own schema and op formats. Never edit; regenerate only for a new version.",

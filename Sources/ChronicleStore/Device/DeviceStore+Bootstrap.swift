@@ -114,8 +114,8 @@ extension DeviceStore {
             try DeviceStore.setMeta("history_base_seq", .integer(seq), in: db)
             try DeviceStore.setMeta("history_dropped_at", .integer(store.clock.nowMilliseconds()), in: db)
             try db.execute("""
-                INSERT OR IGNORE INTO chronicle_sealed_ops(op_id, server_seq, device_id)
-                SELECT op_id, server_seq, device_id FROM chronicle_log WHERE server_seq <= ?1
+                INSERT OR IGNORE INTO chronicle_sealed_ids(op_id, server_seq)
+                SELECT \(UUIDBlobFunction.name)(op_id), server_seq FROM chronicle_log WHERE server_seq <= ?1
                 """, [.integer(seq)])
             try db.execute("DELETE FROM chronicle_log WHERE server_seq <= ?1", [.integer(seq)])
             try DeviceStore.setMeta("cursor", .integer(seq), in: db)
@@ -151,8 +151,8 @@ extension DeviceStore {
                   let op = try db.query("SELECT \(Self.outboxColumns) FROM chronicle_outbox WHERE op_id = ?1", [.text(key)], { try outboxOp($0) }).first else {
                 return false
             }
-            try db.execute("INSERT OR IGNORE INTO chronicle_sealed_ops(op_id, server_seq, device_id) VALUES (?1, ?2, ?3)",
-                           [.text(key), .integer(seq), .text(deviceID.lowercased)])
+            try db.statement("INSERT OR IGNORE INTO chronicle_sealed_ids(op_id, server_seq) VALUES (?1, ?2)")
+                .execute([.null, .integer(seq)], uuid: opID, at: 1)
             try db.execute("DELETE FROM chronicle_outbox WHERE op_id = ?1", [.text(key)])
             guard let entity = materializer.entity(of: op) else { return true }
             let id = op.entityID.lowercased

@@ -67,6 +67,15 @@ protocol LogLifecycle {
     func writeTransaction<T>(_ body: (Database) throws -> T) throws -> T
     /// Runs `VACUUM` on the writer connection.
     func vacuum() throws
+    /// Keeps the ids of `ops`, which are leaving the log for a segment, so that each still
+    /// applies at most once (`duplicateOp` for one already kept). Inside the caller's transaction.
+    func rememberSealed(_ ops: ArraySlice<Op>, in db: Database) throws
+}
+
+extension LogLifecycle {
+    static func sealedDuplicate(_ op: Op) -> ChronicleError {
+        ChronicleError(.duplicateOp, "Op \(op.opID.lowercased) is already in the confirmed log (sealed); an op id is applied at most once.")
+    }
 }
 
 extension DeviceStore: LogLifecycle {
@@ -74,6 +83,19 @@ extension DeviceStore: LogLifecycle {
         try writer.withLock { db in
             try db.execute("VACUUM")
             checkpointer.truncate(writer: db)
+        }
+    }
+
+    /// The device keeps each id as its 16 bytes with its seq (`chronicle_sealed_ids`, format v5).
+    func rememberSealed(_ ops: ArraySlice<Op>, in db: Database) throws {
+        let remember = try db.statement("INSERT INTO chronicle_sealed_ids(op_id, server_seq) VALUES (?1, ?2)")
+        for op in ops {
+            do {
+                try remember.execute([.null, .integer(op.serverSeq!)], uuid: op.opID, at: 1)
+            } catch {
+                guard error.isConstraint else { throw error }
+                throw Self.sealedDuplicate(op)
+            }
         }
     }
 
@@ -244,15 +266,7 @@ extension LogLifecycle {
                           .integer(Int64(segment.body.count)), .integer(now)], blob: segment.frame, at: 4)
         try db.statement("INSERT INTO chronicle_segment_filters(first_seq, filter) VALUES (?1, ?2)")
             .execute([.integer(segment.firstSeq), .null], blob: segment.filter, at: 2)
-        let remember = try db.statement("INSERT INTO chronicle_sealed_ops(op_id, server_seq, device_id) VALUES (?1, ?2, ?3)")
-        for op in ops {
-            do {
-                try remember.execute([.text(op.opID.lowercased), .integer(op.serverSeq!), .text(op.deviceID.lowercased)])
-            } catch {
-                guard error.isConstraint else { throw error }
-                throw ChronicleError(.duplicateOp, "Op \(op.opID.lowercased) is already in the confirmed log (sealed); an op id is applied at most once.")
-            }
-        }
+        try rememberSealed(ops, in: db)
     }
 
     func fileBytes() throws -> Int64 {

@@ -79,11 +79,11 @@ extension DeviceStore {
         // savepoint makes FTS5 flush its pending terms to disk. Projection writes come after.
         let insert = try db.statement("INSERT INTO chronicle_log(\(Self.logColumns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)")
         // Ops sealed into segments left the log's unique index; their ids are kept apart.
-        let sealed = try db.scalarInt("SELECT EXISTS (SELECT 1 FROM chronicle_sealed_ops)") == 1
-        let findSealed = sealed ? try db.statement("SELECT 1 FROM chronicle_sealed_ops WHERE op_id = ?1") : nil
+        let sealed = try db.scalarInt("SELECT EXISTS (SELECT 1 FROM chronicle_sealed_ids)") == 1
+        let findSealed = sealed ? try db.statement("SELECT 1 FROM chronicle_sealed_ids WHERE op_id = ?1") : nil
         var own: [String] = []
         for (index, op) in ops.enumerated() {
-            if let findSealed, try findSealed.map([.text(op.opID.lowercased)], { _ in true }).first == true {
+            if let findSealed, try findSealed.exists([], uuid: op.opID, at: 1) {
                 throw ChronicleError(.duplicateOp, "Op \(op.opID.lowercased) is already in the confirmed log (sealed); an op id is applied at most once.")
             }
             do {

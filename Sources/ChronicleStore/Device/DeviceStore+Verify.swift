@@ -100,7 +100,7 @@ extension DeviceStore {
                 problems.append("server_seq has gaps (\(stats.0) ops spanning \(stats.1)…\(stats.2) after sealed seq \(sealedUpTo))")
             }
             if stats.3 != stats.0 { problems.append("an op id appears more than once") }
-            if try db.scalarInt("SELECT count(*) FROM chronicle_log l JOIN chronicle_sealed_ops s ON s.op_id = l.op_id") != 0 {
+            if try db.scalarInt("SELECT count(*) FROM chronicle_log l JOIN chronicle_sealed_ids s ON s.op_id = \(UUIDBlobFunction.name)(l.op_id)") != 0 {
                 problems.append("an op id is both sealed and in the log")
             }
             let last = max(stats.2, sealedUpTo)

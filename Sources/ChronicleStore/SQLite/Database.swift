@@ -56,6 +56,7 @@ public final class Database {
         _ = chronicle_enable_defensive(handle)
         SearchSnippet.register(on: handle)
         SearchRank.register(on: handle)
+        UUIDBlobFunction.register(on: handle)
         try execute("PRAGMA foreign_keys = ON")
         try execute("PRAGMA secure_delete = OFF")
         if options.scratch {

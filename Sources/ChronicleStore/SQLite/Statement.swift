@@ -55,12 +55,34 @@ public final class Statement {
         guard rc == SQLITE_OK else { throw database.error(rc, sql: sql) }
     }
 
+    /// Binds a UUID as its 16 bytes (a BLOB, copied by SQLite), the form of `chronicle_uuid_blob`.
+    public func bind(uuid: UUID, at index: Int32) throws(SQLiteError) {
+        let rc = withUnsafeBytes(of: uuid.uuid) { raw in chronicle_bind_blob(handle, index, raw.baseAddress, 16) }
+        guard rc == SQLITE_OK else { throw database.error(rc, sql: sql) }
+    }
+
     /// Runs the statement to completion with `arguments` and one BLOB at `blobIndex`.
     public func execute(_ arguments: [Value], blob: [UInt8], at blobIndex: Int32) throws(SQLiteError) {
         try bind(arguments)
         try bind(blob: blob, at: blobIndex)
         while try step() {}
         sqlite3_reset(handle)
+    }
+
+    /// Runs the statement to completion with `arguments` and a UUID's 16 bytes at `uuidIndex`.
+    public func execute(_ arguments: [Value], uuid: UUID, at uuidIndex: Int32) throws(SQLiteError) {
+        try bind(arguments)
+        try bind(uuid: uuid, at: uuidIndex)
+        while try step() {}
+        sqlite3_reset(handle)
+    }
+
+    /// Whether the query, with `arguments` and a UUID's 16 bytes at `uuidIndex`, has a row.
+    public func exists(_ arguments: [Value], uuid: UUID, at uuidIndex: Int32) throws(SQLiteError) -> Bool {
+        try bind(arguments)
+        try bind(uuid: uuid, at: uuidIndex)
+        defer { sqlite3_reset(handle) }
+        return try step()
     }
 
     /// Runs the statement to completion, discarding rows.

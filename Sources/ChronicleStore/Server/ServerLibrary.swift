@@ -282,6 +282,20 @@ extension ServerLibrary: LogLifecycle {
         }
     }
 
+    /// The server keeps each id as text with its seq and author (`chronicle_sealed_ops`): a
+    /// repeated push is answered with the original outcome.
+    func rememberSealed(_ ops: ArraySlice<Op>, in db: Database) throws {
+        let remember = try db.statement("INSERT INTO chronicle_sealed_ops(op_id, server_seq, device_id) VALUES (?1, ?2, ?3)")
+        for op in ops {
+            do {
+                try remember.execute([.text(op.opID.lowercased), .integer(op.serverSeq!), .text(op.deviceID.lowercased)])
+            } catch {
+                guard error.isConstraint else { throw error }
+                throw Self.sealedDuplicate(op)
+            }
+        }
+    }
+
     /// Seals the log's prefix into segments, snapshots the state there, and drops history
     /// past the retention horizon if the policy sets one (devices behind it then start
     /// from the snapshot). Same steps and guarantees as `DeviceStore.compact`.
