@@ -99,7 +99,8 @@ extension DeviceStore {
     }
 
     /// A batch this small is logged even when it could be sealed: segments this short would
-    /// cost more in bookkeeping than they save.
+    /// cost more in bookkeeping than they save. (`prepareBatch(_:sealing:encoded:sealingOpsMin:)`
+    /// takes another minimum: the simulator seals pages of a few ops, to test sealing under faults.)
     public static let sealOnArrivalOpsMin = 1_000
 
     /// The part of folding a batch that needs no database: each op's log row and the
@@ -107,12 +108,14 @@ extension DeviceStore {
     /// batches while writing others (sync's catch-up) prepares the next one meanwhile.
     /// `sealing`: also encode the ops as segments (batches of at least `sealOnArrivalOpsMin`),
     /// for `applyBulkBatch(_:seal:)`; `encoded`, the ops' segment body and LZ4 frame as they
-    /// arrived (`PullPage.encoded`), is kept as it is where it fits one segment.
-    public func prepareBatch(_ ops: [Op], sealing: Bool = false, encoded: SegmentBytes? = nil) -> PreparedBatch {
+    /// arrived (`PullPage.encoded`), is kept as it is where it fits one segment. `sealingOpsMin`:
+    /// shorter batches are logged (default `sealOnArrivalOpsMin`).
+    public func prepareBatch(_ ops: [Op], sealing: Bool = false, encoded: SegmentBytes? = nil,
+                             sealingOpsMin: Int = DeviceStore.sealOnArrivalOpsMin) -> PreparedBatch {
         // Segments only where the writer will be able to use them: the log holds nothing after
         // its sealed prefix now, and during a bulk apply nothing else adds to it. Ops that cannot
         // form segments (the writer refuses them with its own error) are left to the log path.
-        let sealable = sealing && ops.count >= Self.sealOnArrivalOpsMin
+        let sealable = sealing && ops.count >= max(1, sealingOpsMin)
             && ops.allSatisfy { $0.serverSeq != nil && $0.serverTime != nil }
             && (try? read { db in try Self.logEndsAtSealedPrefix(in: db) }) == true
         let opsMax = CompactionPolicy().segmentOpsMax

@@ -53,6 +53,9 @@ public actor SyncEngine {
         /// When at least this many ops are waiting on the server, fold them with bulk apply
         /// (search indexes rebuilt once at the end) instead of batch by batch.
         public var bulkCatchUpOpsMin = 20_000
+        /// During a bulk catch-up, pages of at least this many ops (all but the last) are kept
+        /// as sealed segments rather than log rows (`DeviceStore.prepareBatch`).
+        public var sealOnArrivalOpsMin = DeviceStore.sealOnArrivalOpsMin
         /// How long `run()` asks the server to hold a pull open.
         public var longPollMilliseconds = 25_000
         public var backoffBaseMilliseconds = 200
@@ -376,9 +379,11 @@ public actor SyncEngine {
                 if page.more {
                     let pageLimit = bulk ? max(limit, configuration.bulkPullPageOpsMax) : limit
                     let prepare = bulk
+                    let sealingOpsMin = configuration.sealOnArrivalOpsMin
                     next = Task.detached { [transport] in
                         let page = try await transport.pull(after: after, limit: pageLimit, waitMilliseconds: 0)
-                        return (page, prepare ? store.prepareBatch(page.segment.ops, sealing: true, encoded: page.encoded) : nil)
+                        return (page, prepare ? store.prepareBatch(page.segment.ops, sealing: true, encoded: page.encoded,
+                                                                   sealingOpsMin: sealingOpsMin) : nil)
                     }
                 }
                 let pageOps = ops.count
@@ -386,7 +391,9 @@ public actor SyncEngine {
                     // The page's ops are freed off this queue (see `applyBulkBatch`), so nothing here keeps them.
                     // Pages with more after them go straight into sealed segments; the last one stays hot.
                     let more = page.more
-                    try store.applyBulkBatch((consume prepared) ?? store.prepareBatch(ops, sealing: more, encoded: page.encoded), seal: more)
+                    try store.applyBulkBatch((consume prepared) ?? store.prepareBatch(ops, sealing: more, encoded: page.encoded,
+                                                                                      sealingOpsMin: configuration.sealOnArrivalOpsMin),
+                                             seal: more)
                     ReleaseInBackground.release((consume page, consume ops))
                 } else {
                     try store.applyConfirmed(ops)

@@ -19,6 +19,8 @@ public struct SimulationReport: Sendable, Equatable, CustomStringConvertible {
     public var faults: [FaultKind: Int]
     /// Compactions run (server and devices).
     public var compactions: Int
+    /// Segments devices stored while syncing: bulk catch-up pages kept as sealed segments.
+    public var segmentsSealedOnArrival: Int
     /// Times a device fetched the server's snapshot to start over from it.
     public var snapshotsFetched: Int
     /// Sync rounds run in the safety phase.
@@ -43,7 +45,7 @@ public struct SimulationReport: Sendable, Equatable, CustomStringConvertible {
         let codes = rejectedByCode.keys.sorted().map { "\($0)=\(rejectedByCode[$0]!)" }.joined(separator: " ")
         return "seed \(seed) \(schema): \(devices) devices, \(steps) steps, \(opsWritten) ops written (\(writesRefused) refused locally), "
             + "\(opsAccepted) accepted, \(opsRejected) rejected [\(codes)], head \(serverHead), faults [\(faultList)], "
-            + "\(compactions) compactions, \(snapshotsFetched) snapshot starts, \(syncRounds) rounds, converged in \(passesToConverge) passes (\(roundsToConverge) rounds), "
+            + "\(compactions) compactions, \(segmentsSealedOnArrival) segments sealed on arrival, \(snapshotsFetched) snapshot starts, \(syncRounds) rounds, converged in \(passesToConverge) passes (\(roundsToConverge) rounds), "
             + "digest \(finalDigest.prefix(12)), trace \(traceHash.prefix(12))"
             + (knownBugsMet.isEmpty ? "" : ", known bugs met [" + knownBugsMet.keys.sorted().map { "\($0)×\(knownBugsMet[$0]!)" }.joined(separator: " ") + "]")
     }

@@ -115,8 +115,11 @@ extension Simulator {
     /// One sync round; a crash decided by the network restarts the device afterwards.
     @discardableResult
     func sync(_ device: SimulatedDevice) async throws -> SyncReport {
+        let segmentsBefore = (try? device.store.segments().count) ?? 0
         let report = await device.sync()
         syncRounds += 1
+        // A sync adds segments only by keeping bulk catch-up pages sealed (a snapshot start drops some).
+        segmentsSealedOnArrival += max(0, ((try? device.store.segments().count) ?? 0) - segmentsBefore)
         guard await device.transport.settle() else {
             throw Violation("every call to the server returns", "\(device.name): a call made during its round was still running seconds after the round")
         }

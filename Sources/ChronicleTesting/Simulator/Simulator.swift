@@ -65,6 +65,8 @@ public final class Simulator {
     var writesRefused = 0
     var syncRounds = 0
     var compactions = 0
+    /// Segments devices stored while syncing (bulk catch-up pages kept as they arrived).
+    var segmentsSealedOnArrival = 0
     var knownBugsMet: [KnownBug: Int] = [:]
 
     /// - Parameters:
@@ -94,6 +96,9 @@ public final class Simulator {
         configuration.bulkCatchUpOpsMin = setup.pick([3, 10, 50, 20_000, 20_000])
         configuration.bulkPullPageOpsMax = setup.pick([5, 100, 10_000])
         configuration.snapshotStartOpsMin = setup.pick([1, 20, 100, 10_000, 10_000])
+        // Pages of a bulk catch-up kept as sealed segments as they arrive (the default 1,000
+        // leaves a simulation's short pages in the log).
+        configuration.sealOnArrivalOpsMin = setup.pick([1, 3, 20, DeviceStore.sealOnArrivalOpsMin])
         self.engineConfiguration = configuration
         let seedCaps = setup.chance(0.35) ? Self.caps(for: chosenSchema, setup) : []
         self.caps = caps ?? seedCaps
@@ -123,7 +128,7 @@ public final class Simulator {
     public var configurationSummary: String {
         "schema \(schema.name), \(deviceCount) devices, \(steps) steps, push batch \(engineConfiguration.pushBatchOpsMax), "
             + "pull page \(engineConfiguration.pullPageOpsMax), bulk from \(engineConfiguration.bulkCatchUpOpsMin) "
-            + "(pages \(engineConfiguration.bulkPullPageOpsMax)), snapshot start from \(engineConfiguration.snapshotStartOpsMin), "
+            + "(pages \(engineConfiguration.bulkPullPageOpsMax), sealed from \(engineConfiguration.sealOnArrivalOpsMin)), snapshot start from \(engineConfiguration.snapshotStartOpsMin), "
             + "caps [\(caps.map(\.description).joined(separator: " "))], faults: \(plan)"
     }
 
@@ -155,7 +160,8 @@ public final class Simulator {
         return SimulationReport(
             seed: seed, schema: schema.name, devices: deviceCount, steps: steps, opsWritten: opsWritten,
             writesRefused: writesRefused, opsAccepted: log.acceptedCount, opsRejected: log.rejectedCount,
-            rejectedByCode: log.rejectedByCode, faults: log.faults, compactions: compactions, snapshotsFetched: log.snapshotsFetched, syncRounds: syncRounds,
+            rejectedByCode: log.rejectedByCode, faults: log.faults, compactions: compactions, segmentsSealedOnArrival: segmentsSealedOnArrival,
+            snapshotsFetched: log.snapshotsFetched, syncRounds: syncRounds,
             passesToConverge: passes, roundsToConverge: rounds, serverHead: invariants.head, finalDigest: digest,
             traceHash: log.traceHash(), plan: plan, knownBugsMet: knownBugsMet)
     }
