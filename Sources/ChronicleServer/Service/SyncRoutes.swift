@@ -15,10 +15,11 @@ import Foundation
 /// handler that throws something unexpected is logged and answered 500, never a crash.
 public struct SyncRoutes: HTTPHandler {
     public let service: SyncService
-    /// Requests that touch a store run here, not on libmicrohttpd's threads: a commit
-    /// waits for fsync, and a blocked HTTP thread would stall every connection it serves.
-    /// Their answers go back through the server's park-and-respond path.
-    private let work = DispatchQueue(label: "chronicle.sync.work", attributes: .concurrent)
+    /// Requests that touch a store run on the service's worker threads, not on
+    /// libmicrohttpd's: a commit waits for fsync, and a blocked HTTP thread would stall
+    /// every connection it serves. Their answers go back through the server's
+    /// park-and-respond path.
+    private var work: WorkerPool { service.workers }
 
     public init(service: SyncService) { self.service = service }
 

@@ -14,6 +14,10 @@ public struct ServiceLimits: Sendable {
     public var pullOpsDefault = 1_000
     /// Longest long-poll wait a pull may ask for (`wait_too_long`).
     public var waitMillisecondsMax = 60_000
+    /// Threads that run the requests touching a store (pushes, pulls and the pulls a push
+    /// wakes, snapshots, registrations); they wait for fsync and writers, so there are more
+    /// of them than cores. Started as needed, ended when idle (`WorkerPool`).
+    public var workerThreadsMax = 64
     /// Limits free libraries live under (premium ones have none); empty = no caps.
     public var freeTierCaps: [FreeTierCap] = []
     public init() {}
@@ -41,6 +45,8 @@ public final class SyncService: SyncEndpoint {
     let clock: any ChronicleClock
     private let libraries = Locked<[UUID: ServerLibrary]>([:])
     private let waiters = Locked<Waiters>(Waiters())
+    /// Where requests that block run (the HTTP routes, woken long-polls).
+    let workers: WorkerPool
 
     struct Waiter {
         var after: Int64
@@ -60,6 +66,7 @@ public final class SyncService: SyncEndpoint {
         self.limits = limits
         self.log = log
         self.clock = clock
+        workers = WorkerPool(name: "chronicle.sync.work", threadsMax: max(1, limits.workerThreadsMax))
     }
 
     // MARK: - Identity and libraries
@@ -194,7 +201,7 @@ public final class SyncService: SyncEndpoint {
                 expired.fire()
             }
         }
-        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(waitMilliseconds), execute: release)
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(waitMilliseconds)) { [workers] in workers.async(release) }
         return PullTicket(release)
     }
 
@@ -205,7 +212,7 @@ public final class SyncService: SyncEndpoint {
         }
         guard !ready.isEmpty else { return }
         metrics.waiting(-ready.count)
-        for waiter in ready { DispatchQueue.global().async { waiter.fire() } }
+        for waiter in ready { workers.async { waiter.fire() } }
     }
 
     private func page(_ library: ServerLibrary, after cursor: Int64, limit: Int) throws(ProtocolError) -> PullPage {
