@@ -36,7 +36,7 @@ struct MigrationBenchmark {
         var peakKilobytes: Int
         var startKilobytes: Int
         var digest: String
-        /// Migration only: each step's name and seconds (backup, format v2, format v3, projection rebuild).
+        /// Migration only: each step's name and seconds (backup, each format step, projection rebuild).
         var steps: [(String, Double)] = []
         var unreadable: Int = 0
         var confirmedOps: Int64 = 0
