@@ -18,10 +18,14 @@ extension Schema {
         var normalized = Payload(minimumCapacity: payload.count)
         switch spec.action {
         case .create, .upsert, .set:
-            for key in payload.keys.sorted() where !spec.fields.contains(key) {
+            // Checked unsorted (this runs for every op a server accepts); the error names the
+            // first offender in sorted order, as it always did.
+            if payload.keys.contains(where: { !spec.fields.contains($0) }) {
+                let key = payload.keys.sorted().first { !spec.fields.contains($0) }!
                 throw ChronicleError(.unknownField, "'\(type)' has no field '\(key)'; it takes \(spec.fields.joined(separator: ", ")).")
             }
-            for key in spec.required.sorted() where payload[key] == nil || payload[key]!.isNull {
+            if spec.required.contains(where: { payload[$0] == nil || payload[$0]!.isNull }) {
+                let key = spec.required.sorted().first { payload[$0] == nil || payload[$0]!.isNull }!
                 throw ChronicleError(.missingField, "'\(type)' needs '\(key)'.")
             }
             if spec.action == .set, payload.isEmpty {
@@ -36,7 +40,8 @@ extension Schema {
             }
         case .add, .remove, .increment:
             let key = spec.valueKey!
-            for extra in payload.keys.sorted() where extra != key {
+            if payload.count > 1 || (payload.count == 1 && payload[key] == nil) {
+                let extra = payload.keys.sorted().first { $0 != key }!
                 throw ChronicleError(.unknownField, "'\(type)' has no field '\(extra)'; it takes \(key).")
             }
             guard let value = payload[key], !value.isNull else {
@@ -54,7 +59,8 @@ extension Schema {
 
     private func check(_ value: Value, for field: FieldSpec, in entity: EntitySpec, required: Bool,
                        isDelta: Bool = false) throws(ChronicleError) -> Value {
-        let label = "\(entity.name).\(field.name)"
+        // Built only for an error: this runs for every field of every op.
+        var label: String { "\(entity.name).\(field.name)" }
         if value.isNull {
             if required { throw ChronicleError(.missingField, "'\(label)' cannot be null.") }
             return .null
@@ -63,11 +69,15 @@ extension Schema {
         switch field.type {
         case .text, .url:
             guard let text = value.textValue else { throw invalid("must be a string") }
-            let count = text.count
-            if let minLength = field.minLength, count < minLength {
+            // Lengths are in characters. A character takes at least one UTF-8 byte, so the byte
+            // count settles most checks without walking the text's grapheme clusters.
+            let bytes = text.utf8.count
+            if let minLength = field.minLength, bytes < minLength || (minLength > 1 && text.count < minLength) {
                 throw invalid(minLength == 1 ? "cannot be empty" : "must be at least \(minLength) characters")
             }
-            if let maxLength = field.maxLength, count > maxLength { throw invalid("must be at most \(maxLength) characters (got \(count))") }
+            if let maxLength = field.maxLength, bytes > maxLength, case let count = text.count, count > maxLength {
+                throw invalid("must be at most \(maxLength) characters (got \(count))")
+            }
             if let allowed = field.enumValues, !allowed.contains(text) {
                 throw invalid("must be one of \(allowed.joined(separator: ", ")) (got \(CanonicalJSON.quote(text)))")
             }
@@ -104,10 +114,22 @@ extension Schema {
 
     /// An absolute http(s) URL with a host and no spaces.
     public static func isWebURL(_ text: String) -> Bool {
-        guard !text.contains(where: { $0.isWhitespace }), let components = URLComponents(string: text),
+        guard !containsWhitespace(text), let components = URLComponents(string: text),
               let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
               let host = components.host, !host.isEmpty else { return false }
         return true
+    }
+
+    /// `text.contains { $0.isWhitespace }`, with ASCII text read byte by byte: there a
+    /// character is whitespace exactly when it starts with a tab, line feed, vertical tab,
+    /// form feed, carriage return or space.
+    static func containsWhitespace(_ text: String) -> Bool {
+        var ascii = true
+        for byte in text.utf8 {
+            if byte >= 0x80 { ascii = false; break }
+            if byte == 0x20 || (0x09...0x0D).contains(byte) { return true }
+        }
+        return ascii ? false : text.contains { $0.isWhitespace }
     }
 }
 
