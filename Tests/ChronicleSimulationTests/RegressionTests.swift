@@ -48,6 +48,14 @@ import Testing
 
     // MARK: - op_id_conflict wedged the refused device (fixed in 10b3604)
 
+    @Test("A bulk catch-up that met a full disk, then a snapshot start: the log's entity index is built again (seed 740)")
+    func bulkOnAFullDiskThenSnapshotStart() async throws {
+        // The bulk apply dropped the entity index and could not build it on the full disk; the
+        // bootstrap that followed built the search indexes and cleared the stale mark without it.
+        let report = try #require(await SimulationSeeds.run(Simulator(seed: 740, tolerating: SimulationSeeds.tolerated)))
+        #expect(report.snapshotsFetched > 0 && report.faults[.diskFull, default: 0] > 0, "\(report)")
+    }
+
     @Test("A device whose op was refused as op_id_conflict can push its next op")
     func opIDConflictThenNextOp() async throws {
         let directory = Self.scratch("opid")

@@ -51,7 +51,10 @@ extension DeviceStore {
             // The index builds run with a small page cache (`rebuildSearchIndexes` sets it): SQLite
             // sizes an index build's in-memory sort by it, so the sorts spill to their temporary files.
             for statement in projection.searchStatements { try db.execute(statement) }
-            try rebuildSearchIndexes(in: db, writerFirst: projection.tableStatements.filter { $0.hasPrefix("CREATE INDEX") })
+            // The log's entity index too, if a bulk apply that met a full disk left it dropped: the
+            // index builds here clear the stale mark that would otherwise have it rebuilt.
+            let entityIndex = try StoreFormat.hasLogEntityIndex(in: db) ? [] : [StoreFormat.logEntityIndex]
+            try rebuildSearchIndexes(in: db, writerFirst: projection.tableStatements.filter { $0.hasPrefix("CREATE INDEX") } + entityIndex)
             return seq
         }
     }
