@@ -81,10 +81,10 @@ import Testing
         #expect(Self.waitUntil { again.value == 1 })
     }
 
-    final class Counter: @unchecked Sendable {
-        private let lock = NSLock()
-        private var count = 0
-        func add() { lock.lock(); count += 1; lock.unlock() }
-        var value: Int { lock.lock(); defer { lock.unlock() }; return count }
+    /// A count the jobs add to (the project's `Locked`).
+    final class Counter: Sendable {
+        private let count = Locked(0)
+        func add() { count.withLock { $0 += 1 } }
+        var value: Int { count.withLock { $0 } }
     }
 }
