@@ -415,6 +415,73 @@ import Testing
         #expect(audit.state != nil)
     }
 
+    /// A library still in use: its old history is past the horizon, its newest ops are not. The
+    /// drop point (the end of the last segment older than the horizon) has no snapshot of its
+    /// own, so compaction writes one there first: history begins at it, and the state there is known.
+    /// 900 ops: 600 from 400 days ago, then 300 from now (the fixture's clock is set just after them).
+    static func agedLibrary(_ f: Fixture) throws {
+        let server = ServerLog(library: f.store.libraryID, seed: 12)
+        let device = UUID()
+        var articles: [UUID] = []
+        var ops: [Op] = []
+        for i in 0..<900 {
+            if i == 600 { server.time += 400 * 86_400_000 }   // then the library is used again, 400 days later
+            if i % 3 == 0 || articles.isEmpty {
+                articles.append(UUID())
+                ops.append(server.op("article.save", entity: articles.last!, from: device, payload: ["url": .text("https://example.com/\(i)")]))
+            } else {
+                ops.append(server.op("article.tag", entity: articles[i % articles.count], from: device, payload: ["tag": .text("t\(i % 5)")]))
+            }
+        }
+        for start in stride(from: 0, to: ops.count, by: 300) { try f.store.applyConfirmed(Array(ops[start..<start + 300])) }
+        f.clock.set(milliseconds: server.time + 1_000)
+    }
+
+    @Test func aHorizonInsideHistoryWritesTheSnapshotHistoryThenBeginsAt() throws {
+        let f = try Fixture(seed: 12)
+        try Self.agedLibrary(f)
+        let before = try f.store.digest()
+        var policy = Self.policy(keepOps: 100, segmentOpsMax: 200)
+        policy.horizonMilliseconds = 86_400_000
+        let plan = try f.store.compactionPlan(policy)
+        #expect(plan.sealThrough == 800 && plan.snapshotAt == 800)
+        #expect(plan.dropThrough == 600 && plan.snapshotAtDrop == 600)
+        let report = try f.store.compact(policy)
+        #expect(report.historyDroppedThrough == 600)
+        #expect(try f.store.snapshotSeqs() == [600, 800])
+        #expect(try f.store.segments().map(\.firstSeq) == [601])
+        #expect(try f.store.historyStart().seq == 601)
+        #expect(try f.store.digest() == before)
+        #expect(try f.store.verify().passed)
+        #expect(try f.store.rebuild().digest == before)
+        // The next compaction has nothing to drop, and keeps the snapshot history begins at.
+        let again = try f.store.compact(policy)
+        #expect(again.historyDroppedThrough == nil && again.opsSealed == 0)
+        #expect(try f.store.snapshotSeqs() == [600, 800])
+        #expect(try f.store.verify().passed)
+    }
+
+    @Test func aHorizonCompactionStoppedAfterAnyStepLeavesAWholeStore() throws {
+        var policy = Self.policy(keepOps: 100, segmentOpsMax: 200)
+        policy.horizonMilliseconds = 86_400_000
+        struct Stop: Error {}
+        // 4 segments, the snapshot at the drop point, the one at the seal point, the drop, the VACUUM.
+        for steps in 1...8 {
+            let f = try Fixture(seed: 12)
+            try Self.agedLibrary(f)
+            let before = try f.store.digest()
+            #expect(throws: Stop.self) { try f.store.compact(policy, afterStep: { step, _ in if step == steps { throw Stop() } }) }
+            let reopened = try DeviceStore.open(at: f.path)
+            #expect(try reopened.digest() == before, "stopped after step \(steps)")
+            #expect(try reopened.verify().passed, "stopped after step \(steps)")
+            let rest = try reopened.compact(policy)
+            #expect(try reopened.historyStart().seq == 601, "stopped after step \(steps): \(rest)")
+            #expect(try reopened.snapshotSeqs() == [600, 800], "stopped after step \(steps)")
+            #expect(try reopened.digest() == before)
+            #expect(try reopened.verify().passed)
+        }
+    }
+
     @Test func aTamperedSegmentFailsVerify() throws {
         let f = try Fixture(seed: 4)
         try Self.library(f, count: 400, seed: 4)

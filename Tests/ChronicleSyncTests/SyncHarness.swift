@@ -24,19 +24,20 @@ final class SyncHarness: @unchecked Sendable {
 
     let schema: Schema
 
-    init(_ kind: TransportKind, limits: ServiceLimits = ServiceLimits(), schema: Schema = .readItLater) throws {
+    init(_ kind: TransportKind, limits: ServiceLimits = ServiceLimits(), maintenance: MaintenancePolicy = MaintenancePolicy(),
+         schema: Schema = .readItLater, clock: any ChronicleClock = SystemClock()) throws {
         self.schema = schema
         self.kind = kind
         let root = FileManager.default.fileExists(atPath: "/dev/shm") ? "/dev/shm" : NSTemporaryDirectory()
         directory = "\(root)/chronicle-sync-\(UUID().lowercased)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         if kind == .http {
-            let server = try SyncServer(dataDirectory: directory + "/server", limits: limits)
+            let server = try SyncServer(dataDirectory: directory + "/server", limits: limits, maintenance: maintenance, clock: clock)
             http = server
             service = server.service
         } else {
             http = nil
-            service = try SyncService(dataDirectory: directory + "/server", limits: limits)
+            service = try SyncService(dataDirectory: directory + "/server", limits: limits, maintenance: maintenance, clock: clock)
         }
         user = try service.accounts.addUser("ada", password: password, schema: schema)
     }

@@ -12,14 +12,14 @@ final class ServerProcess {
     let logPath: String
 
     /// Starts `chronicle serve` and waits for the line saying where it listens.
-    init(data: String, port: Int = 0, environment: [String: String] = [:]) throws {
+    init(data: String, port: Int = 0, environment: [String: String] = [:], arguments: [String] = []) throws {
         self.data = data
         try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
         logPath = data + "/serve-\(UUID().uuidString.prefix(8)).log"
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         process = Process()
         process.executableURL = Tool.binary
-        process.arguments = ["serve", "--data", data, "--port", String(port), "--threads", "4"]
+        process.arguments = ["serve", "--data", data, "--port", String(port), "--threads", "4"] + arguments
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         let out = Pipe()
         process.standardOutput = out

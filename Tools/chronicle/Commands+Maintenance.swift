@@ -97,6 +97,7 @@ extension Command {
             lines.append(plan.opsToSeal == 0 ? "Nothing to seal (sealed through seq \(plan.alreadySealedThrough); \(plan.hotOpsAfter) ops stay hot)."
                 : "Seal seqs \(plan.alreadySealedThrough + 1)…\(plan.sealThrough) (\(plan.opsToSeal) ops) into \(plan.segmentsToWrite) segment\(plan.segmentsToWrite == 1 ? "" : "s"); \(plan.hotOpsAfter) ops stay hot.")
             if let at = plan.snapshotAt { lines.append("Write a snapshot of the state at seq \(at).") }
+            if let drop = plan.snapshotAtDrop { lines.append("Write a snapshot of the state at seq \(drop), where history will begin.") }
             if let drop = plan.dropThrough { lines.append("Drop history through seq \(drop) (older than the horizon; the snapshot covers it).") }
             return lines
         }
@@ -104,7 +105,8 @@ extension Command {
             if ctx.output.json {
                 ctx.output.emit(["dry_run": true, "seal_through": plan.sealThrough, "ops_to_seal": plan.opsToSeal,
                                  "segments_to_write": plan.segmentsToWrite, "snapshot_at": plan.snapshotAt as Any? ?? NSNull(),
-                                 "drop_through": plan.dropThrough as Any? ?? NSNull(), "hot_ops": plan.hotOpsAfter])
+                                 "drop_through": plan.dropThrough as Any? ?? NSNull(), "snapshot_at_drop": plan.snapshotAtDrop as Any? ?? NSNull(),
+                                 "hot_ops": plan.hotOpsAfter])
             } else {
                 describe(plan).forEach { ctx.output.line($0) }
                 ctx.output.line("(dry run: nothing was changed)")

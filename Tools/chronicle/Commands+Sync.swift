@@ -76,7 +76,7 @@ extension Command {
 
     static let serve = Command(
         name: "serve", summary: "Run the sync server (HTTP/1.1 on libmicrohttpd, embedded SQLite store).",
-        usage: "chronicle serve --data DIR [--port N] [--host 127.0.0.1] [--threads N] [--free-caps LIST]",
+        usage: "chronicle serve --data DIR [--port N] [--host 127.0.0.1] [--threads N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact]",
         details: """
             DIR holds server.sqlite (users, devices) and libraries/<id>.sqlite (one per library); it is created if missing.
             --port 0 (the default is 8080) picks a free port. The first line on stdout says where it listens;
@@ -85,9 +85,17 @@ extension Command {
             --free-caps sets the limits free libraries live under (premium ones have none), enforced by triggers in each
             library's database: e.g. --free-caps article=1000,highlight.article_id=50 (at most 1,000 articles, and 50
             highlights per article). An op past a cap is refused with free_tier_cap and the device shows why. Default: none.
+            The server compacts each library on its own once it has taken pushes: when a whole segment's worth of ops
+            (--compact-segment-ops, default 10,000) lies past what it keeps hot (--compact-keep-ops, default 100,000;
+            --compact-keep-days D also keeps the last D days), it seals them into LZ4 segments (pulls and audits read
+            them as before) and writes a snapshot new devices start from. Changed libraries are looked at every --compact-every seconds (default 60). --horizon-days D
+            drops history older than D days where a snapshot covers it; devices whose cursor is older start from the
+            snapshot (HTTP 410) and keep and push their queued changes. Default: history is kept whole. The file keeps
+            its size and reuses the freed pages; `chronicle server compact` gives the space back. --no-compact turns
+            all of this off. A stop (SIGINT, SIGTERM) waits for the compaction step in progress, never longer.
             For fault testing only: CHRONICLE_FAULT_503_RATE=0.3 answers that fraction of /v1 requests 503.
             """) { args, ctx in
-        let usage = "chronicle serve --data DIR [--port N] [--host 127.0.0.1] [--threads N] [--free-caps LIST]"
+        let usage = "chronicle serve --data DIR [--port N] [--host 127.0.0.1] [--threads N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact]"
         guard let data = args.option("data") else { throw ChronicleError(.usage, "--data DIR is required. Usage: \(usage)") }
         var limits = ServiceLimits()
         if let list = args.option("free-caps"), list != "none" {
@@ -106,15 +114,43 @@ extension Command {
             guard let n = Int(threads), (1...256).contains(n) else { throw ChronicleError(.usage, "--threads takes 1 to 256 (got '\(threads)').") }
             configuration.threadPoolSize = n
         }
+        let maintenance = try maintenancePolicy(&args)
         try args.finish(usage: usage)
         // Fault tests run a real server that fails a fraction of sync requests with 503.
         let faultRate = ProcessInfo.processInfo.environment["CHRONICLE_FAULT_503_RATE"].flatMap(Double.init) ?? 0
-        let server = try SyncServer(dataDirectory: data, configuration: configuration, limits: limits,
+        let server = try SyncServer(dataDirectory: data, configuration: configuration, limits: limits, maintenance: maintenance,
                                     log: ServerLog(to: .standardError), fault503Rate: faultRate)
         FileHandle.standardOutput.write(Data("Chronicle server listening on \(server.url.absoluteString) (data in \(data))\n".utf8))
         waitForTermination()
         server.stop()
         return ExitCode.success
+    }
+
+    /// `serve`'s compaction options: the policy the running server compacts libraries by.
+    static func maintenancePolicy(_ args: inout Arguments) throws(ChronicleError) -> MaintenancePolicy {
+        func whole(_ name: String, _ range: ClosedRange<Int64>) throws(ChronicleError) -> Int64? {
+            guard let text = args.option(name) else { return nil }
+            guard let n = Int64(text), range.contains(n) else {
+                throw ChronicleError(.usage, "--\(name) takes a whole number from \(range.lowerBound) to \(range.upperBound) (got '\(text)').")
+            }
+            return n
+        }
+        var maintenance = MaintenancePolicy()
+        let off = args.flag("no-compact")
+        if let keep = try whole("compact-keep-ops", 0...Int64(Int32.max)) { maintenance.compaction?.keepOps = keep }
+        if let days = try whole("compact-keep-days", 1...36_500) { maintenance.compaction?.keepMilliseconds = days * 86_400_000 }
+        if let days = try whole("horizon-days", 1...36_500) { maintenance.compaction?.horizonMilliseconds = days * 86_400_000 }
+        if let ops = try whole("compact-segment-ops", 1...Int64(SegmentCodec.Limits().maxOps)) {
+            maintenance.compaction?.segmentOpsMax = Int(ops)
+        }
+        if let text = args.option("compact-every") {
+            guard let seconds = Double(text), seconds.isFinite, seconds >= 0.01, seconds <= 86_400 else {
+                throw ChronicleError(.usage, "--compact-every takes seconds from 0.01 to 86400 (got '\(text)').")
+            }
+            maintenance.checkIntervalSeconds = seconds
+        }
+        if off { maintenance.compaction = nil }
+        return maintenance
     }
 
     static let server = Command(

@@ -23,6 +23,9 @@ public final class Metrics: Sendable {
         var pull = Histogram()
         var push = Histogram()
         var waiting = 0
+        var compactions: [String: UInt64] = ["ok": 0, "failed": 0]
+        var opsSealed: UInt64 = 0
+        var compaction = Histogram()
     }
 
     private let state = Locked(State())
@@ -44,6 +47,10 @@ public final class Metrics: Sendable {
     func pulled(ops: Int, seconds: Double) { state.withLock { $0.opsPulled += UInt64(ops); $0.pull.observe(seconds) } }
     func pushed(seconds: Double) { state.withLock { $0.push.observe(seconds) } }
     func waiting(_ delta: Int) { state.withLock { $0.waiting += delta } }
+    func compacted(ops: Int64, seconds: Double) {
+        state.withLock { $0.compactions["ok", default: 0] += 1; $0.opsSealed += UInt64(max(0, ops)); $0.compaction.observe(seconds) }
+    }
+    func compactionFailed() { state.withLock { $0.compactions["failed", default: 0] += 1 } }
 
     /// Ops answered so far by outcome (tests and benchmarks read these).
     public var opCounts: [String: UInt64] { state.withLock { $0.ops } }
@@ -57,20 +64,26 @@ public final class Metrics: Sendable {
             let parts = key.split(separator: " ")
             out += "chronicle_http_requests_total{method=\"\(parts[0])\",route=\"\(parts[1])\",status=\"\(parts[2])\"} \(value)\n"
         }
-        out += "# HELP chronicle_ops_total Pushed ops answered, by outcome.\n"
-        out += "# TYPE chronicle_ops_total counter\n"
-        for (key, value) in s.ops.sorted(by: { $0.key < $1.key }) {
-            out += "chronicle_ops_total{outcome=\"\(key)\"} \(value)\n"
-        }
-        out += "# HELP chronicle_ops_pulled_total Confirmed ops served to devices.\n"
-        out += "# TYPE chronicle_ops_pulled_total counter\n"
-        out += "chronicle_ops_pulled_total \(s.opsPulled)\n"
-        out += "# HELP chronicle_long_polls_waiting Pull requests parked until new ops arrive.\n"
-        out += "# TYPE chronicle_long_polls_waiting gauge\n"
-        out += "chronicle_long_polls_waiting \(s.waiting)\n"
+        out += Self.counter("chronicle_ops_total", "Pushed ops answered, by outcome.", label: "outcome", s.ops)
+        out += Self.value("chronicle_ops_pulled_total", "Confirmed ops served to devices.", type: "counter", s.opsPulled)
+        out += Self.value("chronicle_long_polls_waiting", "Pull requests parked until new ops arrive.", type: "gauge", UInt64(max(0, s.waiting)))
+        out += Self.counter("chronicle_compactions_total", "Compactions the server ran on its own, by result.", label: "result", s.compactions)
+        out += Self.value("chronicle_ops_sealed_total", "Ops sealed into segments by the server's own compactions.", type: "counter", s.opsSealed)
+        out += Self.render("chronicle_compaction_duration_seconds", "Time of one compaction the server ran on its own.", s.compaction)
         out += Self.render("chronicle_pull_duration_seconds", "Time to answer a pull, long-poll wait included.", s.pull)
         out += Self.render("chronicle_push_duration_seconds", "Time to order and commit a pushed batch.", s.push)
         return out
+    }
+
+    /// A counter with one label, a line per label value in order.
+    private static func counter(_ name: String, _ help: String, label: String, _ values: [String: UInt64]) -> String {
+        var out = "# HELP \(name) \(help)\n# TYPE \(name) counter\n"
+        for (key, value) in values.sorted(by: { $0.key < $1.key }) { out += "\(name){\(label)=\"\(key)\"} \(value)\n" }
+        return out
+    }
+
+    private static func value(_ name: String, _ help: String, type: String, _ value: UInt64) -> String {
+        "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n\(name) \(value)\n"
     }
 
     private static func render(_ name: String, _ help: String, _ h: Histogram) -> String {

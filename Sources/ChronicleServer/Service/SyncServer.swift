@@ -15,9 +15,9 @@ public final class SyncServer: Sendable {
     public let host: String
 
     public init(dataDirectory: String, configuration: HTTPServer.Configuration = HTTPServer.Configuration(),
-                limits: ServiceLimits = ServiceLimits(), log: ServerLog = ServerLog(to: nil),
-                clock: any ChronicleClock = SystemClock(), fault503Rate: Double = 0) throws {
-        let service = try SyncService(dataDirectory: dataDirectory, limits: limits, log: log, clock: clock)
+                limits: ServiceLimits = ServiceLimits(), maintenance: MaintenancePolicy = MaintenancePolicy(),
+                log: ServerLog = ServerLog(to: nil), clock: any ChronicleClock = SystemClock(), fault503Rate: Double = 0) throws {
+        let service = try SyncService(dataDirectory: dataDirectory, limits: limits, maintenance: maintenance, log: log, clock: clock)
         self.service = service
         host = configuration.host
         let routes = SyncRoutes(service: service)
@@ -28,10 +28,15 @@ public final class SyncServer: Sendable {
                                 "in_bytes": .integer(Int64(entry.requestBytes)), "out_bytes": .integer(Int64(entry.responseBytes))])
         }
         log.log("listening", ["host": .text(configuration.host), "port": .integer(Int64(http.port)), "data": .text(dataDirectory)])
+        service.startMaintenance()
     }
 
     public var port: UInt16 { http.port }
     public var url: URL { URL(string: "http://\(host):\(http.port)")! }
 
-    public func stop() { http.stop() }
+    /// Stops answering requests, then stops the maintenance thread (after the compaction step it is on).
+    public func stop() {
+        http.stop()
+        service.stopMaintenance()
+    }
 }

@@ -47,6 +47,9 @@ public final class SyncService: SyncEndpoint {
     private let waiters = Locked<Waiters>(Waiters())
     /// Where requests that block run (the HTTP routes, woken long-polls).
     let workers: WorkerPool
+    /// When libraries are compacted on their own (`runMaintenance`, `startMaintenance`).
+    public let maintenancePolicy: MaintenancePolicy
+    let maintenance = MaintenanceState()
 
     struct Waiter {
         var after: Int64
@@ -58,9 +61,10 @@ public final class SyncService: SyncEndpoint {
         var byLibrary: [UUID: [Int: Waiter]] = [:]
     }
 
-    public init(dataDirectory: String, limits: ServiceLimits = ServiceLimits(), log: ServerLog = ServerLog(to: nil),
-                clock: any ChronicleClock = SystemClock()) throws {
+    public init(dataDirectory: String, limits: ServiceLimits = ServiceLimits(), maintenance: MaintenancePolicy = MaintenancePolicy(),
+                log: ServerLog = ServerLog(to: nil), clock: any ChronicleClock = SystemClock()) throws {
         self.dataDirectory = dataDirectory
+        maintenancePolicy = maintenance
         self.accounts = try Accounts(dataDirectory: dataDirectory, clock: clock)
         self.metrics = Metrics()
         self.limits = limits
@@ -140,7 +144,10 @@ public final class SyncService: SyncEndpoint {
                          "ops": .integer(Int64(segment.ops.count)), "accepted": .integer(Int64(accepted)),
                          "duplicate": .integer(Int64(duplicate)), "rejected": .integer(Int64(rejected)),
                          "head": .integer(response.head), "ms": .real((seconds * 1e6).rounded() / 1e3)])
-        if response.head > headBefore { wake(library.libraryID) }
+        if response.head > headBefore {
+            wake(library.libraryID)
+            maintenance.markChanged(library.libraryID)
+        }
         return response
     }
 
@@ -235,6 +242,7 @@ public final class SyncService: SyncEndpoint {
         let op = try library(id).setPlan(plan)
         log.log("plan", ["library": .text(id.lowercased), "plan": .text(plan), "seq": .integer(op.serverSeq ?? 0)])
         wake(id)
+        maintenance.markChanged(id)
         return op
     }
 
@@ -257,6 +265,18 @@ public final class SyncService: SyncEndpoint {
         guard let found else { throw ProtocolError(404, "no_snapshot", "Library \(id.lowercased) has no snapshot yet; pull from seq 0.") }
         return found
     }
+
+    /// Runs `runMaintenance()` every `maintenancePolicy.checkIntervalSeconds` on a thread of its
+    /// own until `stopMaintenance()` (`SyncServer` does both). Nothing when the policy is off.
+    public func startMaintenance() {
+        guard maintenancePolicy.compaction != nil else { return }
+        maintenance.start(interval: max(0.001, maintenancePolicy.checkIntervalSeconds), name: "chronicle.maintenance") { [self] in
+            runMaintenance()
+        }
+    }
+
+    /// Stops the maintenance thread after the compaction step it is on; returns once it has ended.
+    public func stopMaintenance() { maintenance.stop() }
 
     /// Compacts one library on the server (seal, snapshot, horizon) and wakes nobody: the ops are the same.
     @discardableResult

@@ -12,6 +12,13 @@ public struct CompactionPolicy: Sendable, Equatable {
     /// Drop sealed history older than this (by server time) where a snapshot covers it.
     /// Off by default: the audit trail is kept whole unless an operator chooses otherwise.
     public var horizonMilliseconds: Int64? = nil
+    /// Rewrite the file afterwards (`VACUUM`) so the freed pages go back to the file system.
+    /// A running server leaves this off: VACUUM holds the library's writer for as long as it
+    /// copies the file, and the pages the sealed rows freed are reused by the next pushes.
+    public var givesSpaceBack = true
+    /// Seal only whole segments of `segmentOpsMax` ops: the ops short of one more stay hot until
+    /// it is full. A running server compacts this way, so its segments all come out the same size.
+    public var wholeSegmentsOnly = false
 
     public init() {}
 }
@@ -27,6 +34,9 @@ public struct CompactionPlan: Sendable, Equatable {
     public var snapshotAt: Int64?
     /// Sealed history up to this seq will be dropped (horizon policy); nil when none.
     public var dropThrough: Int64?
+    /// A snapshot is written at `dropThrough` first, where none is and the new one is later:
+    /// history then begins at a known state.
+    public var snapshotAtDrop: Int64?
     public var hotOpsAfter: Int64
 
     public var isEmpty: Bool { opsToSeal == 0 && snapshotAt == nil && dropThrough == nil }
@@ -131,11 +141,13 @@ extension LogLifecycle {
             if let recent { through = min(through, recent - 1) }
         }
         through = max(through, sealed)
-        let ops = through - sealed
         let segmentOps = Int64(max(1, policy.segmentOpsMax))
+        if policy.wholeSegmentsOnly { through = sealed + (through - sealed) / segmentOps * segmentOps }
+        let ops = through - sealed
         let latestSnapshot = try db.scalarInt("SELECT max(seq) FROM chronicle_snapshots") ?? 0
         let snapshotAt: Int64? = through > latestSnapshot ? through : nil
         var dropThrough: Int64?
+        var snapshotAtDrop: Int64?
         if let horizon = policy.horizonMilliseconds {
             // Whole segments whose newest op is older than the horizon and that a snapshot will cover.
             let covered = snapshotAt ?? latestSnapshot
@@ -145,20 +157,23 @@ extension LogLifecycle {
             for segment in oldSegments where (segment.ops.last?.serverTime ?? Int64.max) < now - horizon {
                 dropThrough = segment.lastSeq
             }
-            // Ops about to be sealed past the horizon count too, when the new snapshot covers them.
-            if let snapshotAt, ops > 0,
+            // Ops about to be sealed count too: the segments about to be written whose ops are all
+            // older than the horizon (server times never go back, so all ops up to the newest old one).
+            if ops > 0,
                let newest = try db.scalarInt("SELECT max(server_seq) FROM chronicle_log WHERE server_seq <= ?1 AND server_time < ?2",
-                                             [.integer(snapshotAt), .integer(now - horizon)]), newest == snapshotAt {
-                dropThrough = snapshotAt
+                                             [.integer(through), .integer(now - horizon)]), newest > sealed {
+                let boundary = newest == through ? through : sealed + (newest - sealed) / segmentOps * segmentOps
+                if boundary > sealed { dropThrough = boundary }
             }
-            // History is dropped only up to a snapshot, so the state there is known.
+            // History is dropped only up to a snapshot, so the state there is known: where there is
+            // none, compaction writes one first (a library still in use has its newest snapshot later).
             if let drop = dropThrough, drop != covered, try db.scalarInt("SELECT 1 FROM chronicle_snapshots WHERE seq = ?1", [.integer(drop)]) == nil {
-                dropThrough = nil
+                snapshotAtDrop = drop
             }
         }
         return CompactionPlan(sealThrough: through, alreadySealedThrough: sealed, opsToSeal: ops,
                               segmentsToWrite: Int((ops + segmentOps - 1) / segmentOps), snapshotAt: snapshotAt,
-                              dropThrough: dropThrough, hotOpsAfter: cursor - through)
+                              dropThrough: dropThrough, snapshotAtDrop: snapshotAtDrop, hotOpsAfter: cursor - through)
     }
 
     func runCompaction(_ policy: CompactionPolicy, progress: ProgressHandler?,
@@ -178,7 +193,9 @@ extension LogLifecycle {
 
         // 1. Seal, one segment per transaction.
         while true {
-            let written = try writeTransaction { db in try sealNextSegment(through: plan.sealThrough, policy: policy, now: now, in: db) }
+            let written = try writeTransaction { db in
+                try sealNextSegment(through: plan.sealThrough, endingAt: plan.dropThrough, policy: policy, now: now, in: db)
+            }
             guard let written else { break }
             report.segmentsWritten += 1
             report.opsSealed += written.ops
@@ -189,21 +206,29 @@ extension LogLifecycle {
             try done("sealed a segment")
         }
 
-        // 2. The snapshot at the seal point (older ones go, except the one history starts from).
-        if let at = plan.snapshotAt {
+        // 2. The snapshot a horizon starts history from, where there is none yet, then the one at the
+        // seal point (older ones go, except the one history begins at and the one it is about to).
+        func writeSnapshot(at seq: Int64, deletingOlder: Bool) throws -> Int64 {
             let (snapshot, stateDigest) = try read { db in
-                try DeviceStore.stateSnapshot(at: at, source: db, materializer, projection, libraryID: libraryID, progress: nil)
+                try DeviceStore.stateSnapshot(at: seq, source: db, materializer, projection, libraryID: libraryID, progress: nil)
             }
             let frame = SnapshotCodec.encode(snapshot)
-            report.snapshotBytes = Int64(frame.count)
             try writeTransaction { db in
                 try db.statement("INSERT OR REPLACE INTO chronicle_snapshots(seq, body, state_digest, body_bytes, created_at) VALUES (?1, ?2, ?3, ?4, ?5)")
-                    .execute([.integer(at), .null, .text(stateDigest), .integer(Int64(frame.count)), .integer(now)], blob: frame, at: 2)
-                // Keep the one history begins at, and the one a horizon is about to start history from.
-                try db.execute("DELETE FROM chronicle_snapshots WHERE seq < ?1 AND seq <> ?2 AND seq <> ?3",
-                               [.integer(at), .integer(try DeviceStore.historyBase(in: db)), .integer(plan.dropThrough ?? -1)])
+                    .execute([.integer(seq), .null, .text(stateDigest), .integer(Int64(frame.count)), .integer(now)], blob: frame, at: 2)
+                if deletingOlder {
+                    try db.execute("DELETE FROM chronicle_snapshots WHERE seq < ?1 AND seq <> ?2 AND seq <> ?3",
+                                   [.integer(seq), .integer(try DeviceStore.historyBase(in: db)), .integer(plan.dropThrough ?? -1)])
+                }
             }
-            try done("wrote the snapshot at seq \(at)")
+            try done("wrote the snapshot at seq \(seq)")
+            return Int64(frame.count)
+        }
+        if let drop = plan.snapshotAtDrop {
+            _ = try writeSnapshot(at: drop, deletingOlder: false)
+        }
+        if let at = plan.snapshotAt {
+            report.snapshotBytes = try writeSnapshot(at: at, deletingOlder: true)
         }
 
         // 3. The horizon: history older than it goes, where a snapshot covers it.
@@ -221,7 +246,7 @@ extension LogLifecycle {
         // 4. Give the space back: VACUUM rewrites the file (atomically; an interruption leaves it as it was).
         // In WAL mode the rewrite goes through the WAL, so a TRUNCATE checkpoint follows: without it the
         // benchmark's 1,000,000-op store kept a 478 MB WAL after compacting.
-        if !plan.isEmpty {
+        if !plan.isEmpty && policy.givesSpaceBack {
             try vacuum()
             try done("gave the space back")
         }
@@ -232,10 +257,13 @@ extension LogLifecycle {
 
     /// Seals the next run of up to `segmentOpsMax` ops (not past `through`) into one segment,
     /// inside the caller's transaction. Nil when everything up to `through` is sealed.
-    func sealNextSegment(through: Int64, policy: CompactionPolicy, now: Int64, in db: Database) throws -> SealedChunk? {
+    /// `boundary`: a seq a segment must end at (where a horizon drops history, whole segments go).
+    func sealNextSegment(through: Int64, endingAt boundary: Int64? = nil, policy: CompactionPolicy, now: Int64,
+                         in db: Database) throws -> SealedChunk? {
         let sealed = try DeviceStore.sealedUpTo(in: db)
         guard sealed < through else { return nil }
-        let last = min(through, sealed + Int64(max(1, policy.segmentOpsMax)))
+        var last = min(through, sealed + Int64(max(1, policy.segmentOpsMax)))
+        if let boundary, sealed < boundary, boundary < last { last = boundary }
         // The bytes a log row takes, roughly: its text columns plus six integers.
         let rows = try db.query("""
             SELECT \(DeviceStore.logColumns), length(payload) + length(op_id) + length(type) + length(entity_id) + length(device_id) + 40

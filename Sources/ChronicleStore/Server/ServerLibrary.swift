@@ -298,10 +298,13 @@ extension ServerLibrary: LogLifecycle {
 
     /// Seals the log's prefix into segments, snapshots the state there, and drops history
     /// past the retention horizon if the policy sets one (devices behind it then start
-    /// from the snapshot). Same steps and guarantees as `DeviceStore.compact`.
+    /// from the snapshot). Same steps and guarantees as `DeviceStore.compact`: every step is
+    /// its own transaction, so pushes to the library go on between them, and `afterStep`
+    /// (after each committed step) may throw to stop there, leaving a whole library.
     @discardableResult
-    public func compact(_ policy: CompactionPolicy, progress: ProgressHandler? = nil) throws -> CompactionReport {
-        try runCompaction(policy, progress: progress, afterStep: nil)
+    public func compact(_ policy: CompactionPolicy, progress: ProgressHandler? = nil,
+                        afterStep: ((Int, String) throws -> Void)? = nil) throws -> CompactionReport {
+        try runCompaction(policy, progress: progress, afterStep: afterStep)
     }
 
     public func compactionPlan(_ policy: CompactionPolicy) throws -> CompactionPlan {

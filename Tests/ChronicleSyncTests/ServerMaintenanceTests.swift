@@ -1,0 +1,168 @@
+import ChronicleCore
+import ChronicleServer
+@testable import ChronicleStore
+@testable import ChronicleSync
+import Foundation
+import Testing
+
+/// The running server compacts libraries on its own (`MaintenancePolicy`): libraries that took
+/// pushes are sealed once enough ops lie past what the policy keeps hot, pulls and new devices
+/// read that history as before, and a compaction stopped between steps leaves a whole library.
+@Suite struct ServerMaintenanceTests {
+    /// Keep `keep` ops hot, seal whole segments of `segment` ops.
+    static func policy(keep: Int64, segment: Int, every seconds: Double = 3_600) -> MaintenancePolicy {
+        var maintenance = MaintenancePolicy()
+        maintenance.compaction?.keepOps = keep
+        maintenance.compaction?.segmentOpsMax = segment
+        maintenance.checkIntervalSeconds = seconds
+        return maintenance
+    }
+
+    static func sealedThrough(_ h: SyncHarness) throws -> Int64 {
+        try h.library.read { db in try DeviceStore.sealedUpTo(in: db) }
+    }
+
+    static func segmentCount(_ h: SyncHarness) throws -> Int64 {
+        try h.library.read { db in try db.scalarInt("SELECT count(*) FROM chronicle_segments") ?? 0 }
+    }
+
+    /// Waits (at most 20 s) until the server's metrics count `ops` sealed by its own compactions
+    /// (they are counted once a compaction has finished, its snapshot included).
+    static func waitUntilSealed(_ h: SyncHarness, ops: Int64) async throws -> Bool {
+        for _ in 0..<400 {
+            if h.service.metrics.render().contains("chronicle_ops_sealed_total \(ops)\n") { return true }
+            try await Task.sleep(nanoseconds: 50_000_000)
+        }
+        return false
+    }
+
+    @Test func aRunningServerSealsABusyLibraryOnItsOwnAndANewDeviceStillGetsEverything() async throws {
+        let h = try SyncHarness(.http, maintenance: Self.policy(keep: 40, segment: 25, every: 0.05))
+        let a = try h.device("A")
+        #expect(try Workload(seed: 31).run(200, on: a) == 200)
+        await a.sync()
+        // 160 ops lie past the 40 kept hot: six whole segments of 25 are sealed, then a snapshot at 150.
+        #expect(try await Self.waitUntilSealed(h, ops: 150), "the server sealed the library by itself")
+        #expect(try Self.sealedThrough(h) == 150)
+        #expect(try Self.segmentCount(h) == 6)
+        #expect(try h.library.latestSnapshotSeq() == 150)
+
+        // More pushes make it due again; pushes go on while it compacts.
+        try Workload(seed: 32).run(60, on: a)
+        await a.sync()
+        #expect(try await Self.waitUntilSealed(h, ops: 200))
+        #expect(try Self.sealedThrough(h) == 200 && h.library.latestSnapshotSeq() == 200 && Self.segmentCount(h) == 8)
+        let metrics = h.service.metrics.render()
+        #expect(metrics.contains("chronicle_compactions_total{result=\"ok\"} 2"))
+        #expect(metrics.contains("chronicle_compactions_total{result=\"failed\"} 0"))
+
+        // A new device reads the sealed history over HTTP, and everyone agrees.
+        let b = try h.device("B")
+        await b.sync()
+        #expect(try b.store.cursor() == 260)
+        try h.expectConverged()
+        #expect(try h.library.allOps().count == 260, "sealing kept every op")
+    }
+
+    @Test func aPassCompactsLibrariesThatTookPushesOnceAWholeSegmentIsDue() async throws {
+        let h = try SyncHarness(.inMemory, maintenance: Self.policy(keep: 50, segment: 20))
+        let a = try h.device("A")
+        try Workload(seed: 41).run(60, on: a)
+        await a.sync()
+        #expect(h.service.runMaintenance().isEmpty, "10 ops past the 50 kept: less than a segment")
+        try Workload(seed: 42).run(20, on: a)
+        await a.sync()
+        let results = h.service.runMaintenance()
+        #expect(results.count == 1 && results.first?.library == h.user.libraryID && results.first?.failure == nil)
+        #expect(results.first?.report?.opsSealed == 20 && results.first?.report?.segmentsWritten == 1, "30 past: one whole segment")
+        #expect(try Self.sealedThrough(h) == 20)
+        #expect(h.service.runMaintenance().isEmpty, "nothing changed since")
+
+        // Ops that reach the library without a push (server-authored) are not looked at until
+        // a pass over every library, which compacts what is due.
+        for _ in 0..<20 { try h.library.appendServerOp("library.plan", entity: h.user.libraryID, payload: ["plan": .text("premium")]) }
+        #expect(h.service.runMaintenance().isEmpty)
+        let all = h.service.runMaintenance(all: true)
+        #expect(all.map(\.report?.opsSealed) == [20])
+        #expect(h.service.runMaintenance(all: true).isEmpty, "nothing due")
+
+        await a.sync()
+        let b = try h.device("B")
+        await b.sync()
+        try h.expectConverged()
+    }
+
+    /// A library in use for years with a one-day horizon: the pass seals whole segments, writes
+    /// a snapshot where the old history ends, and drops it; a device away since then starts from
+    /// the snapshot and gets everything after it.
+    @Test func aPassWithAHorizonDropsOldHistoryAndADeviceAwaySinceStartsFromTheSnapshot() async throws {
+        let clock = ManualClock()
+        var maintenance = Self.policy(keep: 10, segment: 20)
+        maintenance.compaction?.horizonMilliseconds = 86_400_000
+        let h = try SyncHarness(.inMemory, maintenance: maintenance, clock: clock)
+        let a = try h.device("A")
+        let b = try h.device("B")
+        try Workload(seed: 61).run(50, on: a)
+        await a.sync()
+        await b.sync()
+        try Workload(seed: 62).run(50, on: a)
+        await a.sync()
+        clock.advance(milliseconds: 2 * 86_400_000)
+        try Workload(seed: 63).run(30, on: a)
+        await a.sync()
+
+        let results = h.service.runMaintenance()
+        let report = try #require(results.first?.report, "\(results)")
+        // 120 ops past the 10 kept hot: six segments. The first 100 are two days old: history ends there.
+        #expect(report.opsSealed == 120 && report.plan.snapshotAt == 120)
+        #expect(report.historyDroppedThrough == 100 && report.plan.snapshotAtDrop == 100)
+        #expect(try h.library.read { db in try DeviceStore.historyBase(in: db) } == 100)
+        #expect(try h.library.allOps().map(\.serverSeq) == (101...130).map { $0 })
+
+        let back = await b.sync()
+        #expect(back.bootstrappedAt == 120)
+        try h.expectConverged()
+        #expect(h.service.runMaintenance(all: true).isEmpty, "nothing more is due")
+    }
+
+    @Test func aCompactionStoppedBetweenStepsLeavesAWholeLibraryAndTheNextFinishesIt() async throws {
+        let h = try SyncHarness(.inMemory, maintenance: .off)
+        let a = try h.device("A")
+        try Workload(seed: 51).run(100, on: a)
+        await a.sync()
+        let digest = try h.library.digest()
+        var policy = CompactionPolicy()
+        policy.keepOps = 0
+        policy.segmentOpsMax = 10
+        policy.givesSpaceBack = false
+        struct Stop: Error {}
+        #expect(throws: Stop.self) {
+            try h.library.compact(policy, afterStep: { step, _ in if step == 3 { throw Stop() } })
+        }
+        #expect(try Self.sealedThrough(h) == 30)
+        #expect(try h.library.digest() == digest)
+        #expect(try h.library.allOps().count == 100)
+        let b = try h.device("B")
+        await b.sync()
+        try h.expectConverged()
+
+        #expect(h.service.runMaintenance(all: true).isEmpty, "maintenance is off")
+        let report = try h.library.compact(policy)
+        #expect(report.opsSealed == 70 && report.plan.snapshotAt == 100)
+        #expect(try h.library.digest() == digest)
+        let c = try h.device("C")
+        await c.sync()
+        try h.expectConverged()
+    }
+
+    @Test func aServerWithMaintenanceStopsPromptlyAndIdleOnesLookAtNothing() throws {
+        let directory = NSTemporaryDirectory() + "chronicle-maintenance-\(UUID().lowercased)"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let server = try SyncServer(dataDirectory: directory, maintenance: Self.policy(keep: 10, segment: 10, every: 0.01))
+        Thread.sleep(forTimeInterval: 0.1)
+        let start = Date()
+        server.stop()
+        #expect(Date().timeIntervalSince(start) < 5)
+        #expect(server.service.metrics.render().contains("chronicle_compactions_total{result=\"ok\"} 0"))
+    }
+}
