@@ -18,12 +18,18 @@ extension Simulator {
     static func describe(_ policy: CompactionPolicy) -> String {
         "keep \(policy.keepOps.map(String.init) ?? "any") ops, segments of \(policy.segmentOpsMax), "
             + "horizon \(policy.horizonMilliseconds.map { "\($0 / 1000) s" } ?? "none")"
+            + (policy.wholeSegmentsOnly ? ", whole segments only" : "") + (policy.givesSpaceBack ? "" : ", no VACUUM")
     }
 
     /// The server seals its log into segments, snapshots, and maybe drops old history
-    /// (devices behind it then start from the snapshot).
+    /// (devices behind it then start from the snapshot). Half the time as a running server's
+    /// own maintenance does it: whole segments only, no VACUUM.
     func compactServer() throws {
-        let policy = randomPolicy()
+        var policy = randomPolicy()
+        if lifecycleRandom.chance(0.5) {
+            policy.wholeSegmentsOnly = true
+            policy.givesSpaceBack = false
+        }
         let report = try server.service.compact(library: libraryID, policy: policy)
         compactions += 1
         log.record("server compacts (\(Self.describe(policy))): sealed \(report.opsSealed) ops in \(report.segmentsWritten) segments, "
@@ -34,7 +40,8 @@ extension Simulator {
     /// With the seed's crash rate, the device is killed after one of the compaction's steps
     /// (each its own transaction): reopened, it must show the same state and pass `verify()`.
     func compact(_ device: SimulatedDevice) throws {
-        let policy = randomPolicy()
+        var policy = randomPolicy()
+        policy.givesSpaceBack = lifecycleRandom.chance(0.7)
         let crashAfterStep = plan.crashRate > 0 && random.chance(0.5) ? random.between(1...4) : nil
         let before = try device.store.digest()
         do {

@@ -50,6 +50,9 @@ public final class Simulator {
     static let password = "simulated password"
 
     let random: SimulationRandom
+    /// How compactions run (whole segments only, VACUUM or not): a stream of its own, so a
+    /// seed's other choices stay what they were before these knobs existed.
+    let lifecycleRandom: SimulationRandom
     let workload: SimulationWorkload
     let log = SimulationLog()
     let time = SimulatedTime()
@@ -103,6 +106,7 @@ public final class Simulator {
         let seedCaps = setup.chance(0.35) ? Self.caps(for: chosenSchema, setup) : []
         self.caps = caps ?? seedCaps
         self.random = SimulationRandom(seed: seed).fork(label: 0x57E9)
+        self.lifecycleRandom = SimulationRandom(seed: seed).fork(label: 0x11FE)
         self.workload = SimulationWorkload(schema: chosenSchema, random: SimulationRandom(seed: seed).fork(label: 0x3017))
         self.invariants = ServerInvariants(schema: chosenSchema)
     }
