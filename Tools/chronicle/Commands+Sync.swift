@@ -154,8 +154,8 @@ extension Command {
     }
 
     static let server = Command(
-        name: "server", summary: "Administer a server's data directory (add-user, users).",
-        usage: "chronicle server add-user --data DIR NAME [--schema readitlater] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR NAME [--keep-ops N] [--horizon-days D]",
+        name: "server", summary: "Administer a server's data directory (add-user, users, set-plan, compact, backup).",
+        usage: "chronicle server add-user --data DIR NAME [--schema readitlater] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR NAME [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST",
         details: """
             add-user reads the password from the first line of stdin (at least 8 characters) and creates the user's library.
             users lists users and their library ids. set-plan changes a library's plan tier with a server-authored op:
@@ -164,9 +164,14 @@ extension Command {
             their wait ends). compact seals a library's old ops into segments and snapshots it (see `chronicle compact`);
             with --horizon-days D it drops history older than D days, and devices whose cursor is older start from the
             snapshot (HTTP 410), keeping and pushing their queued changes.
+            backup copies the data directory into DEST (a new or empty directory), while the server runs and without
+            holding it up: each file with SQLite's VACUUM INTO (one consistent moment per file), checked (quick_check),
+            flushed to disk and only then given its name. `chronicle serve --data DEST` runs on the copy. Files are
+            copied one after another, so a library pushed to during the backup is copied as of its turn; a server
+            restored from a backup has lost what came after it (devices that synced since get cursor_ahead, 409).
             """) { args, ctx in
-        let usage = "chronicle server add-user --data DIR NAME [--schema readitlater] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR NAME [--keep-ops N] [--horizon-days D]"
-        let action = try args.requirePositional("an action (add-user or users)", usage: usage)
+        let usage = "chronicle server add-user --data DIR NAME [--schema readitlater] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR NAME [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST"
+        let action = try args.requirePositional("an action (add-user, users, set-plan, compact or backup)", usage: usage)
         guard let data = args.option("data") else { throw ChronicleError(.usage, "--data DIR is required. Usage: \(usage)") }
         switch action {
         case "add-user":
@@ -223,6 +228,19 @@ extension Command {
                 ctx.output.line("Sealed \(report.opsSealed) ops of \(name)'s library into \(report.segmentsWritten) segments" +
                                 (report.plan.snapshotAt.map { "; snapshot at seq \($0)" } ?? "") +
                                 (report.historyDroppedThrough.map { "; history through seq \($0) dropped" } ?? "") + ".")
+            }
+        case "backup":
+            guard let destination = args.option("to") else { throw ChronicleError(.usage, "--to DEST is required (a new or empty directory). Usage: \(usage)") }
+            try args.finish(usage: usage)
+            let bar = ProgressBar("Backing up", unit: "files")
+            let report = try ServerBackup.run(dataDirectory: data, to: destination, progress: { bar.update($0, $1) })
+            bar.finish()
+            if ctx.output.json {
+                ctx.output.emit(["destination": destination, "libraries": report.libraries, "bytes": report.bytes, "seconds": report.seconds])
+            } else {
+                ctx.output.line("Backed up server.sqlite and \(report.libraries) librar\(report.libraries == 1 ? "y" : "ies") "
+                                + "(\(report.bytes) bytes) to \(destination) in \(String(format: "%.2f", report.seconds)) s. "
+                                + "Run a server on it with `chronicle serve --data \(destination)`.")
             }
         case "users":
             try args.finish(usage: usage)

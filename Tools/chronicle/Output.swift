@@ -69,11 +69,13 @@ struct Output {
 /// A progress bar on a terminal's stderr; silent when stderr is not a terminal.
 final class ProgressBar {
     private let label: String
+    private let unit: String
     private let enabled: Bool
     private var lastDrawn: Int = -1
 
-    init(_ label: String) {
+    init(_ label: String, unit: String = "ops") {
         self.label = label
+        self.unit = unit
         enabled = isatty(STDERR_FILENO) == 1
     }
 
@@ -85,7 +87,7 @@ final class ProgressBar {
         let width = 30
         let filled = width * percent / 100
         let bar = String(repeating: "█", count: filled) + String(repeating: "·", count: width - filled)
-        FileHandle.standardError.write(Data("\r\(label) \(bar) \(percent)% (\(done)/\(total) ops)".utf8))
+        FileHandle.standardError.write(Data("\r\(label) \(bar) \(percent)% (\(done)/\(total) \(unit))".utf8))
     }
 
     func finish() {

@@ -1,0 +1,81 @@
+import ChronicleCore
+import ChronicleStore
+import Foundation
+import Testing
+
+/// `chronicle server backup`: a copy of a running server's data directory that another
+/// server starts on, holding every op synced before it; and the refusals around it.
+@Suite(.serialized) struct ServerBackupToolTests {
+    @Test func aBackupTakenWhileTheServerRunsServesEveryOpSyncedBeforeIt() throws {
+        let t = try Tool()
+        let data = t.directory.appendingPathComponent("server").path
+        let server = try ServerProcess(data: data)
+        defer { server.stop() }
+        _ = try Tool.exec(Tool.binary, ["server", "add-user", "--data", data, "ada"], stdin: "password123\n")
+        try t.signIn(server)
+        try t.write(300, prefix: "before")
+        try t.ok("sync")
+        let digestAtBackup = try DeviceStore.open(at: t.store).digest()
+
+        // A sync running while the backup is taken: the server goes on answering.
+        try t.write(200, prefix: "during")
+        let during = try t.startSync()
+        let backupDirectory = t.directory.appendingPathComponent("backup").path
+        let backup = try Tool.exec(Tool.binary, ["server", "backup", "--data", data, "--to", backupDirectory, "--json"])
+        #expect(backup.status == 0, "\(backup.stderr)")
+        #expect(waitForExit(during, seconds: 60) == 0)
+        let report = try backup.object()
+        #expect(report["libraries"] as? Int == 1 && (report["bytes"] as? Int ?? 0) > 0)
+        let names = try FileManager.default.contentsOfDirectory(atPath: backupDirectory + "/libraries")
+        #expect(names.count == 1 && names.allSatisfy { $0.hasSuffix(".sqlite") }, "no partial files: \(names)")
+        try t.write(50, prefix: "after")
+        try t.ok("sync")
+
+        // A second server on the copy: a device signing in there gets the library as of the backup
+        // (the 300 ops synced before it, and those of the sync running alongside that it caught).
+        server.stop()
+        let restored = try ServerProcess(data: backupDirectory, port: server.port)
+        defer { restored.stop() }
+        let other = try Tool()
+        try other.signIn(restored)
+        try other.ok("sync")
+        let copy = try DeviceStore.open(at: other.store)
+        let cursor = try copy.cursor()
+        #expect(cursor >= 300 && cursor <= 500, "cursor \(cursor)")
+        if cursor == 300 { #expect(try copy.digest() == digestAtBackup) }
+        try other.ok("verify")
+
+        // The first device synced past the backup: against the restored server (same address) it is
+        // told so, and keeps everything it has.
+        let ahead = try t.run(["sync"])
+        #expect(ahead.status == 6 && ahead.stderr.contains("[cursor_ahead]"), "\(ahead.stderr)")
+        #expect(try DeviceStore.open(at: t.store).cursor() == 550)
+    }
+
+    @Test func aBackupNeverWritesOverAnythingAndSaysWhy() throws {
+        let t = try Tool()
+        let data = t.directory.appendingPathComponent("server").path
+        _ = try Tool.exec(Tool.binary, ["server", "add-user", "--data", data, "ada"], stdin: "password123\n")
+        let taken = t.directory.appendingPathComponent("taken").path
+        try FileManager.default.createDirectory(atPath: taken, withIntermediateDirectories: true)
+        try Data("keep me".utf8).write(to: URL(fileURLWithPath: taken + "/notes.txt"))
+        let cases: [([String], Int32, String)] = [
+            (["--data", data, "--to", taken], 4, "already exists and is not empty"),
+            (["--data", t.directory.appendingPathComponent("nothing").path, "--to", taken + "-2"], 4, "is not a Chronicle server's data directory"),
+            (["--data", data, "--to", data + "/inside"], 2, "must go outside the data directory"),
+            (["--data", data], 2, "--to DEST is required"),
+        ]
+        for (arguments, status, message) in cases {
+            let result = try Tool.exec(Tool.binary, ["server", "backup"] + arguments)
+            #expect(result.status == status, "\(arguments): \(result.stderr)")
+            #expect(result.stderr.contains(message), "\(arguments): \(result.stderr)")
+        }
+        #expect(try String(contentsOfFile: taken + "/notes.txt", encoding: .utf8) == "keep me")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: taken) == ["notes.txt"])
+        // An empty directory is fine.
+        let empty = t.directory.appendingPathComponent("empty").path
+        try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: true)
+        let ok = try Tool.exec(Tool.binary, ["server", "backup", "--data", data, "--to", empty])
+        #expect(ok.status == 0 && ok.stdout.contains("Backed up server.sqlite"), "\(ok.stderr)")
+    }
+}
