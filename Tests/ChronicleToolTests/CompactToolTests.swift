@@ -98,6 +98,38 @@ import Testing
         try other.ok("verify")
     }
 
+    /// `chronicle server compact --all` compacts every library (while the server runs), each
+    /// answered on its own; a device that signs in afterwards still gets every op.
+    @Test func serverCompactAllDoesEveryLibrary() throws {
+        let (ada, server) = try syncedStore(300)
+        defer { server.stop() }
+        _ = try Tool.exec(Tool.binary, ["server", "add-user", "--data", server.data, "bob"], stdin: "password456\n")
+        let bob = try Tool()
+        try bob.ok("init")
+        let login = try bob.run(["login", "--server", server.url, "--user", "bob"], stdin: "password456\n")
+        #expect(login.status == 0, "\(login.stderr)")
+        try bob.write(120, prefix: "bob")
+        try bob.ok("sync")
+
+        let run = try Tool.exec(Tool.binary, ["server", "compact", "--data", server.data, "--all", "--keep-ops", "20", "--json"])
+        #expect(run.status == 0, "\(run.stderr)")
+        let parsed = try run.json()
+        let reports = try #require(parsed as? [[String: Any]], "\(run.stdout)")
+        var sealed: [String: Int] = [:]
+        for report in reports { sealed[report["user"] as? String ?? "?"] = report["ops_sealed"] as? Int ?? -1 }
+        #expect(sealed == ["ada": 280, "bob": 100])
+
+        let text = try Tool.exec(Tool.binary, ["server", "compact", "--data", server.data, "--all"])
+        #expect(text.status == 0 && text.stdout.contains("Sealed 0 ops of ada's library"), "\(text.stdout) \(text.stderr)")
+        #expect(try Tool.exec(Tool.binary, ["server", "compact", "--data", server.data]).status == 2, "a user name or --all")
+
+        let other = try Tool()
+        try other.signIn(server)
+        try other.ok("sync")
+        #expect(try DeviceStore.open(at: other.store).digest() == DeviceStore.open(at: ada.store).digest())
+        try other.ok("verify")
+    }
+
     @Test func serveRefusesBadCompactionOptionsWithASentence() throws {
         let t = try Tool()
         let data = t.directory.appendingPathComponent("server").path

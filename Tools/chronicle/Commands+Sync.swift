@@ -155,13 +155,15 @@ extension Command {
 
     static let server = Command(
         name: "server", summary: "Administer a server's data directory (add-user, users, set-plan, compact, backup).",
-        usage: "chronicle server add-user --data DIR NAME [--schema readitlater] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR NAME [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST",
+        usage: "chronicle server add-user --data DIR NAME [--schema readitlater] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST",
         details: """
             add-user reads the password from the first line of stdin (at least 8 characters) and creates the user's library.
             users lists users and their library ids. set-plan changes a library's plan tier with a server-authored op:
             premium lifts the free-tier caps and turns on full-text search of article bodies on every device after its
             next pull. All three work while the server runs (a running server's parked pulls see a plan change when
-            their wait ends). compact seals a library's old ops into segments and snapshots it (see `chronicle compact`);
+            their wait ends). compact seals a library's old ops into segments, snapshots it and gives the space back with
+            VACUUM (see `chronicle compact`; --all does every library, one after another, and goes on past one that
+            fails); a running server also compacts on its own (see `chronicle serve --help`), without the VACUUM;
             with --horizon-days D it drops history older than D days, and devices whose cursor is older start from the
             snapshot (HTTP 410), keeping and pushing their queued changes.
             backup copies the data directory into DEST (a new or empty directory), while the server runs and without
@@ -170,7 +172,7 @@ extension Command {
             copied one after another, so a library pushed to during the backup is copied as of its turn; a server
             restored from a backup has lost what came after it (devices that synced since get cursor_ahead, 409).
             """) { args, ctx in
-        let usage = "chronicle server add-user --data DIR NAME [--schema readitlater] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR NAME [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST"
+        let usage = "chronicle server add-user --data DIR NAME [--schema readitlater] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST"
         let action = try args.requirePositional("an action (add-user, users, set-plan, compact or backup)", usage: usage)
         guard let data = args.option("data") else { throw ChronicleError(.usage, "--data DIR is required. Usage: \(usage)") }
         switch action {
@@ -205,7 +207,8 @@ extension Command {
                 ctx.output.line("\(name)'s library is now \(plan) (seq \(op.serverSeq ?? 0)); devices pick it up with their next sync.")
             }
         case "compact":
-            let name = try args.requirePositional("the user name", usage: usage)
+            let all = args.flag("all")
+            let name = all ? nil : try args.requirePositional("the user name (or --all)", usage: usage)
             var policy = CompactionPolicy()
             if let text = args.option("keep-ops") {
                 guard let n = Int64(text), n >= 0 else { throw ChronicleError(.usage, "--keep-ops takes a whole number (got '\(text)').") }
@@ -216,18 +219,41 @@ extension Command {
                 policy.horizonMilliseconds = n * 86_400_000
             }
             try args.finish(usage: usage)
-            let service = try SyncService(dataDirectory: data)
-            guard let user = try service.accounts.user(name) else { throw ChronicleError(.unknownEntity, "No user named '\(name)'.") }
-            let report = try service.compact(library: user.libraryID, policy: policy)
-            if ctx.output.json {
-                ctx.output.emit(["user": name, "ops_sealed": report.opsSealed, "segments_written": report.segmentsWritten,
-                                 "snapshot_seq": report.plan.snapshotAt as Any? ?? NSNull(),
-                                 "history_dropped_through": report.historyDroppedThrough as Any? ?? NSNull(),
-                                 "file_bytes_before": report.fileBytesBefore, "file_bytes_after": report.fileBytesAfter])
+            let service = try SyncService(dataDirectory: data, maintenance: .off)
+            let targets: [(name: String, library: UUID)]
+            if let name {
+                guard let user = try service.accounts.user(name) else { throw ChronicleError(.unknownEntity, "No user named '\(name)'.") }
+                targets = [(name, user.libraryID)]
             } else {
-                ctx.output.line("Sealed \(report.opsSealed) ops of \(name)'s library into \(report.segmentsWritten) segments" +
-                                (report.plan.snapshotAt.map { "; snapshot at seq \($0)" } ?? "") +
-                                (report.historyDroppedThrough.map { "; history through seq \($0) dropped" } ?? "") + ".")
+                targets = try service.accounts.libraries().map { ($0.name, $0.libraryID) }
+            }
+            let bar = ProgressBar("Compacting", unit: "libraries")
+            var results: [[String: Any]] = []
+            var failures: [String] = []
+            for (done, target) in targets.enumerated() {
+                bar.update(Int64(done), Int64(targets.count))
+                do {
+                    let report = try service.compact(library: target.library, policy: policy)
+                    results.append(["user": target.name, "library_id": target.library.lowercased, "ops_sealed": report.opsSealed,
+                                    "segments_written": report.segmentsWritten, "snapshot_seq": report.plan.snapshotAt as Any? ?? NSNull(),
+                                    "history_dropped_through": report.historyDroppedThrough as Any? ?? NSNull(),
+                                    "file_bytes_before": report.fileBytesBefore, "file_bytes_after": report.fileBytesAfter])
+                    if !ctx.output.json {
+                        bar.finish()
+                        ctx.output.line("Sealed \(report.opsSealed) ops of \(target.name)'s library into \(report.segmentsWritten) segments" +
+                                        (report.plan.snapshotAt.map { "; snapshot at seq \($0)" } ?? "") +
+                                        (report.historyDroppedThrough.map { "; history through seq \($0) dropped" } ?? "") +
+                                        "; \(report.fileBytesBefore) → \(report.fileBytesAfter) bytes.")
+                    }
+                } catch {
+                    guard all else { throw error }
+                    failures.append("\(target.name): \((error as? ChronicleError)?.message ?? (error as? ProtocolError)?.message ?? "\(error)")")
+                }
+            }
+            bar.finish()
+            if ctx.output.json { ctx.output.emit(all ? results as Any : results.first as Any) }
+            if !failures.isEmpty {
+                throw ChronicleError(.database, "\(failures.count) of \(targets.count) libraries could not be compacted (the others were): \(failures.joined(separator: "; ")).")
             }
         case "backup":
             guard let destination = args.option("to") else { throw ChronicleError(.usage, "--to DEST is required (a new or empty directory). Usage: \(usage)") }
