@@ -13,6 +13,10 @@ extension SyncBenchmark {
         /// From `syncOnce()` starting to the last push answered.
         var seconds: Double
         var baselineSeconds: Double
+        /// The same pushNow calls into a service whose maintenance thread compacts the library meanwhile.
+        var compactingSeconds: Double
+        var compactions: UInt64
+        var compactedOps: UInt64
         /// The rest of that `syncOnce()`: pulling the pushed ops back as confirmed.
         var pullBackSeconds: Double
         var requests: Samples
@@ -59,16 +63,36 @@ extension SyncBenchmark {
         let baseService = try SyncService(dataDirectory: directory + "/sync-push-baseline")
         _ = try baseService.accounts.addUser("writer", password: SyncRig.password, schema: .readItLater, libraryID: libraryID)
         let baseToken = try baseService.accounts.registerDevice(user: "writer", password: SyncRig.password, deviceID: device.store.deviceID).token
-        var baseNanoseconds: UInt64 = 0
-        for chunk in queued.chunked(batchOps) {
-            let segment = try Segment(libraryID: libraryID, ops: Array(chunk))
-            let t0 = nowNanoseconds()
-            let response = try baseService.pushNow(segment, token: baseToken)
-            baseNanoseconds += nowNanoseconds() - t0
-            guard response.results.allSatisfy({ if case .accepted = $0.outcome { true } else { false } }) else {
-                throw BenchError("sync push: the baseline server refused ops: \(response.results.filter { if case .accepted = $0.outcome { false } else { true } }.prefix(3))")
+        /// The queued ops in batches straight into `service.pushNow`: nanoseconds inside the calls.
+        func pushAll(into service: SyncService, token: String) throws -> UInt64 {
+            var nanoseconds: UInt64 = 0
+            for chunk in queued.chunked(batchOps) {
+                let segment = try Segment(libraryID: libraryID, ops: Array(chunk))
+                let t0 = nowNanoseconds()
+                let response = try service.pushNow(segment, token: token)
+                nanoseconds += nowNanoseconds() - t0
+                guard response.results.allSatisfy({ if case .accepted = $0.outcome { true } else { false } }) else {
+                    throw BenchError("sync push: the in-process server refused ops: \(response.results.filter { if case .accepted = $0.outcome { false } else { true } }.prefix(3))")
+                }
             }
+            return nanoseconds
         }
+        let baseNanoseconds = try pushAll(into: baseService, token: baseToken)
+
+        // The same again into a service that compacts the library on its own meanwhile (keep 10,000 hot,
+        // seal whole segments of 10,000, look every 0.2 s): what the running server's maintenance costs pushes.
+        progress("sync push: the same batches into SyncService.pushNow while its maintenance thread compacts…")
+        var maintenance = MaintenancePolicy()
+        maintenance.compaction?.keepOps = 10_000
+        maintenance.checkIntervalSeconds = 0.2
+        let compactingService = try SyncService(dataDirectory: directory + "/sync-push-compacting", maintenance: maintenance)
+        _ = try compactingService.accounts.addUser("writer", password: SyncRig.password, schema: .readItLater, libraryID: libraryID)
+        let compactingToken = try compactingService.accounts.registerDevice(user: "writer", password: SyncRig.password,
+                                                                            deviceID: device.store.deviceID).token
+        compactingService.startMaintenance()
+        let compactingNanoseconds = try pushAll(into: compactingService, token: compactingToken)
+        compactingService.stopMaintenance()
+        let compacted = compactingService.metrics.compactionCounts
 
         // The measurement: the engine pushes the outbox over HTTP; the push part of syncOnce is timed.
         progress("sync push: the device pushes \(formatCount(Double(n))) ops over HTTP (SyncEngine.syncOnce)…")
@@ -90,7 +114,8 @@ extension SyncBenchmark {
         if library.head != Int64(n) { syncFailure("the server holds \(library.head) ops after the push; expected \(n)") }
         let logged = rig.loggedPushTimes()
         let result = PushResult(ops: n, writeSeconds: writeSeconds, seconds: Double(lastPush.end - t0) / 1e9,
-                                baselineSeconds: Double(baseNanoseconds) / 1e9, pullBackSeconds: Double(t1 - lastPush.end) / 1e9,
+                                baselineSeconds: Double(baseNanoseconds) / 1e9, compactingSeconds: Double(compactingNanoseconds) / 1e9,
+                                compactions: compacted.compactions, compactedOps: compacted.opsSealed, pullBackSeconds: Double(t1 - lastPush.end) / 1e9,
                                 requests: requests, pushed: report.pushed, rejected: report.rejected, outcome: "\(report.outcome)",
                                 digestMatches: serverDigest == deviceDigest && library.head == Int64(n), wire: wire,
                                 typeCounts: writer.typeCounts, serverPushNow: logged.pushNow, serverRequests: logged.request,

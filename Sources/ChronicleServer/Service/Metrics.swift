@@ -55,6 +55,11 @@ public final class Metrics: Sendable {
     /// Ops answered so far by outcome (tests and benchmarks read these).
     public var opCounts: [String: UInt64] { state.withLock { $0.ops } }
 
+    /// The server's own compactions so far: how many finished, and the ops they sealed.
+    public var compactionCounts: (compactions: UInt64, opsSealed: UInt64) {
+        state.withLock { ($0.compactions["ok", default: 0], $0.opsSealed) }
+    }
+
     public func render() -> String {
         let s = state.withLock { $0 }
         var out = ""
