@@ -163,9 +163,9 @@ extension Command {
             next pull. All three work while the server runs (a running server's parked pulls see a plan change when
             their wait ends). compact seals a library's old ops into segments, snapshots it and gives the space back with
             VACUUM (see `chronicle compact`; --all does every library, one after another, and goes on past one that
-            fails); a running server also compacts on its own (see `chronicle serve --help`), without the VACUUM;
-            with --horizon-days D it drops history older than D days, and devices whose cursor is older start from the
-            snapshot (HTTP 410), keeping and pushing their queued changes.
+            fails). With --horizon-days D it drops history older than D days, and devices whose cursor is older start
+            from the snapshot (HTTP 410), keeping and pushing their queued changes. A running server also compacts on
+            its own, without the VACUUM (see `chronicle serve --help`).
             backup copies the data directory into DEST (a new or empty directory), while the server runs and without
             holding it up: each file with SQLite's VACUUM INTO (one consistent moment per file), checked (quick_check),
             flushed to disk and only then given its name. `chronicle serve --data DEST` runs on the copy. Files are
