@@ -90,6 +90,10 @@ import Testing
         #expect(done.allSatisfy { $0["auto"] as? Bool == true }, "\(done)")
         #expect(done.last?["snapshot_seq"] as? Int == 500, "\(done)")
 
+        let listening = try #require(try String(contentsOfFile: server.logPath, encoding: .utf8).split(separator: "\n").first)
+        #expect(listening.contains("\"event\":\"listening\"") && listening.contains("\"compact_keep_ops\":100")
+                && listening.contains("\"compact_segment_ops\":250") && listening.contains("\"horizon_ms\":null"), "\(listening)")
+
         let other = try Tool()
         try other.signIn(server)
         try other.ok("sync")
@@ -143,6 +147,10 @@ import Testing
             #expect(result.status == 2, "\(arguments): \(result.stderr)")
             #expect(result.stderr.contains(message), "\(arguments): \(result.stderr)")
         }
+        let off = try ServerProcess(data: data, arguments: ["--no-compact"])
+        off.stop()
+        let offLog = try String(contentsOfFile: off.logPath, encoding: .utf8)
+        #expect(offLog.contains("\"compact\":\"off\""), "\(offLog)")
         let help = try t.ok("serve", "--help")
         #expect(help.stdout.contains("--horizon-days D") && help.stdout.contains("--no-compact"))
     }

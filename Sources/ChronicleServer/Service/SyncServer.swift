@@ -27,7 +27,18 @@ public final class SyncServer: Sendable {
                                 "ms": .real((entry.durationMilliseconds * 1000).rounded() / 1000),
                                 "in_bytes": .integer(Int64(entry.requestBytes)), "out_bytes": .integer(Int64(entry.responseBytes))])
         }
-        log.log("listening", ["host": .text(configuration.host), "port": .integer(Int64(http.port)), "data": .text(dataDirectory)])
+        var fields: [String: Value] = ["host": .text(configuration.host), "port": .integer(Int64(http.port)), "data": .text(dataDirectory)]
+        // The compaction the server will run on its own, so an operator sees it in the first lines.
+        if let policy = maintenance.compaction {
+            fields["compact_keep_ops"] = policy.keepOps.map(Value.integer) ?? .null
+            fields["compact_keep_ms"] = policy.keepMilliseconds.map(Value.integer) ?? .null
+            fields["compact_segment_ops"] = .integer(Int64(policy.segmentOpsMax))
+            fields["compact_every_s"] = .real(maintenance.checkIntervalSeconds)
+            fields["horizon_ms"] = policy.horizonMilliseconds.map(Value.integer) ?? .null
+        } else {
+            fields["compact"] = .text("off")
+        }
+        log.log("listening", fields)
         service.startMaintenance()
     }
 
