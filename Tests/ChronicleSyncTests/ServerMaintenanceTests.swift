@@ -155,6 +155,33 @@ import Testing
         try h.expectConverged()
     }
 
+    /// The device side: an engine configured with a compaction policy seals whole segments of
+    /// its own log after a round that synced; the state and every op stay.
+    @Test(arguments: TransportKind.allCases)
+    func anEngineWithACompactionPolicySealsTheDevicesLogAfterARound(kind: TransportKind) async throws {
+        let h = try SyncHarness(kind, maintenance: .off)
+        var configuration = SyncEngine.Configuration()
+        configuration.backoffBaseMilliseconds = 5
+        configuration.backoffMaxMilliseconds = 50
+        var policy = CompactionPolicy()
+        policy.keepOps = 20
+        policy.segmentOpsMax = 25
+        policy.givesSpaceBack = false
+        configuration.compaction = policy
+        let a = try h.device("A", configuration: configuration)
+        try Workload(seed: 71).run(110, on: a)
+        let first = await a.sync()
+        // 90 ops past the 20 kept hot: three whole segments of 25.
+        #expect(first.sealed == 75)
+        #expect(try a.store.segments().count == 3)
+        #expect(try a.store.verify().passed)
+        #expect(await a.sync().sealed == 0, "15 ops past: less than a segment")
+        try Workload(seed: 72).run(10, on: a)
+        #expect(await a.sync().sealed == 25)
+        try h.expectConverged()
+        #expect(try a.store.rebuild(fromGenesis: true).digest == (try h.library.digest()))
+    }
+
     @Test func aServerWithMaintenanceStopsPromptlyAndIdleOnesLookAtNothing() throws {
         let directory = NSTemporaryDirectory() + "chronicle-maintenance-\(UUID().lowercased)"
         defer { try? FileManager.default.removeItem(atPath: directory) }

@@ -24,6 +24,8 @@ public struct SyncReport: Sendable, Equatable {
     public var retries = 0
     /// Set when the store started over from the server's snapshot at this seq.
     public var bootstrappedAt: Int64?
+    /// Ops sealed into segments after the round (`Configuration.compaction`).
+    public var sealed: Int64 = 0
 }
 
 /// The client sync engine: pushes the outbox strictly in order, pulls the
@@ -68,6 +70,13 @@ public actor SyncEngine {
         /// A new device (cursor 0) starts from the server's snapshot instead of replaying
         /// every op when the snapshot holds at least this many ops.
         public var snapshotStartOpsMin: Int64 = 10_000
+        /// After a round that synced, compact the store when the policy has whole segments to
+        /// seal (or history past its horizon to drop): the log stays bounded without the app
+        /// scheduling it. Each step is its own transaction, so the app's writes go on between
+        /// them. Nil (the default): the app compacts when it chooses (`DeviceStore.compact`).
+        /// A compaction that fails (a full disk) leaves the store whole and is tried again after
+        /// the next round.
+        public var compaction: CompactionPolicy?
         public init() {}
     }
 
@@ -172,6 +181,12 @@ public actor SyncEngine {
         }
         report.pulled = pulledInRound
         report.bootstrappedAt = roundBootstrap
+        if report.outcome == .synced, var policy = configuration.compaction {
+            policy.wholeSegmentsOnly = true
+            if let plan = try? store.compactionPlan(policy), plan.opsToSeal > 0 || plan.dropThrough != nil {
+                report.sealed = (try? store.compact(policy))?.opsSealed ?? 0
+            }
+        }
         lastReport = report
         return report
     }
