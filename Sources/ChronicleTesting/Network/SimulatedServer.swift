@@ -10,15 +10,19 @@ public final class SimulatedServer: @unchecked Sendable {
     public let directory: String
     public let clock: SimulatedClock
     public let limits: ServiceLimits
+    /// How the service compacts libraries on its own when a pass runs (`SyncService.runMaintenance`).
+    public let maintenance: MaintenancePolicy
     private let lock = NSLock()
     private var current: SyncService
     private var restarts = 0
 
-    public init(directory: String, clock: SimulatedClock, limits: ServiceLimits) throws {
+    public init(directory: String, clock: SimulatedClock, limits: ServiceLimits,
+                maintenance: MaintenancePolicy = MaintenancePolicy()) throws {
         self.directory = directory
         self.clock = clock
         self.limits = limits
-        current = try SyncService(dataDirectory: directory, limits: limits, clock: clock)
+        self.maintenance = maintenance
+        current = try SyncService(dataDirectory: directory, limits: limits, maintenance: maintenance, clock: clock)
     }
 
     /// The service running now.
@@ -31,7 +35,7 @@ public final class SimulatedServer: @unchecked Sendable {
     public func restart() throws {
         // The new process opens the files; the old one (and the libraries it holds open) is gone
         // as soon as a request still running on it, if any, returns.
-        let fresh = try SyncService(dataDirectory: directory, limits: limits, clock: clock)
+        let fresh = try SyncService(dataDirectory: directory, limits: limits, maintenance: maintenance, clock: clock)
         lock.withLock {
             restarts += 1
             current = fresh

@@ -25,6 +25,21 @@ extension Simulator {
     /// (devices behind it then start from the snapshot). Half the time as a running server's
     /// own maintenance does it: whole segments only, no VACUUM.
     func compactServer() throws {
+        // A third of the time, the running server's own maintenance pass instead (libraries that
+        // took pushes since the last pass, or every library).
+        if lifecycleRandom.chance(0.33) {
+            let all = lifecycleRandom.chance(0.3)
+            let results = server.service.runMaintenance(all: all)
+            if let failed = results.first(where: { $0.failure != nil }) {
+                throw Violation("the server's maintenance compacts without failing", failed.failure ?? "")
+            }
+            compactions += results.count
+            let sealed = results.reduce(Int64(0)) { $0 + ($1.report?.opsSealed ?? 0) }
+            let dropped = results.compactMap { $0.report?.historyDroppedThrough }.first
+            log.record("server maintenance pass\(all ? " over every library" : ""): \(results.count) compacted, sealed \(sealed) ops, "
+                       + "history dropped through \(dropped.map(String.init) ?? "none")")
+            return
+        }
         var policy = randomPolicy()
         if lifecycleRandom.chance(0.5) {
             policy.wholeSegmentsOnly = true

@@ -209,7 +209,14 @@ public final class Simulator {
         let serverClock = SimulatedClock(time: time, offsetMilliseconds: random.between64(-120_000, 120_000))
         var limits = ServiceLimits()
         limits.freeTierCaps = caps
-        server = try SimulatedServer(directory: directory + "/server", clock: serverClock, limits: limits)
+        // The server's own compaction (its passes run in place of some compactions, below), from the
+        // lifecycle stream so the seed's other choices stay as they were.
+        var maintenance = MaintenancePolicy()
+        maintenance.compaction?.keepOps = lifecycleRandom.pick([0, 5, 20])
+        maintenance.compaction?.segmentOpsMax = lifecycleRandom.pick([3, 10])
+        maintenance.compaction?.horizonMilliseconds = lifecycleRandom.chance(0.3) ? lifecycleRandom.pick([60_000, 3_600_000]) : nil
+        maintenance.horizonCheckSeconds = 0
+        server = try SimulatedServer(directory: directory + "/server", clock: serverClock, limits: limits, maintenance: maintenance)
         let user = try server.service.accounts.addUser("sim", password: Self.password, schema: schema, libraryID: random.uuid())
         libraryID = user.libraryID
         log.record("server up; library \(libraryID.lowercased.prefix(8)); \(configurationSummary)")
