@@ -461,6 +461,30 @@ import Testing
         #expect(try f.store.verify().passed)
     }
 
+    /// Another compaction on the same file (a second process) deleted the snapshot this one wrote
+    /// where history was to begin: the drop is skipped, the store stays whole, and the next run drops.
+    @Test func aHorizonDropWithoutItsSnapshotIsSkippedAndTheNextRunDropsIt() throws {
+        let f = try Fixture(seed: 12)
+        try Self.agedLibrary(f)
+        let before = try f.store.digest()
+        var policy = Self.policy(keepOps: 100, segmentOpsMax: 200)
+        policy.horizonMilliseconds = 86_400_000
+        let report = try f.store.compact(policy, afterStep: { _, what in
+            if what == "wrote the snapshot at seq 600" {
+                try f.store.writer.withLock { db in try db.execute("DELETE FROM chronicle_snapshots WHERE seq = 600") }
+            }
+        })
+        #expect(report.historyDroppedThrough == nil && report.opsSealed == 800)
+        #expect(try f.store.historyStart().seq == 1)
+        #expect(try f.store.verify().passed)
+        #expect(try f.store.digest() == before)
+        let again = try f.store.compact(policy)
+        #expect(again.historyDroppedThrough == 600 && again.plan.snapshotAtDrop == 600)
+        #expect(try f.store.historyStart().seq == 601)
+        #expect(try f.store.verify().passed)
+        #expect(try f.store.digest() == before)
+    }
+
     @Test func aHorizonCompactionStoppedAfterAnyStepLeavesAWholeStore() throws {
         var policy = Self.policy(keepOps: 100, segmentOpsMax: 200)
         policy.horizonMilliseconds = 86_400_000

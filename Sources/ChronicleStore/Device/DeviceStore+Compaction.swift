@@ -231,16 +231,22 @@ extension LogLifecycle {
             report.snapshotBytes = try writeSnapshot(at: at, deletingOlder: true)
         }
 
-        // 3. The horizon: history older than it goes, where a snapshot covers it.
+        // 3. The horizon: history older than it goes, where a snapshot holds the state. Checked again
+        // inside the transaction: a compaction running alongside (another process on the same file)
+        // may have deleted the snapshot this one wrote; then history stays until the next run.
         if let drop = plan.dropThrough {
-            try writeTransaction { db in
+            let dropped = try writeTransaction { db -> Bool in
+                guard try db.scalarInt("SELECT 1 FROM chronicle_snapshots WHERE seq = ?1", [.integer(drop)]) != nil else { return false }
                 try db.execute("DELETE FROM chronicle_segments WHERE last_seq <= ?1", [.integer(drop)])
                 try DeviceStore.setMeta("history_base_seq", .integer(drop), in: db)
                 try DeviceStore.setMeta("history_dropped_at", .integer(now), in: db)
                 try db.execute("DELETE FROM chronicle_snapshots WHERE seq < ?1", [.integer(drop)])
+                return true
             }
-            report.historyDroppedThrough = drop
-            try done("dropped history through seq \(drop)")
+            if dropped {
+                report.historyDroppedThrough = drop
+                try done("dropped history through seq \(drop)")
+            }
         }
 
         // 4. Give the space back: VACUUM rewrites the file (atomically; an interruption leaves it as it was).
