@@ -150,13 +150,24 @@ extension LogLifecycle {
         var snapshotAtDrop: Int64?
         if let horizon = policy.horizonMilliseconds {
             // Whole segments whose newest op is older than the horizon and that a snapshot will cover.
+            // Server times never go back, so those segments are a prefix: a binary search finds its
+            // end, decoding a handful of segments one at a time (decoding them all at once held a
+            // 1,000,000-op library's every op in memory).
             let covered = snapshotAt ?? latestSnapshot
-            let oldSegments = try db.query("SELECT body FROM chronicle_segments WHERE last_seq <= ?1 ORDER BY first_seq", [.integer(covered)]) { row in
-                try row.withBytes(0) { try SegmentCodec.decode(Array($0)) }
+            let segments = try db.query("SELECT first_seq, last_seq FROM chronicle_segments WHERE last_seq <= ?1 ORDER BY first_seq",
+                                        [.integer(covered)]) { ($0.int(0), $0.int(1)) }
+            func isOld(_ firstSeq: Int64) throws -> Bool {
+                let newest = try db.query("SELECT body FROM chronicle_segments WHERE first_seq = ?1", [.integer(firstSeq)]) { row in
+                    try row.withBytes(0) { try SegmentCodec.decode(Array($0)).ops.last?.serverTime }
+                }.first ?? nil
+                return (newest ?? Int64.max) < now - horizon
             }
-            for segment in oldSegments where (segment.ops.last?.serverTime ?? Int64.max) < now - horizon {
-                dropThrough = segment.lastSeq
+            var (low, high) = (0, segments.count)   // segments[..<low] are old, segments[high...] are not
+            while low < high {
+                let middle = (low + high) / 2
+                if try isOld(segments[middle].0) { low = middle + 1 } else { high = middle }
             }
+            if low > 0 { dropThrough = segments[low - 1].1 }
             // Ops about to be sealed count too: the segments about to be written whose ops are all
             // older than the horizon (server times never go back, so all ops up to the newest old one).
             if ops > 0,
