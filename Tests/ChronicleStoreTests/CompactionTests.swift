@@ -437,12 +437,18 @@ import Testing
         f.clock.set(milliseconds: server.time + 1_000)
     }
 
-    @Test func aHorizonInsideHistoryWritesTheSnapshotHistoryThenBeginsAt() throws {
+    /// `agedLibrary` in a fresh fixture, its digest, and a policy that keeps 100 ops hot, seals
+    /// segments of 200 and drops history older than a day.
+    static func agedLibraryWithAHorizon() throws -> (Fixture, digest: String, CompactionPolicy) {
         let f = try Fixture(seed: 12)
-        try Self.agedLibrary(f)
-        let before = try f.store.digest()
-        var policy = Self.policy(keepOps: 100, segmentOpsMax: 200)
+        try agedLibrary(f)
+        var policy = policy(keepOps: 100, segmentOpsMax: 200)
         policy.horizonMilliseconds = 86_400_000
+        return (f, try f.store.digest(), policy)
+    }
+
+    @Test func aHorizonInsideHistoryWritesTheSnapshotHistoryThenBeginsAt() throws {
+        let (f, before, policy) = try Self.agedLibraryWithAHorizon()
         let plan = try f.store.compactionPlan(policy)
         #expect(plan.sealThrough == 800 && plan.snapshotAt == 800)
         #expect(plan.dropThrough == 600 && plan.snapshotAtDrop == 600)
@@ -464,11 +470,7 @@ import Testing
     /// Another compaction on the same file (a second process) deleted the snapshot this one wrote
     /// where history was to begin: the drop is skipped, the store stays whole, and the next run drops.
     @Test func aHorizonDropWithoutItsSnapshotIsSkippedAndTheNextRunDropsIt() throws {
-        let f = try Fixture(seed: 12)
-        try Self.agedLibrary(f)
-        let before = try f.store.digest()
-        var policy = Self.policy(keepOps: 100, segmentOpsMax: 200)
-        policy.horizonMilliseconds = 86_400_000
+        let (f, before, policy) = try Self.agedLibraryWithAHorizon()
         let report = try f.store.compact(policy, afterStep: { _, what in
             if what == "wrote the snapshot at seq 600" {
                 try f.store.writer.withLock { db in try db.execute("DELETE FROM chronicle_snapshots WHERE seq = 600") }
@@ -486,14 +488,10 @@ import Testing
     }
 
     @Test func aHorizonCompactionStoppedAfterAnyStepLeavesAWholeStore() throws {
-        var policy = Self.policy(keepOps: 100, segmentOpsMax: 200)
-        policy.horizonMilliseconds = 86_400_000
         struct Stop: Error {}
         // 4 segments, the snapshot at the drop point, the one at the seal point, the drop, the VACUUM.
         for steps in 1...8 {
-            let f = try Fixture(seed: 12)
-            try Self.agedLibrary(f)
-            let before = try f.store.digest()
+            let (f, before, policy) = try Self.agedLibraryWithAHorizon()
             #expect(throws: Stop.self) { try f.store.compact(policy, afterStep: { step, _ in if step == steps { throw Stop() } }) }
             let reopened = try DeviceStore.open(at: f.path)
             #expect(try reopened.digest() == before, "stopped after step \(steps)")
