@@ -88,11 +88,12 @@ extension Command {
             The server compacts each library on its own once it has taken pushes: when a whole segment's worth of ops
             (--compact-segment-ops, default 10,000) lies past what it keeps hot (--compact-keep-ops, default 100,000;
             --compact-keep-days D also keeps the last D days), it seals them into LZ4 segments (pulls and audits read
-            them as before) and writes a snapshot new devices start from. Changed libraries are looked at every --compact-every seconds (default 60). --horizon-days D
-            drops history older than D days where a snapshot covers it; devices whose cursor is older start from the
-            snapshot (HTTP 410) and keep and push their queued changes. Default: history is kept whole. The file keeps
-            its size and reuses the freed pages; `chronicle server compact` gives the space back. --no-compact turns
-            all of this off. A stop (SIGINT, SIGTERM) waits for the compaction step in progress, never longer.
+            them as before) and writes a snapshot new devices start from. Changed libraries are looked at every
+            --compact-every seconds (default 60). --horizon-days D drops history older than D days where a snapshot
+            covers it; devices whose cursor is older start from the snapshot (HTTP 410) and keep and push their queued
+            changes. Default: history is kept whole. The file keeps its size and reuses the freed pages;
+            `chronicle server compact` gives the space back. --no-compact turns all of this off. A stop (SIGINT,
+            SIGTERM) waits for the compaction step in progress, never longer.
             For fault testing only: CHRONICLE_FAULT_503_RATE=0.3 answers that fraction of /v1 requests 503.
             """) { args, ctx in
         let usage = "chronicle serve --data DIR [--port N] [--host 127.0.0.1] [--threads N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact]"
