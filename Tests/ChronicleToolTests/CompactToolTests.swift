@@ -134,6 +134,18 @@ import Testing
         try other.ok("verify")
     }
 
+    /// A SIGTERM sent the moment the "listening" line appears stops the server: it used to land
+    /// before the handlers existed and was ignored, leaving the server running (seen in CI).
+    @Test func aStopRightAfterTheListeningLineStopsTheServer() throws {
+        let t = try Tool()
+        let data = t.directory.appendingPathComponent("server").path
+        for round in 0..<10 {
+            let server = try ServerProcess(data: data, arguments: round % 2 == 0 ? ["--no-compact"] : [])
+            server.process.terminate()
+            #expect(waitForExit(server.process, seconds: 15) == 0, "round \(round): the server did not stop on SIGTERM")
+        }
+    }
+
     @Test func serveRefusesBadCompactionOptionsWithASentence() throws {
         let t = try Tool()
         let data = t.directory.appendingPathComponent("server").path

@@ -119,10 +119,11 @@ extension Command {
         try args.finish(usage: usage)
         // Fault tests run a real server that fails a fraction of sync requests with 503.
         let faultRate = ProcessInfo.processInfo.environment["CHRONICLE_FAULT_503_RATE"].flatMap(Double.init) ?? 0
+        let termination = TerminationSignal()
         let server = try SyncServer(dataDirectory: data, configuration: configuration, limits: limits, maintenance: maintenance,
                                     log: ServerLog(to: .standardError), fault503Rate: faultRate)
         FileHandle.standardOutput.write(Data("Chronicle server listening on \(server.url.absoluteString) (data in \(data))\n".utf8))
-        waitForTermination()
+        termination.wait()
         server.stop()
         return ExitCode.success
     }
@@ -442,16 +443,28 @@ extension Command {
     }
 
     /// Blocks until SIGINT or SIGTERM.
-    static func waitForTermination() {
-        let stop = DispatchSemaphore(value: 0)
-        var sources: [DispatchSourceSignal] = []
+    static func waitForTermination() { TerminationSignal().wait() }
+}
+
+/// SIGINT and SIGTERM, caught from the moment this is made. Make it before anything says the
+/// process is up (serve's "listening" line): a stop sent right after that line used to land
+/// before the handlers existed, was ignored, and left the server running.
+final class TerminationSignal {
+    private let stop = DispatchSemaphore(value: 0)
+    private var sources: [DispatchSourceSignal] = []
+
+    init() {
         for number in [SIGINT, SIGTERM] {
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { stop.signal() }
+            source.setEventHandler { [stop] in stop.signal() }
             source.resume()
             sources.append(source)
         }
+    }
+
+    /// Blocks until one of the signals arrives (or has arrived since `init`).
+    func wait() {
         stop.wait()
         sources.forEach { $0.cancel() }
     }
