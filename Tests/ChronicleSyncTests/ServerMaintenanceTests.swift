@@ -9,11 +9,13 @@ import Testing
 /// pushes are sealed once enough ops lie past what the policy keeps hot, pulls and new devices
 /// read that history as before, and a compaction stopped between steps leaves a whole library.
 @Suite struct ServerMaintenanceTests {
-    /// Keep `keep` ops hot, seal whole segments of `segment` ops.
-    static func policy(keep: Int64, segment: Int, every seconds: Double = 3_600) -> MaintenancePolicy {
+    /// Keep `keep` ops hot, seal whole segments of `segment` ops, snapshot every `snapshot` ops
+    /// (nil: at every seal point).
+    static func policy(keep: Int64, segment: Int, snapshot: Int64? = nil, every seconds: Double = 3_600) -> MaintenancePolicy {
         var maintenance = MaintenancePolicy()
         maintenance.compaction?.keepOps = keep
         maintenance.compaction?.segmentOpsMax = segment
+        maintenance.compaction?.snapshotEveryOps = snapshot
         maintenance.checkIntervalSeconds = seconds
         return maintenance
     }
@@ -41,17 +43,20 @@ import Testing
         let a = try h.device("A")
         #expect(try Workload(seed: 31).run(200, on: a) == 200)
         await a.sync()
-        // 160 ops lie past the 40 kept hot: six whole segments of 25 are sealed, then a snapshot at 150.
+        // 160 ops lie past the 40 kept hot: six whole segments of 25 are sealed, then a snapshot of
+        // the head as it was then (the last pass ran once at least 190 ops had come in).
         #expect(try await Self.waitUntilSealed(h, ops: 150), "the server sealed the library by itself")
         #expect(try Self.sealedThrough(h) == 150)
         #expect(try Self.segmentCount(h) == 6)
-        #expect(try h.library.latestSnapshotSeq() == 150)
+        #expect(try (190...200).contains(h.library.latestSnapshotSeq() ?? 0))
 
         // More pushes make it due again; pushes go on while it compacts.
         try Workload(seed: 32).run(60, on: a)
         await a.sync()
         #expect(try await Self.waitUntilSealed(h, ops: 200))
-        #expect(try Self.sealedThrough(h) == 200 && h.library.latestSnapshotSeq() == 200 && Self.segmentCount(h) == 8)
+        // A snapshot is due only once the seal point passes the newest one, which may be of a head
+        // later than 200 already.
+        #expect(try Self.sealedThrough(h) == 200 && (190...260).contains(h.library.latestSnapshotSeq() ?? 0) && Self.segmentCount(h) == 8)
         let metrics = h.service.metrics.render()
         #expect(metrics.contains("chronicle_compactions_total{result=\"ok\"} 2"))
         #expect(metrics.contains("chronicle_compactions_total{result=\"failed\"} 0"))
@@ -92,12 +97,51 @@ import Testing
         try h.expectConverged()
     }
 
+    /// A busy library is snapshotted every so many ops, not at every seal (a snapshot costs the
+    /// library's whole state); a new device starts from the newest snapshot and pulls the sealed
+    /// and hot ops after it.
+    @Test func snapshotsComeEveryNOpsNotAtEverySealAndANewDeviceStartsFromTheNewest() async throws {
+        let h = try SyncHarness(.inMemory, maintenance: Self.policy(keep: 10, segment: 10, snapshot: 50))
+        let a = try h.device("A")
+        var sealed: [Int64] = []
+        var due: [Int64?] = []
+        var snapshots: [Int64?] = []
+        for (seed, ops) in [(71, 40), (72, 30), (73, 20), (74, 40)] {
+            try Workload(seed: UInt64(seed)).run(ops, on: a)
+            await a.sync()
+            let report = try #require(h.service.runMaintenance().first?.report)
+            sealed.append(report.plan.sealThrough)
+            due.append(report.plan.snapshotAt)
+            snapshots.append(report.snapshotSeq)
+        }
+        // Sealed through 30, 60, 80, 120: a snapshot is due once the seal point is 50 ops past the
+        // newest one (none at first), and holds the state at the head then (70, 130).
+        #expect(sealed == [30, 60, 80, 120])
+        #expect(due == [nil, 60, nil, 120])
+        #expect(snapshots == [nil, 70, nil, 130])
+        #expect(try h.library.read { db in try db.query("SELECT seq FROM chronicle_snapshots ORDER BY seq") { $0.int(0) } } == [130])
+
+        try Workload(seed: 75).run(35, on: a)
+        await a.sync()
+        #expect(h.service.runMaintenance().first?.report?.snapshotSeq == nil, "sealed through 150: 20 past the snapshot")
+        #expect(try Self.sealedThrough(h) == 150 && h.library.latestSnapshotSeq() == 130)
+
+        var configuration = SyncEngine.Configuration()
+        configuration.snapshotStartOpsMin = 100
+        let b = try h.device("B", configuration: configuration)
+        let report = await b.sync()
+        #expect(report.bootstrappedAt == 130, "from the newest snapshot, then 131...150 from segments and 151...165 from the log")
+        #expect(try b.store.cursor() == 165)
+        try h.expectConverged()
+    }
+
     /// A library in use for years with a one-day horizon: the pass seals whole segments, writes
     /// a snapshot where the old history ends, and drops it; a device away since then starts from
-    /// the snapshot and gets everything after it.
+    /// the snapshot and gets everything after it. With the server's default snapshot cadence
+    /// (100,000 ops), the one at the drop point is the only one.
     @Test func aPassWithAHorizonDropsOldHistoryAndADeviceAwaySinceStartsFromTheSnapshot() async throws {
         let clock = ManualClock()
-        var maintenance = Self.policy(keep: 10, segment: 20)
+        var maintenance = Self.policy(keep: 10, segment: 20, snapshot: MaintenancePolicy().compaction?.snapshotEveryOps)
         maintenance.compaction?.horizonMilliseconds = 86_400_000
         let h = try SyncHarness(.inMemory, maintenance: maintenance, clock: clock)
         let a = try h.device("A")
@@ -114,13 +158,14 @@ import Testing
         let results = h.service.runMaintenance()
         let report = try #require(results.first?.report, "\(results)")
         // 120 ops past the 10 kept hot: six segments. The first 100 are two days old: history ends there.
-        #expect(report.opsSealed == 120 && report.plan.snapshotAt == 120)
+        #expect(report.opsSealed == 120 && report.plan.snapshotAt == nil)
         #expect(report.historyDroppedThrough == 100 && report.plan.snapshotAtDrop == 100)
+        #expect(try h.library.latestSnapshotSeq() == 100)
         #expect(try h.library.read { db in try DeviceStore.historyBase(in: db) } == 100)
         #expect(try h.library.allOps().map(\.serverSeq) == (101...130).map { $0 })
 
         let back = await b.sync()
-        #expect(back.bootstrappedAt == 120)
+        #expect(back.bootstrappedAt == 100, "from the snapshot at the drop point, then 101...130")
         try h.expectConverged()
         #expect(h.service.runMaintenance(all: true).isEmpty, "nothing more is due")
     }
@@ -148,7 +193,7 @@ import Testing
 
         #expect(h.service.runMaintenance(all: true).isEmpty, "maintenance is off")
         let report = try h.library.compact(policy)
-        #expect(report.opsSealed == 70 && report.plan.snapshotAt == 100)
+        #expect(report.opsSealed == 70 && report.plan.snapshotAt == 100 && report.snapshotSeq == 100)
         #expect(try h.library.digest() == digest)
         let c = try h.device("C")
         await c.sync()

@@ -68,14 +68,16 @@ import Testing
         let t = try Tool()
         let data = t.directory.appendingPathComponent("server").path
         let server = try ServerProcess(data: data, arguments: ["--compact-keep-ops", "100", "--compact-segment-ops", "250",
-                                                                     "--compact-every", "0.05"])
+                                                                     "--compact-snapshot-ops", "400", "--compact-every", "0.05"])
         defer { server.stop() }
         _ = try Tool.exec(Tool.binary, ["server", "add-user", "--data", data, "ada"], stdin: "password123\n")
         try t.signIn(server)
         try t.write(620, prefix: "auto")
         try t.ok("sync")
         // 520 ops lie past the 100 kept hot once the sync is done (the pushes came in pages, so a pass
-        // may have sealed part of them already): two whole segments end up sealed, with a snapshot at 500.
+        // may have sealed part of them already): two whole segments end up sealed, with a snapshot of the
+        // head when the last pass ran (600 ops in at least); none when a pass sealed only the first
+        // (250 ops past no snapshot, fewer than 400).
         func compactions() -> [[String: Any]] {
             let text = (try? String(contentsOfFile: server.logPath, encoding: .utf8)) ?? ""
             return text.split(separator: "\n").compactMap { line in
@@ -88,11 +90,13 @@ import Testing
         #expect(done.reduce(0, { $0 + ($1["sealed"] as? Int ?? 0) }) == 500, "\(done)")
         #expect(done.reduce(0, { $0 + ($1["segments"] as? Int ?? 0) }) == 2, "\(done)")
         #expect(done.allSatisfy { $0["auto"] as? Bool == true }, "\(done)")
-        #expect(done.last?["snapshot_seq"] as? Int == 500, "\(done)")
+        #expect((600...620).contains(done.last?["snapshot_seq"] as? Int ?? 0), "\(done)")
+        #expect(done.dropLast().allSatisfy { $0["snapshot_seq"] is NSNull }, "\(done)")
 
         let listening = try #require(try String(contentsOfFile: server.logPath, encoding: .utf8).split(separator: "\n").first)
         #expect(listening.contains("\"event\":\"listening\"") && listening.contains("\"compact_keep_ops\":100")
-                && listening.contains("\"compact_segment_ops\":250") && listening.contains("\"horizon_ms\":null"), "\(listening)")
+                && listening.contains("\"compact_segment_ops\":250")
+                && listening.contains("\"compact_snapshot_ops\":400") && listening.contains("\"horizon_ms\":null"), "\(listening)")
 
         let other = try Tool()
         try other.signIn(server)
@@ -154,6 +158,7 @@ import Testing
                                      (["--horizon-days", "-1"], "--horizon-days takes a whole number from 1"),
                                      (["--compact-every", "never"], "--compact-every takes seconds"),
                                      (["--compact-segment-ops", "20000"], "--compact-segment-ops takes a whole number from 1 to 10000"),
+                                     (["--compact-snapshot-ops", "0"], "--compact-snapshot-ops takes a whole number from 1"),
                                      (["--compact-every"], "--compact-every needs a value")] {
             let result = try t.run(["serve", "--data", data, "--port", "0"] + arguments)
             #expect(result.status == 2, "\(arguments): \(result.stderr)")
@@ -164,6 +169,7 @@ import Testing
         let offLog = try String(contentsOfFile: off.logPath, encoding: .utf8)
         #expect(offLog.contains("\"compact\":\"off\""), "\(offLog)")
         let help = try t.ok("serve", "--help")
-        #expect(help.stdout.contains("--horizon-days D") && help.stdout.contains("--no-compact"))
+        #expect(help.stdout.contains("--horizon-days D") && help.stdout.contains("--no-compact")
+                && help.stdout.contains("--compact-snapshot-ops"))
     }
 }

@@ -8,7 +8,7 @@ import Foundation
 /// Measurement 3 of the lifecycle: a new device onto an N-op library, end to end over
 /// loopback HTTP against a real `SyncServer`. The server's library is filled with
 /// `ServerLibrary.importConfirmed` (the fast path; the ops are already ordered) and
-/// compacted with `SyncService.compact` (keepOps 10,000), which writes the snapshot. Then,
+/// compacted with `ServerLibrary.compact` (keepOps 10,000), which writes the snapshot. Then,
 /// each in a fresh child process (so its peak RSS, `VmHWM`, is its own):
 ///
 /// - the device with the engine's default configuration: its first pull page advertises
@@ -22,6 +22,8 @@ extension LifecycleBenchmark {
         var ops: Int
         var importSeconds: Double
         var server: CompactionReport
+        /// The server's snapshot step alone (from the last segment's commit to the snapshot's).
+        var serverSnapshotSeconds: Double
         var serverDigest: String
         var snapshotSeq: Int64
         var snapshotFrameBytes: Int64
@@ -107,7 +109,10 @@ extension LifecycleBenchmark {
         progress("lifecycle bootstrap: compacting the server's library (keepOps \(formatCount(Double(Self.keepOps))))…")
         var policy = CompactionPolicy()
         policy.keepOps = Self.keepOps
-        let server = try rig.service.compact(library: libraryID, policy: policy)
+        var stepEnds: [(String, UInt64)] = [("start", nowNanoseconds())]
+        let server = try library.compact(policy, afterStep: { _, what in stepEnds.append((what, nowNanoseconds())) })
+        let snapshotStep = stepEnds.indices.dropFirst().first { stepEnds[$0].0.hasPrefix("wrote the snapshot") }
+        let serverSnapshotSeconds = snapshotStep.map { Double(stepEnds[$0].1 - stepEnds[$0 - 1].1) / 1e9 } ?? 0
         guard let (snapshotSeq, frame) = try library.latestSnapshot() else { throw BenchError("lifecycle bootstrap: the server wrote no snapshot") }
         let serverDigest = try library.digest()
 
@@ -123,7 +128,8 @@ extension LifecycleBenchmark {
         if fromSnapshot.bootstrappedAt != snapshotSeq {
             progress("lifecycle bootstrap: FAILED: the device did not start from the snapshot at \(snapshotSeq) (bootstrapped at \(fromSnapshot.bootstrappedAt.map(String.init) ?? "none"))")
         }
-        return BootstrapResult(ops: ops, importSeconds: Double(importNanoseconds) / 1e9, server: server, serverDigest: serverDigest,
+        return BootstrapResult(ops: ops, importSeconds: Double(importNanoseconds) / 1e9, server: server,
+                               serverSnapshotSeconds: serverSnapshotSeconds, serverDigest: serverDigest,
                                snapshotSeq: snapshotSeq, snapshotFrameBytes: Int64(frame.count), fromSnapshot: fromSnapshot, fullLog: fullLog)
     }
 

@@ -13,10 +13,9 @@ extension SyncBenchmark {
         /// From `syncOnce()` starting to the last push answered.
         var seconds: Double
         var baselineSeconds: Double
-        /// The same pushNow calls into a service whose maintenance thread compacts the library meanwhile.
-        var compactingSeconds: Double
-        var compactions: UInt64
-        var compactedOps: UInt64
+        /// The same pushNow calls into a service whose maintenance thread compacts the library
+        /// meanwhile: with a snapshot at every seal, then with one every 50,000 ops.
+        var compacting: [CompactingRun]
         /// The rest of that `syncOnce()`: pulling the pushed ops back as confirmed.
         var pullBackSeconds: Double
         var requests: Samples
@@ -37,6 +36,17 @@ extension SyncBenchmark {
         var baselineOpsPerSecond: Double { Double(ops) / baselineSeconds }
         var ratio: Double { opsPerSecond / baselineOpsPerSecond }
         var pass: Bool { opsPerSecond >= 20_000 && pushed == ops && rejected == 0 && digestMatches }
+    }
+
+    /// pushNow into a service compacting on its own meanwhile.
+    struct CompactingRun {
+        var seconds: Double
+        var compactions: UInt64
+        var compactedOps: UInt64
+        /// The maintenance thread's time in those compactions, all told.
+        var compactionSeconds: Double
+        /// The seq of the library's newest snapshot at the end.
+        var newestSnapshot: Int64?
     }
 
     func measurePush() throws -> PushResult {
@@ -81,18 +91,26 @@ extension SyncBenchmark {
 
         // The same again into a service that compacts the library on its own meanwhile (keep 10,000 hot,
         // seal whole segments of 10,000, look every 0.2 s): what the running server's maintenance costs pushes.
-        progress("sync push: the same batches into SyncService.pushNow while its maintenance thread compacts…")
-        var maintenance = MaintenancePolicy()
-        maintenance.compaction?.keepOps = 10_000
-        maintenance.checkIntervalSeconds = 0.2
-        let compactingService = try SyncService(dataDirectory: directory + "/sync-push-compacting", maintenance: maintenance)
-        _ = try compactingService.accounts.addUser("writer", password: SyncRig.password, schema: .readItLater, libraryID: libraryID)
-        let compactingToken = try compactingService.accounts.registerDevice(user: "writer", password: SyncRig.password,
-                                                                            deviceID: device.store.deviceID).token
-        compactingService.startMaintenance()
-        let compactingNanoseconds = try pushAll(into: compactingService, token: compactingToken)
-        compactingService.stopMaintenance()
-        let compacted = compactingService.metrics.compactionCounts
+        // Twice: a snapshot at every seal (before 12-02's cadence), then one once 50,000 ops lie past the last.
+        func pushWhileCompacting(snapshotEveryOps: Int64?, name: String) throws -> CompactingRun {
+            progress("sync push: the same batches into SyncService.pushNow while its maintenance thread compacts (\(name))…")
+            var maintenance = MaintenancePolicy()
+            maintenance.compaction?.keepOps = 10_000
+            maintenance.compaction?.snapshotEveryOps = snapshotEveryOps
+            maintenance.checkIntervalSeconds = 0.2
+            let service = try SyncService(dataDirectory: directory + "/sync-push-compacting-\(name)", maintenance: maintenance)
+            _ = try service.accounts.addUser("writer", password: SyncRig.password, schema: .readItLater, libraryID: libraryID)
+            let token = try service.accounts.registerDevice(user: "writer", password: SyncRig.password, deviceID: device.store.deviceID).token
+            service.startMaintenance()
+            let nanoseconds = try pushAll(into: service, token: token)
+            service.stopMaintenance()
+            let counts = service.metrics.compactionCounts
+            let newest = try service.library(libraryID).latestSnapshotSeq()
+            return CompactingRun(seconds: Double(nanoseconds) / 1e9, compactions: counts.compactions, compactedOps: counts.opsSealed,
+                                 compactionSeconds: counts.seconds, newestSnapshot: newest)
+        }
+        let everySeal = try pushWhileCompacting(snapshotEveryOps: nil, name: "every-seal")
+        let cadence = try pushWhileCompacting(snapshotEveryOps: 50_000, name: "cadence")
 
         // The measurement: the engine pushes the outbox over HTTP; the push part of syncOnce is timed.
         progress("sync push: the device pushes \(formatCount(Double(n))) ops over HTTP (SyncEngine.syncOnce)…")
@@ -114,8 +132,7 @@ extension SyncBenchmark {
         if library.head != Int64(n) { syncFailure("the server holds \(library.head) ops after the push; expected \(n)") }
         let logged = rig.loggedPushTimes()
         let result = PushResult(ops: n, writeSeconds: writeSeconds, seconds: Double(lastPush.end - t0) / 1e9,
-                                baselineSeconds: Double(baseNanoseconds) / 1e9, compactingSeconds: Double(compactingNanoseconds) / 1e9,
-                                compactions: compacted.compactions, compactedOps: compacted.opsSealed, pullBackSeconds: Double(t1 - lastPush.end) / 1e9,
+                                baselineSeconds: Double(baseNanoseconds) / 1e9, compacting: [everySeal, cadence], pullBackSeconds: Double(t1 - lastPush.end) / 1e9,
                                 requests: requests, pushed: report.pushed, rejected: report.rejected, outcome: "\(report.outcome)",
                                 digestMatches: serverDigest == deviceDigest && library.head == Int64(n), wire: wire,
                                 typeCounts: writer.typeCounts, serverPushNow: logged.pushNow, serverRequests: logged.request,

@@ -84,18 +84,23 @@ extension SyncBenchmark.Result {
                                   chronicle: formatCount(push.opsPerSecond) + " ops/s", baseline: formatCount(push.baselineOpsPerSecond) + " ops/s",
                                   ratio: ratioText(push.ratio), target: ">= 20,000 ops/s", verdict: verdict(push.pass)))
         sink.notes.append("sync push: timed from syncOnce() to the last push answered (\(push.requests.count) requests of up to 500 ops: p50 \(millisecondsText(push.requests.percentileMilliseconds(0.5))), p99 \(millisecondsText(push.requests.percentileMilliseconds(0.99)))); the same round then pulled the ops back as confirmed in \(formatFixed(push.pullBackSeconds, 1)) s; \(push.pushed) accepted, \(push.rejected) rejected, device digest = server: \(push.digestMatches ? "yes" : "NO"). Server side, per request: in the HTTP server p50 \(millisecondsText(push.serverRequests.percentileMilliseconds(0.5))), of which pushNow p50 \(millisecondsText(push.serverPushNow.percentileMilliseconds(0.5))); all requests \(formatFixed(Double(push.serverRequests.nanoseconds.reduce(0, +)) / 1e9, 2)) s of the \(formatFixed(push.seconds, 2)) s push (the rest: the device's outbox reads, acknowledgement commits, segment coding, URLSession). Writing them locally took \(formatFixed(push.writeSeconds, 1)) s (\(formatCount(Double(push.ops) / push.writeSeconds)) writes/s); the device afterwards: database \(push.storeBytes / 1_048_576) MB + WAL \(push.storeWALBytes / 1_048_576) MB.")
-        let compactingOpsPerSecond = Double(push.ops) / push.compactingSeconds
-        sink.rows.append(TableRow(measurement: "sync push: pushNow while the server compacts on its own (base: pushNow)",
-                                  chronicle: formatCount(compactingOpsPerSecond) + " ops/s", baseline: formatCount(push.baselineOpsPerSecond) + " ops/s",
-                                  ratio: ratioText(compactingOpsPerSecond / push.baselineOpsPerSecond), target: "", verdict: ""))
-        sink.notes.append("sync push, compacting: the same batches into a SyncService whose maintenance thread looked at the library every 0.2 s (keep 10,000 ops hot, seal whole segments of 10,000): \(push.compactions) compactions sealed \(push.compactedOps) ops while the pushes ran (each: seal one segment, then a snapshot built on a read connection); pushNow in all \(formatFixed(push.compactingSeconds, 2)) s against \(formatFixed(push.baselineSeconds, 2)) s without.")
+        for (run, what) in zip(push.compacting, ["a snapshot at every seal", "a snapshot every 50,000 ops"]) {
+            let opsPerSecond = Double(push.ops) / run.seconds
+            sink.rows.append(TableRow(measurement: "sync push: pushNow while the server compacts on its own, \(what) (base: pushNow)",
+                                      chronicle: formatCount(opsPerSecond) + " ops/s", baseline: formatCount(push.baselineOpsPerSecond) + " ops/s",
+                                      ratio: ratioText(opsPerSecond / push.baselineOpsPerSecond), target: "", verdict: ""))
+            sink.notes.append("sync push, compacting with \(what): the same batches into a SyncService whose maintenance thread looked at the library every 0.2 s (keep 10,000 ops hot, seal whole segments of 10,000): \(run.compactions) compactions sealed \(run.compactedOps) ops while the pushes ran, taking \(formatFixed(run.compactionSeconds, 2)) s of the maintenance thread in all (snapshots built on a read connection; the newest at the end at seq \(run.newestSnapshot.map { formatCount(Double($0)) } ?? "none")); pushNow in all \(formatFixed(run.seconds, 2)) s against \(formatFixed(push.baselineSeconds, 2)) s without.")
+        }
         sink.rows.append(wireRow("push batch", push.wire))
         sink.json.append(("push", .object([
             ("ops", .int(Int64(push.ops))), ("pushed", .int(Int64(push.pushed))), ("rejected", .int(Int64(push.rejected))),
             ("outcome", .string(push.outcome)), ("seconds", .number(push.seconds)), ("ops_per_second", .number(push.opsPerSecond)),
             ("push_now_seconds", .number(push.baselineSeconds)), ("push_now_ops_per_second", .number(push.baselineOpsPerSecond)),
-            ("push_now_compacting_seconds", .number(push.compactingSeconds)), ("compactions", .int(Int64(push.compactions))),
-            ("compacted_ops", .int(Int64(push.compactedOps))),
+            ("push_now_compacting", .array(zip(push.compacting, ["every_seal", "every_50000_ops"]).map { run, snapshots in
+                .object([("snapshots", .string(snapshots)), ("seconds", .number(run.seconds)), ("compactions", .int(Int64(run.compactions))),
+                         ("compacted_ops", .int(Int64(run.compactedOps))), ("compaction_seconds", .number(run.compactionSeconds)),
+                         ("newest_snapshot_seq", run.newestSnapshot.map { .int($0) } ?? .null)])
+            })),
             ("ratio", .number(push.ratio)), ("requests", .int(Int64(push.requests.count))),
             ("request_p50_ms", .number(push.requests.percentileMilliseconds(0.5))), ("request_p99_ms", .number(push.requests.percentileMilliseconds(0.99))),
             ("pull_back_seconds", .number(push.pullBackSeconds)), ("local_write_seconds", .number(push.writeSeconds)),

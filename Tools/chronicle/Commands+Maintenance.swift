@@ -124,7 +124,7 @@ extension Command {
         if ctx.output.json {
             ctx.output.emit(["segments_written": report.segmentsWritten, "ops_sealed": report.opsSealed, "log_bytes_sealed": report.logBytesSealed,
                              "segment_body_bytes": report.segmentBodyBytes, "segment_frame_bytes": report.segmentFrameBytes,
-                             "compression_ratio": report.compressionRatio, "snapshot_seq": report.plan.snapshotAt as Any? ?? NSNull(),
+                             "compression_ratio": report.compressionRatio, "snapshot_seq": report.snapshotSeq as Any? ?? NSNull(),
                              "snapshot_bytes": report.snapshotBytes, "history_dropped_through": report.historyDroppedThrough as Any? ?? NSNull(),
                              "file_bytes_before": before, "file_bytes_after": after, "seconds": report.seconds])
             return ExitCode.success
@@ -135,7 +135,7 @@ extension Command {
         }
         let bytes = { (n: Int64) in ByteCountFormatter.string(fromByteCount: n, countStyle: .file) }
         ctx.output.line("Sealed \(report.opsSealed) ops into \(report.segmentsWritten) segment\(report.segmentsWritten == 1 ? "" : "s"): \(bytes(report.logBytesSealed)) of log → \(bytes(report.segmentFrameBytes)) (\(String(format: "%.1f", report.compressionRatio))x).")
-        if let at = report.plan.snapshotAt { ctx.output.line("Snapshot of the state at seq \(at): \(bytes(report.snapshotBytes)).") }
+        if let at = report.snapshotSeq { ctx.output.line("Snapshot of the state at seq \(at): \(bytes(report.snapshotBytes)).") }
         if let drop = report.historyDroppedThrough { ctx.output.line("Dropped history through seq \(drop) (horizon).") }
         ctx.output.line("File: \(bytes(before)) → \(bytes(after)) in \(String(format: "%.2f", report.seconds)) s.")
         return ExitCode.success

@@ -76,7 +76,7 @@ extension Command {
 
     static let serve = Command(
         name: "serve", summary: "Run the sync server (HTTP/1.1 on libmicrohttpd, embedded SQLite store).",
-        usage: "chronicle serve --data DIR [--port N] [--host 127.0.0.1] [--threads N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact]",
+        usage: "chronicle serve --data DIR [--port N] [--host 127.0.0.1] [--threads N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact]",
         details: """
             DIR holds server.sqlite (users, devices) and libraries/<id>.sqlite (one per library); it is created if missing.
             --port 0 (the default is 8080) picks a free port. The first line on stdout says where it listens;
@@ -88,7 +88,9 @@ extension Command {
             The server compacts each library on its own once it has taken pushes: when a whole segment's worth of ops
             (--compact-segment-ops, default 10,000) lies past what it keeps hot (--compact-keep-ops, default 100,000;
             --compact-keep-days D also keeps the last D days), it seals them into LZ4 segments (pulls and audits read
-            them as before) and writes a snapshot new devices start from. Changed libraries are looked at every
+            them as before). A snapshot new devices start from is written once --compact-snapshot-ops ops (default
+            100,000) lie between the newest one and the sealed end, not at every seal: a snapshot costs about as much
+            as the library's whole state; a new device pulls the ops after it. Changed libraries are looked at every
             --compact-every seconds (default 60). --horizon-days D drops history older than D days where a snapshot
             covers it; devices whose cursor is older start from the snapshot (HTTP 410) and keep and push their queued
             changes. Default: history is kept whole. The file keeps its size and reuses the freed pages;
@@ -96,7 +98,7 @@ extension Command {
             SIGTERM) waits for the compaction step in progress, never longer.
             For fault testing only: CHRONICLE_FAULT_503_RATE=0.3 answers that fraction of /v1 requests 503.
             """) { args, ctx in
-        let usage = "chronicle serve --data DIR [--port N] [--host 127.0.0.1] [--threads N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact]"
+        let usage = "chronicle serve --data DIR [--port N] [--host 127.0.0.1] [--threads N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact]"
         guard let data = args.option("data") else { throw ChronicleError(.usage, "--data DIR is required. Usage: \(usage)") }
         var limits = ServiceLimits()
         if let list = args.option("free-caps"), list != "none" {
@@ -145,6 +147,7 @@ extension Command {
         if let ops = try whole("compact-segment-ops", 1...Int64(SegmentCodec.Limits().maxOps)) {
             maintenance.compaction?.segmentOpsMax = Int(ops)
         }
+        if let ops = try whole("compact-snapshot-ops", 1...Int64(Int32.max)) { maintenance.compaction?.snapshotEveryOps = ops }
         if let text = args.option("compact-every") {
             guard let seconds = Double(text), seconds.isFinite, seconds >= 0.01, seconds <= 86_400 else {
                 throw ChronicleError(.usage, "--compact-every takes seconds from 0.01 to 86400 (got '\(text)').")
@@ -237,13 +240,13 @@ extension Command {
                 do {
                     let report = try service.compact(library: target.library, policy: policy)
                     results.append(["user": target.name, "library_id": target.library.lowercased, "ops_sealed": report.opsSealed,
-                                    "segments_written": report.segmentsWritten, "snapshot_seq": report.plan.snapshotAt as Any? ?? NSNull(),
+                                    "segments_written": report.segmentsWritten, "snapshot_seq": report.snapshotSeq as Any? ?? NSNull(),
                                     "history_dropped_through": report.historyDroppedThrough as Any? ?? NSNull(),
                                     "file_bytes_before": report.fileBytesBefore, "file_bytes_after": report.fileBytesAfter])
                     if !ctx.output.json {
                         bar.finish()
                         ctx.output.line("Sealed \(report.opsSealed) ops of \(target.name)'s library into \(report.segmentsWritten) segments" +
-                                        (report.plan.snapshotAt.map { "; snapshot at seq \($0)" } ?? "") +
+                                        (report.snapshotSeq.map { "; snapshot at seq \($0)" } ?? "") +
                                         (report.historyDroppedThrough.map { "; history through seq \($0) dropped" } ?? "") +
                                         "; \(report.fileBytesBefore) → \(report.fileBytesAfter) bytes.")
                     }

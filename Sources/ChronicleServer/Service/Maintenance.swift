@@ -6,8 +6,8 @@ import Foundation
 ///
 /// A library that took pushes is looked at every `checkIntervalSeconds`; once a whole segment
 /// of ops lies past what `compaction` keeps hot, it is compacted: whole segments of old ops
-/// sealed (pulls read them as before), a snapshot there for new devices, and history past the
-/// horizon dropped if the policy sets one. Each step is its own transaction, so pushes to the
+/// sealed (pulls read them as before), a snapshot for new devices once enough ops lie past the
+/// last one, and history past the horizon dropped if the policy sets one. Each step is its own transaction, so pushes to the
 /// library go on in between.
 ///
 /// ```swift
@@ -18,8 +18,8 @@ import Foundation
 public struct MaintenancePolicy: Sendable, Equatable {
     /// What each compaction keeps hot, seals and drops; nil: the server never compacts on its
     /// own (`chronicle server compact` still does). It seals whole segments only
-    /// (`wholeSegmentsOnly` is set on every pass), so the snapshot is not rewritten after every
-    /// push. `givesSpaceBack` is off by default here: VACUUM would hold the library's writer
+    /// (`wholeSegmentsOnly` is set on every pass), and snapshots only every `snapshotEveryOps`
+    /// ops: a snapshot costs about the library's whole state however little was sealed. `givesSpaceBack` is off by default here: VACUUM would hold the library's writer
     /// while it copies the file, and the pages the sealed rows leave are reused by the next pushes.
     public var compaction: CompactionPolicy?
     /// How often libraries that took pushes since the last look are looked at.
@@ -28,10 +28,12 @@ public struct MaintenancePolicy: Sendable, Equatable {
     /// sealed (the check reads every sealed segment's last op time).
     public var horizonCheckSeconds: Double = 3_600
 
-    /// Keep the newest 100,000 ops of each library hot and seal the rest, 10,000 to a segment.
+    /// Keep the newest 100,000 ops of each library hot and seal the rest, 10,000 to a segment;
+    /// a new snapshot once 100,000 ops lie past the newest one.
     public init() {
         var policy = CompactionPolicy()
         policy.keepOps = 100_000
+        policy.snapshotEveryOps = 100_000
         policy.givesSpaceBack = false
         policy.wholeSegmentsOnly = true
         compaction = policy
@@ -165,7 +167,7 @@ extension SyncService {
             metrics.compacted(ops: report.opsSealed, seconds: seconds)
             log.log("compact", ["library": .text(id.lowercased), "auto": .bool(true), "sealed": .integer(report.opsSealed),
                                 "segments": .integer(Int64(report.segmentsWritten)),
-                                "snapshot_seq": report.plan.snapshotAt.map(Value.integer) ?? .null,
+                                "snapshot_seq": report.snapshotSeq.map(Value.integer) ?? .null,
                                 "history_dropped_through": report.historyDroppedThrough.map(Value.integer) ?? .null,
                                 "ms": .real((seconds * 1e6).rounded() / 1e3)])
             return MaintenanceResult(library: id, report: report)

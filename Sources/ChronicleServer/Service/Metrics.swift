@@ -55,9 +55,10 @@ public final class Metrics: Sendable {
     /// Ops answered so far by outcome (tests and benchmarks read these).
     public var opCounts: [String: UInt64] { state.withLock { $0.ops } }
 
-    /// The server's own compactions so far: how many finished, and the ops they sealed.
-    public var compactionCounts: (compactions: UInt64, opsSealed: UInt64) {
-        state.withLock { ($0.compactions["ok", default: 0], $0.opsSealed) }
+    /// The server's own compactions so far: how many finished, the ops they sealed, and the
+    /// seconds they took in all.
+    public var compactionCounts: (compactions: UInt64, opsSealed: UInt64, seconds: Double) {
+        state.withLock { ($0.compactions["ok", default: 0], $0.opsSealed, $0.compaction.sum) }
     }
 
     public func render() -> String {

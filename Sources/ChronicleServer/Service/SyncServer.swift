@@ -33,6 +33,7 @@ public final class SyncServer: Sendable {
             fields["compact_keep_ops"] = policy.keepOps.map(Value.integer) ?? .null
             fields["compact_keep_ms"] = policy.keepMilliseconds.map(Value.integer) ?? .null
             fields["compact_segment_ops"] = .integer(Int64(policy.segmentOpsMax))
+            fields["compact_snapshot_ops"] = policy.snapshotEveryOps.map(Value.integer) ?? .null
             fields["compact_every_s"] = .real(maintenance.checkIntervalSeconds)
             fields["horizon_ms"] = policy.horizonMilliseconds.map(Value.integer) ?? .null
         } else {

@@ -284,6 +284,7 @@ public final class SyncService: SyncEndpoint {
         let report = try library(id).compact(policy)
         log.log("compact", ["library": .text(id.lowercased), "sealed": .integer(report.opsSealed),
                             "segments": .integer(Int64(report.segmentsWritten)),
+                            "snapshot_seq": report.snapshotSeq.map(Value.integer) ?? .null,
                             "history_dropped_through": report.historyDroppedThrough.map(Value.integer) ?? .null])
         return report
     }

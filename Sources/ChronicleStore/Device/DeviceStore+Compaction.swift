@@ -19,6 +19,11 @@ public struct CompactionPolicy: Sendable, Equatable {
     /// Seal only whole segments of `segmentOpsMax` ops: the ops short of one more stay hot until
     /// it is full. A running server compacts this way, so its segments all come out the same size.
     public var wholeSegmentsOnly = false
+    /// Write a new snapshot only once this many ops lie between the newest one and the seal
+    /// point (nil: at every seal point). A snapshot costs about as much as the library's whole
+    /// state, however few ops were sealed, so a running server that seals a segment at a time
+    /// snapshots less often; a new device then pulls the ops after the snapshot it starts from.
+    public var snapshotEveryOps: Int64? = nil
 
     public init() {}
 }
@@ -30,7 +35,8 @@ public struct CompactionPlan: Sendable, Equatable {
     public var alreadySealedThrough: Int64
     public var opsToSeal: Int64
     public var segmentsToWrite: Int
-    /// The seq the new snapshot will hold the state at; nil when the newest snapshot is already there.
+    /// The seq the new snapshot will hold the state at (the server's: its head when the snapshot
+    /// is read, this or later); nil when no new snapshot is due.
     public var snapshotAt: Int64?
     /// Sealed history up to this seq will be dropped (horizon policy); nil when none.
     public var dropThrough: Int64?
@@ -52,6 +58,9 @@ public struct CompactionReport: Sendable {
     /// Bytes of the segments' bodies before and after LZ4.
     public var segmentBodyBytes: Int64 = 0
     public var segmentFrameBytes: Int64 = 0
+    /// The seq of the snapshot written at the end (nil: none). At least `plan.snapshotAt`: the
+    /// server's snapshot holds its state at the head as the snapshot was read, which may be later.
+    public var snapshotSeq: Int64?
     public var snapshotBytes: Int64 = 0
     public var historyDroppedThrough: Int64?
     public var fileBytesBefore: Int64 = 0
@@ -73,6 +82,10 @@ protocol LogLifecycle {
     var materializer: Materializer { get }
     var projection: ProjectionSchema { get }
     var clock: any ChronicleClock { get }
+    /// True when the projection holds exactly the confirmed state at the head (the server's;
+    /// a device's shows its pending ops on top): a snapshot is then read from it as it is,
+    /// at the head, rather than replayed into a scratch database up to the seal point.
+    var projectsConfirmedStateOnly: Bool { get }
     func read<T>(_ body: (Database) throws -> T) throws -> T
     func writeTransaction<T>(_ body: (Database) throws -> T) throws -> T
     /// Runs `VACUUM` on the writer connection.
@@ -89,6 +102,8 @@ extension LogLifecycle {
 }
 
 extension DeviceStore: LogLifecycle {
+    var projectsConfirmedStateOnly: Bool { false }
+
     func vacuum() throws {
         try writer.withLock { db in
             try db.execute("VACUUM")
@@ -145,7 +160,7 @@ extension LogLifecycle {
         if policy.wholeSegmentsOnly { through = sealed + (through - sealed) / segmentOps * segmentOps }
         let ops = through - sealed
         let latestSnapshot = try db.scalarInt("SELECT max(seq) FROM chronicle_snapshots") ?? 0
-        let snapshotAt: Int64? = through > latestSnapshot ? through : nil
+        let snapshotAt: Int64? = through > latestSnapshot && through - latestSnapshot >= max(1, policy.snapshotEveryOps ?? 1) ? through : nil
         var dropThrough: Int64?
         var snapshotAtDrop: Int64?
         if let horizon = policy.horizonMilliseconds {
@@ -153,7 +168,8 @@ extension LogLifecycle {
             // Server times never go back, so those segments are a prefix: a binary search finds its
             // end, decoding a handful of segments one at a time (decoding them all at once held a
             // 1,000,000-op library's every op in memory).
-            let covered = snapshotAt ?? latestSnapshot
+            // (Every segment sealed by the end of the run: one without a snapshot at its end gets one first.)
+            let covered = max(through, latestSnapshot)
             let segments = try db.query("SELECT first_seq, last_seq FROM chronicle_segments WHERE last_seq <= ?1 ORDER BY first_seq",
                                         [.integer(covered)]) { ($0.int(0), $0.int(1)) }
             func isOld(_ firstSeq: Int64) throws -> Bool {
@@ -177,8 +193,9 @@ extension LogLifecycle {
                 if boundary > sealed { dropThrough = boundary }
             }
             // History is dropped only up to a snapshot, so the state there is known: where there is
-            // none, compaction writes one first (a library still in use has its newest snapshot later).
-            if let drop = dropThrough, drop != covered, try db.scalarInt("SELECT 1 FROM chronicle_snapshots WHERE seq = ?1", [.integer(drop)]) == nil {
+            // none, compaction writes one first (a library still in use has its newest snapshot later;
+            // the server's newest is of its head, whatever the seal point).
+            if let drop = dropThrough, drop != snapshotAt || projectsConfirmedStateOnly, try db.scalarInt("SELECT 1 FROM chronicle_snapshots WHERE seq = ?1", [.integer(drop)]) == nil {
                 snapshotAtDrop = drop
             }
         }
@@ -217,12 +234,19 @@ extension LogLifecycle {
             try done("sealed a segment")
         }
 
-        // 2. The snapshot a horizon starts history from, where there is none yet, then the one at the
-        // seal point (older ones go, except the one history begins at and the one it is about to).
-        func writeSnapshot(at seq: Int64, deletingOlder: Bool) throws -> Int64 {
+        // 2. The snapshot a horizon starts history from, where there is none yet, then the newest one
+        // (older ones go, except the one history begins at and the one it is about to). A drop point's
+        // is replayed to its exact seq in a scratch database; the newest one, where the projection
+        // holds only confirmed state (the server's), is read from it at its head: a dump, no replay.
+        func writeSnapshot(at exact: Int64?, deletingOlder: Bool) throws -> (seq: Int64, bytes: Int64) {
             let (snapshot, stateDigest) = try read { db in
-                try DeviceStore.stateSnapshot(at: seq, source: db, materializer, projection, libraryID: libraryID, progress: nil)
+                if let exact {
+                    return try DeviceStore.stateSnapshot(at: exact, source: db, materializer, projection, libraryID: libraryID, progress: nil)
+                }
+                let head = max(try DeviceStore.sealedUpTo(in: db), try db.scalarInt("SELECT max(server_seq) FROM chronicle_log") ?? 0)
+                return (try DeviceStore.dump(projection, from: db, seq: head, libraryID: libraryID), try DeviceStore.digest(projection, in: db))
             }
+            let seq = snapshot.seq
             let frame = SnapshotCodec.encode(snapshot)
             try writeTransaction { db in
                 try db.statement("INSERT OR REPLACE INTO chronicle_snapshots(seq, body, state_digest, body_bytes, created_at) VALUES (?1, ?2, ?3, ?4, ?5)")
@@ -233,13 +257,15 @@ extension LogLifecycle {
                 }
             }
             try done("wrote the snapshot at seq \(seq)")
-            return Int64(frame.count)
+            return (seq, Int64(frame.count))
         }
         if let drop = plan.snapshotAtDrop {
             _ = try writeSnapshot(at: drop, deletingOlder: false)
         }
         if let at = plan.snapshotAt {
-            report.snapshotBytes = try writeSnapshot(at: at, deletingOlder: true)
+            let written = try writeSnapshot(at: projectsConfirmedStateOnly ? nil : at, deletingOlder: true)
+            report.snapshotSeq = written.seq
+            report.snapshotBytes = written.bytes
         }
 
         // 3. The horizon: history older than it goes, where a snapshot holds the state. Checked again

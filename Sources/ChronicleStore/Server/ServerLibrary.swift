@@ -275,6 +275,9 @@ public final class ServerLibrary: Sendable {
 }
 
 extension ServerLibrary: LogLifecycle {
+    /// The server's projection holds the confirmed state at its head and nothing else.
+    var projectsConfirmedStateOnly: Bool { true }
+
     func vacuum() throws {
         try writer.withLock { db in
             try db.execute("VACUUM")
@@ -296,9 +299,10 @@ extension ServerLibrary: LogLifecycle {
         }
     }
 
-    /// Seals the log's prefix into segments, snapshots the state there, and drops history
-    /// past the retention horizon if the policy sets one (devices behind it then start
-    /// from the snapshot). Same steps and guarantees as `DeviceStore.compact`: every step is
+    /// Seals the log's prefix into segments, snapshots the state, and drops history past the
+    /// retention horizon if the policy sets one (devices behind it then start from the
+    /// snapshot). The snapshot is read from the library's projection at its head as it is
+    /// read (`CompactionReport.snapshotSeq`, at or after the seal point). Same steps and guarantees as `DeviceStore.compact`: every step is
     /// its own transaction, so pushes to the library go on between them, and `afterStep`
     /// (after each committed step) may throw to stop there, leaving a whole library.
     @discardableResult

@@ -19,6 +19,7 @@ extension Simulator {
         "keep \(policy.keepOps.map(String.init) ?? "any") ops, segments of \(policy.segmentOpsMax), "
             + "horizon \(policy.horizonMilliseconds.map { "\($0 / 1000) s" } ?? "none")"
             + (policy.wholeSegmentsOnly ? ", whole segments only" : "") + (policy.givesSpaceBack ? "" : ", no VACUUM")
+            + (policy.snapshotEveryOps.map { ", a snapshot every \($0) ops" } ?? "")
     }
 
     /// The server seals its log into segments, snapshots, and maybe drops old history
@@ -44,11 +45,12 @@ extension Simulator {
         if lifecycleRandom.chance(0.5) {
             policy.wholeSegmentsOnly = true
             policy.givesSpaceBack = false
+            policy.snapshotEveryOps = lifecycleRandom.pick([nil, 10, 40])
         }
         let report = try server.service.compact(library: libraryID, policy: policy)
         compactions += 1
         log.record("server compacts (\(Self.describe(policy))): sealed \(report.opsSealed) ops in \(report.segmentsWritten) segments, "
-                   + "snapshot at \(report.plan.snapshotAt.map(String.init) ?? "none"), history dropped through \(report.historyDroppedThrough.map(String.init) ?? "none")")
+                   + "snapshot at \(report.snapshotSeq.map(String.init) ?? "none"), history dropped through \(report.historyDroppedThrough.map(String.init) ?? "none")")
     }
 
     /// The device compacts its own store the same way; on a full disk that may fail, cleanly.
@@ -57,6 +59,7 @@ extension Simulator {
     func compact(_ device: SimulatedDevice) throws {
         var policy = randomPolicy()
         policy.givesSpaceBack = lifecycleRandom.chance(0.7)
+        policy.snapshotEveryOps = lifecycleRandom.chance(0.3) ? lifecycleRandom.pick([10, 40]) : nil
         let crashAfterStep = plan.crashRate > 0 && random.chance(0.5) ? random.between(1...4) : nil
         let before = try device.store.digest()
         do {

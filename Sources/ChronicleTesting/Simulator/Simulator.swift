@@ -216,6 +216,7 @@ public final class Simulator {
         maintenance.compaction?.segmentOpsMax = lifecycleRandom.pick([3, 10])
         maintenance.compaction?.horizonMilliseconds = lifecycleRandom.chance(0.3) ? lifecycleRandom.pick([60_000, 3_600_000]) : nil
         maintenance.horizonCheckSeconds = 0
+        maintenance.compaction?.snapshotEveryOps = lifecycleRandom.pick([nil, 1, 10, 40])
         server = try SimulatedServer(directory: directory + "/server", clock: serverClock, limits: limits, maintenance: maintenance)
         let user = try server.service.accounts.addUser("sim", password: Self.password, schema: schema, libraryID: random.uuid())
         libraryID = user.libraryID
