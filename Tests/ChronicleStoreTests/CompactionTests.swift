@@ -241,6 +241,12 @@ import Testing
             #expect(try f.store.replayDigest(upTo: at) == digestAt, "seed \(seed): the snapshot is the state at \(at)")
             let decoded = try SnapshotCodec.decode(SnapshotCodec.encode(snapshot))
             #expect(decoded == snapshot)
+            // What compaction writes: the body streamed from the rows as they are read, byte for byte
+            // the encoding of the same snapshot, with the same digest.
+            let streamed = try f.store.read { db in
+                try DeviceStore.stateSnapshotBody(at: at, source: db, f.store.materializer, f.store.projection, libraryID: f.store.libraryID, progress: nil)
+            }
+            #expect(streamed.body == SnapshotCodec.encodeBody(snapshot) && streamed.digest == digestAt, "seed \(seed)")
             let scratch = try DeviceStore.scratchProjection(f.store.projection)
             try DeviceStore.load(decoded, into: scratch, f.store.projection, libraryID: f.store.libraryID)
             try f.store.read { db in

@@ -24,6 +24,10 @@ extension LifecycleBenchmark {
         var server: CompactionReport
         /// The server's snapshot step alone (from the last segment's commit to the snapshot's).
         var serverSnapshotSeconds: Double
+        /// This process's resident memory just before that step and its peak during it (KiB;
+        /// the peak is reset before the step, so it is the step's own).
+        var serverSnapshotRSSBefore: Int
+        var serverSnapshotPeak: Int
         var serverDigest: String
         var snapshotSeq: Int64
         var snapshotFrameBytes: Int64
@@ -110,7 +114,20 @@ extension LifecycleBenchmark {
         var policy = CompactionPolicy()
         policy.keepOps = Self.keepOps
         var stepEnds: [(String, UInt64)] = [("start", nowNanoseconds())]
-        let server = try library.compact(policy, afterStep: { _, what in stepEnds.append((what, nowNanoseconds())) })
+        var memory = (before: 0, peak: 0)
+        let server = try library.compact(policy, afterStep: { _, what in
+            stepEnds.append((what, nowNanoseconds()))
+            if what.hasPrefix("wrote the snapshot") {
+                memory.peak = procStatusKilobytes("VmHWM") ?? 0
+            } else if what.hasPrefix("sealed") {
+                // Resets VmHWM to the current RSS (Linux), so the next step's peak is its own.
+                if let handle = FileHandle(forWritingAtPath: "/proc/self/clear_refs") {
+                    handle.write(Data("5".utf8))
+                    try? handle.close()
+                }
+                memory.before = procStatusKilobytes("VmRSS") ?? 0
+            }
+        })
         let snapshotStep = stepEnds.indices.dropFirst().first { stepEnds[$0].0.hasPrefix("wrote the snapshot") }
         let serverSnapshotSeconds = snapshotStep.map { Double(stepEnds[$0].1 - stepEnds[$0 - 1].1) / 1e9 } ?? 0
         guard let (snapshotSeq, frame) = try library.latestSnapshot() else { throw BenchError("lifecycle bootstrap: the server wrote no snapshot") }
@@ -129,7 +146,8 @@ extension LifecycleBenchmark {
             progress("lifecycle bootstrap: FAILED: the device did not start from the snapshot at \(snapshotSeq) (bootstrapped at \(fromSnapshot.bootstrappedAt.map(String.init) ?? "none"))")
         }
         return BootstrapResult(ops: ops, importSeconds: Double(importNanoseconds) / 1e9, server: server,
-                               serverSnapshotSeconds: serverSnapshotSeconds, serverDigest: serverDigest,
+                               serverSnapshotSeconds: serverSnapshotSeconds, serverSnapshotRSSBefore: memory.before,
+                               serverSnapshotPeak: memory.peak, serverDigest: serverDigest,
                                snapshotSeq: snapshotSeq, snapshotFrameBytes: Int64(frame.count), fromSnapshot: fromSnapshot, fullLog: fullLog)
     }
 

@@ -42,6 +42,62 @@ extension ChronicleError.Code {
     public static let futureSnapshotVersion = ChronicleError.Code(rawValue: "future_snapshot_version")
 }
 
+/// Writes a snapshot's body as its rows come, without holding them as values: what
+/// `SnapshotCodec.encodeBody` writes for the same rows, byte for byte. A store reads a
+/// whole library's projection into one this way. The caller gives each table's row count
+/// before its rows, then exactly that many rows of the table's width, value by value.
+public struct SnapshotBodyWriter {
+    private var w: ByteWriter
+    private var tablesLeft: Int
+    private var valuesLeft = 0
+
+    public init(libraryID: UUID, seq: Int64, schemaName: String, schemaVersion: Int, schemaFingerprint: String,
+                tableCount: Int, capacity: Int = 1 << 16) {
+        w = ByteWriter(capacity: capacity)
+        for byte in SnapshotCodec.magic { w.u8(byte) }
+        w.u16(SnapshotCodec.formatVersion)
+        w.u16(0)
+        w.uuid(libraryID)
+        w.varInt(seq)
+        w.lengthPrefixedUTF8(schemaName)
+        w.varUInt(UInt64(schemaVersion))
+        w.lengthPrefixedUTF8(schemaFingerprint)
+        w.varUInt(UInt64(tableCount))
+        tablesLeft = tableCount
+    }
+
+    public var byteCount: Int { w.count }
+
+    public mutating func table(_ name: String, columns: [String], rowCount: Int) {
+        precondition(valuesLeft == 0 && tablesLeft > 0, "snapshot body: a table begun before the last one's rows were all written, or one too many")
+        tablesLeft -= 1
+        w.lengthPrefixedUTF8(name)
+        w.varUInt(UInt64(columns.count))
+        for column in columns { w.lengthPrefixedUTF8(column) }
+        w.varUInt(UInt64(rowCount))
+        valuesLeft = rowCount * columns.count
+    }
+
+    @inline(__always)
+    public mutating func value(_ value: Value) {
+        precondition(valuesLeft > 0, "snapshot body: more values than the table's rows hold")
+        valuesLeft -= 1
+        switch value {
+        case .null: w.u8(0)
+        case .integer(let i): w.u8(1); w.varInt(i)
+        case .bool(let b): w.u8(1); w.varInt(b ? 1 : 0)
+        case .real(let d): w.u8(2); w.float64(d)
+        case .text(let s): w.u8(3); w.lengthPrefixedUTF8(s)
+        }
+    }
+
+    /// The body. Every table announced was written whole.
+    public consuming func finish() -> [UInt8] {
+        precondition(valuesLeft == 0 && tablesLeft == 0, "snapshot body: fewer tables or rows than announced")
+        return w.bytes
+    }
+}
+
 /// Encodes snapshots as a compact binary body inside an LZ4 frame with a content
 /// checksum (so `lz4 -d` opens it), and decodes them refusing anything malformed.
 public enum SnapshotCodec {
@@ -65,35 +121,17 @@ public enum SnapshotCodec {
     }
 
     public static func encodeBody(_ snapshot: Snapshot) -> [UInt8] {
-        var w = ByteWriter(capacity: 64 + snapshot.rowCount * 64)
-        for byte in magic { w.u8(byte) }
-        w.u16(formatVersion)
-        w.u16(0)
-        w.uuid(snapshot.libraryID)
-        w.varInt(snapshot.seq)
-        w.lengthPrefixedUTF8(snapshot.schemaName)
-        w.varUInt(UInt64(snapshot.schemaVersion))
-        w.lengthPrefixedUTF8(snapshot.schemaFingerprint)
-        w.varUInt(UInt64(snapshot.tables.count))
+        var writer = SnapshotBodyWriter(libraryID: snapshot.libraryID, seq: snapshot.seq, schemaName: snapshot.schemaName,
+                                        schemaVersion: snapshot.schemaVersion, schemaFingerprint: snapshot.schemaFingerprint,
+                                        tableCount: snapshot.tables.count, capacity: 64 + snapshot.rowCount * 64)
         for table in snapshot.tables {
-            w.lengthPrefixedUTF8(table.name)
-            w.varUInt(UInt64(table.columns.count))
-            for column in table.columns { w.lengthPrefixedUTF8(column) }
-            w.varUInt(UInt64(table.rows.count))
+            writer.table(table.name, columns: table.columns, rowCount: table.rows.count)
             for row in table.rows {
                 precondition(row.count == table.columns.count, "snapshot row width differs from its table's columns")
-                for value in row {
-                    switch value {
-                    case .null: w.u8(0)
-                    case .integer(let i): w.u8(1); w.varInt(i)
-                    case .bool(let b): w.u8(1); w.varInt(b ? 1 : 0)
-                    case .real(let d): w.u8(2); w.float64(d)
-                    case .text(let s): w.u8(3); w.lengthPrefixedUTF8(s)
-                    }
-                }
+                for value in row { writer.value(value) }
             }
         }
-        return w.bytes
+        return writer.finish()
     }
 
     public static func decodeBody(_ bytes: [UInt8], limits: Limits = Limits()) throws(ChronicleError) -> Snapshot {

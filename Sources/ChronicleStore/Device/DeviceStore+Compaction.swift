@@ -239,15 +239,17 @@ extension LogLifecycle {
         // is replayed to its exact seq in a scratch database; the newest one, where the projection
         // holds only confirmed state (the server's), is read from it at its head: a dump, no replay.
         func writeSnapshot(at exact: Int64?, deletingOlder: Bool) throws -> (seq: Int64, bytes: Int64) {
-            let (snapshot, stateDigest) = try read { db in
+            let (seq, body, stateDigest) = try read { db in
                 if let exact {
-                    return try DeviceStore.stateSnapshot(at: exact, source: db, materializer, projection, libraryID: libraryID, progress: nil)
+                    let (body, digest) = try DeviceStore.stateSnapshotBody(at: exact, source: db, materializer, projection,
+                                                                          libraryID: libraryID, progress: nil)
+                    return (exact, body, digest)
                 }
                 let head = max(try DeviceStore.sealedUpTo(in: db), try db.scalarInt("SELECT max(server_seq) FROM chronicle_log") ?? 0)
-                return (try DeviceStore.dump(projection, from: db, seq: head, libraryID: libraryID), try DeviceStore.digest(projection, in: db))
+                let (body, digest) = try DeviceStore.snapshotBody(projection, from: db, seq: head, libraryID: libraryID)
+                return (head, body, digest)
             }
-            let seq = snapshot.seq
-            let frame = SnapshotCodec.encode(snapshot)
+            let frame = LZ4Frame.compress(body)
             try writeTransaction { db in
                 try db.statement("INSERT OR REPLACE INTO chronicle_snapshots(seq, body, state_digest, body_bytes, created_at) VALUES (?1, ?2, ?3, ?4, ?5)")
                     .execute([.integer(seq), .null, .text(stateDigest), .integer(Int64(frame.count)), .integer(now)], blob: frame, at: 2)

@@ -15,6 +15,32 @@ extension DeviceStore {
         try read { db in try db.query("SELECT seq FROM chronicle_snapshots ORDER BY seq") { $0.int(0) } }
     }
 
+    /// The projection's canonical rows as a snapshot body, written as they are read (never
+    /// held as values: a 1,000,000-op library's rows took about ten times the body's size in
+    /// memory), and the state digest of the same rows, in one pass. Inside a read transaction,
+    /// so the counts and rows are of one moment.
+    static func snapshotBody(_ projection: ProjectionSchema, from db: Database, seq: Int64,
+                             libraryID: UUID) throws -> (body: [UInt8], digest: String) {
+        let schema = projection.schema
+        var writer = SnapshotBodyWriter(libraryID: libraryID, seq: seq, schemaName: schema.name, schemaVersion: schema.version,
+                                        schemaFingerprint: schema.fingerprint, tableCount: projection.tables.count)
+        let hasher = SHA256Hasher()
+        var rowsLeft = 0
+        try visitCanonicalRows(projection, in: db, table: { table in
+            guard rowsLeft == 0 else { throw ChronicleError(.invariantViolated, "The projection changed while its snapshot was read.") }
+            hasher.update("table \(table.name)\n")
+            rowsLeft = Int(try db.scalarInt("SELECT count(*) FROM \(ProjectionSchema.quoted(table.name))") ?? 0)
+            writer.table(table.name, columns: table.columns, rowCount: rowsLeft)
+        }, row: { row, width in
+            guard rowsLeft > 0 else { throw ChronicleError(.invariantViolated, "The projection changed while its snapshot was read.") }
+            rowsLeft -= 1
+            hash(row, width: width, into: hasher)
+            for index in 0..<width { writer.value(row.value(index)) }
+        })
+        guard rowsLeft == 0 else { throw ChronicleError(.invariantViolated, "The projection changed while its snapshot was read.") }
+        return (writer.finish(), hasher.hexDigest())
+    }
+
     /// Reads the projection's canonical rows (every table of `projection.tables`, in key order).
     static func dump(_ projection: ProjectionSchema, from db: Database, seq: Int64, libraryID: UUID) throws -> Snapshot {
         var tables: [Snapshot.Table] = []
@@ -58,6 +84,20 @@ extension DeviceStore {
     /// snapshot at or before it, replaying the sealed and hot ops after that snapshot.
     static func stateSnapshot(at seq: Int64, source: Database, _ materializer: Materializer, _ projection: ProjectionSchema,
                               libraryID: UUID, progress: ProgressHandler?) throws -> (Snapshot, digest: String) {
+        let scratch = try replayedState(at: seq, source: source, materializer, projection, libraryID: libraryID, progress: progress)
+        return (try dump(projection, from: scratch, seq: seq, libraryID: libraryID), try digest(projection, in: scratch))
+    }
+
+    /// `stateSnapshot`'s body, written as the scratch database's rows are read, and its digest.
+    static func stateSnapshotBody(at seq: Int64, source: Database, _ materializer: Materializer, _ projection: ProjectionSchema,
+                                  libraryID: UUID, progress: ProgressHandler?) throws -> (body: [UInt8], digest: String) {
+        let scratch = try replayedState(at: seq, source: source, materializer, projection, libraryID: libraryID, progress: progress)
+        return try snapshotBody(projection, from: scratch, seq: seq, libraryID: libraryID)
+    }
+
+    /// A private scratch database holding the confirmed state at `seq`.
+    private static func replayedState(at seq: Int64, source: Database, _ materializer: Materializer, _ projection: ProjectionSchema,
+                                      libraryID: UUID, progress: ProgressHandler?) throws -> Database {
         let scratch = try Database(path: "")   // a private temporary file: large libraries need not fit in memory
         try scratch.execute("CREATE TABLE chronicle_shadowed (entity TEXT NOT NULL, id TEXT NOT NULL, PRIMARY KEY (entity, id)) WITHOUT ROWID")
         try createProjection(projection, in: scratch, withSearch: false)
@@ -70,7 +110,7 @@ extension DeviceStore {
             _ = try replay(from: source, into: scratch, materializer, projection, after: base?.seq ?? 0, upTo: seq, includePending: false,
                            progress: progress)
         }
-        return (try dump(projection, from: scratch, seq: seq, libraryID: libraryID), try digest(projection, in: scratch))
+        return scratch
     }
 }
 

@@ -25,36 +25,47 @@ extension DeviceStore {
 
     static func digest(_ projection: ProjectionSchema, in db: Database) throws -> String {
         let hasher = SHA256Hasher()
+        try visitCanonicalRows(projection, in: db, table: { table in hasher.update("table \(table.name)\n") },
+                               row: { row, width in hash(row, width: width, into: hasher) })
+        return hasher.hexDigest()
+    }
+
+    /// Reads every projection table in schema order, its rows in key order: what the digest
+    /// hashes and a snapshot holds. `table` is called before each table's rows.
+    static func visitCanonicalRows(_ projection: ProjectionSchema, in db: Database, table visitTable: ((name: String, columns: [String], orderBy: String)) throws -> Void,
+                                   row visitRow: (Row, Int32) throws -> Void) throws {
         for table in projection.tables {
-            hasher.update("table \(table.name)\n")
+            try visitTable(table)
             let columns = table.columns.map(ProjectionSchema.quoted).joined(separator: ", ")
             let statement = try db.uncached("SELECT \(columns) FROM \(ProjectionSchema.quoted(table.name)) ORDER BY \(table.orderBy)")
-            let count = Int32(table.columns.count)
-            try statement.forEach { row in
-                for index in 0..<count {
-                    var tag: UInt8
-                    switch row.columnType(index) {
-                    case SQLITE_NULL: tag = 0
-                    case SQLITE_INTEGER: tag = 1
-                    case SQLITE_FLOAT: tag = 2
-                    default: tag = 3
-                    }
-                    withUnsafeBytes(of: &tag) { hasher.update($0) }
-                    switch tag {
-                    case 1: var v = row.int(index).littleEndian; withUnsafeBytes(of: &v) { hasher.update($0) }
-                    case 2: var v = row.double(index).bitPattern.littleEndian; withUnsafeBytes(of: &v) { hasher.update($0) }
-                    case 3:
-                        row.withBytes(index) { bytes in
-                            var length = UInt64(bytes.count).littleEndian
-                            withUnsafeBytes(of: &length) { hasher.update($0) }
-                            hasher.update(bytes)
-                        }
-                    default: break
-                    }
+            let width = Int32(table.columns.count)
+            try statement.forEach { row in try visitRow(row, width) }
+        }
+    }
+
+    /// One row's cells into the digest: each cell's SQLite type, then its value.
+    static func hash(_ row: Row, width: Int32, into hasher: SHA256Hasher) {
+        for index in 0..<width {
+            var tag: UInt8
+            switch row.columnType(index) {
+            case SQLITE_NULL: tag = 0
+            case SQLITE_INTEGER: tag = 1
+            case SQLITE_FLOAT: tag = 2
+            default: tag = 3
+            }
+            withUnsafeBytes(of: &tag) { hasher.update($0) }
+            switch tag {
+            case 1: var v = row.int(index).littleEndian; withUnsafeBytes(of: &v) { hasher.update($0) }
+            case 2: var v = row.double(index).bitPattern.littleEndian; withUnsafeBytes(of: &v) { hasher.update($0) }
+            case 3:
+                row.withBytes(index) { bytes in
+                    var length = UInt64(bytes.count).littleEndian
+                    withUnsafeBytes(of: &length) { hasher.update($0) }
+                    hasher.update(bytes)
                 }
+            default: break
             }
         }
-        return hasher.hexDigest()
     }
 
     /// Checks everything the store promises: SQLite's own integrity, every FTS5
