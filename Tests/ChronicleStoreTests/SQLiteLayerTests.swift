@@ -24,6 +24,31 @@ import Testing
         #expect(rows[1] == [.null, .null, .text(""), .integer(0)])
     }
 
+    /// Incremental blob I/O: a value written and read back in pieces, never whole; a piece size
+    /// that does not divide the length ends with a short piece; a missing row is an error.
+    @Test func blobsAreWrittenAndReadInPieces() throws {
+        let (db, dir) = try scratch()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try db.execute("CREATE TABLE blobs (id INTEGER PRIMARY KEY, body BLOB NOT NULL)")
+        let bytes = (0..<10_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        try db.execute("INSERT INTO blobs(id, body) VALUES (7, zeroblob(?1))", [.integer(Int64(bytes.count))])
+        try db.writeBlob(table: "blobs", column: "body", rowid: 7) { piece in
+            try bytes.withUnsafeBytes { raw in
+                for start in stride(from: 0, to: raw.count, by: 4_096) {
+                    try piece(UnsafeRawBufferPointer(rebasing: raw[start..<min(raw.count, start + 4_096)]))
+                }
+            }
+        }
+        var read: [UInt8] = []
+        var sizes: [Int] = []
+        try db.readBlob(table: "blobs", column: "body", rowid: 7, pieceBytes: 3_000) { piece in
+            sizes.append(piece.count)
+            read.append(contentsOf: piece)
+        }
+        #expect(read == bytes && sizes == [3_000, 3_000, 3_000, 1_000])
+        #expect(throws: SQLiteError.self) { try db.readBlob(table: "blobs", column: "body", rowid: 8) { _ in } }
+    }
+
     @Test func transactionRollsBackWhenTheBodyThrows() throws {
         let (db, dir) = try scratch()
         defer { try? FileManager.default.removeItem(at: dir) }

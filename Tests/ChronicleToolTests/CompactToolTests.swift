@@ -35,8 +35,12 @@ import Testing
         let log = try t.ok("log", "--json").stdout
         #expect(log.contains("\"server_seq\":1,") || log.contains("\"server_seq\" : 1"), "the log command reads sealed segments")
         let genesis = try t.ok("rebuild", "--verify", "--from-genesis")
-        #expect(genesis.stdout.contains("Verified"))
-        try t.ok("rebuild", "--verify")
+        #expect(genesis.stdout.contains("Verified") && genesis.stdout.contains("Rebuilt from 900 confirmed"), "\(genesis.stdout)")
+        // By default from the snapshot at the seal point (read from its row as it decodes), then the 100 hot ops.
+        let fromSnapshot = try t.ok("rebuild", "--verify")
+        #expect(fromSnapshot.stdout.contains("Rebuilt from the snapshot at seq 800, then 100 confirmed and 0 pending ops"), "\(fromSnapshot.stdout)")
+        let json = try t.run("rebuild", "--json").object()
+        #expect(json["from_snapshot_seq"] as? Int == 800 && json["confirmed_ops"] as? Int == 100)
     }
 
     @Test func killedAfterEachStepTheStoreOpensWhole() throws {

@@ -23,12 +23,14 @@ extension Command {
             let matches = before.map { $0 == report.digest } ?? true
             if ctx.output.json {
                 var object: [String: Any] = ["confirmed_ops": report.confirmedReplayed, "pending_ops": report.pendingReplayed,
-                                             "seconds": report.seconds, "digest": report.digest]
+                                             "seconds": report.seconds, "digest": report.digest,
+                                             "from_snapshot_seq": report.fromSnapshot as Any? ?? NSNull()]
                 if let before { object["digest_before"] = before; object["verified"] = matches }
                 ctx.output.emit(object)
             } else {
                 let rate = report.seconds > 0 ? Int(Double(report.confirmedReplayed + Int64(report.pendingReplayed)) / report.seconds) : 0
-                ctx.output.line("Rebuilt from \(report.confirmedReplayed) confirmed and \(report.pendingReplayed) pending ops in \(String(format: "%.2f", report.seconds)) s (\(rate) ops/s).")
+                let start = report.fromSnapshot.map { "the snapshot at seq \($0), then " } ?? ""
+                ctx.output.line("Rebuilt from \(start)\(report.confirmedReplayed) confirmed and \(report.pendingReplayed) pending ops in \(String(format: "%.2f", report.seconds)) s (\(rate) ops/s).")
                 ctx.output.line("Digest \(report.digest)")
                 if let before {
                     ctx.output.line(matches ? "Verified: the digest is the same as before the rebuild."

@@ -181,12 +181,20 @@ public enum SnapshotCodec {
     /// must keep them provisional (a transaction) until this returns. Returns the header.
     @discardableResult
     public static func read<V: SnapshotVisitor>(_ frame: SnapshotFrame, limits: Limits = Limits(), into visitor: inout V) throws -> SnapshotHeader {
+        try read(pieces: { try frame.forEachPiece($0) }, limits: limits, into: &visitor)
+    }
+
+    /// `read(_ frame:…)` for a frame that `pieces` hands over in order, piece by piece (a
+    /// frame stored in a database row, read with incremental blob I/O).
+    @discardableResult
+    public static func read<V: SnapshotVisitor>(pieces: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void, limits: Limits = Limits(),
+                                                into visitor: inout V) throws -> SnapshotHeader {
         let stream = LZ4FrameStream(maxBytes: limits.maxDecodedBytes)
         var reader = SnapshotBodyReader(limits: limits)
         var header: SnapshotHeader?
         var recorder = HeaderRecorder(inner: visitor)
         defer { visitor = recorder.inner }
-        try frame.forEachPiece { piece in
+        try pieces { piece in
             try stream.feed(piece) { body in try reader.feed(body, into: &recorder) }
         }
         try stream.finish { body in try reader.feed(body, into: &recorder) }
@@ -198,6 +206,11 @@ public enum SnapshotCodec {
 
     /// The header alone, read from the frame's start (the rest is not decoded or checked).
     public static func header(of frame: SnapshotFrame, limits: Limits = Limits()) throws -> SnapshotHeader {
+        try header(pieces: { try frame.forEachPiece($0) }, limits: limits)
+    }
+
+    /// The header alone, from a frame `pieces` hands over in order (reading stops once it is decoded).
+    public static func header(pieces: ((UnsafeRawBufferPointer) throws -> Void) throws -> Void, limits: Limits = Limits()) throws -> SnapshotHeader {
         struct Found: Error { let header: SnapshotHeader }
         struct Stop: SnapshotVisitor {
             mutating func header(_ header: SnapshotHeader) throws { throw Found(header: header) }
@@ -206,7 +219,7 @@ public enum SnapshotCodec {
         }
         var stop = Stop()
         do {
-            _ = try read(frame, limits: limits, into: &stop)
+            _ = try read(pieces: pieces, limits: limits, into: &stop)
         } catch let found as Found {
             return found.header
         }

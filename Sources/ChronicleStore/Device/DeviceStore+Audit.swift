@@ -63,17 +63,15 @@ extension DeviceStore {
              try db.query("SELECT \(Self.outboxColumns) FROM chronicle_outbox WHERE entity_id = ?1 ORDER BY device_seq", [.text(key)]) { try outboxOp($0) })
         }
         // Where a horizon dropped older history, the row starts from the snapshot at the horizon.
-        let horizon = try read { db -> (base: Int64, snapshot: Snapshot?, droppedAt: Int64?) in
+        // The snapshot is read as it decodes, keeping only this row's rows.
+        let horizon = try read { db -> (base: Int64, seeded: [Snapshot.Table], droppedAt: Int64?) in
             let base = try Self.historyBase(in: db)
-            guard base > 0 else { return (0, nil, nil) }
-            return (base, try Self.snapshot(atMost: base, in: db), try Self.meta("history_dropped_at", in: db).integerValue)
+            guard base > 0 else { return (0, [], nil) }
+            var collector = EntityRowsCollector(id: .text(key))
+            if let found = try Self.storedSnapshot(atMost: base, in: db) { try Self.readStoredSnapshot(found.seq, in: db, into: &collector) }
+            return (base, collector.tables, try Self.meta("history_dropped_at", in: db).integerValue)
         }
-        let seeded = horizon.snapshot.map { snapshot in
-            snapshot.tables.map { table in
-                Snapshot.Table(name: table.name, columns: table.columns,
-                               rows: table.rows.filter { row in table.columns.firstIndex(of: "id").map { row[$0] == .text(key) } ?? false })
-            }
-        } ?? []
+        let seeded = horizon.seeded
         let seededEntity = seeded.first { !$0.rows.isEmpty }.flatMap { table in schema.entities.first { $0.table == table.name } }
         guard let entity = (confirmed + pending).lazy.compactMap({ self.materializer.entity(of: $0) }).first ?? seededEntity else {
             throw ChronicleError(.unknownEntity, "No op in this store touches \(key).")
@@ -230,5 +228,25 @@ extension DeviceStore {
             }
         }
         return effects
+    }
+}
+
+/// The rows of one entity (those whose `id` column holds it) from a snapshot read as it decodes.
+struct EntityRowsCollector: SnapshotVisitor {
+    let id: Value
+    private(set) var tables: [Snapshot.Table] = []
+    private var idColumn: Int?
+
+    init(id: Value) { self.id = id }
+
+    mutating func header(_ header: SnapshotHeader) throws {}
+
+    mutating func table(_ name: String, columns: [String], rowCount: Int) throws {
+        tables.append(Snapshot.Table(name: name, columns: columns, rows: []))
+        idColumn = columns.firstIndex(of: "id")
+    }
+
+    mutating func row(_ values: [Value]) throws {
+        if let column = idColumn, values[column] == id { tables[tables.count - 1].rows.append(values) }
     }
 }

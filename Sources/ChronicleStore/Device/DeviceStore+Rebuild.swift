@@ -7,6 +7,8 @@ public struct RebuildReport: Sendable {
     public var pendingReplayed: Int
     public var seconds: Double
     public var digest: String
+    /// The seq of the snapshot the replay started from (nil: from the first op).
+    public var fromSnapshot: Int64? = nil
 }
 
 /// Progress of long work: done so far and the total.
@@ -33,8 +35,9 @@ extension DeviceStore {
     func rebuild(fromGenesis: Bool = false, progress: ProgressHandler? = nil,
                  alsoInTransaction: ((Database) throws -> Void)?) throws -> RebuildReport {
         let start = DispatchTime.now().uptimeNanoseconds
+        var from: Int64?
         let (confirmed, pending, digest) = try writeTransaction(spillToFiles: false, largeCommit: true) { db in
-            let base: Snapshot?
+            let base: Int64?
             if fromGenesis {
                 let horizon = try Self.historyBase(in: db)
                 guard horizon == 0 else {
@@ -55,10 +58,11 @@ extension DeviceStore {
             // rather than kept up to date row by row.
             let statements = projection.tableStatements
             for statement in statements where !statement.hasPrefix("CREATE INDEX") { try db.execute(statement) }
-            if let base { try Self.load(base, into: db, projection, libraryID: libraryID) }
+            if let base { try Self.load(storedAt: base, from: db, into: db, projection, libraryID: libraryID) }
+            from = base
             // The log is as last committed (this transaction changes only the projection), so
             // another connection reads and decodes it while this one writes.
-            let counts = try Self.replay(from: db, into: db, materializer, projection, after: base?.seq ?? 0, upTo: nil,
+            let counts = try Self.replay(from: db, into: db, materializer, projection, after: base ?? 0, upTo: nil,
                                          includePending: true, prefetch: readers, progress: progress)
             // The FTS indexes are built on two cores; meanwhile the writer builds the secondary
             // indexes, one pass each, and takes the digest of the projection, which is now final.
@@ -71,7 +75,7 @@ extension DeviceStore {
             return (counts.0, counts.1, digest)
         }
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-        return RebuildReport(confirmedReplayed: confirmed, pendingReplayed: pending, seconds: seconds, digest: digest)
+        return RebuildReport(confirmedReplayed: confirmed, pendingReplayed: pending, seconds: seconds, digest: digest, fromSnapshot: from)
     }
 
     /// FTS5's buffer of terms not yet written (its `hashsize`, 1 MiB by default) during a

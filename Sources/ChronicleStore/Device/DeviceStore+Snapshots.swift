@@ -2,12 +2,40 @@ import ChronicleCore
 import Foundation
 
 extension DeviceStore {
+    /// A snapshot saved in this database: its seq and header. Its frame stays in its row and is
+    /// read from there piece by piece (`readStoredSnapshot`): a 1,000,000-op library's snapshot
+    /// took about ten times its frame in memory decoded whole, and the frame itself is 55 MB.
+    struct StoredSnapshot {
+        let seq: Int64
+        let header: SnapshotHeader
+    }
+
     /// The snapshot saved at exactly `seq`, or the newest one at or before it.
+    static func storedSnapshot(atMost seq: Int64? = nil, in db: Database) throws -> StoredSnapshot? {
+        guard let found = try db.scalarInt("SELECT max(seq) FROM chronicle_snapshots WHERE seq <= ?1", [.integer(seq ?? Int64.max)]) else {
+            return nil
+        }
+        let header = try SnapshotCodec.header(pieces: { piece in
+            try db.readBlob(table: "chronicle_snapshots", column: "body", rowid: found, pieceBytes: 1 << 16, piece)
+        })
+        return StoredSnapshot(seq: found, header: header)
+    }
+
+    /// Reads the snapshot saved at `seq` from its row as it decodes, handing it to `visitor`.
+    static func readStoredSnapshot<V: SnapshotVisitor>(_ seq: Int64, in db: Database, into visitor: inout V) throws {
+        try SnapshotCodec.read(pieces: { piece in
+            try db.readBlob(table: "chronicle_snapshots", column: "body", rowid: seq, piece)
+        }, into: &visitor)
+    }
+
+    /// The snapshot saved at exactly `seq`, or the newest one at or before it, decoded whole
+    /// (tests and small stores; the store itself reads snapshots as they decode).
     static func snapshot(atMost seq: Int64? = nil, in db: Database) throws -> Snapshot? {
-        let rows = try db.query("SELECT body FROM chronicle_snapshots WHERE seq <= ?1 ORDER BY seq DESC LIMIT 1",
-                                [.integer(seq ?? Int64.max)]) { row in row.withBytes(0) { Array($0) } }
-        guard let frame = rows.first else { return nil }
-        return try SnapshotCodec.decode(frame)
+        guard let stored = try storedSnapshot(atMost: seq, in: db) else { return nil }
+        let frame = try db.query("SELECT body FROM chronicle_snapshots WHERE seq = ?1", [.integer(stored.seq)]) { row in
+            row.withBytes(0) { Array($0) }
+        }
+        return try frame.first.map { try SnapshotCodec.decode($0) }
     }
 
     /// Seqs of the saved snapshots, oldest first.
@@ -64,20 +92,30 @@ extension DeviceStore {
         try filler.visit(snapshot)
     }
 
+    /// `load`, of the snapshot saved at `seq` in `source`, read from its row as it decodes (its
+    /// checksum is checked at the end, so the caller's transaction, or scratch database, must not
+    /// be trusted until this returns). `source` and `db` may be the same connection.
+    static func load(storedAt seq: Int64, from source: Database, into db: Database, _ projection: ProjectionSchema,
+                     libraryID: UUID) throws {
+        var filler = ProjectionFiller(db: db, projection: projection, libraryID: libraryID)
+        try readStoredSnapshot(seq, in: source, into: &filler)
+    }
+
     /// The state where a replay must start: the snapshot at the history horizon when
     /// history before it was dropped, otherwise nothing (genesis). `preferLatest` starts
     /// from the newest usable snapshot instead (what `rebuild` does by default).
-    static func replayBase(in db: Database, _ projection: ProjectionSchema, preferLatest: Bool, upTo: Int64? = nil) throws -> Snapshot? {
+    /// Returns the snapshot's seq; load it with `load(storedAt:…)`, which reads it as it decodes.
+    static func replayBase(in db: Database, _ projection: ProjectionSchema, preferLatest: Bool, upTo: Int64? = nil) throws -> Int64? {
         let base = try historyBase(in: db)
-        if preferLatest, let latest = try snapshot(atMost: upTo, in: db), latest.seq >= base,
-           latest.schemaFingerprint == projection.schema.fingerprint {
-            return latest
+        if preferLatest, let latest = try storedSnapshot(atMost: upTo, in: db), latest.seq >= base,
+           latest.header.schemaFingerprint == projection.schema.fingerprint {
+            return latest.seq
         }
         guard base > 0 else { return nil }
-        guard let horizon = try snapshot(atMost: base, in: db), horizon.seq == base else {
+        guard let horizon = try storedSnapshot(atMost: base, in: db), horizon.seq == base else {
             throw ChronicleError(.invariantViolated, "History before seq \(base) was dropped, but the snapshot at \(base) is missing.")
         }
-        return horizon
+        return base
     }
 
     /// Computes the confirmed state at `seq` in a scratch database: from the newest
@@ -98,16 +136,14 @@ extension DeviceStore {
     /// A private scratch database holding the confirmed state at `seq`.
     private static func replayedState(at seq: Int64, source: Database, _ materializer: Materializer, _ projection: ProjectionSchema,
                                       libraryID: UUID, progress: ProgressHandler?) throws -> Database {
-        let scratch = try Database(path: "")   // a private temporary file: large libraries need not fit in memory
-        try scratch.execute("CREATE TABLE chronicle_shadowed (entity TEXT NOT NULL, id TEXT NOT NULL, PRIMARY KEY (entity, id)) WITHOUT ROWID")
-        try createProjection(projection, in: scratch, withSearch: false)
+        let scratch = try scratchProjection(projection, onDisk: true)   // large libraries need not fit in memory
         let base = try replayBase(in: source, projection, preferLatest: true, upTo: seq)
         // One transaction for the whole replay: statement by statement it committed every op
         // (the benchmark's 1,000,000-op snapshot step took 26.7 s, against about 10 s for a whole rebuild).
         try scratch.execute("PRAGMA cache_size = -\(bulkCacheKilobytes)")
         try scratch.transaction { scratch in
-            if let base { try load(base, into: scratch, projection, libraryID: libraryID) }
-            _ = try replay(from: source, into: scratch, materializer, projection, after: base?.seq ?? 0, upTo: seq, includePending: false,
+            if let base { try load(storedAt: base, from: source, into: scratch, projection, libraryID: libraryID) }
+            _ = try replay(from: source, into: scratch, materializer, projection, after: base ?? 0, upTo: seq, includePending: false,
                            progress: progress)
         }
         return scratch

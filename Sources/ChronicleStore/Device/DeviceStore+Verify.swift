@@ -156,22 +156,30 @@ extension DeviceStore {
     }
 
     /// The digest a full replay of the log (and outbox) gives, computed in a
-    /// scratch in-memory database; the store is not touched.
+    /// scratch database (a private temporary file: a large library's state need not
+    /// fit in memory); the store is not touched.
     public func replayDigest(upTo: Int64? = nil, progress: ProgressHandler? = nil) throws -> String {
         try read { source in
-            let scratch = try Self.scratchProjection(projection)
-            // From the first op; from the horizon snapshot only where history was dropped.
+            let scratch = try Self.scratchProjection(projection, onDisk: true)
+            try scratch.execute("PRAGMA cache_size = -\(Self.bulkCacheKilobytes)")
+            // From the first op; from the horizon snapshot only where history was dropped. One
+            // transaction: op by op, each commit would be a sync of the scratch file.
             let base = try Self.replayBase(in: source, projection, preferLatest: false)
-            if let base { try Self.load(base, into: scratch, projection, libraryID: libraryID) }
-            _ = try Self.replay(from: source, into: scratch, materializer, projection, after: base?.seq ?? 0, upTo: upTo,
-                                includePending: upTo == nil, progress: progress)
+            try scratch.transaction { scratch in
+                if let base { try Self.load(storedAt: base, from: source, into: scratch, projection, libraryID: libraryID) }
+                _ = try Self.replay(from: source, into: scratch, materializer, projection, after: base ?? 0, upTo: upTo,
+                                    includePending: upTo == nil, progress: progress)
+            }
             return try Self.digest(projection, in: scratch)
         }
     }
 
-    /// An in-memory database holding empty projection tables (no FTS).
-    static func scratchProjection(_ projection: ProjectionSchema) throws -> Database {
-        let scratch = try Database(path: ":memory:")
+    /// A scratch database holding empty projection tables (no FTS): in memory, or in a private
+    /// temporary file that SQLite removes when it closes (`onDisk`, for a whole library's state).
+    static func scratchProjection(_ projection: ProjectionSchema, onDisk: Bool = false) throws -> Database {
+        var options = Database.Options()
+        options.scratch = true   // no journal, no syncs: it is thrown away
+        let scratch = try Database(path: onDisk ? "" : ":memory:", options: options)
         try scratch.execute("CREATE TABLE chronicle_shadowed (entity TEXT NOT NULL, id TEXT NOT NULL, PRIMARY KEY (entity, id)) WITHOUT ROWID")
         try createProjection(projection, in: scratch, withSearch: false)
         return scratch

@@ -138,6 +138,26 @@ public final class Database {
         }
     }
 
+    /// Reads a BLOB in pieces of at most `pieceBytes` (SQLite's incremental blob I/O), so a
+    /// large value never sits in memory whole. Each piece is valid only during its call.
+    public func readBlob(table: String, column: String, rowid: Int64, pieceBytes: Int = 1 << 20,
+                         _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        var blob: OpaquePointer?
+        let rc = sqlite3_blob_open(handle, "main", table, column, rowid, 0, &blob)
+        guard rc == SQLITE_OK, let blob else { throw error(rc, sql: "blob \(table).\(column) of row \(rowid)") }
+        defer { sqlite3_blob_close(blob) }
+        let length = Int(sqlite3_blob_bytes(blob))
+        var piece = [UInt8](repeating: 0, count: max(1, min(pieceBytes, length)))
+        var offset = 0
+        while offset < length {
+            let count = min(piece.count, length - offset)
+            let rc = piece.withUnsafeMutableBytes { sqlite3_blob_read(blob, $0.baseAddress, Int32(count), Int32(offset)) }
+            guard rc == SQLITE_OK else { throw error(rc, sql: "blob \(table).\(column) of row \(rowid)") }
+            try piece.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+            offset += count
+        }
+    }
+
     /// Prepares without caching (one-off statements: DDL, integrity checks).
     public func uncached(_ sql: String) throws(SQLiteError) -> Statement { try Statement(database: self, sql: sql) }
 
