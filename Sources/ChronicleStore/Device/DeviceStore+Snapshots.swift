@@ -28,16 +28,6 @@ extension DeviceStore {
         }, into: &visitor)
     }
 
-    /// The snapshot saved at exactly `seq`, or the newest one at or before it, decoded whole
-    /// (tests and small stores; the store itself reads snapshots as they decode).
-    static func snapshot(atMost seq: Int64? = nil, in db: Database) throws -> Snapshot? {
-        guard let stored = try storedSnapshot(atMost: seq, in: db) else { return nil }
-        let frame = try db.query("SELECT body FROM chronicle_snapshots WHERE seq = ?1", [.integer(stored.seq)]) { row in
-            row.withBytes(0) { Array($0) }
-        }
-        return try frame.first.map { try SnapshotCodec.decode($0) }
-    }
-
     /// Seqs of the saved snapshots, oldest first.
     public func snapshotSeqs() throws -> [Int64] {
         try read { db in try db.query("SELECT seq FROM chronicle_snapshots ORDER BY seq") { $0.int(0) } }
