@@ -66,6 +66,27 @@ struct HTTPServerTests {
         }
     }
 
+    /// A shared body goes to every request at once, read in place, and is freed once the last
+    /// response that sends it is done.
+    @Test func aSharedBodyIsSentInPlaceAndFreedWhenTheLastResponseIsDone() async throws {
+        var generator = SplitMix(seed: 11)
+        let bytes = (0..<(3 << 20)).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
+        weak var released: SharedBytes?
+        do {
+            let shared = SharedBytes(bytes)
+            released = shared
+            try await withServer(handler: LongPoll { _, respond in respond(HTTPResponse(status: 200, shared: shared)) }) { server in
+                try await withThrowingTaskGroup(of: Reply.self) { group in
+                    for _ in 0..<12 { group.addTask { try await send(server, "/snapshot") } }
+                    for try await reply in group {
+                        #expect(reply.status == 200 && reply.body.count == bytes.count && reply.body == bytes)
+                    }
+                }
+            }
+        }
+        #expect(await eventually { released == nil }, "the last response gave the bytes back")
+    }
+
     @Test func errorResponsesAreEscapedJSON() throws {
         let response = HTTPResponse.error(400, code: "bad \"input\"", message: "line\nbreak \\ tab\t")
         #expect(response.status == 400)

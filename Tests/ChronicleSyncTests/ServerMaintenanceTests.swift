@@ -135,6 +135,48 @@ import Testing
         try h.expectConverged()
     }
 
+    /// Devices starting from the snapshot at the same time share one copy of its frame, read
+    /// straight from its row; the copy lives only while a response holds it, and a newer
+    /// snapshot is read afresh.
+    @Test func devicesStartingFromTheSnapshotAtOnceShareOneCopyOfIt() async throws {
+        let h = try SyncHarness(.http, maintenance: Self.policy(keep: 10, segment: 10))
+        let a = try h.device("A")
+        try Workload(seed: 81).run(60, on: a)
+        await a.sync()
+        #expect(h.service.runMaintenance().first?.report?.snapshotSeq == 60)
+        let token = try h.service.accounts.registerDevice(user: "ada", password: h.password, deviceID: UUID()).token
+        let id = h.user.libraryID
+        weak var released: SharedBytes?
+        do {
+            let first = try h.service.sharedSnapshotNow(library: id, token: token)
+            let second = try h.service.sharedSnapshotNow(library: id, token: token)
+            #expect(first.seq == 60 && first.frame === second.frame, "one copy while one is held")
+            #expect(try first.frame.bytes == h.library.latestSnapshot()?.frame)
+            #expect(try SnapshotCodec.decode(first.frame.bytes).seq == 60)
+            released = first.frame
+        }
+        #expect(released == nil, "freed once nobody holds it")
+
+        try Workload(seed: 82).run(30, on: a)
+        await a.sync()
+        #expect(h.service.runMaintenance().first?.report?.snapshotSeq == 90)
+        #expect(try h.service.sharedSnapshotNow(library: id, token: token).seq == 90)
+
+        // Over HTTP, eight new devices at once: each starts from the snapshot and gets the rest.
+        var configuration = SyncEngine.Configuration()
+        configuration.snapshotStartOpsMin = 1
+        let devices = try (0..<8).map { try h.device("N\($0)", configuration: configuration) }
+        let reports = await withTaskGroup(of: SyncReport.self) { group in
+            for device in devices { group.addTask { await device.sync() } }
+            var all: [SyncReport] = []
+            for await report in group { all.append(report) }
+            return all
+        }
+        #expect(reports.allSatisfy { $0.bootstrappedAt == 90 }, "\(reports.map(\.bootstrappedAt))")
+        try h.expectConverged()
+        #expect(throws: ProtocolError.self) { try h.service.sharedSnapshotNow(library: id, token: "not a token") }
+    }
+
     /// A library in use for years with a one-day horizon: the pass seals whole segments, writes
     /// a snapshot where the old history ends, and drops it; a device away since then starts from
     /// the snapshot and gets everything after it. With the server's default snapshot cadence

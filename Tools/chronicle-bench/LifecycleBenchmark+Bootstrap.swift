@@ -28,6 +28,8 @@ extension LifecycleBenchmark {
         /// the peak is reset before the step, so it is the step's own).
         var serverSnapshotRSSBefore: Int
         var serverSnapshotPeak: Int
+        /// Eight clients downloading the snapshot at once (`curl`, each limited to 20 MB/s).
+        var downloads: SnapshotDownloads
         var serverDigest: String
         var snapshotSeq: Int64
         var snapshotFrameBytes: Int64
@@ -145,10 +147,59 @@ extension LifecycleBenchmark {
         if fromSnapshot.bootstrappedAt != snapshotSeq {
             progress("lifecycle bootstrap: FAILED: the device did not start from the snapshot at \(snapshotSeq) (bootstrapped at \(fromSnapshot.bootstrappedAt.map(String.init) ?? "none"))")
         }
+        progress("lifecycle bootstrap: \(Self.downloadClients) clients download the snapshot at once (curl)…")
+        let downloads = try downloadSnapshotAtOnce(rig, libraryID: libraryID, expectedBytes: frame.count)
         return BootstrapResult(ops: ops, importSeconds: Double(importNanoseconds) / 1e9, server: server,
                                serverSnapshotSeconds: serverSnapshotSeconds, serverSnapshotRSSBefore: memory.before,
-                               serverSnapshotPeak: memory.peak, serverDigest: serverDigest,
+                               serverSnapshotPeak: memory.peak, downloads: downloads, serverDigest: serverDigest,
                                snapshotSeq: snapshotSeq, snapshotFrameBytes: Int64(frame.count), fromSnapshot: fromSnapshot, fullLog: fullLog)
+    }
+
+    static let downloadClients = 8
+
+    /// What sending the snapshot to several clients at once cost the server (this process).
+    struct SnapshotDownloads {
+        var clients: Int
+        var seconds: Double
+        /// This process's resident memory before (KiB), and its peak while they ran (VmHWM reset first).
+        var rssBefore: Int
+        var peak: Int
+        var allWhole: Bool
+    }
+
+    /// `downloadClients` `curl` processes fetch the snapshot at once, each at most 20 MB/s (a
+    /// phone is slower still), so all are in flight together; the server is this process.
+    private func downloadSnapshotAtOnce(_ rig: SyncRig, libraryID: UUID, expectedBytes: Int) throws -> SnapshotDownloads {
+        let token = try rig.token(user: "reader", deviceID: UUID())
+        let url = rig.server.url.appendingPathComponent("v1/libraries/\(libraryID.lowercased)/snapshot").absoluteString
+        if let handle = FileHandle(forWritingAtPath: "/proc/self/clear_refs") {
+            handle.write(Data("5".utf8))
+            try? handle.close()
+        }
+        let before = procStatusKilobytes("VmRSS") ?? 0
+        let t0 = nowNanoseconds()
+        let clients = try (0..<Self.downloadClients).map { _ -> (Process, Pipe) in
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+            process.arguments = ["-sS", "--limit-rate", "20M", "-o", "/dev/null", "-w", "%{http_code} %{size_download}",
+                                 "-H", "Authorization: Bearer \(token)", url]
+            let output = Pipe()
+            process.standardOutput = output
+            process.standardError = FileHandle.standardError
+            try process.run()
+            return (process, output)
+        }
+        var whole = true
+        for (process, output) in clients {
+            let answer = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            if process.terminationStatus != 0 || answer != "200 \(expectedBytes)" {
+                whole = false
+                progress("lifecycle bootstrap: FAILED: a snapshot download ended with '\(answer)' (curl status \(process.terminationStatus))")
+            }
+        }
+        return SnapshotDownloads(clients: clients.count, seconds: Double(nowNanoseconds() - t0) / 1e9, rssBefore: before,
+                                 peak: procStatusKilobytes("VmHWM") ?? 0, allWhole: whole)
     }
 
     private func runDevice(_ rig: SyncRig, libraryID: UUID, deviceID: UUID, name: String, snapshotStartOpsMin: Int64) throws -> DeviceRun {

@@ -48,9 +48,15 @@ extension LifecycleBenchmark.Result {
                              target: "<= 5 s and <= 0.1x (10x faster)", verdict: verdict(bootstrapPass)))
         rows.append(TableRow(measurement: "lifecycle: new device, peak RSS (VmHWM) (base: full log)", chronicle: formatFixed(peak, 1) + " MB",
                              baseline: formatFixed(basePeak, 1) + " MB", ratio: ratioText(peak / basePeak), target: "<= 150 MB", verdict: verdict(memoryPass)))
+        let d = b.downloads
+        rows.append(TableRow(measurement: "lifecycle: \(d.clients) clients download the snapshot at once, server RSS above before",
+                             chronicle: formatFixed(Double(d.peak - d.rssBefore) / 1024, 1) + " MB",
+                             baseline: formatFixed(Double(b.snapshotFrameBytes) / 1_048_576, 1) + " MB frame", ratio: "", target: "",
+                             verdict: d.allWhole ? "" : "FAILED"))
         rows.append(TableRow(measurement: "lifecycle: new device, digest = server", chronicle: f.digest == b.serverDigest ? "yes" : "NO",
                              baseline: g.digest == b.serverDigest ? "yes" : "NO", ratio: "", target: "same state", verdict: verdict(digestPass)))
 
+        notes.append("lifecycle snapshot downloads: \(d.clients) curl processes fetch GET /v1/libraries/{id}/snapshot at once, each limited to 20 MB/s so that all are in flight together (a phone is slower still), from the server in this process: \(formatFixed(d.seconds, 2)) s for all; the process's resident memory peaked \(formatFixed(Double(d.peak - d.rssBefore) / 1024, 1)) MB above the \(d.rssBefore / 1024) MB before them (VmHWM reset first); the frame is \(formatFixed(Double(b.snapshotFrameBytes) / 1_048_576, 1)) MB; every download whole: \(d.allWhole ? "yes" : "NO").")
         notes.append("lifecycle: the 'raw sqlite' column holds each row's own baseline, named in the row (base: ...), measured in the same run; MB = 10^6 bytes in MB/s, 2^20 bytes in sizes.")
         notes.append("lifecycle compaction: a \(formatCount(Double(c.ops)))-op device store (built with applyConfirmedInBulk in \(formatFixed(c.buildSeconds, 1)) s, then closed) compacted with keepOps \(formatCount(Double(LifecycleBenchmark.keepOps))), \(formatCount(Double(r.plan.segmentsToWrite))) segments of up to 10,000 ops: sealing \(formatFixed(c.sealSeconds, 2)) s (first progress call to the last segment's commit; \(formatFixed(Double(r.segmentBodyBytes) / 1e6, 1)) MB of bodies, \(formatFixed(Double(r.segmentFrameBytes) / 1e6, 1)) MB of frames, \(formatFixed(Double(r.logBytesSealed) / 1e6, 1)) MB of log rows), snapshot at seq \(formatCount(Double(s.seq))) \(formatFixed(c.snapshotSeconds, 2)) s, VACUUM \(formatFixed(c.vacuumSeconds, 2)) s; compact() in all \(formatFixed(c.totalSeconds, 2)) s. The same bodies in process, each step alone: SegmentCodec.encodeBody \(formatFixed(c.encodeSeconds, 2)) s (\(formatFixed(Double(c.bodyBytes) / 1e6 / c.encodeSeconds, 0)) MB/s), LZ4Frame.compress \(formatFixed(c.compressSeconds, 2)) s (\(formatFixed(Double(c.bodyBytes) / 1e6 / c.compressSeconds, 0)) MB/s); the rest of sealing is SQLite (reading the log rows, writing the frame, the sealed op ids, deleting the rows, commits). Per segment: the first ten took \(formatFixed(c.firstSegmentsMilliseconds, 0)) ms each, the last ten \(formatFixed(c.lastSegmentsMilliseconds, 0)) ms each.")
         notes.append("lifecycle store size: the database file with the store closed and its WAL checkpointed (TRUNCATE) once the store's background checkpoint let go of it: \(mb(c.fileBytesBefore)) before, \(mb(c.fileBytesAfter)) after. CompactionReport says \(mb(r.fileBytesBefore)) -> \(mb(r.fileBytesAfter)): its 'after' counts the WAL, which right after compact's VACUUM held \(mb(c.reportedWALBytesAfterVacuum)) (in WAL mode VACUUM writes the new copy of the database into the WAL; it shrinks at the next checkpoint).")
@@ -87,6 +93,9 @@ extension LifecycleBenchmark.Result {
                 ("ops", .int(Int64(b.ops))), ("import_seconds", .number(b.importSeconds)), ("server_compact_seconds", .number(b.server.seconds)),
                 ("server_snapshot_seconds", .number(b.serverSnapshotSeconds)),
                 ("server_snapshot_rss_before_kb", .int(Int64(b.serverSnapshotRSSBefore))),
+                ("snapshot_downloads", .object([("clients", .int(Int64(b.downloads.clients))), ("seconds", .number(b.downloads.seconds)),
+                                                ("rss_before_kb", .int(Int64(b.downloads.rssBefore))), ("peak_kb", .int(Int64(b.downloads.peak))),
+                                                ("all_whole", .bool(b.downloads.allWhole))])),
                 ("server_snapshot_peak_kb", .int(Int64(b.serverSnapshotPeak))),
                 ("snapshot_seq", .int(b.snapshotSeq)), ("snapshot_frame_bytes", .int(b.snapshotFrameBytes)),
                 ("from_snapshot", Self.json(f, serverDigest: b.serverDigest)), ("full_log", Self.json(g, serverDigest: b.serverDigest)),

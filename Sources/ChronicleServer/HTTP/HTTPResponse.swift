@@ -14,12 +14,23 @@ public struct HTTPResponse: Sendable {
     /// server, so a value given here is ignored.
     public var headers: [(String, String)]
     public var body: [UInt8]
+    /// Sent instead of `body` when set: bytes libmicrohttpd reads in place, without a copy,
+    /// however many responses send them at once (a library's snapshot, tens of MB).
+    public var shared: SharedBytes?
 
     public init(status: Int, headers: [(String, String)] = [], body: [UInt8] = []) {
         self.status = status
         self.headers = headers
         self.body = body
     }
+
+    public init(status: Int, headers: [(String, String)] = [], shared: SharedBytes) {
+        self.init(status: status, headers: headers)
+        self.shared = shared
+    }
+
+    /// The length of what is sent.
+    public var bodyCount: Int { shared?.count ?? body.count }
 
     /// A response with `Content-Type: application/json`; `body` must already
     /// be JSON.
@@ -39,4 +50,31 @@ public struct HTTPResponse: Sendable {
     public static func error(_ status: Int, _ error: ChronicleError) -> HTTPResponse {
         .error(status, code: error.code.rawValue, message: error.message)
     }
+}
+
+/// Bytes in one allocation that never moves or changes after it is filled: every response
+/// sending them reads them in place (libmicrohttpd holds a reference until it is done with
+/// the response), and the last one done frees them.
+public final class SharedBytes: @unchecked Sendable {
+    public let count: Int
+    let base: UnsafeMutableRawPointer
+
+    /// Room for `count` bytes, which the caller fills through `unsafeStorage` before sharing them.
+    public init(count: Int) {
+        self.count = count
+        base = UnsafeMutableRawPointer.allocate(byteCount: max(1, count), alignment: 16)
+    }
+
+    public convenience init(_ bytes: [UInt8]) {
+        self.init(count: bytes.count)
+        bytes.withUnsafeBytes { if let source = $0.baseAddress { base.copyMemory(from: source, byteCount: bytes.count) } }
+    }
+
+    /// The storage, for filling it once, before the bytes are shared.
+    public var unsafeStorage: UnsafeMutableRawBufferPointer { UnsafeMutableRawBufferPointer(start: base, count: count) }
+
+    /// A copy as an array (in-process callers).
+    public var bytes: [UInt8] { Array(UnsafeRawBufferPointer(start: base, count: count)) }
+
+    deinit { base.deallocate() }
 }

@@ -178,9 +178,17 @@ final class ServerCore: Sendable {
     /// handler returns. MHD adds Content-Length (and Date) itself.
     private func queue(_ response: HTTPResponse, for context: RequestContext) -> MHD_Result {
         let status = (200...999).contains(response.status) ? response.status : 500
-        let created = response.body.withUnsafeBytes { bytes in
-            MHD_create_response_from_buffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress),
-                                            .RESPMEM_MUST_COPY)
+        let created: OpaquePointer?
+        if let shared = response.shared {
+            // Read in place: MHD holds a reference until it destroys the response.
+            let reference = Unmanaged.passRetained(shared).toOpaque()
+            created = MHD_create_response_from_buffer_with_free_callback_cls(shared.count, shared.base, releaseSharedBytes, reference)
+            if created == nil { Unmanaged<SharedBytes>.fromOpaque(reference).release() }
+        } else {
+            created = response.body.withUnsafeBytes { bytes in
+                MHD_create_response_from_buffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress),
+                                                .RESPMEM_MUST_COPY)
+            }
         }
         guard let created else { return .NO }
         defer { MHD_destroy_response(created) }
@@ -190,7 +198,7 @@ final class ServerCore: Sendable {
         }
         context.state.withLock { state in
             state.status = status
-            state.responseBytes = response.body.count
+            state.responseBytes = response.bodyCount
         }
         return MHD_queue_response(context.connection.pointer, UInt32(status), created)
     }
@@ -248,4 +256,11 @@ final class ServerCore: Sendable {
     func loggedMessages() -> [String] {
         messages.withLock { $0 }
     }
+}
+
+/// MHD's notice that a response reading a `SharedBytes` in place is gone: its reference goes.
+/// Called on MHD's threads, so it is not isolated to any actor.
+private let releaseSharedBytes: @convention(c) (UnsafeMutableRawPointer?) -> Void = { reference in
+    guard let reference else { return }
+    Unmanaged<SharedBytes>.fromOpaque(reference).release()
 }

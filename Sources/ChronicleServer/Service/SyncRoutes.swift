@@ -152,9 +152,9 @@ public struct SyncRoutes: HTTPHandler {
     private func snapshot(_ request: HTTPRequest, library: UUID) -> HTTPResponse {
         guard let token = Self.bearer(request) else { return Self.unauthorized() }
         do {
-            let (seq, frame) = try service.snapshotNow(library: library, token: token)
+            let (seq, frame) = try service.sharedSnapshotNow(library: library, token: token)
             return HTTPResponse(status: 200, headers: [("Content-Type", SnapshotCodec.mediaType), ("Chronicle-Snapshot-Seq", String(seq))],
-                                body: frame)
+                                shared: frame)
         } catch {
             return Self.response(error)
         }

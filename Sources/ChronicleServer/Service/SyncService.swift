@@ -50,6 +50,11 @@ public final class SyncService: SyncEndpoint {
     /// When libraries are compacted on their own (`runMaintenance`, `startMaintenance`).
     public let maintenancePolicy: MaintenancePolicy
     let maintenance = MaintenanceState()
+    /// Each library's newest snapshot frame while a response is sending it: devices that start
+    /// from the snapshot at the same time share one copy (held only while some response holds it).
+    /// Checked and filled under its lock, so requests arriving together wait for the one read
+    /// rather than each reading its own copy.
+    let snapshotFrames = Locked<[UUID: SharedSnapshotFrame]>([:])
 
     struct Waiter {
         var after: Int64
@@ -266,6 +271,36 @@ public final class SyncService: SyncEndpoint {
         return found
     }
 
+    /// The library's newest snapshot frame and its seq, shared by every response sending it at
+    /// the same time: ten devices starting from a 55 MB snapshot at once hold one copy, not ten
+    /// (plus libmicrohttpd's own copy of each). Read straight from its row into that copy.
+    public func sharedSnapshotNow(library id: UUID, token: String) throws(ProtocolError) -> (seq: Int64, frame: SharedBytes) {
+        let (_, library) = try authorize(token, library: id)
+        do {
+            // One lock for every library's frames: a read takes tens of milliseconds, and starts
+            // from a snapshot are rare next to pulls and pushes.
+            return try snapshotFrames.withLock { frames in
+                let newest = try library.latestSnapshotSeq()
+                if let newest, let cached = frames[id], cached.seq == newest, let frame = cached.frame {
+                    return (newest, frame)
+                }
+                guard let found = try library.latestSnapshot(into: { count in
+                    let frame = SharedBytes(count: count)
+                    return (frame, frame.unsafeStorage)
+                }) else {
+                    throw ProtocolError(404, "no_snapshot", "Library \(id.lowercased) has no snapshot yet; pull from seq 0.")
+                }
+                frames = frames.filter { $0.value.frame != nil }   // entries whose frame is gone
+                frames[id] = SharedSnapshotFrame(seq: found.seq, frame: found.storage)
+                return (found.seq, found.storage)
+            }
+        } catch let error as ProtocolError {
+            throw error
+        } catch {
+            throw ProtocolError(500, "server_store", "The server could not read library \(id.lowercased): \(error)")
+        }
+    }
+
     /// Runs `runMaintenance()` every `maintenancePolicy.checkIntervalSeconds` on a thread of its
     /// own until `stopMaintenance()` (`SyncServer` does both). Nothing when the policy is off.
     public func startMaintenance() {
@@ -332,4 +367,10 @@ public struct PullTicket: Sendable {
     private let release: @Sendable () -> Void
     init(_ release: @escaping @Sendable () -> Void) { self.release = release }
     public func answerNow() { release() }
+}
+
+/// A library's newest snapshot frame, held weakly: it lives as long as a response sends it.
+struct SharedSnapshotFrame: Sendable {
+    let seq: Int64
+    weak var frame: SharedBytes?
 }

@@ -233,6 +233,30 @@ public final class ServerLibrary: Sendable {
         }
     }
 
+    /// The newest snapshot's seq, with its frame read straight into storage `allocate` returns
+    /// for the frame's length (incremental blob I/O, so the frame is never copied whole on the
+    /// way). One read transaction.
+    public func latestSnapshot<Storage>(into allocate: (Int) -> (storage: Storage, bytes: UnsafeMutableRawBufferPointer)) throws
+        -> (seq: Int64, storage: Storage)? {
+        try read { db in
+            let newest = try db.query("SELECT seq, length(body) FROM chronicle_snapshots ORDER BY seq DESC LIMIT 1") { ($0.int(0), $0.int(1)) }
+            guard let found = newest.first else { return nil }
+            let (storage, bytes) = allocate(Int(found.1))
+            var offset = 0
+            try db.readBlob(table: "chronicle_snapshots", column: "body", rowid: found.0) { piece in
+                guard offset + piece.count <= bytes.count else {
+                    throw ChronicleError(.invariantViolated, "The snapshot at seq \(found.0) grew while it was read.")
+                }
+                bytes.baseAddress!.advanced(by: offset).copyMemory(from: piece.baseAddress!, byteCount: piece.count)
+                offset += piece.count
+            }
+            guard offset == bytes.count else {
+                throw ChronicleError(.invariantViolated, "The snapshot at seq \(found.0) was shorter than its row said.")
+            }
+            return (found.0, storage)
+        }
+    }
+
     /// The seq of the newest snapshot, if any (pulls advertise it so a far-behind device can start there).
     public func latestSnapshotSeq() throws -> Int64? {
         try read { db in try db.scalarInt("SELECT max(seq) FROM chronicle_snapshots") }
