@@ -122,12 +122,7 @@ extension LifecycleBenchmark {
             if what.hasPrefix("wrote the snapshot") {
                 memory.peak = procStatusKilobytes("VmHWM") ?? 0
             } else if what.hasPrefix("sealed") {
-                // Resets VmHWM to the current RSS (Linux), so the next step's peak is its own.
-                if let handle = FileHandle(forWritingAtPath: "/proc/self/clear_refs") {
-                    handle.write(Data("5".utf8))
-                    try? handle.close()
-                }
-                memory.before = procStatusKilobytes("VmRSS") ?? 0
+                memory.before = resetPeakMemory()   // the next step's peak is its own
             }
         })
         let snapshotStep = stepEnds.indices.dropFirst().first { stepEnds[$0].0.hasPrefix("wrote the snapshot") }
@@ -172,11 +167,7 @@ extension LifecycleBenchmark {
     private func downloadSnapshotAtOnce(_ rig: SyncRig, libraryID: UUID, expectedBytes: Int) throws -> SnapshotDownloads {
         let token = try rig.token(user: "reader", deviceID: UUID())
         let url = rig.server.url.appendingPathComponent("v1/libraries/\(libraryID.lowercased)/snapshot").absoluteString
-        if let handle = FileHandle(forWritingAtPath: "/proc/self/clear_refs") {
-            handle.write(Data("5".utf8))
-            try? handle.close()
-        }
-        let before = procStatusKilobytes("VmRSS") ?? 0
+        let before = resetPeakMemory()
         let t0 = nowNanoseconds()
         let clients = try (0..<Self.downloadClients).map { _ -> (Process, Pipe) in
             let process = Process()

@@ -144,6 +144,16 @@ func procStatusKilobytes(_ field: String) -> Int? {
     return nil
 }
 
+/// Resets this process's `VmHWM` to its current resident memory (Linux), so the peak read
+/// afterwards is that of the work in between; returns `VmRSS` now (KiB).
+func resetPeakMemory() -> Int {
+    if let handle = FileHandle(forWritingAtPath: "/proc/self/clear_refs") {
+        handle.write(Data("5".utf8))
+        try? handle.close()
+    }
+    return procStatusKilobytes("VmRSS") ?? 0
+}
+
 /// Size of a SQLite database with its WAL.
 func databaseBytes(_ path: String) -> Int64 {
     var total: Int64 = 0

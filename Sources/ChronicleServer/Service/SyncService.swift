@@ -260,15 +260,10 @@ public final class SyncService: SyncEndpoint {
         }
     }
 
-    /// The library's newest snapshot frame and its seq.
+    /// The library's newest snapshot frame and its seq, as an array of its own (in-process callers).
     public func snapshotNow(library id: UUID, token: String) throws(ProtocolError) -> (seq: Int64, frame: [UInt8]) {
-        let (_, library) = try authorize(token, library: id)
-        let found: (seq: Int64, frame: [UInt8])?
-        do { found = try library.latestSnapshot() } catch {
-            throw ProtocolError(500, "server_store", "The server could not read library \(id.lowercased): \(error)")
-        }
-        guard let found else { throw ProtocolError(404, "no_snapshot", "Library \(id.lowercased) has no snapshot yet; pull from seq 0.") }
-        return found
+        let (seq, frame) = try sharedSnapshotNow(library: id, token: token)
+        return (seq, frame.bytes)
     }
 
     /// The library's newest snapshot frame and its seq, shared by every response sending it at
