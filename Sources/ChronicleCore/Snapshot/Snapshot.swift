@@ -66,8 +66,6 @@ public struct SnapshotBodyWriter {
         tablesLeft = tableCount
     }
 
-    public var byteCount: Int { w.count }
-
     public mutating func table(_ name: String, columns: [String], rowCount: Int) {
         precondition(valuesLeft == 0 && tablesLeft > 0, "snapshot body: a table begun before the last one's rows were all written, or one too many")
         tablesLeft -= 1

@@ -146,9 +146,14 @@ extension DeviceStore: LogLifecycle {
 }
 
 extension LogLifecycle {
+    /// The newest confirmed seq: the hot log's, or the sealed end when the log is empty.
+    func confirmedHead(sealed: Int64, in db: Database) throws -> Int64 {
+        max(sealed, try db.scalarInt("SELECT max(server_seq) FROM chronicle_log") ?? 0)
+    }
+
     func plan(_ policy: CompactionPolicy, now: Int64, in db: Database) throws -> CompactionPlan {
         let sealed = try DeviceStore.sealedUpTo(in: db)
-        let cursor = max(sealed, try db.scalarInt("SELECT max(server_seq) FROM chronicle_log") ?? 0)
+        let cursor = try confirmedHead(sealed: sealed, in: db)
         var through = cursor
         if let keep = policy.keepOps { through = min(through, cursor - keep) }
         if let keep = policy.keepMilliseconds {
@@ -245,7 +250,7 @@ extension LogLifecycle {
                                                                           libraryID: libraryID, progress: nil)
                     return (exact, body, digest)
                 }
-                let head = max(try DeviceStore.sealedUpTo(in: db), try db.scalarInt("SELECT max(server_seq) FROM chronicle_log") ?? 0)
+                let head = try confirmedHead(sealed: DeviceStore.sealedUpTo(in: db), in: db)
                 let (body, digest) = try DeviceStore.snapshotBody(projection, from: db, seq: head, libraryID: libraryID)
                 return (head, body, digest)
             }
