@@ -36,12 +36,14 @@ public struct SyncState: Sendable, Equatable {
 }
 
 extension DeviceStore {
-    /// Outbox ops the server has not answered yet, in device order, at most `limit`.
-    public func unacknowledgedOps(limit: Int) throws -> [Op] {
+    /// Outbox ops the server has not answered yet, in device order, at most `limit`; with
+    /// `after`, only those past that deviceSeq (the next batch, read while the one before it
+    /// is still waiting for its answer).
+    public func unacknowledgedOps(after deviceSeq: Int64 = 0, limit: Int) throws -> [Op] {
         try read { db in
             let acked = try Self.meta("acked_device_seq", in: db).integerValue ?? 0
             return try db.query("SELECT \(Self.outboxColumns) FROM chronicle_outbox WHERE device_seq > ?1 ORDER BY device_seq LIMIT ?2",
-                                [.integer(acked), .integer(Int64(limit))]) { try outboxOp($0) }
+                                [.integer(max(acked, deviceSeq)), .integer(Int64(limit))]) { try outboxOp($0) }
         }
     }
 

@@ -240,24 +240,59 @@ public actor SyncEngine {
 
     /// Pushes unanswered outbox ops in deviceSeq order until none are left.
     /// Returns the server's head as last reported.
+    ///
+    /// The device's side runs beside the server's: while a batch waits for its answer, the
+    /// next one is read from the outbox, and a batch's acknowledgement is committed while the
+    /// next batch is on its way. A batch is still sent only once the one before it is
+    /// answered (the server takes a device's ops in order, without gaps). An acknowledgement
+    /// lost to a crash costs nothing but a repeat: the server answers those ops again with
+    /// their original results.
     private func pushAll(_ report: inout SyncReport) async throws -> Int64 {
+        var acknowledging: Task<Void, Error>?
+        do {
+            let head = try await pushBatches(&report, acknowledging: &acknowledging)
+            try await acknowledging?.value
+            return head
+        } catch {
+            _ = try? await acknowledging?.value
+            throw error
+        }
+    }
+
+    private func pushBatches(_ report: inout SyncReport, acknowledging: inout Task<Void, Error>?) async throws -> Int64 {
         var head: Int64 = 0
         var batch = configuration.pushBatchOpsMax
         var resetOnce = false
+        let store = self.store
+        var next: Task<[Op], Error>?
+        defer { next?.cancel() }
         while true {
-            let ops = try store.unacknowledgedOps(limit: batch)
+            let ops: [Op]
+            if let pending = next {
+                next = nil
+                ops = try await pending.value
+            } else {
+                ops = try store.unacknowledgedOps(limit: batch)
+            }
             guard let first = ops.first, let last = ops.last else { return head }
             let segment = try Segment(libraryID: store.libraryID, ops: ops)
+            let limit = batch
+            next = Task.detached { try store.unacknowledgedOps(after: last.deviceSeq, limit: limit) }
             let response: PushResponse
             do {
                 response = try await transport.push(segment)
             } catch {
+                // What was read ahead assumed this batch went through.
+                next?.cancel()
+                next = nil
                 switch error {
                 case .terminal(let refusal) where refusal.status == 413 && batch > 1:
                     batch = max(1, batch / 2)   // too big for the server's caps: smaller batches
                     continue
                 case .terminal(let refusal) where refusal.code == "device_seq_gap" && !resetOnce:
                     resetOnce = true            // our acknowledgements ran ahead of the server: push from the outbox head
+                    try await acknowledging?.value
+                    acknowledging = nil
                     try store.resetAcknowledged()
                     continue
                 default:
@@ -281,7 +316,10 @@ public actor SyncEngine {
                 try store.reject(op.opID, code: code, message: message, verdict: verdict.map { String(decoding: ProtocolJSON.encode($0), as: UTF8.self) })
                 report.rejected += 1
             }
-            try store.recordAcknowledged(through: last.deviceSeq)
+            // One acknowledgement commits at a time, in order (it never moves backwards anyway).
+            try await acknowledging?.value
+            let through = last.deviceSeq
+            acknowledging = Task.detached { try store.recordAcknowledged(through: through) }
             head = max(head, response.head)
         }
     }

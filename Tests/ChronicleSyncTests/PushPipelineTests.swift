@@ -1,0 +1,136 @@
+import ChronicleCore
+import ChronicleStore
+@testable import ChronicleSync
+import Foundation
+import Testing
+
+/// The engine reads a device's next batch while the one before waits for its answer, and
+/// commits a batch's acknowledgement while the next is on its way. These tests drive the
+/// push loop through the paths where what was read ahead must be thrown away (a batch too
+/// large for the server, acknowledgements ahead of the server, a failed push) and check that
+/// every op still reaches the server once, in order.
+@Suite("Pushing a long outbox in batches")
+struct PushPipelineTests {
+    /// The in-memory transport with a script: batches above `opsMax` are refused with 413,
+    /// a chosen push fails before reaching the server, and `during` runs while a push is in flight.
+    final class ScriptedPushes: SyncTransport, @unchecked Sendable {
+        struct Script {
+            var opsMax = Int.max
+            var failPush: Int?
+            var during: [Int: @Sendable () throws -> Void] = [:]
+            /// Every push made, refused ones included: its ops' deviceSeqs.
+            var pushes: [[Int64]] = []
+            /// The pushes the server answered.
+            var answered: [[Int64]] = []
+        }
+        let inner: InMemoryTransport
+        let script: Locked<Script>
+
+        init(_ inner: InMemoryTransport, _ script: Script) {
+            self.inner = inner
+            self.script = Locked(script)
+        }
+
+        func push(_ segment: Segment) async throws(SyncError) -> PushResponse {
+            let seqs = segment.ops.map(\.deviceSeq)
+            let (index, opsMax, fail, during) = script.withLock { s in
+                s.pushes.append(seqs)
+                return (s.pushes.count, s.opsMax, s.failPush, s.during[s.pushes.count])
+            }
+            if seqs.count > opsMax {
+                throw .terminal(ProtocolError(413, "too_many_ops", "At most \(opsMax) ops a push."))
+            }
+            if fail == index { throw .transient(reason: "The connection was reset (scripted).", retryAfterSeconds: nil) }
+            do { try during?() } catch { throw .transient(reason: "\(error)", retryAfterSeconds: nil) }
+            let response = try await inner.push(segment)
+            script.withLock { $0.answered.append(seqs) }
+            return response
+        }
+
+        func pull(after cursor: Int64, limit: Int, waitMilliseconds: Int) async throws(SyncError) -> PullPage {
+            try await inner.pull(after: cursor, limit: limit, waitMilliseconds: waitMilliseconds)
+        }
+
+        func verdict(for entity: UUID) async throws(SyncError) -> Verdict { try await inner.verdict(for: entity) }
+    }
+
+    /// A device with its own engine over `ScriptedPushes`.
+    func device(_ harness: SyncHarness, _ script: ScriptedPushes.Script, batch: Int) throws -> (TestDevice, ScriptedPushes, SyncEngine) {
+        let device = try harness.device("d")
+        let transport = ScriptedPushes(device.memory!, script)
+        var configuration = SyncEngine.Configuration()
+        configuration.pushBatchOpsMax = batch
+        configuration.backoffBaseMilliseconds = 1
+        configuration.backoffMaxMilliseconds = 5
+        return (device, transport, SyncEngine(store: device.store, transport: transport, configuration: configuration, random: { 0.5 }))
+    }
+
+    /// The server's log holds each of the device's deviceSeqs 1...count once, in order.
+    func expectServerHasEach(_ harness: SyncHarness, _ device: TestDevice, count: Int64,
+                             sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let seqs = try harness.library.allOps().filter { $0.deviceID == device.store.deviceID }.map(\.deviceSeq)
+        #expect(seqs == Array(1...count), sourceLocation: sourceLocation)
+        #expect(try device.store.unacknowledgedOps(limit: 1).isEmpty, sourceLocation: sourceLocation)
+    }
+
+    @Test("Batches too large for the server are halved; ops written while a batch is in flight go in the same round")
+    func halvesAndPicksUpWritesMadeDuringAPush() async throws {
+        let harness = try SyncHarness(.inMemory)
+        var script = ScriptedPushes.Script()
+        script.opsMax = 20
+        let (device, transport, engine) = try device(harness, script, batch: 50)
+        for i in 0..<230 { try device.save("queued \(i)") }
+        // While the fourth push is in flight (batches of 12 by then), five more are written.
+        transport.script.withLock { s in
+            s.during[4] = { for i in 0..<5 { _ = try device.store.write("article.save", payload: ["url": .text("https://example.com/late/\(i)"), "title": .text("late \(i)")]) } }
+        }
+        let report = await engine.syncOnce()
+        #expect(report.outcome == .synced)
+        #expect(report.pushed == 235)
+        let s = transport.script.withLock { $0 }
+        // 50 refused, then 25 refused, then batches of 12: the read-ahead of the refused sizes was dropped.
+        #expect(s.pushes.prefix(2).map(\.count) == [50, 25])
+        #expect(s.answered.allSatisfy { $0.count <= 12 })
+        #expect(s.answered.flatMap { $0 } == Array(1...235), "each op sent once, in order, once the server took it")
+        try expectServerHasEach(harness, device, count: 235)
+        try harness.expectConverged()
+    }
+
+    @Test("Acknowledgements ahead of the server: the engine starts again from the outbox head")
+    func acknowledgementsAheadOfTheServerAreReset() async throws {
+        let harness = try SyncHarness(.inMemory)
+        let (device, transport, engine) = try device(harness, ScriptedPushes.Script(), batch: 10)
+        for i in 0..<45 { try device.save("queued \(i)") }
+        // The store believes the server answered the first 20 (it has none of them).
+        try device.store.recordAcknowledged(through: 20)
+        let report = await engine.syncOnce()
+        #expect(report.outcome == .synced)
+        let s = transport.script.withLock { $0 }
+        #expect(s.pushes.first?.first == 21, "the first push starts after the acknowledgement")
+        #expect(s.answered.flatMap { $0 } == Array(1...45))
+        try expectServerHasEach(harness, device, count: 45)
+        try harness.expectConverged()
+    }
+
+    @Test("A push that fails mid-way is retried from the last answered batch; a lost answer is answered again")
+    func aFailedPushIsRetriedFromTheLastAnsweredBatch() async throws {
+        let harness = try SyncHarness(.inMemory)
+        var script = ScriptedPushes.Script()
+        script.failPush = 3
+        let (device, transport, engine) = try device(harness, script, batch: 10)
+        for i in 0..<64 { try device.save("queued \(i)") }
+        // The sixth push reaches the server, which orders its ops, but its answer is lost.
+        transport.script.withLock { s in s.during[6] = { device.memory!.dropResponsesNext(1) } }
+        let report = await engine.syncOnce()
+        #expect(report.outcome == .synced)
+        #expect(report.retries == 2)
+        let s = transport.script.withLock { $0 }
+        // Push 3 failed before the server: push 4 sends the same batch (21...30).
+        #expect(s.pushes[2] == Array(21...30) && s.pushes[3] == Array(21...30))
+        // Push 6 (41...50) was ordered but unanswered: push 7 sends it again, answered as duplicates.
+        #expect(s.pushes[5] == Array(41...50) && s.pushes[6] == Array(41...50))
+        #expect(report.pushed == 64, "each op counted once: the batch whose answer was lost counts when answered again")
+        try expectServerHasEach(harness, device, count: 64)
+        try harness.expectConverged()
+    }
+}
