@@ -14,21 +14,6 @@ public enum ProtocolJSON {
         var head: Int64
     }
 
-    struct ResultBody: Codable {
-        var opID: String
-        var deviceSeq: Int64
-        var status: String
-        var serverSeq: Int64?
-        var code: String?
-        var message: String?
-        var verdict: VerdictBody?
-    }
-
-    struct PushBody: Codable {
-        var results: [ResultBody]
-        var head: Int64
-    }
-
     struct ErrorBody: Codable {
         struct Detail: Codable { var code: String; var message: String }
         var error: Detail
@@ -95,35 +80,10 @@ public enum ProtocolJSON {
         try verdict(try decode(VerdictBody.self, from: bytes, what: "verdict"))
     }
 
-    public static func encode(_ response: PushResponse) -> [UInt8] {
-        let results = response.results.map { result -> ResultBody in
-            var body = ResultBody(opID: result.opID.lowercased, deviceSeq: result.deviceSeq, status: "accepted")
-            switch result.outcome {
-            case .accepted(let seq): body.serverSeq = seq
-            case .duplicate(let seq): body.status = "duplicate"; body.serverSeq = seq
-            case .rejected(let code, let message): body.status = "rejected"; body.code = code; body.message = message
-            }
-            body.verdict = result.verdict.map(Self.body)
-            return body
-        }
-        return encode(PushBody(results: results, head: response.head))
-    }
+    public static func encode(_ response: PushResponse) -> [UInt8] { PushResponseJSON.encode(response) }
 
     public static func decodePushResponse(_ bytes: [UInt8]) throws(ChronicleError) -> PushResponse {
-        let body = try decode(PushBody.self, from: bytes, what: "push response")
-        var results: [PushResult] = []
-        for item in body.results {
-            guard let id = UUID(text: item.opID) else { throw ChronicleError(.malformedPayload, "A push result's opID '\(item.opID)' is not a UUID.") }
-            let outcome: PushOutcome
-            switch (item.status, item.serverSeq) {
-            case ("accepted", let seq?): outcome = .accepted(serverSeq: seq)
-            case ("duplicate", let seq?): outcome = .duplicate(serverSeq: seq)
-            case ("rejected", _): outcome = .rejected(code: item.code ?? "rejected", message: item.message ?? "")
-            default: throw ChronicleError(.malformedPayload, "A push result has status '\(item.status)' without what it needs.")
-            }
-            results.append(PushResult(opID: id, deviceSeq: item.deviceSeq, outcome: outcome, verdict: try item.verdict.map(verdict)))
-        }
-        return PushResponse(results: results, head: body.head)
+        try PushResponseJSON.decode(bytes)
     }
 
     /// The `{"error":{"code","message"}}` body every 4xx and 5xx carries, if this is one.

@@ -81,6 +81,33 @@ struct JSONScanner {
         }
     }
 
+    /// Skips one value of any shape, checking its grammar (objects and arrays at most
+    /// 64 deep); returns the byte range it took, for a reader of that part.
+    @discardableResult
+    mutating func skipValue(depth: Int = 0) throws(ChronicleError) -> Range<Int> {
+        guard depth < 64 else { throw error("values are nested more than 64 deep.") }
+        _ = peek()
+        let start = offset
+        switch peek() {
+        case UInt8(ascii: "{"):
+            offset += 1
+            if !consume(UInt8(ascii: "}")) {
+                repeat {
+                    _ = try key(in: "an object")
+                    try skipValue(depth: depth + 1)
+                } while try another(closing: UInt8(ascii: "}"), in: "an object")
+            }
+        case UInt8(ascii: "["):
+            offset += 1
+            if !consume(UInt8(ascii: "]")) {
+                repeat { try skipValue(depth: depth + 1) } while try another(closing: UInt8(ascii: "]"), in: "an array")
+            }
+        default:
+            _ = try scalar("a value")
+        }
+        return start..<offset
+    }
+
     // MARK: - Scalars
 
     /// A string, number, boolean or null; `name` says whose value it is when

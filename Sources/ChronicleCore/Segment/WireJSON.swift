@@ -235,7 +235,7 @@ public enum WireJSON {
 // MARK: - Writer
 
 /// Appends compact JSON straight to UTF-8 bytes.
-private struct JSONWriter {
+struct JSONWriter {
     var bytes: [UInt8] = []
 
     init(capacity: Int) { bytes.reserveCapacity(capacity) }
@@ -243,6 +243,9 @@ private struct JSONWriter {
     mutating func raw(_ text: StaticString) {
         bytes.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
     }
+
+    /// JSON written elsewhere, as it is.
+    mutating func raw(json: [UInt8]) { bytes.append(contentsOf: json) }
 
     mutating func uuid(_ id: UUID) {
         bytes.append(UInt8(ascii: "\""))
