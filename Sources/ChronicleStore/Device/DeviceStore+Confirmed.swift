@@ -157,8 +157,14 @@ extension DeviceStore {
     func replayPending(on ids: Set<String>, in db: Database, batch: SearchIndexer.Batch, indexing: Bool) throws -> Int {
         guard !ids.isEmpty else { return 0 }
         var replayed = 0
-        let pending = try db.query("SELECT \(Self.outboxColumns) FROM chronicle_outbox ORDER BY device_seq") { try outboxOp($0) }
-        for op in pending where ids.contains(op.entityID.lowercased) {
+        // Only these rows' ops are read (by the outbox's entity index): reading and decoding the
+        // whole outbox for every batch made a device confirming its own long outbox (a big
+        // push, pulled back in pages) do work quadratic in the outbox.
+        let list = "[" + ids.map(CanonicalJSON.quote).joined(separator: ",") + "]"
+        let pending = try db.query("""
+            SELECT \(Self.outboxColumns) FROM chronicle_outbox WHERE entity_id IN (SELECT value FROM json_each(?1)) ORDER BY device_seq
+            """, [.text(list)]) { try outboxOp($0) }
+        for op in pending {
             if let entity = materializer.entity(of: op) { try shadowIfNeeded(entity, op.entityID.lowercased, in: db) }
             if indexing { try materialize(op, in: db, batch: batch) } else { try Self.materialize(op, materializer, in: db) }
             replayed += 1
