@@ -5,8 +5,18 @@
 /// per entity type, which is what makes the engine generic.
 public struct ProjectionSchema: Sendable {
     public let schema: Schema
+    /// `shadowSave` and `shadowRestore` per entity type, built once: rebase runs them for
+    /// every row it restores, and building the SQL each time was half of that work.
+    private let shadowStatements: [String: (save: [String], restore: [String])]
 
-    public init(schema: Schema) { self.schema = schema }
+    public init(schema: Schema) {
+        self.schema = schema
+        var statements: [String: (save: [String], restore: [String])] = [:]
+        for entity in schema.entities {
+            statements[entity.name] = (Self.shadowSaveStatements(entity), Self.shadowRestoreStatements(entity))
+        }
+        shadowStatements = statements
+    }
 
     public static func quoted(_ identifier: String) -> String { "\"\(identifier)\"" }
 
@@ -236,6 +246,10 @@ public struct ProjectionSchema: Sendable {
     /// pending op touches it; `?1` is the entity id. Run only when the entity
     /// is not already shadowed.
     public func shadowSave(_ entity: EntitySpec) -> [String] {
+        shadowStatements[entity.name]?.save ?? Self.shadowSaveStatements(entity)
+    }
+
+    static func shadowSaveStatements(_ entity: EntitySpec) -> [String] {
         var statements = ["INSERT INTO \(Self.quoted("chronicle_shadow_\(entity.table)")) SELECT * FROM \(Self.quoted(entity.table)) WHERE id = ?1"]
         for field in entity.setFields {
             let table = entity.setTable(field)
@@ -246,6 +260,10 @@ public struct ProjectionSchema: Sendable {
 
     /// Statements that put an entity's confirmed rows back and clear its shadow; `?1` is the entity id.
     public func shadowRestore(_ entity: EntitySpec) -> [String] {
+        shadowStatements[entity.name]?.restore ?? Self.shadowRestoreStatements(entity)
+    }
+
+    static func shadowRestoreStatements(_ entity: EntitySpec) -> [String] {
         var statements: [String] = []
         var pairs = [(entity.table, "chronicle_shadow_\(entity.table)")]
         for field in entity.setFields { pairs.append((entity.setTable(field), "chronicle_shadow_\(entity.setTable(field))")) }
