@@ -1,5 +1,5 @@
 import ChronicleCore
-import ChronicleStore
+@testable import ChronicleStore
 @testable import ChronicleSync
 import Foundation
 import Testing
@@ -131,6 +131,43 @@ struct PushPipelineTests {
         #expect(s.pushes[5] == Array(41...50) && s.pushes[6] == Array(41...50))
         #expect(report.pushed == 64, "each op counted once: the batch whose answer was lost counts when answered again")
         try expectServerHasEach(harness, device, count: 64)
+        try harness.expectConverged()
+    }
+
+    /// Rows the device still keeps a confirmed copy of (rows under queued ops).
+    func shadowedRows(_ device: TestDevice) throws -> Int64 {
+        try device.store.read { db in try db.scalarInt("SELECT count(*) FROM chronicle_shadowed") ?? -1 }
+    }
+
+    @Test("A device confirming its own pushes page by page ends with the server's state, each row once, no shadows left",
+          arguments: [false, true])
+    func confirmingOwnPushesInPages(anotherDeviceWritesFirst: Bool) async throws {
+        let harness = try SyncHarness(.inMemory)
+        var configuration = SyncEngine.Configuration()
+        configuration.pushBatchOpsMax = 37
+        configuration.pullPageOpsMax = 23
+        configuration.bulkPullPageOpsMax = 29
+        configuration.bulkCatchUpOpsMin = 200   // the second round's pull runs in bulk mode
+        configuration.backoffBaseMilliseconds = 1
+        let device = try harness.device("d", configuration: configuration)
+        let other = try harness.device("o")
+        try Workload(seed: 7).run(120, on: device)
+        await device.sync()
+        await other.sync()
+        // Ops on rows of the first round and new ones, counters, sets, deletes and restores,
+        // merge-or-ask notes: rows whose queued ops straddle the pages they come back in.
+        try Workload(seed: 8).run(320, on: device)
+        #expect(try shadowedRows(device) > 0)
+        if anotherDeviceWritesFirst {
+            // The pages then mix another device's ops with this one's: rebased as usual.
+            try Workload(seed: 9).run(40, on: other)
+            await other.sync()
+        }
+        let report = await device.sync()
+        #expect(report.pushed == 320)
+        #expect(try shadowedRows(device) == 0)
+        #expect(try device.store.verify().passed)
+        await other.sync()
         try harness.expectConverged()
     }
 }

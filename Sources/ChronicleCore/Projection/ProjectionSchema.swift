@@ -7,13 +7,13 @@ public struct ProjectionSchema: Sendable {
     public let schema: Schema
     /// `shadowSave` and `shadowRestore` per entity type, built once: rebase runs them for
     /// every row it restores, and building the SQL each time was half of that work.
-    private let shadowStatements: [String: (save: [String], restore: [String])]
+    private let shadowStatements: [String: (save: [String], restore: [String], drop: [String])]
 
     public init(schema: Schema) {
         self.schema = schema
-        var statements: [String: (save: [String], restore: [String])] = [:]
+        var statements: [String: (save: [String], restore: [String], drop: [String])] = [:]
         for entity in schema.entities {
-            statements[entity.name] = (Self.shadowSaveStatements(entity), Self.shadowRestoreStatements(entity))
+            statements[entity.name] = (Self.shadowSaveStatements(entity), Self.shadowRestoreStatements(entity), Self.shadowDropStatements(entity))
         }
         shadowStatements = statements
     }
@@ -261,6 +261,16 @@ public struct ProjectionSchema: Sendable {
     /// Statements that put an entity's confirmed rows back and clear its shadow; `?1` is the entity id.
     public func shadowRestore(_ entity: EntitySpec) -> [String] {
         shadowStatements[entity.name]?.restore ?? Self.shadowRestoreStatements(entity)
+    }
+
+    /// Statements that forget an entity's shadow (its live rows are its confirmed state again); `?1` is the entity id.
+    public func shadowDrop(_ entity: EntitySpec) -> [String] {
+        shadowStatements[entity.name]?.drop ?? Self.shadowDropStatements(entity)
+    }
+
+    static func shadowDropStatements(_ entity: EntitySpec) -> [String] {
+        ([entity.table] + entity.setFields.map(entity.setTable))
+            .map { "DELETE FROM \(Self.quoted("chronicle_shadow_\($0)")) WHERE id = ?1" }
     }
 
     static func shadowRestoreStatements(_ entity: EntitySpec) -> [String] {

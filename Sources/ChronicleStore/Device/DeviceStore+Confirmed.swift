@@ -37,6 +37,8 @@ extension DeviceStore {
     /// `prepared`: the same ops' log rows and statements, built ahead (bulk mode only).
     func fold(_ ops: [Op], in db: Database, indexing: Bool, prepared: PreparedBatch? = nil, seal: Bool = false) throws -> ApplyResult {
         if indexing { try rebuildSearchIndexesIfStale(in: db) }
+        // Read before the append takes the device's own ops out of the outbox.
+        let confirmsOwnHead = try confirmsOutboxHead(ops, in: db)
         let (cursor, own): (Int64, Int)
         if seal, let segments = prepared?.segments, try Self.logEndsAtSealedPrefix(in: db) {
             (cursor, own) = try appendSealed(ops, segments: segments, in: db)
@@ -49,16 +51,33 @@ extension DeviceStore {
         let batch = SearchIndexer.Batch()
         let shadowed = try db.query("SELECT entity, id FROM chronicle_shadowed") { ShadowKey(entity: $0.text(0), id: $0.text(1)) }
         var rebase: [ShadowKey] = []
+        // Nil: every op of the batch is folded; else only those on these rows.
+        var foldOnly: Set<String>?
         if !shadowed.isEmpty {
             let touched = Set(ops.compactMap { op in materializer.entity(of: op).map { ShadowKey(entity: $0.name, id: op.entityID.lowercased) } })
             rebase = shadowed.filter(touched.contains)
+            if confirmsOwnHead, rebase.count == touched.count {
+                // The batch is the head of the outbox, so the rows already show it. A row with
+                // nothing left queued is its confirmed state now: its shadow goes, and nothing is
+                // folded or replayed there. Rows with ops still queued, and rows whose entity has
+                // a `mergeOrAsk` field (they record the server's order, which a queued op lacks),
+                // are rebased as usual.
+                let queued = try rowsWithQueuedOps(Set(rebase.map(\.id)), in: db)
+                let settled = rebase.filter { !queued.contains($0.id) && !recordsServerOrder($0.entity) }
+                try forgetShadows(settled, in: db)
+                let settledIDs = Set(settled.map(\.id))
+                rebase = rebase.filter { !settledIDs.contains($0.id) }
+                foldOnly = Set(rebase.map(\.id))
+            }
             try restoreConfirmed(rebase, in: db, batch: batch, indexing: indexing)
         }
 
         if let prepared, !indexing {
-            for (op, steps) in zip(ops, prepared.steps) { try Self.materialize(op, steps: steps, materializer, in: db) }
+            for (op, steps) in zip(ops, prepared.steps) where foldOnly?.contains(op.entityID.lowercased) ?? true {
+                try Self.materialize(op, steps: steps, materializer, in: db)
+            }
         } else {
-            for op in ops {
+            for op in ops where foldOnly?.contains(op.entityID.lowercased) ?? true {
                 if indexing { try materialize(op, in: db, batch: batch) } else { try Self.materialize(op, materializer, in: db) }
             }
         }
@@ -149,6 +168,46 @@ extension DeviceStore {
         for key in keys {
             let restore = { for sql in self.projection.shadowRestore(self.schema.entity(key.entity)!) { try db.execute(sql, [.text(key.id)]) } }
             if indexing { try indexer.aroundEntity(key.entity, key.id, in: db, batch: batch, restore) } else { try restore() }
+            try db.execute("DELETE FROM chronicle_shadowed WHERE entity = ?1 AND id = ?2", [.text(key.entity), .text(key.id)])
+        }
+    }
+
+    /// True when `ops` are exactly the first ops of this device's outbox, as queued (same ids,
+    /// order, types, versions and payloads), and every one readable. Folding such an op as
+    /// confirmed gives its row what folding it as queued gave it (unless the row records the
+    /// server's order: `recordsServerOrder`), so a device confirming its own pushes need not
+    /// fold them again.
+    func confirmsOutboxHead(_ ops: [Op], in db: Database) throws -> Bool {
+        guard !ops.isEmpty, ops.allSatisfy({ $0.deviceID == deviceID && materializer.entity(of: $0) != nil }) else { return false }
+        let head = try db.query("SELECT \(Self.outboxColumns) FROM chronicle_outbox ORDER BY device_seq LIMIT ?1",
+                                [.integer(Int64(ops.count))]) { try outboxOp($0) }
+        guard head.count == ops.count else { return false }
+        for (queued, confirmed) in zip(head, ops) {
+            guard queued.opID == confirmed.opID, queued.deviceSeq == confirmed.deviceSeq, queued.type == confirmed.type,
+                  queued.version == confirmed.version, queued.entityID == confirmed.entityID, queued.deviceTime == confirmed.deviceTime,
+                  queued.baseSeq == confirmed.baseSeq, queued.payload == confirmed.payload else { return false }
+        }
+        return true
+    }
+
+    /// An entity with a `mergeOrAsk` field keeps the seq of each value's op in its rows (and
+    /// conflicts by it): a queued op leaves it empty, so confirming one changes the row.
+    func recordsServerOrder(_ entity: String) -> Bool {
+        schema.entity(entity)?.fields.contains { $0.rule == .mergeOrAsk } ?? true
+    }
+
+    /// Which of the entity ids still have ops in the outbox.
+    func rowsWithQueuedOps(_ ids: Set<String>, in db: Database) throws -> Set<String> {
+        guard !ids.isEmpty else { return [] }
+        let list = "[" + ids.map(CanonicalJSON.quote).joined(separator: ",") + "]"
+        return Set(try db.query("SELECT DISTINCT entity_id FROM chronicle_outbox WHERE entity_id IN (SELECT value FROM json_each(?1))",
+                                [.text(list)]) { $0.text(0) })
+    }
+
+    /// Rows whose live state is their confirmed state again: their shadow copies go.
+    func forgetShadows(_ keys: [ShadowKey], in db: Database) throws {
+        for key in keys {
+            for sql in projection.shadowDrop(schema.entity(key.entity)!) { try db.execute(sql, [.text(key.id)]) }
             try db.execute("DELETE FROM chronicle_shadowed WHERE entity = ?1 AND id = ?2", [.text(key.entity), .text(key.id)])
         }
     }
