@@ -5,8 +5,8 @@
 /// per entity type, which is what makes the engine generic.
 public struct ProjectionSchema: Sendable {
     public let schema: Schema
-    /// `shadowSave` and `shadowRestore` per entity type, built once: rebase runs them for
-    /// every row it restores, and building the SQL each time was half of that work.
+    /// `shadowSave`, `shadowRestore` and `shadowDrop` per entity type, built once: rebase runs
+    /// them for every row it restores, and building the SQL each time was half of that work.
     private let shadowStatements: [String: (save: [String], restore: [String], drop: [String])]
 
     public init(schema: Schema) {
