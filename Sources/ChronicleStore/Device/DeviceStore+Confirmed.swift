@@ -196,12 +196,16 @@ extension DeviceStore {
         schema.entity(entity)?.fields.contains { $0.rule == .mergeOrAsk } ?? true
     }
 
+    /// Ids as a JSON array, for `IN (SELECT value FROM json_each(?))`.
+    static func jsonList(_ ids: Set<String>) -> Value {
+        .text("[" + ids.map(CanonicalJSON.quote).joined(separator: ",") + "]")
+    }
+
     /// Which of the entity ids still have ops in the outbox.
     func rowsWithQueuedOps(_ ids: Set<String>, in db: Database) throws -> Set<String> {
         guard !ids.isEmpty else { return [] }
-        let list = "[" + ids.map(CanonicalJSON.quote).joined(separator: ",") + "]"
         return Set(try db.query("SELECT DISTINCT entity_id FROM chronicle_outbox WHERE entity_id IN (SELECT value FROM json_each(?1))",
-                                [.text(list)]) { $0.text(0) })
+                                [Self.jsonList(ids)]) { $0.text(0) })
     }
 
     /// Rows whose live state is their confirmed state again: their shadow copies go.
@@ -219,10 +223,9 @@ extension DeviceStore {
         // Only these rows' ops are read (by the outbox's entity index): reading and decoding the
         // whole outbox for every batch made a device confirming its own long outbox (a big
         // push, pulled back in pages) do work quadratic in the outbox.
-        let list = "[" + ids.map(CanonicalJSON.quote).joined(separator: ",") + "]"
         let pending = try db.query("""
             SELECT \(Self.outboxColumns) FROM chronicle_outbox WHERE entity_id IN (SELECT value FROM json_each(?1)) ORDER BY device_seq
-            """, [.text(list)]) { try outboxOp($0) }
+            """, [Self.jsonList(ids)]) { try outboxOp($0) }
         for op in pending {
             if let entity = materializer.entity(of: op) { try shadowIfNeeded(entity, op.entityID.lowercased, in: db) }
             if indexing { try materialize(op, in: db, batch: batch) } else { try Self.materialize(op, materializer, in: db) }
