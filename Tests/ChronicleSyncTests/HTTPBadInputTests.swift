@@ -25,7 +25,7 @@ import Testing
         }
 
         func send(_ method: String, _ path: String, headers: [String: String] = [:], body: [UInt8]? = nil,
-                  token: String? = nil) async throws -> (status: Int, code: String?, body: [UInt8]) {
+                  token: String? = nil) async throws -> (status: Int, code: String?, body: [UInt8], allow: String?) {
             var request = URLRequest(url: URL(string: base.absoluteString + path)!)
             request.httpMethod = method
             request.timeoutInterval = 10
@@ -34,10 +34,11 @@ import Testing
             if let body { request.httpBody = Data(body) }
             let (data, response) = try await session.data(for: request)
             let bytes = [UInt8](data)
-            return ((response as! HTTPURLResponse).statusCode, ProtocolJSON.decodeError(bytes)?.code, bytes)
+            let http = response as! HTTPURLResponse
+            return (http.statusCode, ProtocolJSON.decodeError(bytes)?.code, bytes, http.value(forHTTPHeaderField: "Allow"))
         }
 
-        func push(_ body: [UInt8], type: String = SegmentCodec.mediaType, token: String? = nil) async throws -> (status: Int, code: String?, body: [UInt8]) {
+        func push(_ body: [UInt8], type: String = SegmentCodec.mediaType, token: String? = nil) async throws -> (status: Int, code: String?, body: [UInt8], allow: String?) {
             try await send("POST", "/v1/libraries/\(library)/ops", headers: ["Content-Type": type], body: body, token: token)
         }
 
@@ -107,6 +108,10 @@ import Testing
         #expect(wait.status == 400 && wait.code == "wait_too_long")
         let query = try await rig.send("GET", "/v1/libraries/\(rig.library)/ops?after=soon")
         #expect(query.status == 400 && query.code == "bad_query")
+        let negative = try await rig.send("GET", "/v1/libraries/\(rig.library)/ops?after=-105935680193577")
+        #expect(negative.status == 400 && negative.code == "bad_cursor")
+        let snapshotID = try await rig.send("GET", "/v1/libraries/null,null/snapshot")
+        #expect(snapshotID.status == 400 && snapshotID.code == "bad_id")
         let ahead = try await rig.send("GET", "/v1/libraries/\(rig.library)/ops?after=500")
         #expect(ahead.status == 409 && ahead.code == "cursor_ahead")
         let badID = try await rig.send("GET", "/v1/libraries/not-a-uuid/ops")
@@ -117,8 +122,17 @@ import Testing
         #expect(json.status == 400)
         let route = try await rig.send("GET", "/v2/nothing")
         #expect(route.status == 404 && route.code == "not_found")
-        let method = try await rig.send("DELETE", "/v1/libraries/\(rig.library)/ops")
-        #expect(method.status == 405 && method.code == "method_not_allowed")
+        // Every route answers a method it does not serve with 405 and the methods it does (RFC 9110 §15.5.6).
+        let routes: [(path: String, allowed: String)] = [
+            ("/healthz", "GET"), ("/metrics", "GET"), ("/v1/devices", "POST"), ("/v1/libraries/\(rig.library)/ops", "GET, POST"),
+            ("/v1/libraries/\(rig.library)/snapshot", "GET"), ("/v1/libraries/\(rig.library)/entities/\(UUID().lowercased)", "GET"),
+        ]
+        for (path, allowed) in routes {
+            for verb in ["DELETE", "PUT", "PATCH", "TRACE"] where !allowed.contains(verb) {
+                let method = try await rig.send(verb, path)
+                #expect(method.status == 405 && method.code == "method_not_allowed" && method.allow == allowed, "\(verb) \(path)")
+            }
+        }
         let register = try await rig.send("POST", "/v1/devices", headers: ["Content-Type": "application/json"],
                                           body: Array(#"{"user":"ada","password":"wrong password","deviceID":"\#(UUID().lowercased)"}"#.utf8))
         #expect(register.status == 401 && register.code == "bad_credentials")

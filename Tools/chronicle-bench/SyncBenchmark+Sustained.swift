@@ -25,6 +25,10 @@ extension SyncBenchmark {
         var failedRequests: Int
         var unsynced: Int
         var audit: FleetAudit
+        /// The server's side of the same push requests (its log): the whole request in the HTTP
+        /// server, and `pushNow` in it (incl. the library's writer lock).
+        var serverRequests: Samples
+        var serverPushNow: Samples
 
         var opsPerSecond: Double { Double(pushed) / seconds }
         var clean: Bool { audit.failures.isEmpty && unsynced == 0 }
@@ -46,6 +50,7 @@ extension SyncBenchmark {
         let devices = all.map(\.device)
         progress("sync scale: \(devices.count) devices over \(libraryIDs.count) libraries live for \(formatFixed(duration, 0)) s, each writing 1–3 ops, syncing, pausing 0.5–1.5 s…")
         let (seed, vocabulary) = (self.seed, self.vocabulary)
+        let wallStart = Date().timeIntervalSince1970 * 1000
         let t0 = nowNanoseconds()
         let deadline = t0 + UInt64(duration * 1e9)
         let outcomes = try runBlocking {
@@ -71,6 +76,7 @@ extension SyncBenchmark {
             }
         }
         for live in outcomes { for nanoseconds in live.roundNanoseconds { rounds.add(nanoseconds) } }
+        let logged = rig.loggedPushTimes(since: wallStart)
 
         progress("sync scale: live fleet's catch-up round and audit…")
         let catchUp = try runBlocking { await Self.syncAll(devices.map(\.engine)) }
@@ -86,7 +92,8 @@ extension SyncBenchmark {
         for failure in audit.failures.prefix(20) { syncFailure("sustained: " + failure) }
         let result = SustainedResult(devices: devices.count, libraries: libraryIDs.count, seconds: seconds,
                                      pushed: outcomes.reduce(0) { $0 + $1.pushed }, rounds: rounds.count, requests: requests,
-                                     roundTimes: rounds, failedRequests: failed, unsynced: unsynced, audit: audit)
+                                     roundTimes: rounds, failedRequests: failed, unsynced: unsynced, audit: audit,
+                                     serverRequests: logged.request, serverPushNow: logged.pushNow)
         var p99 = requests
         progress("sync scale: live fleet pushed \(formatCount(result.opsPerSecond)) ops/s, push p99 \(millisecondsText(p99.percentileMilliseconds(0.99)))")
         return result

@@ -32,11 +32,15 @@ public struct SyncRoutes: HTTPHandler {
             respond(response)
         }
         switch (request.method, parts.count) {
-        case ("GET", 1) where parts[0] == "healthz":
-            answer(.json(200, Array(#"{"status":"ok"}"#.utf8)))
-        case ("GET", 1) where parts[0] == "metrics":
-            answer(HTTPResponse(status: 200, headers: [("Content-Type", "text/plain; version=0.0.4")], body: Array(service.metrics.render().utf8)))
-        case ("POST", 2) where parts == ["v1", "devices"]:
+        case (_, 1) where parts[0] == "healthz" || parts[0] == "metrics":
+            guard request.method == "GET" else { return answer(Self.methodNotAllowed(request.method, allowed: "GET")) }
+            if parts[0] == "healthz" {
+                answer(.json(200, Array(#"{"status":"ok"}"#.utf8)))
+            } else {
+                answer(HTTPResponse(status: 200, headers: [("Content-Type", "text/plain; version=0.0.4")], body: Array(service.metrics.render().utf8)))
+            }
+        case (_, 2) where parts == ["v1", "devices"]:
+            guard request.method == "POST" else { return answer(Self.methodNotAllowed(request.method, allowed: "POST")) }
             work.async { answer(register(request)) }   // scrypt takes tens of milliseconds
         case (_, 4) where parts[0] == "v1" && parts[1] == "libraries" && parts[3] == "ops":
             guard let library = UUID(text: parts[2]) else { return answer(Self.badID(parts[2])) }
