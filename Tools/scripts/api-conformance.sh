@@ -9,8 +9,8 @@
 #
 # It installs what it needs (the Debian -dev packages, schemathesis pinned below), builds the
 # `chronicle` tool, starts a server on a free loopback port in a temporary directory with one user
-# and one registered device, runs the checks with that device's token against its library, and
-# stops the server. Not part of the test suite: it needs PyPI, and the suite runs without it.
+# whose library has a few synced ops and a snapshot, registers a device, runs the checks with its
+# token against that library, and stops the server. Not part of the test suite: it needs PyPI, and the suite runs without it.
 #
 # Two choices, each kept to one operation:
 # - `wait` on pulls is fixed at 0: a generated long-poll holds its request up to 60 s on an idle
@@ -55,6 +55,19 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 curl -fsS "$base/healthz" >/dev/null || { echo "api-conformance: the server did not start:" >&2; cat "$work/serve.log" >&2; exit 1; }
+
+# A library with history and a snapshot, so pulls serve segments and the snapshot route a frame:
+# a device signs in with the tool, saves and tags a few articles, syncs, and the library is compacted.
+export CHRONICLE_STORE="$work/phone.chronicle"
+"$chronicle" init >/dev/null
+echo "api-conformance checks password" | "$chronicle" login --server "$base" --user ada >/dev/null
+for n in 1 2 3 4 5; do
+  id=$("$chronicle" save "https://example.com/conformance/$n" --title "Conformance article $n" --json \
+    | python3 -c 'import json, sys; print(json.load(sys.stdin)["id"])')
+  "$chronicle" tag "$id" "checked" >/dev/null
+done
+"$chronicle" sync --once >/dev/null
+"$chronicle" server compact --data "$work/data" ada --keep-ops 2 >/dev/null
 
 device=$(python3 -c 'import uuid; print(uuid.uuid4())')
 registration=$(curl -fsS -X POST "$base/v1/devices" -H 'Content-Type: application/json' \
