@@ -7,10 +7,11 @@
 #
 #   bash Tools/scripts/api-conformance.sh [--max-examples N] [--seed N]
 #
-# It installs what it needs (the Debian -dev packages, schemathesis pinned below), builds the
-# `chronicle` tool, starts a server on a free loopback port in a temporary directory with one user
-# whose library has a few synced ops and a snapshot, registers a device, runs the checks with its
-# token against that library, and stops the server. Not part of the test suite: it needs PyPI, and the suite runs without it.
+# It installs what it needs (the Debian -dev packages, curl, and Schemathesis, pinned below, in a
+# virtual environment under ~/.cache/chronicle), builds the `chronicle` tool, starts a server on a
+# free loopback port in a temporary directory with one user whose library has a few synced ops and
+# a snapshot, registers a device, runs the checks with its token against that library, and stops
+# the server. Not part of the test suite: it needs PyPI, and the suite runs without it.
 #
 # Two choices, each kept to one operation:
 # - `wait` on pulls is fixed at 0: a generated long-poll holds its request up to 60 s on an idle
@@ -27,13 +28,30 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --max-examples) max_examples="$2"; shift 2 ;;
     --seed) seed="$2"; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "api-conformance: unknown option '$1' (see --help)" >&2; exit 64 ;;
   esac
 done
 
 bash Tools/scripts/install-deps.sh
-python3 -m pip install -q --disable-pip-version-check "schemathesis==4.32.5"
+# curl and a Python that can make a virtual environment (Debian's python3 needs python3-venv; its
+# own pip refuses to install into the system), then Schemathesis in a venv kept between runs.
+need=()
+command -v curl >/dev/null || need+=(curl)
+{ command -v python3 >/dev/null && python3 -m venv --help >/dev/null 2>&1; } || need+=(python3 python3-venv)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "Installing: ${need[*]}" >&2
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+venv="${XDG_CACHE_HOME:-$HOME/.cache}/chronicle/schemathesis-4.32.5"
+if [ ! -x "$venv/bin/schemathesis" ]; then
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check "schemathesis==4.32.5"
+fi
 swift build --product chronicle
 chronicle="$(swift build --show-bin-path)/chronicle"
 
@@ -95,5 +113,5 @@ EOF
 
 spec="$PWD/Schemas/api/openapi.yaml"
 cd "$work"
-python3 -m schemathesis.cli run "$spec" --url "$base" -H "Authorization: Bearer $token" \
+"$venv/bin/schemathesis" run "$spec" --url "$base" -H "Authorization: Bearer $token" \
   --max-examples "$max_examples" --seed "$seed" --workers 1 --request-timeout 20
