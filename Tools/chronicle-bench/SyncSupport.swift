@@ -159,9 +159,8 @@ final class SyncRig: Sendable {
     /// Server-side durations from the log: each push's time in `SyncService.pushNow`
     /// (library writer lock, ordering, commit), and each `POST …/ops` request's time
     /// inside the HTTP server (body upload and decode, the push, the answer's encoding and send).
-    /// Server-side push times from the log: `pushNow` (incl. the library's writer lock) and the
-    /// whole request in the HTTP server. `since`: only lines written at or after this wall-clock
-    /// time (ms), so one measurement's requests are told from an earlier one's on the same server.
+    /// `since`: only lines written at or after this wall-clock time (ms), so one measurement's
+    /// requests are told from an earlier one's on the same server.
     func loggedPushTimes(since: Double = 0) -> (pushNow: Samples, request: Samples) {
         var pushNow = Samples(), request = Samples()
         for line in logLines() where line.timestampMilliseconds >= since {
