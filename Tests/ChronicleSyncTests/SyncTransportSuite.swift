@@ -172,8 +172,10 @@ import Testing
         await a.sync()
         let page = try await waiting.value
         #expect(page.segment.ops.count == 1)
-        // Not a timing test: a 60 s wait ending well before 60 s was cut short by the push.
-        #expect(Date().timeIntervalSince(started) < 50, "answered on the push, not at the end of the wait")
+        // Not a timing test: a 60 s wait (the cap) that ends before 60 s, with the op, was cut short by
+        // the push. The margin is wide on purpose: under AddressSanitizer with the whole suite running,
+        // device A's sync once took 53 s to land, and the wait was still cut short by it.
+        #expect(Date().timeIntervalSince(started) < 59, "answered on the push, not at the end of the wait")
         // A wait with nothing new ends empty after the wait.
         let empty = try await b.transport.pull(after: 1, limit: 100, waitMilliseconds: 100)
         #expect(empty.segment.ops.isEmpty && empty.nextCursor == 1 && !empty.more)
