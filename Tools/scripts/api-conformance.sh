@@ -33,19 +33,11 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-bash Tools/scripts/install-deps.sh
-# curl and a Python that can make a virtual environment (Debian's python3 needs python3-venv; its
+# curl, and a Python that can make a virtual environment (Debian's python3 needs python3-venv; its
 # own pip refuses to install into the system), then Schemathesis in a venv kept between runs.
-need=()
-command -v curl >/dev/null || need+=(curl)
-{ command -v python3 >/dev/null && python3 -m venv --help >/dev/null 2>&1; } || need+=(python3 python3-venv)
-if [ ${#need[@]} -gt 0 ]; then
-  echo "Installing: ${need[*]}" >&2
-  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-fi
+extras=(curl)
+{ command -v python3 >/dev/null && python3 -m venv --help >/dev/null 2>&1; } || extras+=(python3 python3-venv)
+bash Tools/scripts/install-deps.sh "${extras[@]}"
 venv="${XDG_CACHE_HOME:-$HOME/.cache}/chronicle/schemathesis-4.32.5"
 if [ ! -x "$venv/bin/schemathesis" ]; then
   rm -rf "$venv"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Installs the Debian packages Chronicle builds and tests against, if any is missing.
-# Safe to run repeatedly; needs root (or sudo) only when something must be installed.
+# Installs the Debian packages Chronicle builds and tests against, if any is missing, and the
+# packages named as arguments (a script's own extras). Safe to run repeatedly; needs root (or
+# sudo) only when something must be installed.
 set -euo pipefail
-packages=(pkg-config libsqlite3-dev sqlite3 liblz4-dev lz4 libssl-dev libmicrohttpd-dev)
+packages=(pkg-config libsqlite3-dev sqlite3 liblz4-dev lz4 libssl-dev libmicrohttpd-dev "$@")
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
