@@ -13,10 +13,17 @@
 # Not part of test.sh: each build takes a few minutes and the runs are several times slower.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-bash Tools/scripts/install-deps.sh
 
 kinds=("$@")
 [ ${#kinds[@]} -gt 0 ] || kinds=(address thread)
+for kind in "${kinds[@]}"; do
+  case "$kind" in
+    address|thread) ;;
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "sanitizers: unknown kind '$kind' (address or thread; see --help)" >&2; exit 64 ;;
+  esac
+done
+bash Tools/scripts/install-deps.sh
 export SWIFT_BACKTRACE=enable=no
 
 for kind in "${kinds[@]}"; do
@@ -34,6 +41,5 @@ for kind in "${kinds[@]}"; do
       TSAN_OPTIONS=halt_on_error=1 swift test --skip-build --build-path "$build" --filter \
         "HTTPServerTests|WorkerPoolTests|HTTPBadInputTests|PushPipelineTests|ServerMaintenanceTests|ServerIsolationTests|SharedSessionTests|SyncTransportSuite|SQLiteLayerTests|LocalWriteTests|SearchRankTests|CheckpointerTests|ParallelSearchBuildTests|CompactionTests|BulkApplyTests|RetentionHorizonTests"
       ;;
-    *) echo "sanitizers: unknown kind '$kind' (address or thread)" >&2; exit 64 ;;
   esac
 done
