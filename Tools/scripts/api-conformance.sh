@@ -82,8 +82,8 @@ done
 device=$(python3 -c 'import uuid; print(uuid.uuid4())')
 registration=$(curl -fsS -X POST "$base/v1/devices" -H 'Content-Type: application/json' \
   -d "{\"user\":\"ada\",\"password\":\"api-conformance checks password\",\"deviceID\":\"$device\"}")
-token=$(printf '%s' "$registration" | python3 -c 'import json, sys; print(json.load(sys.stdin)["token"])')
-library=$(printf '%s' "$registration" | python3 -c 'import json, sys; print(json.load(sys.stdin)["libraryID"])')
+read -r token library < <(printf '%s' "$registration" \
+  | python3 -c 'import json, sys; r = json.load(sys.stdin); print(r["token"], r["libraryID"])')
 
 cat >"$work/schemathesis.toml" <<EOF
 # Every check, for every operation (a check named on the command line would override the one below).
