@@ -89,6 +89,32 @@ import Testing
         #expect(try f.store.search("kestrel", limit: 1).map(\.id) == [strong.lowercased])
     }
 
+    @Test("A one-word, phrase or prefix query scores each hit as bm25() does, whether or not the window holds every match")
+    func onePhraseScoresAreBM25() throws {
+        let f = try Fixture()
+        var articles: [String: String] = [:]   // id → title
+        for n in 0..<60 {
+            let title = (n % 3 == 0 ? "kestrel over the river " : "heron by the mill ") + String(repeating: "kestrel ", count: n % 4) + "walk \(n)"
+            articles[try f.save("https://example.com/\(n)", title: title).lowercased] = title
+        }
+        let projection = ProjectionSchema(schema: f.store.schema)
+        let (_, index) = try #require(projection.searchIndexes.first { $0.1.index == "article_fts" })
+        let weights = index.weights.map { CanonicalJSON.format($0) }.joined(separator: ", ")
+        for text in ["kestrel", "\"over the river\"", "kes*", "walk"] {
+            for window in [20, 1_000] {   // 20: a full window, so its matches are counted
+                let hits = try f.store.search(text, limit: 20, rankWindow: window)
+                #expect(hits.count == 20, "\(text): a full page")
+                for hit in hits where hit.matchedIn == "article_fts" {
+                    let expected = try f.store.read { db in
+                        try db.query("SELECT bm25(article_fts, \(weights)) FROM article_fts WHERE article_fts MATCH ?1 AND rowid = (SELECT rowid FROM article WHERE id = ?2)",
+                                     [.text(SearchQuery(text).match), .text(hit.id)]) { $0.double(0) }
+                    }
+                    #expect([hit.score] == expected, "\(text), window \(window), \(articles[hit.id] ?? "?")")
+                }
+            }
+        }
+    }
+
     @Test("Past the ranking window, the newest matches are the ones ranked, and a page is still full")
     func rankingWindowKeepsTheNewestMatches() throws {
         let f = try Fixture()

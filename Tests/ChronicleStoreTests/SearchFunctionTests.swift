@@ -154,6 +154,40 @@ import Testing
         #expect(try scores(db, "kestrel", "chronicle_bm25(d, 'd', 3, 1)") == (try scores(db, "kestrel", "bm25(d, 3, 1)")))
     }
 
+    @Test("One phrase: chronicle_bm25_term with its IDF from the window gives bm25()'s scores, bit for bit, full window or not")
+    func termScoresWithTheirIDFAreBM25() throws {
+        let (path, dir) = try scratch()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let db = try Database(path: path)
+        let counts = try #require(db.searchWindowCounts)
+        for match in ["kestrel", "\"river mill\"", "kes*", "\"lake\""] {
+            let expected = try scores(db, match, "bm25(d, 3, 1)")
+            #expect(expected.count > 10, "\(match) matches enough rows to fill a small window")
+            for window in [1, 10, expected.count, expected.count + 1, 1_000] {
+                let terms = try db.query("SELECT chronicle_bm25_term(d, 'd', ?2, 3, 1) FROM d WHERE d MATCH ?1 ORDER BY rowid DESC LIMIT ?2",
+                                         [.text(match), .integer(Int64(window))]) { $0.double(0) }
+                #expect(counts.rows == 300, "the index's row count")
+                #expect(terms.count == min(window, expected.count))
+                let idf = counts.idf(returned: terms.count, window: window)
+                #expect(terms.map { SearchRank.score(idf: idf, term: $0) } == Array(expected.prefix(window)), "\(match), window \(window)")
+                #expect(counts.hits == (window <= expected.count ? Int64(expected.count) : nil), "counted only when the window is full")
+            }
+        }
+        // Two phrases need bm25()'s own IDFs: refused, never a wrong score.
+        do {
+            _ = try scores(db, "kestrel heron", "chronicle_bm25_term(d, 'd', 10, 3, 1)")
+            Issue.record("two phrases were ranked")
+        } catch let error as SQLiteError {
+            #expect(error.message.contains("chronicle_bm25_term: ranks a query of exactly one phrase"))
+        }
+        do {
+            _ = try scores(db, "kestrel", "chronicle_bm25_term(d, 'd', 'ten', 3, 1)")
+            Issue.record("a window that is not a count was accepted")
+        } catch let error as SQLiteError {
+            #expect(error.message.contains("chronicle_bm25_term: expects"))
+        }
+    }
+
     @Test("Without the index's name it is an SQL error with a sentence")
     func wrongArguments() throws {
         let (path, dir) = try scratch()

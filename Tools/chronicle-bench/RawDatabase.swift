@@ -10,6 +10,8 @@ import Foundation
 final class RawDatabase {
     let handle: OpaquePointer
     let path: String
+    /// Where `chronicle_bm25_term` leaves its counts on this connection.
+    let searchWindowCounts: SearchRank.WindowCounts?
     private var cache: [String: OpaquePointer] = [:]
 
     init(path: String, readOnly: Bool = false) throws {
@@ -25,7 +27,7 @@ final class RawDatabase {
         sqlite3_busy_timeout(handle, 5_000)
         // The engine's snippet and ranking functions, so searches run the same SQL on both sides.
         SearchSnippet.register(on: handle)
-        SearchRank.register(on: handle)
+        searchWindowCounts = SearchRank.register(on: handle)
         try exec("PRAGMA foreign_keys = ON")
         try exec("PRAGMA secure_delete = OFF")
         if !readOnly {

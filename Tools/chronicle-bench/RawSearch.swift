@@ -18,6 +18,7 @@ final class RawSearch {
     struct Plan {
         let ownerKind: String
         let window: OpaquePointer
+        let termWindow: OpaquePointer
         let owner: OpaquePointer
         let snippet: OpaquePointer
         let title: OpaquePointer?
@@ -41,6 +42,7 @@ final class RawSearch {
             return Plan(
                 ownerKind: owner.name,
                 window: try raw.prepare(SearchRank.windowSQL(index)),
+                termWindow: try raw.prepare(SearchRank.termWindowSQL(index)),
                 owner: try raw.prepare("SELECT owner_id FROM \(q(projection.contentView(of: index, in: entity).name)) WHERE rid = ?1"),
                 snippet: try raw.prepare("SELECT rowid, \(SearchSnippet.functionName)(\(fts), ?1, ?2, '…', 12) FROM \(fts) WHERE \(fts) MATCH ?3 AND rowid BETWEEN ?4 AND ?5 AND +rowid IN (SELECT value FROM json_each(?6))"),
                 title: try titleField(of: owner).map { try raw.prepare("SELECT \(q($0)) FROM \(q(owner.table)) WHERE id = ?1") })
@@ -58,7 +60,9 @@ final class RawSearch {
     }
 
     /// Hits as `kind/owner` with their snippets, best first.
-    func search(_ match: String, limit: Int, markers: (String, String) = ("[", "]"),
+    /// `phrases`: how many FTS5 phrases `match` holds (`SearchQuery.terms`); with one, the IDF is
+    /// applied here, from the window's length when it holds every match, as the engine does.
+    func search(_ match: String, phrases: Int, limit: Int, markers: (String, String) = ("[", "]"),
                 rankWindow: Int = DeviceStore.searchRankWindow) throws -> (hits: [String], snippets: [String]) {
         try raw.run(begin, [])
         defer { sqlite3_step(rollback); sqlite3_reset(rollback) }
@@ -66,14 +70,21 @@ final class RawSearch {
         var ranked: [(rowid: Int64, score: Double)] = []
         for (number, plan) in plans.enumerated() {
             ranked.removeAll(keepingCapacity: true)
-            try raw.bind(plan.window, [.text(match), .integer(Int64(max(rankWindow, limit)))])
+            let window = max(rankWindow, limit)
+            let statement = phrases == 1 ? plan.termWindow : plan.window
+            try raw.bind(statement, [.text(match), .integer(Int64(window))])
             while true {
-                let rc = sqlite3_step(plan.window)
+                let rc = sqlite3_step(statement)
                 if rc == SQLITE_DONE { break }
-                guard rc == SQLITE_ROW else { sqlite3_reset(plan.window); throw BenchError("window query failed (\(rc)): \(raw.errorMessage)") }
-                ranked.append((sqlite3_column_int64(plan.window, 0), sqlite3_column_double(plan.window, 1)))
+                guard rc == SQLITE_ROW else { sqlite3_reset(statement); throw BenchError("window query failed (\(rc)): \(raw.errorMessage)") }
+                ranked.append((sqlite3_column_int64(statement, 0), sqlite3_column_double(statement, 1)))
             }
-            sqlite3_reset(plan.window)
+            sqlite3_reset(statement)
+            if phrases == 1 && !ranked.isEmpty {
+                guard let counts = raw.searchWindowCounts else { throw BenchError("chronicle_bm25_term is not registered") }
+                let idf = counts.idf(returned: ranked.count, window: window)
+                for i in ranked.indices { ranked[i].score = SearchRank.score(idf: idf, term: ranked[i].score) }
+            }
             ranked.sort { $0.score != $1.score ? $0.score < $1.score : $0.rowid > $1.rowid }
             var distinct = Set<String>()
             for (rowid, score) in ranked {

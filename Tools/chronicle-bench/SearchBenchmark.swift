@@ -53,6 +53,11 @@ struct SearchBenchmark {
         ProcessInfo.processInfo.environment["CHRONICLE_BENCH_RANK_WINDOW"].flatMap(Int.init) ?? DeviceStore.searchRankWindow
     }
 
+    /// Diagnostic: `CHRONICLE_BENCH_BASELINE_FTS5_IDF=1` has the baseline rank one-phrase queries
+    /// as bm25() does (the IDF counted inside the function, before the window is read), to time
+    /// the engine's IDF from the window's length against it in the same run.
+    static let baselineCountsIDFFirst = ProcessInfo.processInfo.environment["CHRONICLE_BENCH_BASELINE_FTS5_IDF"] == "1"
+
     func run() throws -> Result {
         let schema = Schema.readItLater
         let path = directory + "/search.chronicle"
@@ -82,7 +87,7 @@ struct SearchBenchmark {
             // A few untimed queries warm the page caches and the statement caches of every side.
             for text in queries.prefix(10) {
                 _ = try store.search(text, limit: Self.limit, rankWindow: window)
-                _ = try baseline.search(SearchQuery(text).match, limit: Self.limit, rankWindow: window)
+                _ = try baseline.search(SearchQuery(text).match, phrases: SearchQuery(text).terms.count, limit: Self.limit, rankWindow: window)
             }
             for text in queries {
                 var matched: Int64 = 0
@@ -92,11 +97,11 @@ struct SearchBenchmark {
                 kind.matches.add(UInt64(matched))
             }
             for text in queries {
-                let match = SearchQuery(text).match
+                let match = SearchQuery(text).match, phrases = Self.baselineCountsIDFFirst ? 0 : SearchQuery(text).terms.count
                 let t0 = nowNanoseconds()
                 let hits = try store.search(text, limit: Self.limit, rankWindow: window)
                 let t1 = nowNanoseconds()
-                let rawHits = try baseline.search(match, limit: Self.limit, rankWindow: window)
+                let rawHits = try baseline.search(match, phrases: phrases, limit: Self.limit, rankWindow: window)
                 let t2 = nowNanoseconds()
                 let exactHits = try Self.rawExact(raw, exact, match, limit: Int64(Self.limit))
                 let t3 = nowNanoseconds()

@@ -19,6 +19,8 @@ public final class Database {
     private static let cacheCountMax = 256
     /// `PRAGMA synchronous` as opened: FULL (true) or NORMAL.
     private let synchronousFull: Bool
+    /// Where `chronicle_bm25_term` leaves the counts its phrase's IDF needs (`SearchRank`).
+    let searchWindowCounts: SearchRank.WindowCounts?
 
     public struct Options: Sendable {
         public var readOnly = false
@@ -55,7 +57,7 @@ public final class Database {
         sqlite3_busy_timeout(handle, options.busyTimeoutMilliseconds)
         _ = chronicle_enable_defensive(handle)
         SearchSnippet.register(on: handle)
-        SearchRank.register(on: handle)
+        searchWindowCounts = SearchRank.register(on: handle)
         UUIDBlobFunction.register(on: handle)
         try execute("PRAGMA foreign_keys = ON")
         try execute("PRAGMA secure_delete = OFF")

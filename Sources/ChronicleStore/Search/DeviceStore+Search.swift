@@ -34,8 +34,11 @@ extension DeviceStore {
     /// that index can reach the page. Snippets are made for the final hits only.
     ///
     /// Scores are FTS5's bm25 with the schema's column weights, computed by `chronicle_bm25`
-    /// (`SearchRank`), which remembers each row's length per read connection until the next
-    /// write; passages come from `chronicle_snippet` (`SearchSnippet`).
+    /// (`SearchRank`). For a query of one word, phrase or prefix (one FTS5 phrase) the window
+    /// is read with `chronicle_bm25_term` and the phrase's IDF applied here: bm25() counts the
+    /// phrase's matches over the whole index first, and when the window holds every match its
+    /// length is that count; only a full window is counted. Both remember each row's length per
+    /// read connection until the next write; passages come from `chronicle_snippet` (`SearchSnippet`).
     ///
     /// `rankWindow` trades ranking depth for speed: a smaller window ranks fewer of a
     /// common word's matches (its newest), a larger one more (up to all of them).
@@ -45,6 +48,8 @@ extension DeviceStore {
         guard !query.isEmpty, limit > 0 else { return [] }
         let window = max(rankWindow, limit)
         let match = Value.text(query.match)
+        // Every typed term is one FTS5 phrase (`SearchQuery.match`).
+        let onePhrase = query.terms.count == 1
         return try read { db in
             struct Candidate { var kind: String; var id: String; var score: Double; var plan: SearchPlan; var rowid: Int64 }
             var best: [String: Candidate] = [:]
@@ -52,8 +57,19 @@ extension DeviceStore {
             ranked.reserveCapacity(min(window, 10_000))
             for plan in searchPlans {
                 ranked.removeAll(keepingCapacity: true)
-                try db.statement(plan.window).forEach([match, .integer(Int64(window))]) { row in
-                    ranked.append((row.int(0), row.double(1)))
+                if onePhrase {
+                    // bm25 before the phrase's IDF; its matches are counted only when the window
+                    // is full (`SearchRank.termWindowSQL`).
+                    try db.statement(plan.termWindow).forEach([match, .integer(Int64(window))]) { row in
+                        ranked.append((row.int(0), row.double(1)))
+                    }
+                    guard !ranked.isEmpty, let counts = db.searchWindowCounts else { continue }
+                    let idf = counts.idf(returned: ranked.count, window: window)
+                    for i in ranked.indices { ranked[i].score = SearchRank.score(idf: idf, term: ranked[i].score) }
+                } else {
+                    try db.statement(plan.window).forEach([match, .integer(Int64(window))]) { row in
+                        ranked.append((row.int(0), row.double(1)))
+                    }
                 }
                 guard !ranked.isEmpty else { continue }
                 Self.rankInPlace(&ranked)
@@ -109,6 +125,8 @@ extension DeviceStore {
         let ownerKind: String
         /// `?1` match, `?2` window → (rowid, bm25 score) of the newest matches (`SearchRank.windowSQL`).
         let window: String
+        /// The same for a one-phrase query → (rowid, score before the IDF) (`SearchRank.termWindowSQL`).
+        let termWindow: String
         /// `?1` rowid → the id of the row the hit counts for.
         let owner: String
         /// `?1`/`?2` markers, `?3` match, `?4`…`?5` rowid range, `?6` JSON array of rowids → (rowid, snippet).
@@ -124,7 +142,7 @@ extension DeviceStore {
             let owner = projection.ownerEntity(of: index, in: entity) ?? entity
             return SearchPlan(
                 index: index.index, ownerKind: owner.name,
-                window: SearchRank.windowSQL(index),
+                window: SearchRank.windowSQL(index), termWindow: SearchRank.termWindowSQL(index),
                 owner: "SELECT owner_id FROM \(q(projection.contentView(of: index, in: entity).name)) WHERE rid = ?1",
                 // `+rowid`: the list filters the range scan instead of becoming one seek per rowid.
                 snippet: "SELECT rowid, \(SearchSnippet.functionName)(\(fts), ?1, ?2, '…', 12) FROM \(fts) WHERE \(fts) MATCH ?3 AND rowid BETWEEN ?4 AND ?5 AND +rowid IN (SELECT value FROM json_each(?6))",

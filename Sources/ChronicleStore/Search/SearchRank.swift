@@ -14,6 +14,10 @@ import Foundation
 /// when it grows past `cachedRowsMax`. See <https://sqlite.org/fts5.html#the_bm25_function>.
 public enum SearchRank {
     public static let functionName = "chronicle_bm25"
+    /// `chronicle_bm25_term(index, 'name', window, weight, …)`: for a query of one phrase, a
+    /// row's bm25 before the phrase's IDF, so the IDF can come from the window's own length
+    /// (`score(idf:term:)`, `WindowCounts`). An SQL error for a query of more phrases.
+    public static let termFunctionName = "chronicle_bm25_term"
     /// Row lengths one connection keeps, over all indexes (about 16 bytes each).
     public static let cachedRowsMax = 250_000
 
@@ -27,13 +31,68 @@ public enum SearchRank {
         return "SELECT rowid, \(functionName)(\(fts), \(name), \(weights)) FROM \(fts) WHERE \(fts) MATCH ?1 ORDER BY rowid DESC LIMIT ?2"
     }
 
-    /// Registers the function on a connection (any `sqlite3*`; the benchmark's raw baseline
-    /// registers it too, to run the same SQL). False when the library has no FTS5.
+    /// The SELECT that reads the newest matches of a one-phrase query: `?1` the MATCH expression,
+    /// `?2` how many → (rowid, score before the IDF), newest first; then the connection's
+    /// `WindowCounts` hold what the IDF needs. FTS5's bm25() counts the phrase's matches over the
+    /// whole index before it ranks the first row, a pass as long as the query itself when the
+    /// phrase is a rare pair of common words; a window that holds every match has that count as
+    /// its length, and only a full one is counted (on its last row, as bm25() counts).
+    public static func termWindowSQL(_ index: SearchIndexSpec) -> String {
+        let fts = ProjectionSchema.quoted(index.index)
+        let name = "'" + index.index.replacingOccurrences(of: "'", with: "''") + "'"
+        let weights = index.weights.map { CanonicalJSON.format($0) }.joined(separator: ", ")
+        return "SELECT rowid, \(termFunctionName)(\(fts), \(name), ?2, \(weights)) FROM \(fts) WHERE \(fts) MATCH ?1 ORDER BY rowid DESC LIMIT ?2"
+    }
+
+    /// What the last `chronicle_bm25_term` statement on a connection found, for its phrase's IDF.
+    /// Read after the statement has given its rows, on the connection's thread.
+    public final class WindowCounts {
+        /// Rows in the index (bm25's N); set on the statement's first row.
+        public fileprivate(set) var rows: Int64 = 0
+        /// The phrase's matches over the whole index, counted once the statement reached its
+        /// `window`-th row; nil when it gave fewer (then their number is the count).
+        public fileprivate(set) var hits: Int64?
+
+        /// The IDF for a window that gave `returned` rows with `window` as its limit.
+        public func idf(returned: Int, window: Int) -> Double {
+            SearchRank.idf(rows: rows, hits: returned < window ? Int64(returned) : hits ?? Int64(returned))
+        }
+    }
+
+    /// bm25's IDF of a phrase found in `hits` of the index's `rows` rows (never below 1e-6).
+    public static func idf(rows: Int64, hits: Int64) -> Double {
+        let idf = Foundation.log((Double(rows) - Double(hits) + 0.5) / (Double(hits) + 0.5))
+        return idf <= 0.0 ? 1e-6 : idf
+    }
+
+    /// One phrase's part of bm25 in a row before its IDF: its weighted hits in the row
+    /// (`frequency`), against the row's length and the index's mean row length.
+    @inline(__always)
+    static func term(frequency: Double, length: Double, averageLength: Double) -> Double {
+        let k1 = 1.2, b = 0.75
+        return (frequency * (k1 + 1.0)) / (frequency + k1 * (1 - b + b * length / averageLength))
+    }
+
+    /// The score bm25() gives a row for a one-phrase query, from `chronicle_bm25_term`'s value:
+    /// the same operations in the same order (`fts5Bm25Function`), so the same bits.
+    public static func score(idf: Double, term: Double) -> Double {
+        var score = 0.0
+        score += idf * term
+        return -1.0 * score
+    }
+
+    /// Registers the functions on a connection (any `sqlite3*`; the benchmark's raw baseline
+    /// registers them too, to run the same SQL). Nil when the library has no FTS5; else where
+    /// `chronicle_bm25_term` leaves its counts on this connection.
     @discardableResult
-    public static func register(on handle: OpaquePointer) -> Bool {
-        guard let api = chronicle_fts5_api(handle), let create = api.pointee.xCreateFunction else { return false }
-        let cache = Unmanaged.passRetained(RowLengths()).toOpaque()
-        return create(api, functionName, cache, chronicleBM25, releaseRowLengths) == SQLITE_OK
+    public static func register(on handle: OpaquePointer) -> WindowCounts? {
+        guard let api = chronicle_fts5_api(handle), let create = api.pointee.xCreateFunction else { return nil }
+        // Both functions share the remembered lengths.
+        let lengths = RowLengths()
+        guard create(api, functionName, Unmanaged.passRetained(lengths).toOpaque(), chronicleBM25, releaseRowLengths) == SQLITE_OK,
+              create(api, termFunctionName, Unmanaged.passRetained(lengths).toOpaque(), chronicleBM25Term, releaseRowLengths) == SQLITE_OK
+        else { return nil }
+        return lengths.window
     }
 }
 
@@ -51,6 +110,8 @@ final class RowLengths {
 
     var dataVersion: UInt32?
     var byIndex: [String: Index] = [:]
+    /// The counts of the connection's last `chronicle_bm25_term` statement.
+    let window = SearchRank.WindowCounts()
 
     /// The lengths kept for `index`, all forgotten first when the database has changed since
     /// they were read (or there are too many). Inside a write transaction the connection may
@@ -79,12 +140,16 @@ private func releaseRowLengths(_ pointer: UnsafeMutableRawPointer?) {
     Unmanaged<RowLengths>.fromOpaque(pointer).release()
 }
 
-/// Per statement: each phrase's IDF, the index's mean row length, the column weights.
+/// Per statement: each phrase's IDF (none for `chronicle_bm25_term`), the index's mean row
+/// length, the column weights.
 private final class RankData {
     var lengths = RowLengths.Index()
     var idf: [Double] = []
     var averageLength: Double = 0
     var weights: [Double] = []
+    /// `chronicle_bm25_term`: rows ranked so far, and the window's size (its LIMIT).
+    var ranked = 0
+    var windowSize = 0
 }
 
 private func releaseRankData(_ pointer: UnsafeMutableRawPointer?) {
@@ -97,82 +162,155 @@ private func countRow(_ api: UnsafePointer<Fts5ExtensionApi>?, _ fts: OpaquePoin
     return SQLITE_OK
 }
 
-private func rankError(_ context: OpaquePointer, _ message: String, code: Int32 = SQLITE_ERROR) {
-    sqlite3_result_error(context, "chronicle_bm25: " + message, -1)
+private func rankError(_ context: OpaquePointer, _ function: String, _ message: String, code: Int32 = SQLITE_ERROR) {
+    sqlite3_result_error(context, function + ": " + message, -1)
     sqlite3_result_error_code(context, code)
+}
+
+/// What both rank functions need of FTS5's extension API.
+private struct RankAPI {
+    let getAux: @convention(c) (OpaquePointer?, Int32) -> UnsafeMutableRawPointer?
+    let setAux: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, (@convention(c) (UnsafeMutableRawPointer?) -> Void)?) -> Int32
+    let phraseCount: @convention(c) (OpaquePointer?) -> Int32
+    let rowCount: @convention(c) (OpaquePointer?, UnsafeMutablePointer<sqlite3_int64>?) -> Int32
+    let totalSize: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<sqlite3_int64>?) -> Int32
+    let queryPhrase: @convention(c) (OpaquePointer?, Int32, UnsafeMutableRawPointer?,
+                                     (@convention(c) (UnsafePointer<Fts5ExtensionApi>?, OpaquePointer?, UnsafeMutableRawPointer?) -> Int32)?) -> Int32
+    let instCount: @convention(c) (OpaquePointer?, UnsafeMutablePointer<Int32>?) -> Int32
+    let inst: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<Int32>?, UnsafeMutablePointer<Int32>?, UnsafeMutablePointer<Int32>?) -> Int32
+    let columnSize: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<Int32>?) -> Int32
+    let rowid: @convention(c) (OpaquePointer?) -> sqlite3_int64
+    let columnCount: @convention(c) (OpaquePointer?) -> Int32
+    let lengths: RowLengths
+
+    init?(_ api: UnsafePointer<Fts5ExtensionApi>, _ fts: OpaquePointer) {
+        let a = api.pointee
+        guard let getAux = a.xGetAuxdata, let setAux = a.xSetAuxdata, let phraseCount = a.xPhraseCount, let rowCount = a.xRowCount,
+              let totalSize = a.xColumnTotalSize, let queryPhrase = a.xQueryPhrase, let instCount = a.xInstCount, let inst = a.xInst,
+              let columnSize = a.xColumnSize, let rowid = a.xRowid, let userData = a.xUserData, let columnCount = a.xColumnCount,
+              let lengthsPointer = userData(fts) else { return nil }
+        self.getAux = getAux; self.setAux = setAux; self.phraseCount = phraseCount; self.rowCount = rowCount
+        self.totalSize = totalSize; self.queryPhrase = queryPhrase; self.instCount = instCount; self.inst = inst
+        self.columnSize = columnSize; self.rowid = rowid; self.columnCount = columnCount
+        lengths = Unmanaged<RowLengths>.fromOpaque(lengthsPointer).takeUnretainedValue()
+    }
+}
+
+/// The statement's `RankData`, made on its first row: the mean row length, the weights (the
+/// arguments after the index's name) and, with `idf`, each phrase's IDF over the whole index.
+private func rankData(_ api: RankAPI, _ fts: OpaquePointer, _ context: OpaquePointer, _ function: String,
+                      _ count: Int32, _ values: UnsafeMutablePointer<OpaquePointer?>, name: UnsafePointer<UInt8>, idf: Bool,
+                      firstWeight: Int = 1) -> RankData? {
+    if let existing = api.getAux(fts, 0) { return Unmanaged<RankData>.fromOpaque(existing).takeUnretainedValue() }
+    let data = RankData()
+    var rows: Int64 = 0, tokens: Int64 = 0
+    var rc = api.rowCount(fts, &rows)
+    if rc == SQLITE_OK { rc = api.totalSize(fts, -1, &tokens) }
+    guard rc == SQLITE_OK else { rankError(context, function, "could not read the index's size", code: rc); return nil }
+    data.averageLength = Double(tokens) / Double(rows)
+    if idf {
+        // As bm25(): each phrase's matches counted over the whole index.
+        for phrase in 0..<api.phraseCount(fts) {
+            var hits: Int64 = 0
+            rc = api.queryPhrase(fts, phrase, &hits, countRow)
+            guard rc == SQLITE_OK else { rankError(context, function, "could not count the phrase's rows", code: rc); return nil }
+            data.idf.append(SearchRank.idf(rows: rows, hits: hits))
+        }
+    }
+    data.weights = (0..<Int(api.columnCount(fts))).map { $0 + firstWeight < Int(count) ? sqlite3_value_double(values[$0 + firstWeight]) : 1.0 }
+    data.lengths = api.lengths.lengths(of: String(cString: name), sqlite3_context_db_handle(context))
+    rc = api.setAux(fts, Unmanaged.passRetained(data).toOpaque(), releaseRankData)
+    guard rc == SQLITE_OK else { rankError(context, function, "out of memory", code: rc); return nil }
+    return data
+}
+
+/// The current row's length in tokens, read once per connection until the database changes.
+private func rowLength(_ api: RankAPI, _ fts: OpaquePointer, _ data: RankData) -> (length: Int32, rc: Int32) {
+    let id = api.rowid(fts)
+    if let cached = data.lengths.rows[id] { return (cached, SQLITE_OK) }
+    var length: Int32 = 0
+    let rc = api.columnSize(fts, -1, &length)
+    if rc == SQLITE_OK { data.lengths.rows[id] = length }
+    return (length, rc)
+}
+
+/// The current row's weighted hits of each phrase, into `frequencies` (zeroed first).
+private func phraseFrequencies(_ api: RankAPI, _ fts: OpaquePointer, _ weights: [Double], into frequencies: UnsafeMutableBufferPointer<Double>) -> Int32 {
+    frequencies.initialize(repeating: 0)
+    var n: Int32 = 0
+    var rc = api.instCount(fts, &n)
+    guard rc == SQLITE_OK else { return rc }
+    for i in 0..<n {
+        var phrase: Int32 = 0, column: Int32 = 0, offset: Int32 = 0
+        rc = api.inst(fts, i, &phrase, &column, &offset)
+        guard rc == SQLITE_OK else { return rc }
+        if Int(phrase) < frequencies.count, Int(column) < weights.count { frequencies[Int(phrase)] += weights[Int(column)] }
+    }
+    return SQLITE_OK
 }
 
 private func chronicleBM25(_ api: UnsafePointer<Fts5ExtensionApi>?, _ fts: OpaquePointer?, _ context: OpaquePointer?,
                            _ count: Int32, _ values: UnsafeMutablePointer<OpaquePointer?>?) {
+    let function = SearchRank.functionName
     guard let context else { return }
     guard let api, let fts, count >= 1, let values, let name = sqlite3_value_text(values[0]) else {
-        return rankError(context, "expects the index's name, then its column weights")
+        return rankError(context, function, "expects the index's name, then its column weights")
     }
-    let a = api.pointee
-    guard let getAux = a.xGetAuxdata, let setAux = a.xSetAuxdata, let phraseCount = a.xPhraseCount, let rowCount = a.xRowCount,
-          let totalSize = a.xColumnTotalSize, let queryPhrase = a.xQueryPhrase, let instCount = a.xInstCount, let inst = a.xInst,
-          let columnSize = a.xColumnSize, let rowid = a.xRowid, let userData = a.xUserData, let columnCount = a.xColumnCount,
-          let lengthsPointer = userData(fts) else {
-        return rankError(context, "this SQLite's FTS5 lacks a needed API")
-    }
-    let lengths = Unmanaged<RowLengths>.fromOpaque(lengthsPointer).takeUnretainedValue()
-    var rc = SQLITE_OK
-    let data: RankData
-    if let existing = getAux(fts, 0) {
-        data = Unmanaged<RankData>.fromOpaque(existing).takeUnretainedValue()
-    } else {
-        // Once per statement, as bm25(): each phrase's IDF over the whole index, the mean row length.
-        data = RankData()
-        var rows: Int64 = 0, tokens: Int64 = 0
-        rc = rowCount(fts, &rows)
-        if rc == SQLITE_OK { rc = totalSize(fts, -1, &tokens) }
-        guard rc == SQLITE_OK else { return rankError(context, "could not read the index's size", code: rc) }
-        data.averageLength = Double(tokens) / Double(rows)
-        for phrase in 0..<phraseCount(fts) {
-            var hits: Int64 = 0
-            rc = queryPhrase(fts, phrase, &hits, countRow)
-            guard rc == SQLITE_OK else { return rankError(context, "could not count the phrase's rows", code: rc) }
-            var idf = Foundation.log((Double(rows) - Double(hits) + 0.5) / (Double(hits) + 0.5))
-            if idf <= 0.0 { idf = 1e-6 }
-            data.idf.append(idf)
-        }
-        data.weights = (0..<Int(columnCount(fts))).map { $0 + 1 < Int(count) ? sqlite3_value_double(values[$0 + 1]) : 1.0 }
-        data.lengths = lengths.lengths(of: String(cString: name), sqlite3_context_db_handle(context))
-        rc = setAux(fts, Unmanaged.passRetained(data).toOpaque(), releaseRankData)
-        guard rc == SQLITE_OK else { return rankError(context, "out of memory", code: rc) }
-    }
-
-    // This row's length in tokens, read once per connection until the database changes…
-    let id = rowid(fts)
-    let known = data.lengths
-    var length: Int32 = 0
-    if let cached = known.rows[id] {
-        length = cached
-    } else {
-        rc = columnSize(fts, -1, &length)
-        guard rc == SQLITE_OK else { return rankError(context, "could not read the row's length", code: rc) }
-        known.rows[id] = length
-    }
-    let idf = data.idf, weights = data.weights, averageLength = data.averageLength
+    guard let rank = RankAPI(api, fts) else { return rankError(context, function, "this SQLite's FTS5 lacks a needed API") }
+    guard let data = rankData(rank, fts, context, function, count, values, name: name, idf: true) else { return }
+    let (length, rc) = rowLength(rank, fts, data)
+    guard rc == SQLITE_OK else { return rankError(context, function, "could not read the row's length", code: rc) }
+    let idf = data.idf, averageLength = data.averageLength
     withUnsafeTemporaryAllocation(of: Double.self, capacity: idf.count) { frequencies in
-        // …and the weighted hits of each phrase in it.
-        frequencies.initialize(repeating: 0)
-        var n: Int32 = 0
-        rc = instCount(fts, &n)
-        guard rc == SQLITE_OK else { return rankError(context, "could not read the row's matches", code: rc) }
-        for i in 0..<n {
-            var phrase: Int32 = 0, column: Int32 = 0, offset: Int32 = 0
-            rc = inst(fts, i, &phrase, &column, &offset)
-            guard rc == SQLITE_OK else { return rankError(context, "could not read the row's matches", code: rc) }
-            if Int(phrase) < frequencies.count, Int(column) < weights.count { frequencies[Int(phrase)] += weights[Int(column)] }
-        }
+        let rc = phraseFrequencies(rank, fts, data.weights, into: frequencies)
+        guard rc == SQLITE_OK else { return rankError(context, function, "could not read the row's matches", code: rc) }
         // As fts5Bm25Function (SQLite's ext/fts5/fts5_aux.c), term for term.
-        let k1 = 1.2, b = 0.75
         let d = Double(length)
         var score = 0.0
         for i in idf.indices {
-            score += idf[i] * ((frequencies[i] * (k1 + 1.0)) / (frequencies[i] + k1 * (1 - b + b * d / averageLength)))
+            score += idf[i] * SearchRank.term(frequency: frequencies[i], length: d, averageLength: averageLength)
         }
         sqlite3_result_double(context, -1.0 * score)
     }
+}
+
+/// `chronicle_bm25_term`: the one phrase's `SearchRank.term` in this row, the IDF left to the caller
+/// (`SearchRank.WindowCounts`).
+private func chronicleBM25Term(_ api: UnsafePointer<Fts5ExtensionApi>?, _ fts: OpaquePointer?, _ context: OpaquePointer?,
+                               _ count: Int32, _ values: UnsafeMutablePointer<OpaquePointer?>?) {
+    let function = SearchRank.termFunctionName
+    guard let context else { return }
+    guard let api, let fts, count >= 2, let values, let name = sqlite3_value_text(values[0]),
+          sqlite3_value_type(values[1]) == SQLITE_INTEGER, sqlite3_value_int64(values[1]) > 0 else {
+        return rankError(context, function, "expects the index's name, the window's size, then its column weights")
+    }
+    guard let rank = RankAPI(api, fts) else { return rankError(context, function, "this SQLite's FTS5 lacks a needed API") }
+    guard rank.phraseCount(fts) == 1 else { return rankError(context, function, "ranks a query of exactly one phrase") }
+    let first = rank.getAux(fts, 0) == nil
+    guard let data = rankData(rank, fts, context, function, count, values, name: name, idf: false, firstWeight: 2) else { return }
+    let counts = rank.lengths.window
+    if first {
+        var rows: Int64 = 0
+        let rc = rank.rowCount(fts, &rows)
+        guard rc == SQLITE_OK else { return rankError(context, function, "could not read the index's size", code: rc) }
+        counts.rows = rows
+        counts.hits = nil
+        data.windowSize = Int(min(sqlite3_value_int64(values[1]), Int64(Int.max)))
+    }
+    data.ranked += 1
+    if data.ranked == data.windowSize {
+        // A full window: more rows may match, so they are counted, as bm25() counts them.
+        var hits: Int64 = 0
+        let rc = rank.queryPhrase(fts, 0, &hits, countRow)
+        guard rc == SQLITE_OK else { return rankError(context, function, "could not count the phrase's rows", code: rc) }
+        counts.hits = hits
+    }
+    let (length, rc) = rowLength(rank, fts, data)
+    guard rc == SQLITE_OK else { return rankError(context, function, "could not read the row's length", code: rc) }
+    var frequency = 0.0
+    let found = withUnsafeMutablePointer(to: &frequency) {
+        phraseFrequencies(rank, fts, data.weights, into: UnsafeMutableBufferPointer(start: $0, count: 1))
+    }
+    guard found == SQLITE_OK else { return rankError(context, function, "could not read the row's matches", code: found) }
+    sqlite3_result_double(context, SearchRank.term(frequency: frequency, length: Double(length), averageLength: data.averageLength))
 }
