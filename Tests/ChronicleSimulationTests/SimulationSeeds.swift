@@ -4,7 +4,8 @@ import Foundation
 import Testing
 
 /// Which seeds the suite runs. `CHRONICLE_SIM_SEED=<n>` runs that one seed (to replay a
-/// failure); `CHRONICLE_SIM_SEEDS=<N>` runs seeds 1…N (a longer soak); `CHRONICLE_SIM_STEPS=<n>`
+/// failure); `CHRONICLE_SIM_SEEDS=<N>` runs seeds 1…N (a longer soak), or F…F+N-1 with
+/// `CHRONICLE_SIM_FROM=<F>` (to soak seeds no run has tried); `CHRONICLE_SIM_STEPS=<n>`
 /// lengthens each run's safety phase (a replay must use the same steps as the failing run);
 /// `CHRONICLE_SIM_VERBOSE=1` prints each report (`=trace` also a failing run's whole trace);
 /// `CHRONICLE_SIM_KEEP=1` keeps the run's files.
@@ -33,7 +34,8 @@ enum SimulationSeeds {
     static var list: [UInt64] {
         if let single { return [single] }
         let count = environment["CHRONICLE_SIM_SEEDS"].flatMap { UInt64($0) } ?? defaultCount
-        return (1...max(1, count)).filter { knownBugs[$0] == nil }
+        let first = environment["CHRONICLE_SIM_FROM"].flatMap { UInt64($0) } ?? 1
+        return (first..<first + max(1, count)).filter { knownBugs[$0] == nil }
     }
 
     /// Every other seed of `list`, starting with its first (0) or second (1).
