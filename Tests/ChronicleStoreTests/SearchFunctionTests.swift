@@ -154,23 +154,31 @@ import Testing
         #expect(try scores(db, "kestrel", "chronicle_bm25(d, 'd', 3, 1)") == (try scores(db, "kestrel", "bm25(d, 3, 1)")))
     }
 
-    @Test("One phrase: chronicle_bm25_term with its IDF from the window gives bm25()'s scores, bit for bit, full window or not")
+    @Test("One phrase: chronicle_bm25_term with its IDF from the count of its matches gives bm25()'s scores, bit for bit, full window or not")
     func termScoresWithTheirIDFAreBM25() throws {
         let (path, dir) = try scratch()
         defer { try? FileManager.default.removeItem(at: dir) }
         let db = try Database(path: path)
         let counts = try #require(db.searchWindowCounts)
-        for match in ["kestrel", "\"river mill\"", "kes*", "\"lake\""] {
+        for (match, tokens) in [("kestrel", 1), ("\"river mill\"", 2), ("kes*", 1), ("\"lake\"", 1), ("\"walk lake\"", 2)] {
             let expected = try scores(db, match, "bm25(d, 3, 1)")
             #expect(expected.count > 10, "\(match) matches enough rows to fill a small window")
             for window in [1, 10, expected.count, expected.count + 1, 1_000] {
-                let terms = try db.query("SELECT chronicle_bm25_term(d, 'd', ?2, 3, 1) FROM d WHERE d MATCH ?1 ORDER BY rowid DESC LIMIT ?2",
-                                         [.text(match), .integer(Int64(window))]) { $0.double(0) }
+                // As DeviceStore.search reads it.
+                let rows = try db.query("SELECT rowid, chronicle_bm25_term(d, 'd', ?2, 3, 1) FROM d WHERE d MATCH ?1 ORDER BY rowid DESC LIMIT ?2",
+                                        [.text(match), .integer(Int64(window))]) { ($0.int(0), $0.double(1)) }
                 #expect(counts.rows == 300, "the index's row count")
-                #expect(terms.count == min(window, expected.count))
-                let idf = counts.idf(returned: terms.count, window: window)
-                #expect(terms.map { SearchRank.score(idf: idf, term: $0) } == Array(expected.prefix(window)), "\(match), window \(window)")
-                #expect(counts.hits == (window <= expected.count ? Int64(expected.count) : nil), "counted only when the window is full")
+                #expect(counts.tokens == tokens)
+                #expect(rows.count == min(window, expected.count))
+                var restCounted = false
+                let idf = try counts.idf(returned: rows.count, window: window) {
+                    restCounted = true
+                    return try db.scalarInt("SELECT count(*) FROM d WHERE d MATCH ?1 AND rowid < ?2", [.text(match), .integer(rows.last!.0)]) ?? 0
+                }
+                #expect(rows.map { SearchRank.score(idf: idf, term: $0.1) } == Array(expected.prefix(window)), "\(match), window \(window)")
+                #expect(restCounted == (tokens > 1 && window <= expected.count), "\(match): only a full window of several words counts its older rows")
+                #expect(counts.hits == (tokens == 1 && window <= expected.count ? Int64(expected.count) : nil),
+                        "a full window of one token is counted by FTS5's phrase query")
             }
         }
         // Two phrases need bm25()'s own IDFs: refused, never a wrong score.

@@ -19,6 +19,7 @@ final class RawSearch {
         let ownerKind: String
         let window: OpaquePointer
         let termWindow: OpaquePointer
+        let restCount: OpaquePointer
         let owner: OpaquePointer
         let snippet: OpaquePointer
         let title: OpaquePointer?
@@ -43,6 +44,7 @@ final class RawSearch {
                 ownerKind: owner.name,
                 window: try raw.prepare(SearchRank.windowSQL(index)),
                 termWindow: try raw.prepare(SearchRank.termWindowSQL(index)),
+                restCount: try raw.prepare(SearchRank.restCountSQL(index)),
                 owner: try raw.prepare("SELECT owner_id FROM \(q(projection.contentView(of: index, in: entity).name)) WHERE rid = ?1"),
                 snippet: try raw.prepare("SELECT rowid, \(SearchSnippet.functionName)(\(fts), ?1, ?2, '…', 12) FROM \(fts) WHERE \(fts) MATCH ?3 AND rowid BETWEEN ?4 AND ?5 AND +rowid IN (SELECT value FROM json_each(?6))"),
                 title: try titleField(of: owner).map { try raw.prepare("SELECT \(q($0)) FROM \(q(owner.table)) WHERE id = ?1") })
@@ -61,7 +63,7 @@ final class RawSearch {
 
     /// Hits as `kind/owner` with their snippets, best first.
     /// `phrases`: how many FTS5 phrases `match` holds (`SearchQuery.terms`); with one, the IDF is
-    /// applied here, from the window's length when it holds every match, as the engine does.
+    /// applied here from the count of its matches, as the engine does.
     func search(_ match: String, phrases: Int, limit: Int, markers: (String, String) = ("[", "]"),
                 rankWindow: Int = DeviceStore.searchRankWindow) throws -> (hits: [String], snippets: [String]) {
         try raw.run(begin, [])
@@ -80,9 +82,14 @@ final class RawSearch {
                 ranked.append((sqlite3_column_int64(statement, 0), sqlite3_column_double(statement, 1)))
             }
             sqlite3_reset(statement)
-            if phrases == 1 && !ranked.isEmpty {
+            if phrases == 1, let oldest = ranked.last?.rowid {
                 guard let counts = raw.searchWindowCounts else { throw BenchError("chronicle_bm25_term is not registered") }
-                let idf = counts.idf(returned: ranked.count, window: window)
+                let idf = try counts.idf(returned: ranked.count, window: window) {
+                    try raw.bind(plan.restCount, [.text(match), .integer(oldest)])
+                    defer { sqlite3_reset(plan.restCount) }
+                    guard sqlite3_step(plan.restCount) == SQLITE_ROW else { throw BenchError("count query failed: \(raw.errorMessage)") }
+                    return sqlite3_column_int64(plan.restCount, 0)
+                }
                 for i in ranked.indices { ranked[i].score = SearchRank.score(idf: idf, term: ranked[i].score) }
             }
             ranked.sort { $0.score != $1.score ? $0.score < $1.score : $0.rowid > $1.rowid }

@@ -36,9 +36,11 @@ extension DeviceStore {
     /// Scores are FTS5's bm25 with the schema's column weights, computed by `chronicle_bm25`
     /// (`SearchRank`). For a query of one word, phrase or prefix (one FTS5 phrase) the window
     /// is read with `chronicle_bm25_term` and the phrase's IDF applied here: bm25() counts the
-    /// phrase's matches over the whole index first, and when the window holds every match its
-    /// length is that count; only a full window is counted. Both remember each row's length per
-    /// read connection until the next write; passages come from `chronicle_snippet` (`SearchSnippet`).
+    /// phrase's matches over the whole index in a pass of its own, which here the window saves
+    /// (a window holding every match has the count as its length; past a full window of a
+    /// phrase of several words only the older matches are counted). Both remember each row's
+    /// length per read connection until the next write; passages come from `chronicle_snippet`
+    /// (`SearchSnippet`).
     ///
     /// `rankWindow` trades ranking depth for speed: a smaller window ranks fewer of a
     /// common word's matches (its newest), a larger one more (up to all of them).
@@ -57,14 +59,16 @@ extension DeviceStore {
             ranked.reserveCapacity(min(window, 10_000))
             for plan in searchPlans {
                 ranked.removeAll(keepingCapacity: true)
-                if onePhrase {
-                    // bm25 before the phrase's IDF; its matches are counted only when the window
-                    // is full (`SearchRank.termWindowSQL`).
+                if onePhrase, let counts = db.searchWindowCounts {
+                    // bm25 before the phrase's IDF, which comes from the count of its matches
+                    // (`SearchRank.termWindowSQL`).
                     try db.statement(plan.termWindow).forEach([match, .integer(Int64(window))]) { row in
                         ranked.append((row.int(0), row.double(1)))
                     }
-                    guard !ranked.isEmpty, let counts = db.searchWindowCounts else { continue }
-                    let idf = counts.idf(returned: ranked.count, window: window)
+                    guard let oldest = ranked.last?.rowid else { continue }
+                    let idf = try counts.idf(returned: ranked.count, window: window) {
+                        try db.scalarInt(plan.restCount, [match, .integer(oldest)]) ?? 0
+                    }
                     for i in ranked.indices { ranked[i].score = SearchRank.score(idf: idf, term: ranked[i].score) }
                 } else {
                     try db.statement(plan.window).forEach([match, .integer(Int64(window))]) { row in
@@ -127,6 +131,8 @@ extension DeviceStore {
         let window: String
         /// The same for a one-phrase query → (rowid, score before the IDF) (`SearchRank.termWindowSQL`).
         let termWindow: String
+        /// `?1` match, `?2` rowid → how many older rows match (`SearchRank.restCountSQL`).
+        let restCount: String
         /// `?1` rowid → the id of the row the hit counts for.
         let owner: String
         /// `?1`/`?2` markers, `?3` match, `?4`…`?5` rowid range, `?6` JSON array of rowids → (rowid, snippet).
@@ -143,6 +149,7 @@ extension DeviceStore {
             return SearchPlan(
                 index: index.index, ownerKind: owner.name,
                 window: SearchRank.windowSQL(index), termWindow: SearchRank.termWindowSQL(index),
+                restCount: SearchRank.restCountSQL(index),
                 owner: "SELECT owner_id FROM \(q(projection.contentView(of: index, in: entity).name)) WHERE rid = ?1",
                 // `+rowid`: the list filters the range scan instead of becoming one seek per rowid.
                 snippet: "SELECT rowid, \(SearchSnippet.functionName)(\(fts), ?1, ?2, '…', 12) FROM \(fts) WHERE \(fts) MATCH ?3 AND rowid BETWEEN ?4 AND ?5 AND +rowid IN (SELECT value FROM json_each(?6))",

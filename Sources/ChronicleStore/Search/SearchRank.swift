@@ -32,11 +32,16 @@ public enum SearchRank {
     }
 
     /// The SELECT that reads the newest matches of a one-phrase query: `?1` the MATCH expression,
-    /// `?2` how many → (rowid, score before the IDF), newest first; then the connection's
-    /// `WindowCounts` hold what the IDF needs. FTS5's bm25() counts the phrase's matches over the
-    /// whole index before it ranks the first row, a pass as long as the query itself when the
-    /// phrase is a rare pair of common words; a window that holds every match has that count as
-    /// its length, and only a full one is counted (on its last row, as bm25() counts).
+    /// `?2` how many → (rowid, score before the IDF), newest first. The phrase's IDF then comes
+    /// from `WindowCounts.idf`.
+    ///
+    /// FTS5's bm25() counts the phrase's matches over the whole index before it ranks the first
+    /// row: a second pass over the index. Here a window that holds every match has that count
+    /// as its length. A full window of a phrase of several words (where FTS5 spends its time
+    /// matching positions in rows that hold every word, and only some rows match) is followed by
+    /// `restCountSQL`, which counts only the older matches; a full window of one word or prefix
+    /// (whose rows are cheap to find and many) is counted on its last row by FTS5's phrase
+    /// query, as bm25() counts.
     public static func termWindowSQL(_ index: SearchIndexSpec) -> String {
         let fts = ProjectionSchema.quoted(index.index)
         let name = "'" + index.index.replacingOccurrences(of: "'", with: "''") + "'"
@@ -44,18 +49,33 @@ public enum SearchRank {
         return "SELECT rowid, \(termFunctionName)(\(fts), \(name), ?2, \(weights)) FROM \(fts) WHERE \(fts) MATCH ?1 ORDER BY rowid DESC LIMIT ?2"
     }
 
+    /// `?1` the MATCH expression, `?2` the oldest rowid of a full window → how many older rows match.
+    public static func restCountSQL(_ index: SearchIndexSpec) -> String {
+        let fts = ProjectionSchema.quoted(index.index)
+        return "SELECT count(*) FROM \(fts) WHERE \(fts) MATCH ?1 AND rowid < ?2"
+    }
+
     /// What the last `chronicle_bm25_term` statement on a connection found, for its phrase's IDF.
     /// Read after the statement has given its rows, on the connection's thread.
     public final class WindowCounts {
         /// Rows in the index (bm25's N); set on the statement's first row.
         public fileprivate(set) var rows: Int64 = 0
-        /// The phrase's matches over the whole index, counted once the statement reached its
-        /// `window`-th row; nil when it gave fewer (then their number is the count).
+        /// Tokens in the phrase; set on the statement's first row.
+        public fileprivate(set) var tokens = 0
+        /// A one-token phrase's matches over the whole index, counted on a full window's last row.
         public fileprivate(set) var hits: Int64?
 
-        /// The IDF for a window that gave `returned` rows with `window` as its limit.
-        public func idf(returned: Int, window: Int) -> Double {
-            SearchRank.idf(rows: rows, hits: returned < window ? Int64(returned) : hits ?? Int64(returned))
+        /// Whether a full window's older matches are for the caller to count (`restCountSQL`).
+        public var callerCountsRest: Bool { tokens > 1 }
+
+        /// The phrase's IDF after a window of `returned` rows with `window` as its limit; `rest`
+        /// counts a full window's older matches when `callerCountsRest`.
+        public func idf(returned: Int, window: Int, rest: () throws -> Int64) rethrows -> Double {
+            let matches: Int64
+            if returned < window { matches = Int64(returned) }
+            else if callerCountsRest { matches = Int64(returned) + (try rest()) }
+            else { matches = hits ?? Int64(returned) }
+            return SearchRank.idf(rows: rows, hits: matches)
         }
     }
 
@@ -172,6 +192,7 @@ private struct RankAPI {
     let getAux: @convention(c) (OpaquePointer?, Int32) -> UnsafeMutableRawPointer?
     let setAux: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, (@convention(c) (UnsafeMutableRawPointer?) -> Void)?) -> Int32
     let phraseCount: @convention(c) (OpaquePointer?) -> Int32
+    let phraseSize: @convention(c) (OpaquePointer?, Int32) -> Int32
     let rowCount: @convention(c) (OpaquePointer?, UnsafeMutablePointer<sqlite3_int64>?) -> Int32
     let totalSize: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<sqlite3_int64>?) -> Int32
     let queryPhrase: @convention(c) (OpaquePointer?, Int32, UnsafeMutableRawPointer?,
@@ -185,11 +206,11 @@ private struct RankAPI {
 
     init?(_ api: UnsafePointer<Fts5ExtensionApi>, _ fts: OpaquePointer) {
         let a = api.pointee
-        guard let getAux = a.xGetAuxdata, let setAux = a.xSetAuxdata, let phraseCount = a.xPhraseCount, let rowCount = a.xRowCount,
+        guard let getAux = a.xGetAuxdata, let setAux = a.xSetAuxdata, let phraseCount = a.xPhraseCount, let phraseSize = a.xPhraseSize, let rowCount = a.xRowCount,
               let totalSize = a.xColumnTotalSize, let queryPhrase = a.xQueryPhrase, let instCount = a.xInstCount, let inst = a.xInst,
               let columnSize = a.xColumnSize, let rowid = a.xRowid, let userData = a.xUserData, let columnCount = a.xColumnCount,
               let lengthsPointer = userData(fts) else { return nil }
-        self.getAux = getAux; self.setAux = setAux; self.phraseCount = phraseCount; self.rowCount = rowCount
+        self.getAux = getAux; self.setAux = setAux; self.phraseCount = phraseCount; self.phraseSize = phraseSize; self.rowCount = rowCount
         self.totalSize = totalSize; self.queryPhrase = queryPhrase; self.instCount = instCount; self.inst = inst
         self.columnSize = columnSize; self.rowid = rowid; self.columnCount = columnCount
         lengths = Unmanaged<RowLengths>.fromOpaque(lengthsPointer).takeUnretainedValue()
@@ -295,11 +316,12 @@ private func chronicleBM25Term(_ api: UnsafePointer<Fts5ExtensionApi>?, _ fts: O
         guard rc == SQLITE_OK else { return rankError(context, function, "could not read the index's size", code: rc) }
         counts.rows = rows
         counts.hits = nil
+        counts.tokens = Int(rank.phraseSize(fts, 0))
         data.windowSize = Int(min(sqlite3_value_int64(values[1]), Int64(Int.max)))
     }
     data.ranked += 1
-    if data.ranked == data.windowSize {
-        // A full window: more rows may match, so they are counted, as bm25() counts them.
+    if data.ranked == data.windowSize && !counts.callerCountsRest {
+        // A full window of a one-token phrase: its matches are counted as bm25() counts them.
         var hits: Int64 = 0
         let rc = rank.queryPhrase(fts, 0, &hits, countRow)
         guard rc == SQLITE_OK else { return rankError(context, function, "could not count the phrase's rows", code: rc) }
