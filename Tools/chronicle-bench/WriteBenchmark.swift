@@ -10,6 +10,9 @@ struct WriteBenchmark {
         var writes: Int
         var chronicle: Samples
         var baseline: Samples
+        /// The disk alone: one 4 KiB append to a file beside the stores and its `fdatasync`, the
+        /// least a durable commit can cost (a WAL commit appends its frames and syncs once).
+        var disk: Samples
         var typeCounts: [String: Int]
     }
 
@@ -29,13 +32,15 @@ struct WriteBenchmark {
         let begin = try raw.prepare("BEGIN IMMEDIATE")
         let commit = try raw.prepare("COMMIT")
         let indexer = try RawSearchIndexer(db: raw, projection: ProjectionSchema(schema: schema))
+        let disk = try DiskSync(path: directory + "/write-disk.bin")
 
         var rng = SplitMix64(seed: seed ^ 0x5717_E000)
         var articles: [UUID] = []
         let tags = (0..<200).map { vocabulary.words[30 + $0 * 5] }
         let colors = ["yellow", "green", "blue", "pink", "purple"]
         let warmup = min(200, writes / 10)
-        var result = Result(writes: writes, chronicle: Samples(capacity: writes), baseline: Samples(capacity: writes), typeCounts: [:])
+        var result = Result(writes: writes, chronicle: Samples(capacity: writes), baseline: Samples(capacity: writes),
+                            disk: Samples(capacity: writes), typeCounts: [:])
         var throttle = Throttle()
 
         for index in 0..<(warmup + writes) {
@@ -84,14 +89,35 @@ struct WriteBenchmark {
             try indexer.flush()
             try raw.run(commit, [])
             let t3 = nowNanoseconds()
+            try disk.appendAndSync()
+            let t4 = nowNanoseconds()
 
             if index >= warmup {
                 result.chronicle.add(t1 - t0)
                 result.baseline.add(t3 - t2)
+                result.disk.add(t4 - t3)
                 result.typeCounts[type, default: 0] += 1
             }
             if throttle.ready() { progress("write: \(index + 1)/\(warmup + writes) (\(warmup) warm-up)") }
         }
         return result
+    }
+}
+
+/// A file that is appended to 4 KiB at a time, each append made durable with `fdatasync`.
+final class DiskSync {
+    private let fd: Int32
+    private let page = [UInt8](repeating: 0xA5, count: 4_096)
+
+    init(path: String) throws {
+        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0o644)
+        guard fd >= 0 else { throw BenchError("cannot open \(path): \(String(cString: strerror(errno)))") }
+    }
+
+    deinit { close(fd) }
+
+    func appendAndSync() throws {
+        let written = page.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        guard written == page.count, fdatasync(fd) == 0 else { throw BenchError("disk write: \(String(cString: strerror(errno)))") }
     }
 }
