@@ -20,7 +20,8 @@ enum Bench {
 
         Measures Chronicle's device store beside raw SQLite doing the same SQL work
         (prepared statements through the C API, same DDL and pragmas) in the same run:
-          write    one local op per durable transaction (DeviceStore.write): median, p99
+          write    one local op per durable transaction (DeviceStore.write): median, p99; beside it the disk
+                   alone (a 4 KiB append and its fdatasync), the least a durable commit can take
           apply    apply of N confirmed ops, batch by batch (DeviceStore.applyConfirmed): ops/s
           bulk     the same N ops into a fresh store (DeviceStore.applyConfirmedInBulk): ops/s
           rebuild  rebuild from that N-op log (DeviceStore.rebuild): ops/s, peak RSS (child process)
