@@ -10,8 +10,9 @@ struct WriteBenchmark {
         var writes: Int
         var chronicle: Samples
         var baseline: Samples
-        /// The disk alone: one 4 KiB append to a file beside the stores and its `fdatasync`, the
-        /// least a durable commit can cost (a WAL commit appends its frames and syncs once).
+        /// The disk alone: one 4 KiB write in place in a file beside the stores and its
+        /// `fdatasync`, the least a durable commit can cost (a WAL commit writes its frames and
+        /// syncs once).
         var disk: Samples
         var typeCounts: [String: Int]
     }
@@ -89,7 +90,7 @@ struct WriteBenchmark {
             try indexer.flush()
             try raw.run(commit, [])
             let t3 = nowNanoseconds()
-            try disk.appendAndSync()
+            try disk.writeAndSync()
             let t4 = nowNanoseconds()
 
             if index >= warmup {
@@ -104,20 +105,33 @@ struct WriteBenchmark {
     }
 }
 
-/// A file that is appended to 4 KiB at a time, each append made durable with `fdatasync`.
+/// A 1 MiB file written 4 KiB at a time over its own bytes, each write made durable with
+/// `fdatasync`. The file is filled and synced first, so no write changes its size and a sync
+/// flushes data alone, as a WAL commit over a WAL that a checkpoint has reset does.
 final class DiskSync {
     private let fd: Int32
     private let page = [UInt8](repeating: 0xA5, count: 4_096)
+    private let pages = 256
+    private var next = 0
 
     init(path: String) throws {
-        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0o644)
+        fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0o644)
         guard fd >= 0 else { throw BenchError("cannot open \(path): \(String(cString: strerror(errno)))") }
+        for index in 0..<pages { try write(at: index) }
+        guard fsync(fd) == 0 else { throw BenchError("disk sync: \(String(cString: strerror(errno)))") }
     }
 
     deinit { close(fd) }
 
-    func appendAndSync() throws {
-        let written = page.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-        guard written == page.count, fdatasync(fd) == 0 else { throw BenchError("disk write: \(String(cString: strerror(errno)))") }
+    private func write(at index: Int) throws {
+        let written = page.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(index * $0.count)) }
+        guard written == page.count else { throw BenchError("disk write: \(String(cString: strerror(errno)))") }
+    }
+
+    /// One 4 KiB write in place and its `fdatasync`.
+    func writeAndSync() throws {
+        try write(at: next)
+        next = (next + 1) % pages
+        guard fdatasync(fd) == 0 else { throw BenchError("disk sync: \(String(cString: strerror(errno)))") }
     }
 }

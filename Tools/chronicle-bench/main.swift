@@ -21,7 +21,7 @@ enum Bench {
         Measures Chronicle's device store beside raw SQLite doing the same SQL work
         (prepared statements through the C API, same DDL and pragmas) in the same run:
           write    one local op per durable transaction (DeviceStore.write): median, p99; beside it the disk
-                   alone (a 4 KiB append and its fdatasync), the least a durable commit can take
+                   alone (a 4 KiB write in place and its fdatasync), the least a durable commit can take
           apply    apply of N confirmed ops, batch by batch (DeviceStore.applyConfirmed): ops/s
           bulk     the same N ops into a fresh store (DeviceStore.applyConfirmedInBulk): ops/s
           rebuild  rebuild from that N-op log (DeviceStore.rebuild): ops/s, peak RSS (child process)
@@ -221,10 +221,10 @@ do {
                              baseline: millisecondsText(result.baseline.meanMilliseconds),
                              ratio: ratioText(result.chronicle.meanMilliseconds / result.baseline.meanMilliseconds), target: "", verdict: ""))
         let diskMedian = result.disk.percentileMilliseconds(0.5), diskP99 = result.disk.percentileMilliseconds(0.99)
-        rows.append(TableRow(measurement: "write: the disk alone (4 KiB + fdatasync), median / p99",
+        rows.append(TableRow(measurement: "write: the disk alone (4 KiB in place + fdatasync), median / p99",
                              chronicle: millisecondsText(diskMedian) + " / " + millisecondsText(diskP99), baseline: "", ratio: "",
                              target: "", verdict: ""))
-        notes.append("write: a durable commit cannot take less than its sync; on this disk one 4 KiB append and its fdatasync, "
+        notes.append("write: a durable commit cannot take less than its sync; on this disk one 4 KiB write in place and its fdatasync, "
                      + "interleaved with the writes, took \(millisecondsText(diskMedian)) at the median and \(millisecondsText(diskP99)) at p99.")
         json.append(("write", .object([
             ("writes", .int(Int64(result.writes))),
