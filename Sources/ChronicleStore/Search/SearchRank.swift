@@ -25,10 +25,15 @@ public enum SearchRank {
     /// expression, `?2` how many → (rowid, score), newest first. The weights are the schema's,
     /// as in the index's configured `rank`.
     public static func windowSQL(_ index: SearchIndexSpec) -> String {
+        newestMatchesSQL(index, function: functionName)
+    }
+
+    /// `SELECT rowid, function(index, 'name', extra…, weights…)` over the newest `?2` matches of `?1`.
+    private static func newestMatchesSQL(_ index: SearchIndexSpec, function: String, extraArguments: String = "") -> String {
         let fts = ProjectionSchema.quoted(index.index)
         let name = "'" + index.index.replacingOccurrences(of: "'", with: "''") + "'"
         let weights = index.weights.map { CanonicalJSON.format($0) }.joined(separator: ", ")
-        return "SELECT rowid, \(functionName)(\(fts), \(name), \(weights)) FROM \(fts) WHERE \(fts) MATCH ?1 ORDER BY rowid DESC LIMIT ?2"
+        return "SELECT rowid, \(function)(\(fts), \(name), \(extraArguments)\(weights)) FROM \(fts) WHERE \(fts) MATCH ?1 ORDER BY rowid DESC LIMIT ?2"
     }
 
     /// The SELECT that reads the newest matches of a one-phrase query: `?1` the MATCH expression,
@@ -43,10 +48,7 @@ public enum SearchRank {
     /// (whose rows are cheap to find and many) is counted on its last row by FTS5's phrase
     /// query, as bm25() counts.
     public static func termWindowSQL(_ index: SearchIndexSpec) -> String {
-        let fts = ProjectionSchema.quoted(index.index)
-        let name = "'" + index.index.replacingOccurrences(of: "'", with: "''") + "'"
-        let weights = index.weights.map { CanonicalJSON.format($0) }.joined(separator: ", ")
-        return "SELECT rowid, \(termFunctionName)(\(fts), \(name), ?2, \(weights)) FROM \(fts) WHERE \(fts) MATCH ?1 ORDER BY rowid DESC LIMIT ?2"
+        newestMatchesSQL(index, function: termFunctionName, extraArguments: "?2, ")
     }
 
     /// `?1` the MATCH expression, `?2` the oldest rowid of a full window → how many older rows match.
