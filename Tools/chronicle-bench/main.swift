@@ -63,6 +63,9 @@ enum Bench {
           CHRONICLE_BENCH_BY_TYPE=1                    apply: baseline time per op type
           CHRONICLE_BENCH_BASELINE_DDL=no-prefix|no-fts what FTS5 prefix indexes / FTS5 cost
           CHRONICLE_BENCH_BASELINE_PRAGMAS="a=1;b=2"   extra pragmas, e.g. cache_size=-262144
+          CHRONICLE_BENCH_BASELINE_FTS5_IDF=1          search: the baseline counts a phrase's matches inside bm25(), as FTS5 does
+          CHRONICLE_BENCH_RANK_WINDOW=N                search: engine and baseline rank the newest N matches (default 1,000)
+          CHRONICLE_BENCH_SEARCH_AB=1                  search: the engine on one read connection against two, query by query
           CHRONICLE_BENCH_SYNC_PARTS=pull,push,latency,scale   sync: run only these parts
           CHRONICLE_BENCH_SYNC_PULL_PAGE=N             sync pull: page size (engine and baseline; default the engine's)
           CHRONICLE_BENCH_SYNC_DIAG=1                  sync scale: push-only bursts also over one shared URLSession,
@@ -387,6 +390,7 @@ do {
                 ("pass", .bool(pass)),
             ])))
         }
+        notes.append("search: the engine ranks its indexes on two read connections at once (`search(parallel:)`), the baseline runs the same statements one after another on one; engine and baseline take turns going first, query by query, and the exact ranking runs in a pass of its own.")
         notes.append("search: \(formatCount(Double(result.articles))) articles (\(formatCount(Double(result.fullTextArticles))) with full text) loaded as \(formatCount(Double(result.loadOps))) confirmed ops in \(formatFixed(result.loadSeconds, 1)) s; store \(result.storeBytes / 1_048_576) MB.")
         json.append(("search", .object([
             ("articles", .int(Int64(result.articles))), ("full_text_articles", .int(Int64(result.fullTextArticles))),

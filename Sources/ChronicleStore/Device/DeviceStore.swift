@@ -24,6 +24,8 @@ public final class DeviceStore: Sendable {
     let projection: ProjectionSchema
     let indexer: SearchIndexer
     let searchPlans: [SearchPlan]
+    /// Which of a search's two read connections ranks each plan (`searchWorkers`), set by the first search.
+    let searchWorkerOfPlan = Locked<[Int]?>(nil)
     let writer: Locked<Database>
     let checkpointer: Checkpointer
     let readers: ReaderPool
@@ -154,6 +156,15 @@ public final class DeviceStore: Sendable {
     /// Never waits for the writer.
     public func read<T>(_ body: (Database) throws -> T) throws -> T {
         try readers.read(body)
+    }
+
+    /// Copies the write-ahead log into the database file and empties it, now, on this thread
+    /// (after the background checkpoint in progress, if any): a quiet moment's housekeeping,
+    /// e.g. before a file-level copy or a measurement. Waits for the writer. False if a
+    /// reader kept part of the log in use (the background checkpoint copies it later).
+    @discardableResult
+    public func checkpoint() -> Bool {
+        writer.withLock { checkpointer.truncate(writer: $0) }
     }
 
     /// Runs `body` in one write transaction on the writer connection. `spillToFiles`: temporary

@@ -44,8 +44,12 @@ extension DeviceStore {
     ///
     /// `rankWindow` trades ranking depth for speed: a smaller window ranks fewer of a
     /// common word's matches (its newest), a larger one more (up to all of them).
+    ///
+    /// `parallel`: the indexes are ranked on two read connections at once, about half the
+    /// index on each, when both can be given the same snapshot (no write is committing at that
+    /// instant); otherwise, and with `parallel` false, on one. The results are the same.
     public func search(_ text: String, limit: Int = 20, markers: (String, String) = ("[", "]"),
-                       rankWindow: Int = searchRankWindow) throws -> [SearchHit] {
+                       rankWindow: Int = searchRankWindow, parallel: Bool = true) throws -> [SearchHit] {
         let query = SearchQuery(text)
         guard !query.isEmpty, limit > 0 else { return [] }
         let window = max(rankWindow, limit)
@@ -53,43 +57,8 @@ extension DeviceStore {
         // Every typed term is one FTS5 phrase (`SearchQuery.match`).
         let onePhrase = query.terms.count == 1
         return try read { db in
-            struct Candidate { var kind: String; var id: String; var score: Double; var plan: SearchPlan; var rowid: Int64 }
-            var best: [String: Candidate] = [:]
-            var ranked: [(rowid: Int64, score: Double)] = []
-            ranked.reserveCapacity(min(window, 10_000))
-            for plan in searchPlans {
-                ranked.removeAll(keepingCapacity: true)
-                if onePhrase, let counts = db.searchWindowCounts {
-                    // bm25 before the phrase's IDF, which comes from the count of its matches
-                    // (`SearchRank.termWindowSQL`).
-                    try db.statement(plan.termWindow).forEach([match, .integer(Int64(window))]) { row in
-                        ranked.append((row.int(0), row.double(1)))
-                    }
-                    guard let oldest = ranked.last?.rowid else { continue }
-                    let idf = try counts.idf(returned: ranked.count, window: window) {
-                        try db.scalarInt(plan.restCount, [match, .integer(oldest)]) ?? 0
-                    }
-                    for i in ranked.indices { ranked[i].score = SearchRank.score(idf: idf, term: ranked[i].score) }
-                } else {
-                    try db.statement(plan.window).forEach([match, .integer(Int64(window))]) { row in
-                        ranked.append((row.int(0), row.double(1)))
-                    }
-                }
-                guard !ranked.isEmpty else { continue }
-                Self.rankInPlace(&ranked)
-                let owners = try db.statement(plan.owner)
-                var distinct = Set<String>()
-                for (rowid, score) in ranked {
-                    // The index holds only live rows (see `ProjectionSchema.contentView`), so no hit needs filtering.
-                    guard let id = try owners.map([.integer(rowid)], { $0.text(0) }).first else { continue }
-                    distinct.insert(id)
-                    let key = plan.ownerKind + "/" + id
-                    if best[key].map({ $0.score > score }) ?? true {
-                        best[key] = Candidate(kind: plan.ownerKind, id: id, score: score, plan: plan, rowid: rowid)
-                    }
-                    if distinct.count >= limit { break }
-                }
-            }
+            let best = try candidates(on: db, match: match, onePhrase: onePhrase, window: window, limit: limit,
+                                      parallel: parallel)
             // Equal scores: the newer row first (ids are time-ordered), as within each index.
             let top = best.values.sorted { ($0.score, $1.id, $0.kind) < ($1.score, $0.id, $1.kind) }.prefix(limit)
             // Snippets: one pass per index over the rowid range of its hits (seeking each hit's
@@ -115,6 +84,163 @@ extension DeviceStore {
     /// Best bm25 first (lower is better); among equal scores the newer row first.
     static func rankInPlace(_ ranked: inout [(rowid: Int64, score: Double)]) {
         ranked.sort { $0.score != $1.score ? $0.score < $1.score : $0.rowid > $1.rowid }
+    }
+
+    /// A row a search may return: its best-scoring match so far.
+    struct SearchCandidate: Sendable {
+        var kind: String
+        var id: String
+        var score: Double
+        var plan: SearchPlan
+        var rowid: Int64
+    }
+
+    /// Every index's best candidates, keyed by kind and id, read in `db`'s read transaction.
+    /// On a second read connection at once when it can be given the same snapshot (`sameSnapshot`).
+    func candidates(on db: Database, match: Value, onePhrase: Bool, window: Int, limit: Int,
+                    parallel: Bool) throws -> [String: SearchCandidate] {
+        let plans = searchPlans
+        var perPlan = [[String: SearchCandidate]](repeating: [:], count: plans.count)
+        var done = false
+        if parallel, plans.count > 1 {
+            try read { second in
+                guard try sameSnapshot(db, second) else { return }
+                let shared = PlanResults(count: plans.count)
+                let connections = UnsafeSendable([db, second])
+                let workerOfPlan = try searchWorkers(db)
+                DispatchQueue.concurrentPerform(iterations: 2) { worker in
+                    let connection = connections.value[worker]
+                    for i in plans.indices where workerOfPlan[i] == worker {
+                        do {
+                            shared.set(i, try Self.rank(plans[i], in: connection, match: match, onePhrase: onePhrase,
+                                                        window: window, limit: limit))
+                        } catch {
+                            shared.fail(error)
+                            return
+                        }
+                    }
+                }
+                perPlan = try shared.results()
+                done = true
+            }
+        }
+        if !done {
+            for (i, plan) in plans.enumerated() {
+                perPlan[i] = try Self.rank(plan, in: db, match: match, onePhrase: onePhrase, window: window, limit: limit)
+            }
+        }
+        // In plan order, a later index replaces a row's candidate only with a better score, as one pass would.
+        var best: [String: SearchCandidate] = [:]
+        for found in perPlan {
+            for (key, candidate) in found where best[key].map({ $0.score > candidate.score }) ?? true {
+                best[key] = candidate
+            }
+        }
+        return best
+    }
+
+    /// For each search plan, which of two workers ranks it: the indexes split into two
+    /// shares of about equal size (`indexedTokens`, the largest first into the smaller share),
+    /// worked out by the store's first search. Each plan always runs on the same worker, so
+    /// each read connection keeps its own indexes' pages and row lengths in its caches.
+    func searchWorkers(_ db: Database) throws -> [Int] {
+        if let known = searchWorkerOfPlan.withLock({ $0 }) { return known }
+        let sizes = try searchPlans.map { try Self.indexedTokens($0.index, in: db) }
+        var workerOfPlan = Array(repeating: 0, count: sizes.count), load: [Int64] = [0, 0]
+        for i in sizes.indices.sorted(by: { sizes[$0] > sizes[$1] }) {
+            let worker = load[0] <= load[1] ? 0 : 1
+            workerOfPlan[i] = worker
+            load[worker] += max(1, sizes[i])
+        }
+        searchWorkerOfPlan.withLock { $0 = workerOfPlan }
+        return workerOfPlan
+    }
+
+    /// Tokens in an FTS5 index, over all its rows and columns: a measure of its size read
+    /// from one small row, FTS5's averages record (`_data` row 1: the row count, then each
+    /// column's token total, as SQLite varints), which bm25 reads for the same totals. 0 if
+    /// the record is missing or not as described.
+    static func indexedTokens(_ index: String, in db: Database) throws -> Int64 {
+        let data = ProjectionSchema.quoted(index + "_data")
+        let totals = try db.query("SELECT block FROM \(data) WHERE id = 1") { row in
+            row.withBytes(0) { bytes -> [Int64] in
+                var values: [Int64] = [], offset = 0
+                while offset < bytes.count, let (value, length) = sqliteVarint(bytes, at: offset) {
+                    values.append(value)
+                    offset += length
+                }
+                return values
+            }
+        }.first ?? []
+        return totals.dropFirst().reduce(0) { $0 &+ max(0, $1) }
+    }
+
+    /// An SQLite varint (big-endian, 7 bits a byte while the high bit is set, all 8 bits of a
+    /// ninth byte) at `offset`: its value and length, nil if the bytes end first.
+    static func sqliteVarint(_ bytes: UnsafeRawBufferPointer, at offset: Int) -> (Int64, Int)? {
+        var value: UInt64 = 0
+        for i in 0..<9 {
+            guard offset + i < bytes.count else { return nil }
+            let byte = bytes[offset + i]
+            if i == 8 { return (Int64(bitPattern: value << 8 | UInt64(byte)), 9) }
+            value = value << 7 | UInt64(byte & 0x7F)
+            if byte & 0x80 == 0 { return (Int64(bitPattern: value), i + 1) }
+        }
+        return nil
+    }
+
+    /// Whether two read connections see the same snapshot. `first` is already in its read
+    /// transaction; `second`'s starts here. With the writer held (only if free: a search never
+    /// waits for a write), no commit of this process falls between the two; the writer's
+    /// `data_version`, the same before and after, says no other connection's did either.
+    func sameSnapshot(_ first: Database, _ second: Database) throws -> Bool {
+        try writer.withLockIfAvailable { writer in
+            guard !writer.isInTransaction else { return false }
+            let before = try writer.scalarInt("PRAGMA data_version")
+            // SQLite opens a read transaction's snapshot at its first read.
+            _ = try first.scalarInt("SELECT 1 FROM chronicle_meta LIMIT 1")
+            _ = try second.scalarInt("SELECT 1 FROM chronicle_meta LIMIT 1")
+            return try writer.scalarInt("PRAGMA data_version") == before
+        } ?? false
+    }
+
+    /// One index's part of a search: its newest matches ranked, mapped to the rows they count for.
+    static func rank(_ plan: SearchPlan, in db: Database, match: Value, onePhrase: Bool, window: Int,
+                     limit: Int) throws -> [String: SearchCandidate] {
+        var ranked: [(rowid: Int64, score: Double)] = []
+        ranked.reserveCapacity(min(window, 10_000))
+        if onePhrase, let counts = db.searchWindowCounts {
+            // bm25 before the phrase's IDF, which comes from the count of its matches
+            // (`SearchRank.termWindowSQL`).
+            try db.statement(plan.termWindow).forEach([match, .integer(Int64(window))]) { row in
+                ranked.append((row.int(0), row.double(1)))
+            }
+            guard let oldest = ranked.last?.rowid else { return [:] }
+            let idf = try counts.idf(returned: ranked.count, window: window) {
+                try db.scalarInt(plan.restCount, [match, .integer(oldest)]) ?? 0
+            }
+            for i in ranked.indices { ranked[i].score = SearchRank.score(idf: idf, term: ranked[i].score) }
+        } else {
+            try db.statement(plan.window).forEach([match, .integer(Int64(window))]) { row in
+                ranked.append((row.int(0), row.double(1)))
+            }
+        }
+        guard !ranked.isEmpty else { return [:] }
+        rankInPlace(&ranked)
+        let owners = try db.statement(plan.owner)
+        var best: [String: SearchCandidate] = [:]
+        var distinct = Set<String>()
+        for (rowid, score) in ranked {
+            // The index holds only live rows (see `ProjectionSchema.contentView`), so no hit needs filtering.
+            guard let id = try owners.map([.integer(rowid)], { $0.text(0) }).first else { continue }
+            distinct.insert(id)
+            let key = plan.ownerKind + "/" + id
+            if best[key].map({ $0.score > score }) ?? true {
+                best[key] = SearchCandidate(kind: plan.ownerKind, id: id, score: score, plan: plan, rowid: rowid)
+            }
+            if distinct.count >= limit { break }
+        }
+        return best
     }
 
     /// The field shown as a row's title: `title`, else `name`, else the first text field.
@@ -156,4 +282,29 @@ extension DeviceStore {
                 title: titleField(of: owner).map { "SELECT \(q($0)) FROM \(q(owner.table)) WHERE id = ?1" })
         }
     }
+}
+
+/// What the two workers of one search found, plan by plan.
+private final class PlanResults: @unchecked Sendable {
+    private let lock = NSLock()
+    private var found: [[String: DeviceStore.SearchCandidate]]
+    private var failure: Error?
+
+    init(count: Int) { found = Array(repeating: [:], count: count) }
+
+    func set(_ index: Int, _ candidates: [String: DeviceStore.SearchCandidate]) { lock.withLock { found[index] = candidates } }
+    func fail(_ error: Error) { lock.withLock { failure = failure ?? error } }
+
+    func results() throws -> [[String: DeviceStore.SearchCandidate]] {
+        try lock.withLock {
+            if let failure { throw failure }
+            return found
+        }
+    }
+}
+
+/// Values handed to `concurrentPerform`'s workers, each of which uses only its own.
+private struct UnsafeSendable<T>: @unchecked Sendable {
+    let value: T
+    init(_ value: T) { self.value = value }
 }

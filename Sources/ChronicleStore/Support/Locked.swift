@@ -13,4 +13,11 @@ public final class Locked<State>: @unchecked Sendable {
         defer { lock.unlock() }
         return try body(&state)
     }
+
+    /// `body` under the lock if no one holds it now; nil, without waiting, if someone does.
+    public func withLockIfAvailable<R>(_ body: (inout State) throws -> R) rethrows -> R? {
+        guard lock.try() else { return nil }
+        defer { lock.unlock() }
+        return try body(&state)
+    }
 }

@@ -1,0 +1,115 @@
+import ChronicleCore
+@testable import ChronicleStore
+import Foundation
+import Testing
+
+/// `search(parallel:)`: a search ranks its indexes on two read connections at once when both
+/// can be given the same snapshot, and must return exactly what one connection returns.
+@Suite struct ParallelSearchTests {
+    /// A premium library of articles with tags, highlights, notes and full text, some rows
+    /// renamed or deleted (`ParallelSearchBuildTests.library`).
+    func premiumLibrary(articles: Int) throws -> Fixture {
+        let f = try Fixture(seed: 3)
+        let server = ServerLog(library: f.store.libraryID)
+        let build = ParallelSearchBuildTests()
+        var batches = build.library(server, articles: articles)
+        let saved = batches.joined().filter { $0.type == "article.save" }.map(\.entityID)
+        var extra = [server.op("library.plan", entity: f.store.libraryID, from: Op.serverDeviceID, payload: ["plan": .text("premium")])]
+        for (i, id) in saved.enumerated() where i % 4 == 0 {
+            let words = ParallelSearchBuildTests.words.shuffled().joined(separator: " ")
+            extra.append(server.op("article.parsed", entity: id, from: Op.serverDeviceID,
+                                   payload: ["text": .text("body \(i) \(words) \(words)"), "word_count": .integer(41)]))
+        }
+        batches.append(extra)
+        for batch in batches { try f.store.applyConfirmed(batch) }
+        return f
+    }
+
+    static let queries: [String] = {
+        let words = ParallelSearchBuildTests.words
+        var queries = words + words.map { String($0.prefix(2)) + "*" } + words.map { $0 + "s" }
+        for (a, b) in zip(words, words.dropFirst(3) + words.prefix(3)) {
+            queries += ["\(a) \(b)", "\"\(a) \(b)\"", "\(a) OR \(b)", "\(a) -\(b)"]
+        }
+        // What people type: operators, unbalanced quotes and parentheses, emoji, nothing that matches.
+        return queries + ["renamed", "body 12", "\"tunnel", "(copper", "NEAR(tunnel plane)", "🙂 ember", "zzzz", "a*", "-", "\"\""]
+    }()
+
+    @Test("Two connections give the same hits, scores, snippets and titles as one, for every kind of query")
+    func twoConnectionsGiveTheHitsOfOne() throws {
+        let f = try premiumLibrary(articles: 400)
+        // The split sends indexes to both connections.
+        let workers = try f.store.read { db in try f.store.searchWorkers(db) }
+        #expect(workers.count == f.store.searchPlans.count)
+        #expect(Set(workers) == [0, 1], "\(workers)")
+        #expect(try f.store.read { first in try f.store.read { second in try f.store.sameSnapshot(first, second) } })
+        var nonEmpty = 0
+        for query in Self.queries {
+            for (limit, window) in [(20, DeviceStore.searchRankWindow), (5, 30), (100, 1_000), (1, 1)] {
+                let one = try f.store.search(query, limit: limit, rankWindow: window, parallel: false)
+                let two = try f.store.search(query, limit: limit, rankWindow: window, parallel: true)
+                #expect(two == one, "\(query) limit \(limit) window \(window)")
+                if !one.isEmpty { nonEmpty += 1 }
+            }
+        }
+        #expect(nonEmpty > 3 * Self.queries.count, "most queries find something: \(nonEmpty)")
+        #expect(try f.store.search("body", limit: 200, parallel: true).contains { $0.matchedIn == "article_text_fts" })
+    }
+
+    @Test("An index's size is read from FTS5's averages record: the tokens its rows hold")
+    func indexSizeFromTheAveragesRecord() throws {
+        let f = try Fixture()
+        try f.save("https://example.com/1", title: "one two three")
+        try f.save("https://example.com/2", title: "four five")
+        // article_fts indexes title, author and url: 5 title tokens, the urls' tokens, no authors.
+        let urlTokens = 2 * 4 // https, example, com, and the number
+        #expect(try f.store.read { db in try DeviceStore.indexedTokens("article_fts", in: db) } == Int64(5 + urlTokens))
+        #expect(try f.store.read { db in try DeviceStore.indexedTokens("note_fts", in: db) } == 0)
+        let bytes: [UInt8] = [0x81, 0x00, 0x7F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x85]
+        bytes.withUnsafeBytes { raw in
+            #expect(DeviceStore.sqliteVarint(raw, at: 0)! == (128, 2))
+            #expect(DeviceStore.sqliteVarint(raw, at: 2)! == (127, 1))
+            #expect(DeviceStore.sqliteVarint(raw, at: 3)! == (-1, 9))
+            #expect(DeviceStore.sqliteVarint(raw, at: 12) == nil, "a varint cut short")
+        }
+    }
+
+    @Test("While a write holds the writer, a search does not wait for it: it ranks on one connection",
+          .timeLimit(.minutes(1)))
+    func aSearchDuringAWriteDoesNotWait() throws {
+        let f = try premiumLibrary(articles: 150)
+        let expected = try f.store.search("tunnel", limit: 50, parallel: false)
+        let writing = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0), finished = DispatchSemaphore(value: 0)
+        let store = f.store
+        DispatchQueue.global().async {
+            _ = try? store.writeTransaction { db in
+                try db.execute("INSERT INTO chronicle_meta(key, value) VALUES ('test_marker', 1)")
+                writing.signal()
+                release.wait()
+            }
+            finished.signal()
+        }
+        writing.wait()
+        #expect(try !store.read { first in try store.read { second in try store.sameSnapshot(first, second) } })
+        // The write is not committed: the search sees the store as it was, on one connection.
+        #expect(try store.search("tunnel", limit: 50, parallel: true) == expected)
+        release.signal()
+        finished.wait()
+        #expect(try store.read { first in try store.read { second in try store.sameSnapshot(first, second) } })
+        #expect(try store.search("tunnel", limit: 50, parallel: true) == expected)
+    }
+
+    @Test("Another connection's commit changes the writer's data_version, its own does not: what sameSnapshot relies on")
+    func anotherConnectionsCommitIsSeenByTheWriter() throws {
+        let f = try Fixture()
+        try f.save("https://example.com/first", title: "first")
+        func version() throws -> Int64? { try f.store.writer.withLock { try $0.scalarInt("PRAGMA data_version") } }
+        let start = try version()
+        try f.save("https://example.com/own", title: "the writer's own commit")
+        #expect(try version() == start)
+        // Another connection to the file: another process's store, or the `sqlite3` shell.
+        let other = try Database(path: f.path)
+        try other.execute("INSERT INTO chronicle_meta(key, value) VALUES ('test_marker', 1)")
+        #expect(try version() != start)
+    }
+}
