@@ -9,7 +9,7 @@
 # lists /proc/self/fd, before any of our code runs; the tests start `chronicle` and `sqlite3` that way.
 # Thread: the suites where threads meet: the HTTP server and its worker threads, the sync engine
 # against a live server, the SQLite layer's writer and readers, the background checkpointer,
-# compaction beside writes, and the two-thread search index build.
+# compaction beside writes, the two-thread search index build and searches on two read connections.
 # Not part of test.sh: each build takes a few minutes and the runs are several times slower.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -39,7 +39,7 @@ for kind in "${kinds[@]}"; do
       echo "== ThreadSanitizer (build in $build)"
       swift build --build-tests -Xswiftc -sanitize=thread --build-path "$build"
       TSAN_OPTIONS=halt_on_error=1 swift test --skip-build --build-path "$build" --filter \
-        "HTTPServerTests|WorkerPoolTests|HTTPBadInputTests|PushPipelineTests|ServerMaintenanceTests|ServerIsolationTests|SharedSessionTests|SyncTransportSuite|SQLiteLayerTests|LocalWriteTests|SearchRankTests|CheckpointerTests|ParallelSearchBuildTests|CompactionTests|BulkApplyTests|RetentionHorizonTests"
+        "HTTPServerTests|WorkerPoolTests|HTTPBadInputTests|PushPipelineTests|ServerMaintenanceTests|ServerIsolationTests|SharedSessionTests|SyncTransportSuite|SQLiteLayerTests|LocalWriteTests|SearchRankTests|CheckpointerTests|ParallelSearchBuildTests|ParallelSearchTests|CompactionTests|BulkApplyTests|RetentionHorizonTests"
       ;;
   esac
 done
