@@ -61,6 +61,8 @@ enum Bench {
 
         diagnostics (environment variables; the CHRONICLE_BENCH_BASELINE ones touch the baseline side only):
           CHRONICLE_BENCH_BY_TYPE=1                    apply: baseline time per op type
+          CHRONICLE_BENCH_BULK_INTERLEAVED=1           bulk: the baseline's transaction for each batch run between the
+                                                       engine's (as until 12-02), not each side alone
           CHRONICLE_BENCH_BASELINE_DDL=no-prefix|no-fts what FTS5 prefix indexes / FTS5 cost
           CHRONICLE_BENCH_BASELINE_PRAGMAS="a=1;b=2"   extra pragmas, e.g. cache_size=-262144
           CHRONICLE_BENCH_BASELINE_FTS5_IDF=1          search: the baseline counts a phrase's matches inside bm25(), as FTS5 does
