@@ -102,8 +102,10 @@ extension DeviceStore {
         let plans = searchPlans
         var perPlan = [[String: SearchCandidate]](repeating: [:], count: plans.count)
         var done = false
+        // The second connection is an extra: if it cannot be had (no file descriptor left, say)
+        // or anything fails on it, the first ranks every index alone, where a real error shows again.
         if parallel, plans.count > 1 {
-            try read { second in
+            try? read { second in
                 guard try sameSnapshot(db, second) else { return }
                 let shared = PlanResults(count: plans.count)
                 let connections = UnsafeSendable([db, second])
