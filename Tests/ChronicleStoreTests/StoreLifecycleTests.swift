@@ -21,6 +21,23 @@ import Testing
         #expect(next.deviceSeq == 2)
     }
 
+    @Test("checkpoint() copies the write-ahead log into the database file and empties it; a copy of the file alone is the whole store")
+    func checkpointLeavesTheDatabaseFileWhole() throws {
+        let f = try Fixture()
+        for n in 0..<50 { try f.save("https://example.com/\(n)", title: "article \(n)") }
+        let wal = f.path + "-wal"
+        let size = { (try? FileManager.default.attributesOfItem(atPath: wal)[.size] as? Int) ?? 0 }
+        #expect(size() > 0, "the writes are in the WAL before the checkpoint")
+        #expect(f.store.checkpoint())
+        #expect(size() == 0)
+        // The database file alone, copied while the store stays open, holds every write.
+        let copy = f.directory.appendingPathComponent("copy.chronicle").path
+        try FileManager.default.copyItem(atPath: f.path, toPath: copy)
+        let copied = try DeviceStore.open(at: copy)
+        #expect(try copied.digest() == f.store.digest())
+        #expect(try copied.rows("article").count == 50)
+    }
+
     @Test func missingGarbageAndForeignFilesAreRefusedClearly() throws {
         let f = try Fixture()
         let missing = f.directory.appendingPathComponent("missing.chronicle").path
