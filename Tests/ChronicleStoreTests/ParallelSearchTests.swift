@@ -74,6 +74,62 @@ import Testing
         }
     }
 
+    /// Two scratch connections, told apart by what `SELECT v FROM t` gives.
+    func twoConnections() throws -> (Database, Database, URL) {
+        let dir = Fixture.scratchRoot.appendingPathComponent("chronicle-help-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let connections = try [1, 2].map { n -> Database in
+            let db = try Database(path: dir.appendingPathComponent("\(n).sqlite").path)
+            try db.execute("CREATE TABLE t(v INTEGER)")
+            try db.execute("INSERT INTO t(v) VALUES (?1)", [.integer(Int64(n))])
+            return db
+        }
+        return (connections[0], connections[1], dir)
+    }
+
+    @Test("A count offered and not taken is run by its own worker; one taken is run by the other, its result or error handed back",
+          .timeLimit(.minutes(1)))
+    func countHelpHandsWorkBetweenTwoWorkers() throws {
+        let (mine, other, dir) = try twoConnections()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let job: SearchCountHelp.Job = { db in try db.scalarInt("SELECT v FROM t") ?? 0 }
+
+        // No one serves: the offer is taken back.
+        let alone = SearchCountHelp(workers: 2)
+        #expect(try alone.offer(job).result(orRunOn: mine) == 1)
+
+        // The other worker is done with its own indexes and serves: it counts on its connection.
+        let help = SearchCountHelp(workers: 2)
+        let served = DispatchSemaphore(value: 0)
+        let otherDB = UnsafeTestSendable(other)
+        DispatchQueue.global().async {
+            help.serve(on: otherDB.value)
+            served.signal()
+        }
+        // Wait until the server has taken the offer, then for its result.
+        let offer = help.offer(job)
+        while !help.isIdle { usleep(1_000) }
+        #expect(try offer.result(orRunOn: mine) == 2)
+        // A second offer while none is pending goes to the server too; an error comes back as an error.
+        let failing = help.offer { db in try db.scalarInt("SELECT nothing FROM nowhere") ?? 0 }
+        while !help.isIdle { usleep(1_000) }
+        #expect(throws: SQLiteError.self) { try failing.result(orRunOn: mine) }
+        // The server stops once every worker is done.
+        help.serve(on: mine)
+        #expect(served.wait(timeout: .now() + 10) == .success)
+    }
+
+    @Test("While one offer is pending a second stays with its worker")
+    func aSecondOfferStaysWithItsWorker() throws {
+        let (mine, other, dir) = try twoConnections()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let help = SearchCountHelp(workers: 2)
+        let first = help.offer { db in try db.scalarInt("SELECT v FROM t") ?? 0 }
+        let second = help.offer { db in 10 + (try db.scalarInt("SELECT v FROM t") ?? 0) }
+        #expect(try second.result(orRunOn: mine) == 11)
+        #expect(try first.result(orRunOn: other) == 2, "taken back by its worker, on that worker's connection")
+    }
+
     @Test("While a write holds the writer, a search does not wait for it: it ranks on one connection",
           .timeLimit(.minutes(1)))
     func aSearchDuringAWriteDoesNotWait() throws {
@@ -112,4 +168,10 @@ import Testing
         try other.execute("INSERT INTO chronicle_meta(key, value) VALUES ('test_marker', 1)")
         #expect(try version() != start)
     }
+}
+
+/// A value handed to another thread in a test that uses it only there.
+struct UnsafeTestSendable<T>: @unchecked Sendable {
+    let value: T
+    init(_ value: T) { self.value = value }
 }

@@ -110,12 +110,15 @@ extension DeviceStore {
                 let shared = PlanResults(count: plans.count)
                 let connections = UnsafeSendable([db, second])
                 let workerOfPlan = try searchWorkers(db)
+                let help = SearchCountHelp(workers: 2)
                 DispatchQueue.concurrentPerform(iterations: 2) { worker in
                     let connection = connections.value[worker]
+                    // A worker done with its own indexes counts for the other until it is done too.
+                    defer { help.serve(on: connection) }
                     for i in plans.indices where workerOfPlan[i] == worker {
                         do {
                             shared.set(i, try Self.rank(plans[i], in: connection, match: match, onePhrase: onePhrase,
-                                                        window: window, limit: limit))
+                                                        window: window, limit: limit, helper: help))
                         } catch {
                             shared.fail(error)
                             return
@@ -207,8 +210,10 @@ extension DeviceStore {
     }
 
     /// One index's part of a search: its newest matches ranked, mapped to the rows they count for.
+    /// `helper`: the other connection of a two-connection search, which may count half of a
+    /// phrase's older matches (`SearchCountHelp`).
     static func rank(_ plan: SearchPlan, in db: Database, match: Value, onePhrase: Bool, window: Int,
-                     limit: Int) throws -> [String: SearchCandidate] {
+                     limit: Int, helper: SearchCountHelp? = nil) throws -> [String: SearchCandidate] {
         var ranked: [(rowid: Int64, score: Double)] = []
         ranked.reserveCapacity(min(window, 10_000))
         if onePhrase, let counts = db.searchWindowCounts {
@@ -219,7 +224,15 @@ extension DeviceStore {
             }
             guard let oldest = ranked.last?.rowid else { return [:] }
             let idf = try counts.idf(returned: ranked.count, window: window) {
-                try db.scalarInt(plan.restCount, [match, .integer(oldest)]) ?? 0
+                guard let helper, oldest > 1 else { return try db.scalarInt(plan.restCount, [match, .integer(oldest)]) ?? 0 }
+                // The older rows in two halves by rowid: the other connection may count the lower
+                // half (if it is free by then) while this one counts the upper.
+                let middle = oldest / 2
+                let lower = helper.offer { other in
+                    try other.scalarInt(plan.rangeCount, [match, .integer(Int64.min), .integer(middle)]) ?? 0
+                }
+                let upper = try db.scalarInt(plan.rangeCount, [match, .integer(middle), .integer(oldest)]) ?? 0
+                return upper + (try lower.result(orRunOn: db))
             }
             for i in ranked.indices { ranked[i].score = SearchRank.score(idf: idf, term: ranked[i].score) }
         } else {
@@ -261,6 +274,8 @@ extension DeviceStore {
         let termWindow: String
         /// `?1` match, `?2` rowid → how many older rows match (`SearchRank.restCountSQL`).
         let restCount: String
+        /// `?1` match, `?2`…`?3` rowid range → how many rows in it match (`SearchRank.rangeCountSQL`).
+        let rangeCount: String
         /// `?1` rowid → the id of the row the hit counts for.
         let owner: String
         /// `?1`/`?2` markers, `?3` match, `?4`…`?5` rowid range, `?6` JSON array of rowids → (rowid, snippet).
@@ -278,6 +293,7 @@ extension DeviceStore {
                 index: index.index, ownerKind: owner.name,
                 window: SearchRank.windowSQL(index), termWindow: SearchRank.termWindowSQL(index),
                 restCount: SearchRank.restCountSQL(index),
+                rangeCount: SearchRank.rangeCountSQL(index),
                 owner: "SELECT owner_id FROM \(q(projection.contentView(of: index, in: entity).name)) WHERE rid = ?1",
                 // `+rowid`: the list filters the range scan instead of becoming one seek per rowid.
                 snippet: "SELECT rowid, \(SearchSnippet.functionName)(\(fts), ?1, ?2, '…', 12) FROM \(fts) WHERE \(fts) MATCH ?3 AND rowid BETWEEN ?4 AND ?5 AND +rowid IN (SELECT value FROM json_each(?6))",
@@ -309,4 +325,91 @@ private final class PlanResults: @unchecked Sendable {
 private struct UnsafeSendable<T>: @unchecked Sendable {
     let value: T
     init(_ value: T) { self.value = value }
+}
+
+/// How the two workers of a search share a phrase's count of older matches: a worker offers
+/// one half (`offer`) and counts the other; a worker done with its own indexes (`serve`) takes
+/// an offered half and counts it on its connection. An offer no one took by the time its
+/// worker needs it is taken back and counted there, so no worker ever waits for another
+/// that is still busy with its own indexes. One offer is pending at a time: while one is, a
+/// second is counted by its own worker.
+final class SearchCountHelp: @unchecked Sendable {
+    typealias Job = (Database) throws -> Int64
+
+    /// Guarded by the help's condition.
+    final class Offer: @unchecked Sendable {
+        fileprivate let job: Job
+        fileprivate unowned let help: SearchCountHelp
+        fileprivate var taken = false
+        fileprivate var outcome: Result<Int64, Error>?
+
+        fileprivate init(_ job: @escaping Job, _ help: SearchCountHelp) {
+            self.job = job
+            self.help = help
+        }
+
+        /// The count: taken back and run on `db` if no other worker took it, else its result once ready.
+        func result(orRunOn db: Database) throws -> Int64 {
+            let condition = help.condition
+            condition.lock()
+            if !taken {
+                taken = true
+                if help.pending === self { help.pending = nil }
+                condition.unlock()
+                return try job(db)
+            }
+            while outcome == nil { condition.wait() }
+            let outcome = self.outcome!
+            condition.unlock()
+            return try outcome.get()
+        }
+    }
+
+    fileprivate let condition = NSCondition()
+    fileprivate var pending: Offer?
+    private var working: Int
+
+    init(workers: Int) { working = workers }
+
+    /// No offer is waiting to be taken (tests).
+    var isIdle: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return pending == nil
+    }
+
+    /// Offers `job` to the other worker (unless an offer is pending already: then it stays the caller's).
+    func offer(_ job: @escaping Job) -> Offer {
+        condition.lock()
+        defer { condition.unlock() }
+        let offer = Offer(job, self)
+        if pending == nil {
+            pending = offer
+            condition.broadcast()
+        }
+        return offer
+    }
+
+    /// Called by a worker done with its own indexes: counts offered halves on `db` until every
+    /// worker is done.
+    func serve(on db: Database) {
+        condition.lock()
+        working -= 1
+        condition.broadcast()
+        while true {
+            if let offer = pending {
+                offer.taken = true
+                pending = nil
+                condition.unlock()
+                let outcome = Result { try offer.job(db) }
+                condition.lock()
+                offer.outcome = outcome
+                condition.broadcast()
+                continue
+            }
+            if working == 0 { break }
+            condition.wait()
+        }
+        condition.unlock()
+    }
 }

@@ -57,6 +57,13 @@ public enum SearchRank {
         return "SELECT count(*) FROM \(fts) WHERE \(fts) MATCH ?1 AND rowid < ?2"
     }
 
+    /// `restCountSQL` over part of the older rows: `?1` the MATCH expression, rowids from `?2` up to
+    /// (not including) `?3` → how many of them match. A search counts two parts at once.
+    public static func rangeCountSQL(_ index: SearchIndexSpec) -> String {
+        let fts = ProjectionSchema.quoted(index.index)
+        return "SELECT count(*) FROM \(fts) WHERE \(fts) MATCH ?1 AND rowid >= ?2 AND rowid < ?3"
+    }
+
     /// What the last `chronicle_bm25_term` statement on a connection found, for its phrase's IDF.
     /// Read after the statement has given its rows, on the connection's thread.
     public final class WindowCounts {
