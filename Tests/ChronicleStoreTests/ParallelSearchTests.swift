@@ -56,6 +56,22 @@ import Testing
         #expect(try f.store.search("body", limit: 200, parallel: true).contains { $0.matchedIn == "article_text_fts" })
     }
 
+    @Test("The indexes are split into two shares of about equal size, read again as the library grows")
+    func sharesFollowTheIndexesSizes() throws {
+        #expect(DeviceStore.shares([100, 60, 50, 0]) == [0, 1, 1, 0])
+        #expect(DeviceStore.shares([5, 5]) == [0, 1])
+        let f = try Fixture()
+        let empty = try f.store.read { db in try f.store.searchWorkers(db) }
+        #expect(empty == DeviceStore.shares(Array(repeating: 0, count: f.store.searchPlans.count)))
+        // Titles grow; the split follows once the sizes are read again.
+        for n in 0..<20 { try f.save("https://example.com/\(n)", title: "a long title of many words number \(n)") }
+        let sizes = try f.store.read { db in try f.store.searchPlans.map { try DeviceStore.indexedTokens($0.index, in: db) } }
+        for _ in 0..<DeviceStore.searchWorkersRefresh { _ = try f.store.read { db in try f.store.searchWorkers(db) } }
+        #expect(try f.store.read { db in try f.store.searchWorkers(db) } == DeviceStore.shares(sizes))
+        #expect(sizes.contains { $0 > 0 })
+        #expect(DeviceStore.shares(sizes) != empty, "the split moved")
+    }
+
     @Test("An index's size is read from FTS5's averages record: the tokens its rows hold")
     func indexSizeFromTheAveragesRecord() throws {
         let f = try Fixture()

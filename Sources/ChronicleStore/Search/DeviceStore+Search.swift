@@ -145,20 +145,34 @@ extension DeviceStore {
     }
 
     /// For each search plan, which of two workers ranks it: the indexes split into two
-    /// shares of about equal size (`indexedTokens`, the largest first into the smaller share),
-    /// worked out by the store's first search. Each plan always runs on the same worker, so
-    /// each read connection keeps its own indexes' pages and row lengths in its caches.
+    /// shares of about equal size (`indexedTokens`, the largest first into the smaller share).
+    /// Each plan stays on the same worker, so each read connection keeps its own indexes'
+    /// pages and row lengths in its caches; the sizes are read again every
+    /// `searchWorkersRefresh` searches, as a library grows (a first sync fills an empty store).
     func searchWorkers(_ db: Database) throws -> [Int] {
-        if let known = searchWorkerOfPlan.withLock({ $0 }) { return known }
-        let sizes = try searchPlans.map { try Self.indexedTokens($0.index, in: db) }
-        var workerOfPlan = Array(repeating: 0, count: sizes.count), load: [Int64] = [0, 0]
-        for i in sizes.indices.sorted(by: { sizes[$0] > sizes[$1] }) {
-            let worker = load[0] <= load[1] ? 0 : 1
-            workerOfPlan[i] = worker
-            load[worker] += max(1, sizes[i])
+        let known = searchWorkerOfPlan.withLock { state -> [Int]? in
+            guard let current = state.workers, state.searches < Self.searchWorkersRefresh else { return nil }
+            state.searches += 1
+            return current
         }
-        searchWorkerOfPlan.withLock { $0 = workerOfPlan }
-        return workerOfPlan
+        if let known { return known }
+        let workers = Self.shares(try searchPlans.map { try Self.indexedTokens($0.index, in: db) })
+        searchWorkerOfPlan.withLock { $0 = (workers, 0) }
+        return workers
+    }
+
+    /// Searches between two readings of the indexes' sizes (`searchWorkers`).
+    static let searchWorkersRefresh = 256
+
+    /// Two shares of about equal total size: for each size, 0 or 1, the largest first into the smaller share.
+    static func shares(_ sizes: [Int64]) -> [Int] {
+        var shares = Array(repeating: 0, count: sizes.count), load: [Int64] = [0, 0]
+        for i in sizes.indices.sorted(by: { sizes[$0] > sizes[$1] }) {
+            let share = load[0] <= load[1] ? 0 : 1
+            shares[i] = share
+            load[share] += max(1, sizes[i])
+        }
+        return shares
     }
 
     /// Tokens in an FTS5 index, over all its rows and columns: a measure of its size read
