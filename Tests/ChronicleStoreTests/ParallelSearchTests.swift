@@ -117,7 +117,7 @@ import Testing
         // The other worker is done with its own indexes and serves: it counts on its connection.
         let help = SearchCountHelp(workers: 2)
         let served = DispatchSemaphore(value: 0)
-        let otherDB = UnsafeTestSendable(other)
+        let otherDB = UnsafeSendable(other)
         DispatchQueue.global().async {
             help.serve(on: otherDB.value)
             served.signal()
@@ -184,10 +184,4 @@ import Testing
         try other.execute("INSERT INTO chronicle_meta(key, value) VALUES ('test_marker', 1)")
         #expect(try version() != start)
     }
-}
-
-/// A value handed to another thread in a test that uses it only there.
-struct UnsafeTestSendable<T>: @unchecked Sendable {
-    let value: T
-    init(_ value: T) { self.value = value }
 }

@@ -25,7 +25,7 @@ import Foundation
 /// 12-02 the sequence also ran the baseline's transaction for each batch before
 /// handing it over; the engine's background work — its WAL checkpoints, freeing the
 /// batch before — then ran on a core of its own during that untimed time, which a
-/// real catch-up does not give it, and the engine measured about a third faster.)
+/// real catch-up does not give it, and the engine measured about a quarter faster.)
 struct BulkApplyBenchmark {
     struct Result {
         var ops: Int

@@ -46,7 +46,7 @@ extension DeviceStore {
     /// common word's matches (its newest), a larger one more (up to all of them).
     ///
     /// `parallel`: the indexes are ranked on two read connections at once, about half the
-    /// index on each, when both can be given the same snapshot (no write is committing at that
+    /// indexes' size on each, when both can be given the same snapshot (no write is committing at that
     /// instant); otherwise, and with `parallel` false, on one. The results are the same.
     public func search(_ text: String, limit: Int = 20, markers: (String, String) = ("[", "]"),
                        rankWindow: Int = searchRankWindow, parallel: Bool = true) throws -> [SearchHit] {
@@ -335,8 +335,8 @@ private final class PlanResults: @unchecked Sendable {
     }
 }
 
-/// Values handed to `concurrentPerform`'s workers, each of which uses only its own.
-private struct UnsafeSendable<T>: @unchecked Sendable {
+/// A value handed to another thread that alone uses it (each of `concurrentPerform`'s workers its own connection).
+struct UnsafeSendable<T>: @unchecked Sendable {
     let value: T
     init(_ value: T) { self.value = value }
 }
