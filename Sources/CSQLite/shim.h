@@ -24,6 +24,11 @@ static inline int chronicle_enable_defensive(sqlite3 *db) {
 static inline int chronicle_set_defensive(sqlite3 *db, int on) {
     return sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, on, (int *)0);
 }
+// sqlite3_config is variadic. Memory statistics off: with them on, every allocation of every
+// connection takes one process-wide mutex. Only before SQLite is initialized (else SQLITE_MISUSE).
+static inline int chronicle_config_memstatus(int on) {
+    return sqlite3_config(SQLITE_CONFIG_MEMSTATUS, on);
+}
 // The FTS5 extension API of one connection (https://sqlite.org/fts5.html#extending_fts5):
 // `SELECT fts5(?1)` with a pointer bound under the type "fts5_api_ptr" hands it back.
 // The type string must outlive the statement, hence a literal here.

@@ -13,6 +13,18 @@ import Testing
         return (db, dir)
     }
 
+    @Test("SQLite is configured before the first connection: memory statistics off, so no allocation takes a process-wide mutex")
+    func memoryStatisticsAreOff() throws {
+        let (db, dir) = try scratch()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        #expect(Database.configureLibrary(), "the first connection of this process configured SQLite")
+        try db.execute("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200) INSERT INTO t(s) SELECT hex(randomblob(1000)) FROM n")
+        _ = try db.query("SELECT s FROM t ORDER BY s") { $0.text(0) }
+        // With statistics on, SQLite counts every allocation it holds; off, it counts none.
+        #expect(sqlite3_memory_used() == 0)
+        #expect(sqlite3_memory_highwater(0) == 0)
+    }
+
     @Test func typedValuesRoundTrip() throws {
         let (db, dir) = try scratch()
         defer { try? FileManager.default.removeItem(at: dir) }

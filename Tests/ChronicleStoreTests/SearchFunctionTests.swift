@@ -196,6 +196,55 @@ import Testing
         }
     }
 
+    @Test("Reading on past the window: the window's rows get chronicle_bm25_term's values, later rows NULL, and every match is counted")
+    func readingOnCountsEveryMatch() throws {
+        let (path, dir) = try scratch()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let db = try Database(path: path)
+        let counts = try #require(db.searchWindowCounts)
+        // A prefix FTS5 merges (no prefix index of 4 or 5 bytes), one served by the 3-byte index,
+        // a word, a phrase of two words.
+        for match in ["kest*", "kestr*", "her*", "lake", "\"river mill\""] {
+            let expected = try scores(db, match, "bm25(d, 3, 1)")
+            #expect(expected.count > 10, "\(match) matches enough rows to fill a small window")
+            for window in [1, 10, expected.count - 1, expected.count, expected.count + 1, 1_000] {
+                let rows = try db.query("SELECT rowid, chronicle_bm25_term_reading_on(d, 'd', ?2, 3, 1) FROM d WHERE d MATCH ?1 ORDER BY rowid DESC",
+                                        [.text(match), .integer(Int64(window))]) { ($0.int(0), $0.isNull(1) ? nil : $0.double(1)) }
+                #expect(rows.count == expected.count, "\(match), window \(window): every match is read")
+                #expect(counts.hits == Int64(expected.count), "\(match), window \(window): and counted")
+                #expect(counts.readingOn && !counts.callerCountsRest)
+                let ranked = rows.prefix { $0.1 != nil }.map { $0.1! }
+                #expect(ranked.count == min(window, expected.count))
+                #expect(rows.dropFirst(ranked.count).allSatisfy { $0.1 == nil }, "past the window, NULL")
+                var restCounted = false
+                let idf = counts.idf(returned: ranked.count, window: window) { restCounted = true; return 0 }
+                #expect(!restCounted)
+                #expect(ranked.map { SearchRank.score(idf: idf, term: $0) } == Array(expected.prefix(window)), "\(match), window \(window)")
+            }
+        }
+        // The windowed function after it counts as before: the flag is the statement's own.
+        _ = try db.query("SELECT chronicle_bm25_term(d, 'd', 5, 3, 1) FROM d WHERE d MATCH 'heron' ORDER BY rowid DESC LIMIT 5") { $0.double(0) }
+        #expect(!counts.readingOn)
+        do {
+            _ = try scores(db, "kestrel heron", "chronicle_bm25_term_reading_on(d, 'd', 10, 3, 1)")
+            Issue.record("two phrases were ranked")
+        } catch let error as SQLiteError {
+            #expect(error.message.contains("chronicle_bm25_term_reading_on: ranks a query of exactly one phrase"))
+        }
+    }
+
+    @Test("A search reads on only for one prefix of one token that no prefix index serves")
+    func whichQueriesReadOn() {
+        #expect(ProjectionSchema.prefixIndexLengths == [2, 3])
+        for text in ["kest*", "k*", "kestr*", "\"kest\"*", "KÉST*", "kestrel*"] {
+            #expect(SearchRank.readsOn(SearchQuery(text)), "\(text)")
+        }
+        // A 2- or 3-byte prefix has an index of its own; a word, two terms, a prefix of several tokens.
+        for text in ["ke*", "kes*", "Kes*", "kestrel", "kest* heron", "\"river mi\"*", "kest-rel*", ""] {
+            #expect(!SearchRank.readsOn(SearchQuery(text)), "\(text)")
+        }
+    }
+
     @Test("Without the index's name it is an SQL error with a sentence")
     func wrongArguments() throws {
         let (path, dir) = try scratch()

@@ -240,7 +240,7 @@ extension LifecycleBenchmark {
         let seconds = Double(nowNanoseconds() - t0) / 1e9
         let peak = procStatusKilobytes("VmHWM") ?? 0
         let (peakSample, peakAt) = sampler.stop()
-        progress("lifecycle bootstrap child: RSS peaked at \(peakSample / 1024) MB, \(formatFixed(peakAt, 2)) s in; SQLite's own allocations peaked at \(sqlite3_memory_highwater(0) / 1_048_576) MB")
+        progress("lifecycle bootstrap child: RSS peaked at \(peakSample / 1024) MB, \(formatFixed(peakAt, 2)) s in")
         let pulls = transport.timing.pulls
         let snapshot = transport.snapshotCall.withLock { $0 }
         let memory = transport.snapshotMemory.withLock { $0 }

@@ -15,6 +15,8 @@ final class RawDatabase {
     private var cache: [String: OpaquePointer] = [:]
 
     init(path: String, readOnly: Bool = false) throws {
+        // The engine's process-wide SQLite settings, whichever side opens a connection first.
+        Database.configureLibrary()
         var handle: OpaquePointer?
         let flags = SQLITE_OPEN_NOMUTEX | (readOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE))
         let rc = sqlite3_open_v2(path, &handle, flags, nil)

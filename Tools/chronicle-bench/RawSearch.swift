@@ -19,6 +19,7 @@ final class RawSearch {
         let ownerKind: String
         let window: OpaquePointer
         let termWindow: OpaquePointer
+        let termWindowReadingOn: OpaquePointer
         let restCount: OpaquePointer
         let owner: OpaquePointer
         let snippet: OpaquePointer
@@ -44,6 +45,7 @@ final class RawSearch {
                 ownerKind: owner.name,
                 window: try raw.prepare(SearchRank.windowSQL(index)),
                 termWindow: try raw.prepare(SearchRank.termWindowSQL(index)),
+                termWindowReadingOn: try raw.prepare(SearchRank.termWindowReadingOnSQL(index)),
                 restCount: try raw.prepare(SearchRank.restCountSQL(index)),
                 owner: try raw.prepare("SELECT owner_id FROM \(q(projection.contentView(of: index, in: entity).name)) WHERE rid = ?1"),
                 snippet: try raw.prepare("SELECT rowid, \(SearchSnippet.functionName)(\(fts), ?1, ?2, '…', 12) FROM \(fts) WHERE \(fts) MATCH ?3 AND rowid BETWEEN ?4 AND ?5 AND +rowid IN (SELECT value FROM json_each(?6))"),
@@ -63,8 +65,9 @@ final class RawSearch {
 
     /// Hits as `kind/owner` with their snippets, best first.
     /// `phrases`: how many FTS5 phrases `match` holds (`SearchQuery.terms`); with one, the IDF is
-    /// applied here from the count of its matches, as the engine does.
-    func search(_ match: String, phrases: Int, limit: Int, markers: (String, String) = ("[", "]"),
+    /// applied here from the count of its matches, as the engine does; `readingOn` (`SearchRank.readsOn`),
+    /// counted by reading on past the window, as the engine does.
+    func search(_ match: String, phrases: Int, readingOn: Bool = false, limit: Int, markers: (String, String) = ("[", "]"),
                 rankWindow: Int = DeviceStore.searchRankWindow) throws -> (hits: [String], snippets: [String]) {
         try raw.run(begin, [])
         defer { sqlite3_step(rollback); sqlite3_reset(rollback) }
@@ -73,13 +76,15 @@ final class RawSearch {
         for (number, plan) in plans.enumerated() {
             ranked.removeAll(keepingCapacity: true)
             let window = max(rankWindow, limit)
-            let statement = phrases == 1 ? plan.termWindow : plan.window
+            let statement = phrases != 1 ? plan.window : readingOn ? plan.termWindowReadingOn : plan.termWindow
             try raw.bind(statement, [.text(match), .integer(Int64(window))])
             while true {
                 let rc = sqlite3_step(statement)
                 if rc == SQLITE_DONE { break }
                 guard rc == SQLITE_ROW else { sqlite3_reset(statement); throw BenchError("window query failed (\(rc)): \(raw.errorMessage)") }
-                ranked.append((sqlite3_column_int64(statement, 0), sqlite3_column_double(statement, 1)))
+                if sqlite3_column_type(statement, 1) != SQLITE_NULL {
+                    ranked.append((sqlite3_column_int64(statement, 0), sqlite3_column_double(statement, 1)))
+                }
             }
             sqlite3_reset(statement)
             if phrases == 1, let oldest = ranked.last?.rowid {

@@ -58,6 +58,14 @@ struct SearchBenchmark {
     /// the engine's IDF from the window's length against it in the same run.
     static let baselineCountsIDFFirst = ProcessInfo.processInfo.environment["CHRONICLE_BENCH_BASELINE_FTS5_IDF"] == "1"
 
+    /// Diagnostic: `CHRONICLE_BENCH_BASELINE_READING_ON=0` has the baseline count a prefix's matches
+    /// in a second query (bm25()'s way, as the engine did until 12-02 night) where the engine reads
+    /// on past its window (`SearchRank.readsOn`).
+    static let baselineReadsOn = ProcessInfo.processInfo.environment["CHRONICLE_BENCH_BASELINE_READING_ON"] != "0"
+
+    /// Diagnostic: `CHRONICLE_BENCH_SEARCH_PARALLEL=0` times the engine on one read connection.
+    static let parallel = ProcessInfo.processInfo.environment["CHRONICLE_BENCH_SEARCH_PARALLEL"] != "0"
+
     func run() throws -> Result {
         let schema = Schema.readItLater
         let path = directory + "/search.chronicle"
@@ -68,8 +76,11 @@ struct SearchBenchmark {
                                            ids: SeededV7IDGenerator(seed: seed ^ 0x5EA2C4, clock: clock))
         let (loadOps, fullText, loadSeconds) = try load(store, libraryID: libraryID)
         // The load's log is copied into the database now, not by the background checkpoint
-        // while the first queries are timed.
+        // while the first queries are timed, and the kernel writes the load's pages to the disk
+        // now, not on its own threads during the first queries (they took one of the two cores
+        // the engine's two read connections use: the first kind timed ran up to 1.5x slower).
         store.checkpoint()
+        sync()
 
         let raw = try RawDatabase(path: path, readOnly: true)
         let baseline = try RawSearch(raw, schema: schema)
@@ -90,7 +101,8 @@ struct SearchBenchmark {
             // A few untimed queries warm the page caches and the statement caches of every side.
             for text in queries.prefix(10) {
                 _ = try store.search(text, limit: Self.limit, rankWindow: window)
-                _ = try baseline.search(SearchQuery(text).match, phrases: SearchQuery(text).terms.count, limit: Self.limit, rankWindow: window)
+                _ = try baseline.search(SearchQuery(text).match, phrases: SearchQuery(text).terms.count,
+                                        readingOn: SearchRank.readsOn(SearchQuery(text)), limit: Self.limit, rankWindow: window)
             }
             for text in queries {
                 var matched: Int64 = 0
@@ -104,20 +116,31 @@ struct SearchBenchmark {
             // every match, runs in its own pass afterwards, so it evicts nothing the timed queries use.
             var found: [(hits: [SearchHit], raw: (hits: [String], snippets: [String]))] = []
             found.reserveCapacity(queries.count)
+            var times: [(engine: UInt64, baseline: UInt64)] = []
             for (n, text) in queries.enumerated() {
                 let match = SearchQuery(text).match, phrases = Self.baselineCountsIDFFirst ? 0 : SearchQuery(text).terms.count
+                let readingOn = Self.baselineReadsOn && SearchRank.readsOn(SearchQuery(text))
                 var hits: [SearchHit] = [], rawHits: (hits: [String], snippets: [String]) = ([], [])
+                var engineTime: UInt64 = 0, baselineTime: UInt64 = 0
                 for engineTurn in n % 2 == 0 ? [true, false] : [false, true] {
                     let t0 = nowNanoseconds()
                     if engineTurn {
-                        hits = try store.search(text, limit: Self.limit, rankWindow: window)
-                        kind.chronicle.add(nowNanoseconds() - t0)
+                        hits = try store.search(text, limit: Self.limit, rankWindow: window, parallel: Self.parallel)
+                        engineTime = nowNanoseconds() - t0
                     } else {
-                        rawHits = try baseline.search(match, phrases: phrases, limit: Self.limit, rankWindow: window)
-                        kind.baseline.add(nowNanoseconds() - t0)
+                        rawHits = try baseline.search(match, phrases: phrases, readingOn: readingOn, limit: Self.limit, rankWindow: window)
+                        baselineTime = nowNanoseconds() - t0
                     }
                 }
+                kind.chronicle.add(engineTime)
+                kind.baseline.add(baselineTime)
+                times.append((engineTime, baselineTime))
                 found.append((hits, rawHits))
+            }
+            if let slowest = ProcessInfo.processInfo.environment["CHRONICLE_BENCH_SEARCH_SLOWEST"].flatMap(Int.init), slowest > 0 {
+                for n in queries.indices.sorted(by: { times[$0].engine > times[$1].engine }).prefix(slowest) {
+                    progress("search \(name) slowest: '\(queries[n])' chronicle \(formatFixed(Double(times[n].engine) / 1e6, 3)) ms, raw sqlite \(formatFixed(Double(times[n].baseline) / 1e6, 3)) ms (\(n % 2 == 0 ? "chronicle" : "raw sqlite") first)")
+                }
             }
             for (text, (hits, rawHits)) in zip(queries, found) {
                 let t0 = nowNanoseconds()

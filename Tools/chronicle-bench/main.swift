@@ -5,6 +5,7 @@
 //   .build/release/chronicle-bench --quick
 import ChronicleCore
 import ChronicleStore
+import CSQLite
 import Foundation
 
 /// Shared constants of the benchmark.
@@ -66,8 +67,13 @@ enum Bench {
           CHRONICLE_BENCH_BASELINE_DDL=no-prefix|no-fts what FTS5 prefix indexes / FTS5 cost
           CHRONICLE_BENCH_BASELINE_PRAGMAS="a=1;b=2"   extra pragmas, e.g. cache_size=-262144
           CHRONICLE_BENCH_BASELINE_FTS5_IDF=1          search: the baseline counts a phrase's matches inside bm25(), as FTS5 does
+          CHRONICLE_BENCH_BASELINE_READING_ON=0        search: the baseline counts a long prefix's matches in a second query
+                                                       instead of reading on past its window (SearchRank.readsOn)
           CHRONICLE_BENCH_RANK_WINDOW=N                search: engine and baseline rank the newest N matches (default 1,000)
+          CHRONICLE_BENCH_SEARCH_SLOWEST=N             search: print each kind's N slowest queries, engine and baseline times
           CHRONICLE_BENCH_SEARCH_AB=1                  search: the engine on one read connection against two, query by query
+          CHRONICLE_BENCH_SQLITE_MEMSTATUS=1           SQLite's memory statistics on (its default; the engine turns them off),
+                                                       for both sides and the child processes
           CHRONICLE_BENCH_SYNC_PARTS=pull,push,latency,scale   sync: run only these parts
           CHRONICLE_BENCH_SYNC_PULL_PAGE=N             sync pull: page size (engine and baseline; default the engine's)
           CHRONICLE_BENCH_SYNC_DIAG=1                  sync scale: push-only bursts also over one shared URLSession,
@@ -185,6 +191,13 @@ do {
 } catch {
     progress("chronicle-bench: \(error)")
     exit(2)
+}
+
+// Diagnostic: SQLite's memory statistics left on (its default), which the engine turns off
+// (`Database.configureLibrary`); initializing SQLite here makes the engine's setting too late.
+if ProcessInfo.processInfo.environment["CHRONICLE_BENCH_SQLITE_MEMSTATUS"] == "1" {
+    _ = chronicle_config_memstatus(1)
+    _ = sqlite3_initialize()
 }
 
 let base = options.directory ?? FileManager.default.temporaryDirectory.path

@@ -198,13 +198,19 @@ public struct ProjectionSchema: Sendable {
         index.fields.map(quoted).joined(separator: ", ")
     }
 
+    /// The prefix lengths, in bytes, every FTS5 index keeps an index of its own for (FTS5's
+    /// `prefix` option): `ab*` and `abc*` read one list; a longer prefix merges the lists of
+    /// every word that begins with it. A length more costs every index build about a third more.
+    public static let prefixIndexLengths = [2, 3]
+
     /// The FTS5 table of `index` with `content` as its content options: the projection's
     /// reads its content view; a contentless one (`content=''`) builds the same index elsewhere.
     public static func searchTableSQL(_ index: SearchIndexSpec, content: String, name: String? = nil) -> String {
         let columns = searchColumns(index)
+        let prefixes = prefixIndexLengths.map(String.init).joined(separator: " ")
         return """
             CREATE VIRTUAL TABLE \(quoted(name ?? index.index)) USING fts5(\(columns), \(content), \
-            tokenize='unicode61 remove_diacritics 2', prefix='2 3')
+            tokenize='unicode61 remove_diacritics 2', prefix='\(prefixes)')
             """
     }
 

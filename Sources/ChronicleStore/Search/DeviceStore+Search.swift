@@ -55,7 +55,7 @@ extension DeviceStore {
         let window = max(rankWindow, limit)
         let match = Value.text(query.match)
         // Every typed term is one FTS5 phrase (`SearchQuery.match`).
-        let onePhrase = query.terms.count == 1
+        let onePhrase: OnePhrase? = query.terms.count != 1 ? nil : SearchRank.readsOn(query) ? .readingOn : .windowed
         return try read { db in
             let best = try candidates(on: db, match: match, onePhrase: onePhrase, window: window, limit: limit,
                                       parallel: parallel)
@@ -95,9 +95,14 @@ extension DeviceStore {
         var rowid: Int64
     }
 
+    /// How a query of one FTS5 phrase reads its windows: `chronicle_bm25_term` with a LIMIT
+    /// (`SearchRank.termWindowSQL`), or reading on past the window (`termWindowReadingOnSQL`, for a
+    /// prefix FTS5 answers by merging, `SearchRank.readsOn`). Nil for a query of several phrases.
+    enum OnePhrase: Sendable { case windowed, readingOn }
+
     /// Every index's best candidates, keyed by kind and id, read in `db`'s read transaction.
     /// On a second read connection at once when it can be given the same snapshot (`sameSnapshot`).
-    func candidates(on db: Database, match: Value, onePhrase: Bool, window: Int, limit: Int,
+    func candidates(on db: Database, match: Value, onePhrase: OnePhrase?, window: Int, limit: Int,
                     parallel: Bool) throws -> [String: SearchCandidate] {
         let plans = searchPlans
         var perPlan = [[String: SearchCandidate]](repeating: [:], count: plans.count)
@@ -226,15 +231,16 @@ extension DeviceStore {
     /// One index's part of a search: its newest matches ranked, mapped to the rows they count for.
     /// `helper`: the other connection of a two-connection search, which may count half of a
     /// phrase's older matches (`SearchCountHelp`).
-    static func rank(_ plan: SearchPlan, in db: Database, match: Value, onePhrase: Bool, window: Int,
+    static func rank(_ plan: SearchPlan, in db: Database, match: Value, onePhrase: OnePhrase?, window: Int,
                      limit: Int, helper: SearchCountHelp? = nil) throws -> [String: SearchCandidate] {
         var ranked: [(rowid: Int64, score: Double)] = []
         ranked.reserveCapacity(min(window, 10_000))
-        if onePhrase, let counts = db.searchWindowCounts {
+        if let onePhrase, let counts = db.searchWindowCounts {
             // bm25 before the phrase's IDF, which comes from the count of its matches
-            // (`SearchRank.termWindowSQL`).
-            try db.statement(plan.termWindow).forEach([match, .integer(Int64(window))]) { row in
-                ranked.append((row.int(0), row.double(1)))
+            // (`SearchRank.termWindowSQL`; reading on, the rows past the window have no score).
+            let sql = onePhrase == .readingOn ? plan.termWindowReadingOn : plan.termWindow
+            try db.statement(sql).forEach([match, .integer(Int64(window))]) { row in
+                if !row.isNull(1) { ranked.append((row.int(0), row.double(1))) }
             }
             guard let oldest = ranked.last?.rowid else { return [:] }
             let idf = try counts.idf(returned: ranked.count, window: window) {
@@ -286,6 +292,8 @@ extension DeviceStore {
         let window: String
         /// The same for a one-phrase query → (rowid, score before the IDF) (`SearchRank.termWindowSQL`).
         let termWindow: String
+        /// The same reading on past the window, counting (`SearchRank.termWindowReadingOnSQL`).
+        let termWindowReadingOn: String
         /// `?1` match, `?2` rowid → how many older rows match (`SearchRank.restCountSQL`).
         let restCount: String
         /// `?1` match, `?2`…`?3` rowid range → how many rows in it match (`SearchRank.rangeCountSQL`).
@@ -306,6 +314,7 @@ extension DeviceStore {
             return SearchPlan(
                 index: index.index, ownerKind: owner.name,
                 window: SearchRank.windowSQL(index), termWindow: SearchRank.termWindowSQL(index),
+                termWindowReadingOn: SearchRank.termWindowReadingOnSQL(index),
                 restCount: SearchRank.restCountSQL(index),
                 rangeCount: SearchRank.rangeCountSQL(index),
                 owner: "SELECT owner_id FROM \(q(projection.contentView(of: index, in: entity).name)) WHERE rid = ?1",
