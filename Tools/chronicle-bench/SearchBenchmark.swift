@@ -77,8 +77,7 @@ struct SearchBenchmark {
         let (loadOps, fullText, loadSeconds) = try load(store, libraryID: libraryID)
         // The load's log is copied into the database now, not by the background checkpoint
         // while the first queries are timed, and the kernel writes the load's pages to the disk
-        // now, not on its own threads during the first queries (they took one of the two cores
-        // the engine's two read connections use: the first kind timed ran up to 1.5x slower).
+        // now, not on its own threads during them.
         store.checkpoint()
         sync()
 
