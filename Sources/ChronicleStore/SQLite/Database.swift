@@ -41,14 +41,15 @@ public final class Database {
     /// Process-wide SQLite settings, made once, before the process's first connection opens
     /// (`sqlite3_config` works only before SQLite initializes; afterwards it changes nothing).
     /// Every `Database` calls it; code that opens connections through the C API itself should
-    /// call it first.
+    /// call it first, before any other thread uses SQLite (`sqlite3_config` is not thread-safe
+    /// against other SQLite calls).
     ///
     /// Memory statistics are turned off: SQLite then takes no process-wide mutex around each
     /// allocation, which threads with connections of their own (a search's two read
     /// connections, a two-thread index build, a server's worker threads) otherwise queue on.
     /// Debian's SQLite is built without lookaside memory, so a read that brings pages into a
     /// connection's cache allocates for each of them: one-word searches over 20,000 long
-    /// articles were 1.4x slower at p99 with the statistics on. `sqlite3_memory_used()` and
+    /// articles were 1.4x–1.5x slower at p99 with the statistics on. `sqlite3_memory_used()` and
     /// friends read 0 afterwards. See <https://sqlite.org/c3ref/c_config_covering_index_scan.html>.
     /// Returns whether the settings took effect.
     @discardableResult
