@@ -15,10 +15,12 @@ import Testing
         var batches = build.library(server, articles: articles)
         let saved = batches.joined().filter { $0.type == "article.save" }.map(\.entityID)
         var extra = [server.op("library.plan", entity: f.store.libraryID, from: Op.serverDeviceID, payload: ["plan": .text("premium")])]
-        for (i, id) in saved.enumerated() where i % 4 == 0 {
-            let words = ParallelSearchBuildTests.words.shuffled().joined(separator: " ")
+        for (i, id) in saved.enumerated() where i % 2 == 0 {
+            // 202 words in every other article (the index has a row for each, with text or not):
+            // the full text is an index of long rows (`SearchRank.hasLongRows`).
+            let words = (0..<10).map { _ in ParallelSearchBuildTests.words.shuffled().joined(separator: " ") }.joined(separator: " ")
             extra.append(server.op("article.parsed", entity: id, from: Op.serverDeviceID,
-                                   payload: ["text": .text("body \(i) \(words) \(words)"), "word_count": .integer(41)]))
+                                   payload: ["text": .text("body \(i) \(words)"), "word_count": .integer(202)]))
         }
         batches.append(extra)
         for batch in batches { try f.store.applyConfirmed(batch) }
@@ -27,7 +29,8 @@ import Testing
 
     static let queries: [String] = {
         let words = ParallelSearchBuildTests.words
-        var queries = words + words.map { String($0.prefix(2)) + "*" } + words.map { $0 + "s" }
+        // Prefixes of 2 bytes (a prefix index) and of 4 (merged; read on in the full text).
+        var queries = words + words.map { String($0.prefix(2)) + "*" } + words.map { String($0.prefix(4)) + "*" } + words.map { $0 + "s" }
         for (a, b) in zip(words, words.dropFirst(3) + words.prefix(3)) {
             queries += ["\(a) \(b)", "\"\(a) \(b)\"", "\(a) OR \(b)", "\(a) -\(b)"]
         }
@@ -54,6 +57,38 @@ import Testing
         }
         #expect(nonEmpty > 3 * Self.queries.count, "most queries find something: \(nonEmpty)")
         #expect(try f.store.search("body", limit: 200, parallel: true).contains { $0.matchedIn == "article_text_fts" })
+    }
+
+    @Test("A long prefix is read on past its window in the index of long rows only, with bm25()'s scores")
+    func longPrefixesReadOnInLongRows() throws {
+        let f = try premiumLibrary(articles: 400)
+        let layout = try f.store.read { db in try f.store.searchLayout(db) }
+        let longRows = Dictionary(uniqueKeysWithValues: zip(f.store.searchPlans.map(\.index), layout.longRows))
+        let totals = try f.store.read { db in try f.store.searchPlans.map { try DeviceStore.indexTotals($0.index, in: db) } }
+        #expect(longRows["article_text_fts"] == true, "202 words in every other row: \(totals)")
+        #expect(longRows["article_fts"] == false && longRows["article_tags_fts"] == false)
+        #expect(SearchRank.hasLongRows(rows: 10, tokens: 1_000) && !SearchRank.hasLongRows(rows: 10, tokens: 999))
+        #expect(!SearchRank.hasLongRows(rows: 0, tokens: 0))
+        let projection = ProjectionSchema(schema: f.store.schema)
+        let (_, text) = try #require(projection.searchIndexes.first { $0.1.index == "article_text_fts" })
+        let weights = text.weights.map { CanonicalJSON.format($0) }.joined(separator: ", ")
+        var fromText = 0
+        for query in ["tunn*", "glaci*", "body*"] {
+            #expect(SearchRank.readsOn(SearchQuery(query)))
+            for window in [5, DeviceStore.searchRankWindow] {   // 5: a full window, its older matches counted by reading on
+                for parallel in [false, true] {
+                    for hit in try f.store.search(query, limit: 50, rankWindow: window, parallel: parallel) where hit.matchedIn == "article_text_fts" {
+                        let expected = try f.store.read { db in
+                            try db.query("SELECT bm25(article_text_fts, \(weights)) FROM article_text_fts WHERE article_text_fts MATCH ?1 AND rowid = (SELECT rowid FROM article WHERE id = ?2)",
+                                         [.text(SearchQuery(query).match), .text(hit.id)]) { $0.double(0) }
+                        }
+                        #expect([hit.score] == expected, "\(query), window \(window)")
+                        fromText += 1
+                    }
+                }
+            }
+        }
+        #expect(fromText > 20, "the full text gave hits: \(fromText)")
     }
 
     @Test("The indexes are split into two shares of about equal size, read again as the library grows")
@@ -83,10 +118,10 @@ import Testing
         #expect(try f.store.read { db in try DeviceStore.indexedTokens("note_fts", in: db) } == 0)
         let bytes: [UInt8] = [0x81, 0x00, 0x7F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x85]
         bytes.withUnsafeBytes { raw in
-            #expect(DeviceStore.sqliteVarint(raw, at: 0)! == (128, 2))
-            #expect(DeviceStore.sqliteVarint(raw, at: 2)! == (127, 1))
-            #expect(DeviceStore.sqliteVarint(raw, at: 3)! == (-1, 9))
-            #expect(DeviceStore.sqliteVarint(raw, at: 12) == nil, "a varint cut short")
+            #expect(SearchRank.sqliteVarint(raw, at: 0)! == (128, 2))
+            #expect(SearchRank.sqliteVarint(raw, at: 2)! == (127, 1))
+            #expect(SearchRank.sqliteVarint(raw, at: 3)! == (-1, 9))
+            #expect(SearchRank.sqliteVarint(raw, at: 12) == nil, "a varint cut short")
         }
     }
 

@@ -20,6 +20,8 @@ final class RawSearch {
         let window: OpaquePointer
         let termWindow: OpaquePointer
         let termWindowReadingOn: OpaquePointer
+        /// Whether the index's rows are long (`SearchRank.hasLongRows`), where a long prefix reads on.
+        let longRows: Bool
         let restCount: OpaquePointer
         let owner: OpaquePointer
         let snippet: OpaquePointer
@@ -46,6 +48,7 @@ final class RawSearch {
                 window: try raw.prepare(SearchRank.windowSQL(index)),
                 termWindow: try raw.prepare(SearchRank.termWindowSQL(index)),
                 termWindowReadingOn: try raw.prepare(SearchRank.termWindowReadingOnSQL(index)),
+                longRows: try Self.hasLongRows(raw, index: index.index),
                 restCount: try raw.prepare(SearchRank.restCountSQL(index)),
                 owner: try raw.prepare("SELECT owner_id FROM \(q(projection.contentView(of: index, in: entity).name)) WHERE rid = ?1"),
                 snippet: try raw.prepare("SELECT rowid, \(SearchSnippet.functionName)(\(fts), ?1, ?2, '…', 12) FROM \(fts) WHERE \(fts) MATCH ?3 AND rowid BETWEEN ?4 AND ?5 AND +rowid IN (SELECT value FROM json_each(?6))"),
@@ -53,6 +56,15 @@ final class RawSearch {
         }
         begin = try raw.prepare("BEGIN DEFERRED")
         rollback = try raw.prepare("ROLLBACK")
+    }
+
+    /// As the engine decides it, from the index's averages record (read once: the library does not change).
+    private static func hasLongRows(_ raw: RawDatabase, index: String) throws -> Bool {
+        let statement = try raw.prepare("SELECT block FROM \(ProjectionSchema.quoted(index + "_data")) WHERE id = 1")
+        defer { sqlite3_reset(statement) }
+        guard sqlite3_step(statement) == SQLITE_ROW, let blob = sqlite3_column_blob(statement, 0) else { return false }
+        let totals = SearchRank.indexTotals(averagesRecord: UnsafeRawBufferPointer(start: blob, count: Int(sqlite3_column_bytes(statement, 0))))
+        return SearchRank.hasLongRows(rows: totals.rows, tokens: totals.tokens)
     }
 
     private struct Candidate {
@@ -76,7 +88,7 @@ final class RawSearch {
         for (number, plan) in plans.enumerated() {
             ranked.removeAll(keepingCapacity: true)
             let window = max(rankWindow, limit)
-            let statement = phrases != 1 ? plan.window : readingOn ? plan.termWindowReadingOn : plan.termWindow
+            let statement = phrases != 1 ? plan.window : readingOn && plan.longRows ? plan.termWindowReadingOn : plan.termWindow
             try raw.bind(statement, [.text(match), .integer(Int64(window))])
             while true {
                 let rc = sqlite3_step(statement)

@@ -24,8 +24,8 @@ public final class DeviceStore: Sendable {
     let projection: ProjectionSchema
     let indexer: SearchIndexer
     let searchPlans: [SearchPlan]
-    /// Which of a search's two read connections ranks each plan, and searches since (`searchWorkers`).
-    let searchWorkerOfPlan = Locked<(workers: [Int]?, searches: Int)>((nil, 0))
+    /// How searches read each plan, from the indexes' sizes, and searches since (`searchLayout`).
+    let searchLayoutState = Locked<(layout: SearchLayout?, searches: Int)>((nil, 0))
     let writer: Locked<Database>
     let checkpointer: Checkpointer
     let readers: ReaderPool

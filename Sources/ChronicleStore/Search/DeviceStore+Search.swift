@@ -97,8 +97,18 @@ extension DeviceStore {
 
     /// How a query of one FTS5 phrase reads its windows: `chronicle_bm25_term` with a LIMIT
     /// (`SearchRank.termWindowSQL`), or reading on past the window (`termWindowReadingOnSQL`, for a
-    /// prefix FTS5 answers by merging, `SearchRank.readsOn`). Nil for a query of several phrases.
+    /// prefix FTS5 answers by merging, `SearchRank.readsOn`, in an index of long rows). Nil for a
+    /// query of several phrases.
     enum OnePhrase: Sendable { case windowed, readingOn }
+
+    /// How searches read each plan, worked out from the indexes' sizes (`searchLayout`).
+    struct SearchLayout: Sendable {
+        /// Which of two workers ranks each plan (`shares`).
+        var workerOfPlan: [Int]
+        /// Whether a plan's index holds rows of `SearchRank.readingOnRowTokensMin` tokens or more
+        /// on average, where a long prefix is read on past its window.
+        var longRows: [Bool]
+    }
 
     /// Every index's best candidates, keyed by kind and id, read in `db`'s read transaction.
     /// On a second read connection at once when it can be given the same snapshot (`sameSnapshot`).
@@ -107,6 +117,12 @@ extension DeviceStore {
         let plans = searchPlans
         var perPlan = [[String: SearchCandidate]](repeating: [:], count: plans.count)
         var done = false
+        let layout = try searchLayout(db)
+        // A long prefix is read on only where rows are long: in an index of short rows (titles,
+        // tags) merging a prefix's words costs little, and stepping through every match more.
+        let phraseOfPlan = plans.indices.map { i in
+            onePhrase.map { $0 == .readingOn && layout.longRows[i] ? OnePhrase.readingOn : .windowed }
+        }
         // The second connection is an extra: if it cannot be had (no file descriptor left, say)
         // or anything fails on it, the first ranks every index alone, where a real error shows again.
         if parallel, plans.count > 1 {
@@ -114,7 +130,7 @@ extension DeviceStore {
                 guard try sameSnapshot(db, second) else { return }
                 let shared = PlanResults(count: plans.count)
                 let connections = UnsafeSendable([db, second])
-                let workerOfPlan = try searchWorkers(db)
+                let workerOfPlan = layout.workerOfPlan
                 let help = SearchCountHelp(workers: 2)
                 DispatchQueue.concurrentPerform(iterations: 2) { worker in
                     let connection = connections.value[worker]
@@ -122,7 +138,7 @@ extension DeviceStore {
                     defer { help.serve(on: connection) }
                     for i in plans.indices where workerOfPlan[i] == worker {
                         do {
-                            shared.set(i, try Self.rank(plans[i], in: connection, match: match, onePhrase: onePhrase,
+                            shared.set(i, try Self.rank(plans[i], in: connection, match: match, onePhrase: phraseOfPlan[i],
                                                         window: window, limit: limit, helper: help))
                         } catch {
                             shared.fail(error)
@@ -136,7 +152,7 @@ extension DeviceStore {
         }
         if !done {
             for (i, plan) in plans.enumerated() {
-                perPlan[i] = try Self.rank(plan, in: db, match: match, onePhrase: onePhrase, window: window, limit: limit)
+                perPlan[i] = try Self.rank(plan, in: db, match: match, onePhrase: phraseOfPlan[i], window: window, limit: limit)
             }
         }
         // In plan order, a later index replaces a row's candidate only with a better score, as one pass would.
@@ -152,18 +168,24 @@ extension DeviceStore {
     /// For each search plan, which of two workers ranks it: the indexes split into two
     /// shares of about equal size (`indexedTokens`, the largest first into the smaller share).
     /// Each plan stays on the same worker, so each read connection keeps its own indexes'
-    /// pages and row lengths in its caches; the sizes are read again every
-    /// `searchWorkersRefresh` searches, as a library grows (a first sync fills an empty store).
-    func searchWorkers(_ db: Database) throws -> [Int] {
-        let known = searchWorkerOfPlan.withLock { state -> [Int]? in
-            guard let current = state.workers, state.searches < Self.searchWorkersRefresh else { return nil }
+    /// pages and row lengths in its caches.
+    func searchWorkers(_ db: Database) throws -> [Int] { try searchLayout(db).workerOfPlan }
+
+    /// The plans' workers and which indexes have long rows, from each index's averages record;
+    /// read again every `searchWorkersRefresh` searches, as a library grows (a first sync fills
+    /// an empty store).
+    func searchLayout(_ db: Database) throws -> SearchLayout {
+        let known = searchLayoutState.withLock { state -> SearchLayout? in
+            guard let current = state.layout, state.searches < Self.searchWorkersRefresh else { return nil }
             state.searches += 1
             return current
         }
         if let known { return known }
-        let workers = Self.shares(try searchPlans.map { try Self.indexedTokens($0.index, in: db) })
-        searchWorkerOfPlan.withLock { $0 = (workers, 0) }
-        return workers
+        let totals = try searchPlans.map { try Self.indexTotals($0.index, in: db) }
+        let layout = SearchLayout(workerOfPlan: Self.shares(totals.map(\.tokens)),
+                                  longRows: totals.map { SearchRank.hasLongRows(rows: $0.rows, tokens: $0.tokens) })
+        searchLayoutState.withLock { $0 = (layout, 0) }
+        return layout
     }
 
     /// Searches between two readings of the indexes' sizes (`searchWorkers`).
@@ -181,36 +203,18 @@ extension DeviceStore {
     }
 
     /// Tokens in an FTS5 index, over all its rows and columns: a measure of its size read
-    /// from one small row, FTS5's averages record (`_data` row 1: the row count, then each
-    /// column's token total, as SQLite varints), which bm25 reads for the same totals. 0 if
-    /// the record is missing or not as described.
+    /// from one small row (`indexTotals`). 0 if the record is missing or not as described.
     static func indexedTokens(_ index: String, in db: Database) throws -> Int64 {
-        let data = ProjectionSchema.quoted(index + "_data")
-        let totals = try db.query("SELECT block FROM \(data) WHERE id = 1") { row in
-            row.withBytes(0) { bytes -> [Int64] in
-                var values: [Int64] = [], offset = 0
-                while offset < bytes.count, let (value, length) = sqliteVarint(bytes, at: offset) {
-                    values.append(value)
-                    offset += length
-                }
-                return values
-            }
-        }.first ?? []
-        return totals.dropFirst().reduce(0) { $0 &+ max(0, $1) }
+        try indexTotals(index, in: db).tokens
     }
 
-    /// An SQLite varint (big-endian, 7 bits a byte while the high bit is set, all 8 bits of a
-    /// ninth byte) at `offset`: its value and length, nil if the bytes end first.
-    static func sqliteVarint(_ bytes: UnsafeRawBufferPointer, at offset: Int) -> (Int64, Int)? {
-        var value: UInt64 = 0
-        for i in 0..<9 {
-            guard offset + i < bytes.count else { return nil }
-            let byte = bytes[offset + i]
-            if i == 8 { return (Int64(bitPattern: value << 8 | UInt64(byte)), 9) }
-            value = value << 7 | UInt64(byte & 0x7F)
-            if byte & 0x80 == 0 { return (Int64(bitPattern: value), i + 1) }
-        }
-        return nil
+    /// An FTS5 index's rows and tokens, read from its averages record (`_data` row 1), which
+    /// bm25 reads for the same totals (`SearchRank.indexTotals(averagesRecord:)`).
+    static func indexTotals(_ index: String, in db: Database) throws -> (rows: Int64, tokens: Int64) {
+        let data = ProjectionSchema.quoted(index + "_data")
+        return try db.query("SELECT block FROM \(data) WHERE id = 1") { row in
+            row.withBytes(0) { SearchRank.indexTotals(averagesRecord: $0) }
+        }.first ?? (0, 0)
     }
 
     /// Whether two read connections see the same snapshot. `first` is already in its read

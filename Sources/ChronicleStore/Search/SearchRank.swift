@@ -63,7 +63,8 @@ public enum SearchRank {
     /// size → (rowid, score before the IDF) of the newest `?2` matches, then (rowid, NULL) for each
     /// older one, which `chronicle_bm25_term_reading_on` counts into `WindowCounts.hits`.
     ///
-    /// For a prefix that no prefix index of the index serves (`readsOn`), FTS5 merges the rows of
+    /// For a prefix that no prefix index of the index serves (`readsOn`; in an index of long rows,
+    /// `hasLongRows`), FTS5 merges the rows of
     /// every indexed word that begins with it before it returns the first row, and a second query
     /// of the prefix (bm25()'s count, or `restCountSQL`) merges them all again: on 20,000 long
     /// articles 5 ms each for a four-letter prefix of a common stem. Stepping through the merged
@@ -74,12 +75,51 @@ public enum SearchRank {
 
     /// Whether a search reads `query`'s window with `termWindowReadingOnSQL`: a query of one
     /// prefix of one token (letters and digits only) whose length in bytes, as FTS5 measures a
-    /// prefix, has no prefix index (`ProjectionSchema.prefixIndexLengths`). The counts, and so
-    /// the scores, are the same either way; only the time differs.
+    /// prefix, has no prefix index (`ProjectionSchema.prefixIndexLengths`); it does so in the
+    /// indexes of long rows (`hasLongRows`). The counts, and so the scores, are the same either
+    /// way; only the time differs.
     public static func readsOn(_ query: SearchQuery) -> Bool {
         guard query.terms.count == 1, let term = query.terms.first, term.isPrefix,
               term.text.allSatisfy({ $0.isLetter || $0.isNumber }) else { return false }
         return !ProjectionSchema.prefixIndexLengths.contains(term.text.lowercased().utf8.count)
+    }
+
+    /// Rows of at least this many tokens on average make an index one of long rows (`hasLongRows`).
+    public static let readingOnRowTokensMin: Int64 = 100
+
+    /// Whether a long prefix is read on past its window in an index of `rows` rows holding
+    /// `tokens` tokens: where rows are long (article text, transcripts), merging a prefix's words
+    /// means merging their many positions in each row, and reading on costs less than merging
+    /// twice; where they are short (titles, tags), merging costs little, and stepping through
+    /// every match (all 100,000 titles for `http*`) costs more.
+    public static func hasLongRows(rows: Int64, tokens: Int64) -> Bool {
+        rows > 0 && tokens / rows >= readingOnRowTokensMin
+    }
+
+    /// The row count and token total (over all columns) in FTS5's averages record (an index's
+    /// `_data` row 1: the row count, then each column's token total, as SQLite varints); zeros
+    /// where the record is short or not as described.
+    public static func indexTotals(averagesRecord bytes: UnsafeRawBufferPointer) -> (rows: Int64, tokens: Int64) {
+        var values: [Int64] = [], offset = 0
+        while offset < bytes.count, let (value, length) = sqliteVarint(bytes, at: offset) {
+            values.append(value)
+            offset += length
+        }
+        return (max(0, values.first ?? 0), values.dropFirst().reduce(0) { $0 &+ max(0, $1) })
+    }
+
+    /// An SQLite varint (big-endian, 7 bits a byte while the high bit is set, all 8 bits of a
+    /// ninth byte) at `offset`: its value and length, nil if the bytes end first.
+    static func sqliteVarint(_ bytes: UnsafeRawBufferPointer, at offset: Int) -> (Int64, Int)? {
+        var value: UInt64 = 0
+        for i in 0..<9 {
+            guard offset + i < bytes.count else { return nil }
+            let byte = bytes[offset + i]
+            if i == 8 { return (Int64(bitPattern: value << 8 | UInt64(byte)), 9) }
+            value = value << 7 | UInt64(byte & 0x7F)
+            if byte & 0x80 == 0 { return (Int64(bitPattern: value), i + 1) }
+        }
+        return nil
     }
 
     /// `?1` the MATCH expression, `?2` the oldest rowid of a full window → how many older rows match.
