@@ -64,11 +64,10 @@ public enum SearchRank {
     /// older one, which `chronicle_bm25_term_reading_on` counts into `WindowCounts.hits`.
     ///
     /// For a prefix that no prefix index of the index serves (`readsOn`; in an index of long rows,
-    /// `hasLongRows`), FTS5 merges the rows of
-    /// every indexed word that begins with it before it returns the first row, and a second query
-    /// of the prefix (bm25()'s count, or `restCountSQL`) merges them all again: on 20,000 long
-    /// articles 5 ms each for a four-letter prefix of a common stem. Stepping through the merged
-    /// rows costs a fraction of that.
+    /// `hasLongRows`), FTS5 merges the rows of every indexed word that begins with it before it
+    /// returns the first row, and a second query of the prefix (bm25()'s count, or `restCountSQL`)
+    /// merges them all again: on 20,000 long articles 5 ms each for a four-letter prefix of a
+    /// common stem. Stepping through the merged rows costs a fraction of that.
     public static func termWindowReadingOnSQL(_ index: SearchIndexSpec) -> String {
         newestMatchesSQL(index, function: termReadingOnFunctionName, extraArguments: "?2, ", limited: false)
     }
