@@ -99,7 +99,7 @@ struct SearchBenchmark {
             progress("search: \(name) queries (\(queries.count), e.g. \(queries.prefix(3).map { "'\($0)'" }.joined(separator: ", ")))…")
             // A few untimed queries warm the page caches and the statement caches of every side.
             for text in queries.prefix(10) {
-                _ = try store.search(text, limit: Self.limit, rankWindow: window)
+                _ = try store.search(text, limit: Self.limit, rankWindow: window, parallel: Self.parallel)
                 _ = try baseline.search(SearchQuery(text).match, phrases: SearchQuery(text).terms.count,
                                         readingOn: SearchRank.readsOn(SearchQuery(text)), limit: Self.limit, rankWindow: window)
             }
