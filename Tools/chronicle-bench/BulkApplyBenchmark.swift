@@ -274,6 +274,10 @@ struct BulkApplyBenchmark {
         var final = result
         final.storeBytes = databaseBytes(path)
         final.baselineBytes = databaseBytes(rawPath)
+        // Diagnostic: what indexes of word pairs for titles and full text would cost this library.
+        if PairIndexes.diagnostic {
+            _ = try PairIndexes.build(storePath: path, directory: directory, label: "bulk pairs")
+        }
         return final
     }
 }

@@ -172,7 +172,7 @@ struct SearchBenchmark {
                 progress("search A/B \(kind.name): one connection p50 \(formatFixed(one.percentileMilliseconds(0.5), 3)) p99 \(formatFixed(one.percentileMilliseconds(0.99), 3)) ms; two p50 \(formatFixed(two.percentileMilliseconds(0.5), 3)) p99 \(formatFixed(two.percentileMilliseconds(0.99), 3)) ms")
             }
         }
-        if Self.pairsDiagnostic {
+        if PairIndexes.diagnostic {
             try runPairsDiagnostic(store: raw, phrases: kinds.first { $0.name == "phrase" }?.queries ?? [], window: window)
         }
         // The same one-word queries, each right after a local write (untimed): no remembered row lengths.

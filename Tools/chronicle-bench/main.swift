@@ -73,7 +73,8 @@ enum Bench {
           CHRONICLE_BENCH_SEARCH_SLOWEST=N             search: print each kind's N slowest queries, engine and baseline times
           CHRONICLE_BENCH_SEARCH_AB=1                  search: the engine on one read connection against two, query by query
           CHRONICLE_BENCH_SEARCH_PAIRS=1               search: phrases over titles and full text in FTS5 indexes of words and of
-                                                       adjacent word pairs (a file beside the store), build and query times
+                                                       adjacent word pairs (a file beside the store), build and query times;
+                                                       bulk: what building both would take for its library
           CHRONICLE_BENCH_SQLITE_MEMSTATUS=1           SQLite's memory statistics on (its default; the engine turns them off),
                                                        for both sides and the child processes
           CHRONICLE_BENCH_SYNC_PARTS=pull,push,latency,scale   sync: run only these parts

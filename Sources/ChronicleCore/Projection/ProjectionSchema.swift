@@ -203,6 +203,10 @@ public struct ProjectionSchema: Sendable {
     /// every word that begins with it. A length more costs every index build about a third more.
     public static let prefixIndexLengths = [2, 3]
 
+    /// The tokenizer of every FTS5 index, and its arguments: FTS5's `unicode61`, which folds
+    /// case and removes diacritics (`2`: also from letters that have more than one).
+    public static let searchTokenizer = ["unicode61", "remove_diacritics", "2"]
+
     /// The FTS5 table of `index` with `content` as its content options: the projection's
     /// reads its content view; a contentless one (`content=''`) builds the same index elsewhere.
     public static func searchTableSQL(_ index: SearchIndexSpec, content: String, name: String? = nil) -> String {
@@ -210,7 +214,7 @@ public struct ProjectionSchema: Sendable {
         let prefixes = prefixIndexLengths.map(String.init).joined(separator: " ")
         return """
             CREATE VIRTUAL TABLE \(quoted(name ?? index.index)) USING fts5(\(columns), \(content), \
-            tokenize='unicode61 remove_diacritics 2', prefix='\(prefixes)')
+            tokenize='\(searchTokenizer.joined(separator: " "))', prefix='\(prefixes)')
             """
     }
 
