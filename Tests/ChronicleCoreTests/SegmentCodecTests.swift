@@ -14,26 +14,7 @@ enum SegmentFixtures {
     ]
 
     /// SplitMix64: the same ops on every run and every machine.
-    struct Random {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-        mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
-        mutating func uuid() -> UUID {
-            let a = next(), b = next()
-            var bytes = [UInt8](repeating: 0, count: 16)
-            for i in 0..<8 { bytes[i] = UInt8(truncatingIfNeeded: a >> (8 * i)); bytes[8 + i] = UInt8(truncatingIfNeeded: b >> (8 * i)) }
-            bytes[6] = bytes[6] & 0x0F | 0x40
-            bytes[8] = bytes[8] & 0x3F | 0x80
-            return UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
-                               bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
-        }
-    }
+    typealias Random = SplitMix64
 
     static let words = ["the", "sync", "engine", "offline", "reading", "later", "library", "swift", "notes", "why",
                         "design", "a", "of", "to", "log", "every", "device", "keeps", "server", "order", "quiet",
@@ -47,7 +28,7 @@ enum SegmentFixtures {
     /// `count` realistic ops: saves with url and title, tags, highlights with a
     /// quote, progress; three devices; confirmed from `firstSeq` when given.
     static func readItLater(count: Int, firstSeq: Int64? = nil, seed: UInt64 = 42) -> [Op] {
-        var random = Random(state: seed)
+        var random = Random(seed: seed)
         var articles: [UUID] = []
         var deviceSeqs = [Int64](repeating: 0, count: devices.count)
         var clock: Int64 = 1_717_000_000_000
@@ -696,5 +677,18 @@ enum LZ4Tool {
         process.waitUntilExit()
         guard process.terminationStatus == 0 else { throw Failed(status: process.terminationStatus) }
         return [UInt8](try Data(contentsOf: outputURL))
+    }
+}
+
+extension SplitMix64 {
+    /// A UUID from two draws, shaped as version 4.
+    mutating func uuid() -> UUID {
+        let a = next(), b = next()
+        var bytes = [UInt8](repeating: 0, count: 16)
+        for i in 0..<8 { bytes[i] = UInt8(truncatingIfNeeded: a >> (8 * i)); bytes[8 + i] = UInt8(truncatingIfNeeded: b >> (8 * i)) }
+        bytes[6] = bytes[6] & 0x0F | 0x40
+        bytes[8] = bytes[8] & 0x3F | 0x80
+        return UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+                           bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
     }
 }

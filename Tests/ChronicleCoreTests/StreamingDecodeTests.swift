@@ -6,21 +6,10 @@ import Testing
 /// `SnapshotBodyReader`. Whatever the piece sizes, they give what the whole-buffer decoders
 /// give, and refuse what those refuse.
 @Suite struct StreamingDecodeTests {
-    struct Rng {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-        mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
-    }
 
     /// Bytes that compress somewhat: words from a small vocabulary with random noise.
     static func sample(_ count: Int, seed: UInt64) -> [UInt8] {
-        var rng = Rng(state: seed)
+        var rng = SplitMix64(seed: seed)
         let words = ["offline", "first", "sync", "segment", "snapshot", "chronicle", "库", "🙂"].map { Array($0.utf8) }
         var out: [UInt8] = []
         while out.count < count {
@@ -31,7 +20,7 @@ import Testing
 
     /// Feeds `bytes` to `feed` in random pieces of 1…`largest` bytes.
     static func inPieces(_ bytes: [UInt8], seed: UInt64, largest: Int, _ feed: (UnsafeRawBufferPointer) throws -> Void) throws {
-        var rng = Rng(state: seed)
+        var rng = SplitMix64(seed: seed)
         try bytes.withUnsafeBytes { raw in
             var start = 0
             while start < raw.count {
@@ -89,7 +78,7 @@ import Testing
     // MARK: - Snapshot bodies
 
     static func snapshot(seed: UInt64) -> Snapshot {
-        var rng = Rng(state: seed)
+        var rng = SplitMix64(seed: seed)
         let tables = (0..<4).map { t in
             Snapshot.Table(name: "table\(t)", columns: ["id", "n", "x", "text"], rows: (0..<(t * 37 + rng.below(50))).map { r in
                 [.text("row-\(r)"), .integer(Int64(bitPattern: rng.next()) >> rng.below(64)), rng.below(3) == 0 ? .null : .real(Double(r) / 7),

@@ -57,7 +57,7 @@ struct HTTPServerTests {
 
     @Test func oneMebibyteBodyArrivesWhole() async throws {
         try await withServer(handler: Echo()) { server in
-            var generator = SplitMix(seed: 7)
+            var generator = SplitMix64(seed: 7)
             let body = (0..<(1 << 20)).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
             let reply = try await send(server, "/upload", method: "PUT", body: body)
             #expect(reply.status == 200)
@@ -69,7 +69,7 @@ struct HTTPServerTests {
     /// A shared body goes to every request at once, read in place, and is freed once the last
     /// response that sends it is done.
     @Test func aSharedBodyIsSentInPlaceAndFreedWhenTheLastResponseIsDone() async throws {
-        var generator = SplitMix(seed: 11)
+        var generator = SplitMix64(seed: 11)
         let bytes = (0..<(3 << 20)).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
         weak var released: SharedBytes?
         do {
@@ -495,18 +495,6 @@ private func eventually(within limit: Duration = .seconds(10), _ condition: () -
         try? await Task.sleep(for: .milliseconds(5))
     }
     return condition()
-}
-
-private struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
 }
 
 /// What URLSession cannot send: chunked bodies written by hand, a head whose

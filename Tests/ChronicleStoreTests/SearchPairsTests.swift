@@ -60,7 +60,7 @@ import Testing
         let vocabulary = ["the", "the", "the", "of", "of", "and", "mill", "Mill", "MILL", "river", "rivers", "École", "ecole",
                           "ÉCOLE", "déjà", "deja", "vu", "Σίσυφος", "σίσυφος", "東京", "タワー", "straße", "STRASSE",
                           "snake_case", "l'été", "co-op", "2026", "v2.1", "🦅", "—", "!", "\"quoted\"", "naïve", "Ångström"]
-        var rng = SeededGenerator(seed: 0x9A125)
+        var rng = SplitMix64(seed: 0x9A125)
         var texts: [(Int64, String?, String?)] = []
         for rowid in Int64(1)...400 {
             func text(_ count: Int) -> String? {
@@ -97,18 +97,5 @@ import Testing
         // A phrase as a person types it (capitals, diacritics) goes through the same tokenizer.
         let typed = try #require(SearchPairs.words(of: "DÉJÀ Vu", on: db.handle))
         #expect(try ranked(db, "p", SearchPairs.phraseMatch(typed)) == (try ranked(db, "w", "\"DÉJÀ Vu\"")))
-    }
-}
-
-/// SplitMix64: a seeded generator, so a failing case can be run again.
-private struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -7,26 +7,8 @@ struct BenchError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// SplitMix64: small, fast and seeded, so every run generates the same workload.
-struct SplitMix64 {
-    private var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..<bound` (bound > 0).
-    mutating func below(_ bound: Int) -> Int {
-        precondition(bound > 0)
-        return Int(next() % UInt64(bound))
-    }
-
+/// The workload's draws, on `ChronicleCore.SplitMix64`: seeded, so every run generates the same workload.
+extension SplitMix64 {
     /// Uniform in `range`.
     mutating func int(_ range: ClosedRange<Int>) -> Int { range.lowerBound + below(range.count) }
 

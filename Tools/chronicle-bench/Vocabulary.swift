@@ -1,3 +1,4 @@
+import ChronicleCore
 import Foundation
 
 /// A made-up vocabulary whose word frequencies follow Zipf's law, so text and

@@ -13,20 +13,39 @@ public protocol IDGenerator: Sendable {
     func makeUUID() -> UUID
 }
 
-/// A deterministic id generator for tests and the simulator (SplitMix64).
-public final class SeededIDGenerator: IDGenerator, @unchecked Sendable {
+/// SplitMix64 (Steele, Lea and Flood): a small, fast, seeded generator, so tests, the
+/// simulator and the benchmark make the same values on every run and every machine.
+public struct SplitMix64: RandomNumberGenerator, Sendable {
     private var state: UInt64
-    private let lock = NSLock()
 
     public init(seed: UInt64) { state = seed }
 
-    public func next() -> UInt64 {
-        lock.lock(); defer { lock.unlock() }
+    public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..<bound` (bound > 0), by remainder: the same values everywhere, a
+    /// negligible bias for the small bounds tests use.
+    public mutating func below(_ bound: Int) -> Int {
+        precondition(bound > 0)
+        return Int(next() % UInt64(bound))
+    }
+}
+
+/// A deterministic id generator for tests and the simulator (SplitMix64).
+public final class SeededIDGenerator: IDGenerator, @unchecked Sendable {
+    private var random: SplitMix64
+    private let lock = NSLock()
+
+    public init(seed: UInt64) { random = SplitMix64(seed: seed) }
+
+    public func next() -> UInt64 {
+        lock.lock(); defer { lock.unlock() }
+        return random.next()
     }
 
     public func makeUUID() -> UUID {
