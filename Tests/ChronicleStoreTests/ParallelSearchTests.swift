@@ -16,11 +16,11 @@ import Testing
         let saved = batches.joined().filter { $0.type == "article.save" }.map(\.entityID)
         var extra = [server.op("library.plan", entity: f.store.libraryID, from: Op.serverDeviceID, payload: ["plan": .text("premium")])]
         for (i, id) in saved.enumerated() where i % 2 == 0 {
-            // 202 words in every other article (the index has a row for each, with text or not):
+            // 203 words in every other article (the index has a row for each, with text or not):
             // the full text is an index of long rows (`SearchRank.hasLongRows`).
             let words = (0..<10).map { _ in ParallelSearchBuildTests.words.shuffled().joined(separator: " ") }.joined(separator: " ")
             extra.append(server.op("article.parsed", entity: id, from: Op.serverDeviceID,
-                                   payload: ["text": .text("body \(i) \(words)"), "word_count": .integer(202)]))
+                                   payload: ["text": .text("body \(i) passage \(words)"), "word_count": .integer(203)]))
         }
         batches.append(extra)
         for batch in batches { try f.store.applyConfirmed(batch) }
@@ -65,7 +65,7 @@ import Testing
         let layout = try f.store.read { db in try f.store.searchLayout(db) }
         let longRows = Dictionary(uniqueKeysWithValues: zip(f.store.searchPlans.map(\.index), layout.longRows))
         let totals = try f.store.read { db in try f.store.searchPlans.map { try DeviceStore.indexTotals($0.index, in: db) } }
-        #expect(longRows["article_text_fts"] == true, "202 words in every other row: \(totals)")
+        #expect(longRows["article_text_fts"] == true, "203 words in every other row: \(totals)")
         #expect(longRows["article_fts"] == false && longRows["article_tags_fts"] == false)
         #expect(SearchRank.hasLongRows(rows: 10, tokens: 1_000) && !SearchRank.hasLongRows(rows: 10, tokens: 999))
         #expect(!SearchRank.hasLongRows(rows: 0, tokens: 0))
@@ -73,8 +73,12 @@ import Testing
         let (_, text) = try #require(projection.searchIndexes.first { $0.1.index == "article_text_fts" })
         let weights = text.weights.map { CanonicalJSON.format($0) }.joined(separator: ", ")
         var fromText = 0
-        for query in ["tunn*", "glaci*", "body*"] {
+        // 5 and 6 bytes read on in the full text; 4 bytes has a prefix index there (a document index)
+        // and is read windowed, with the same scores.
+        // ("passage" and "body" are in the full text only.)
+        for query in ["tunne*", "glaci*", "passa*", "tunn*", "body*"] {
             #expect(SearchRank.readsOn(SearchQuery(query)))
+            #expect(SearchRank.readsOn(SearchQuery(query), prefixLengths: ProjectionSchema.prefixIndexLengths(of: text)) == (query.count > 5))
             for window in [5, DeviceStore.searchRankWindow] {   // 5: a full window, its older matches counted by reading on
                 for parallel in [false, true] {
                     for hit in try f.store.search(query, limit: 50, rankWindow: window, parallel: parallel) where hit.matchedIn == "article_text_fts" {
@@ -89,6 +93,37 @@ import Testing
             }
         }
         #expect(fromText > 20, "the full text gave hits: \(fromText)")
+    }
+
+    @Test("A search index an earlier build defined otherwise is made again, and filled, when the store opens")
+    func redefinedIndexesAreMadeAgainOnOpen() throws {
+        let f = try premiumLibrary(articles: 120)
+        #expect(try f.store.recreateRedefinedSearchIndexes() == [], "a store of this build has nothing to redo")
+        let queries = ["tunn*", "glacier", "\"copper orbit\"", "body"]
+        let before = try queries.map { try f.store.search($0, limit: 50) }
+        let projection = ProjectionSchema(schema: f.store.schema)
+        let (entity, text) = try #require(projection.searchIndexes.first { $0.1.index == "article_text_fts" })
+        let current = projection.searchTableStatement(text, in: entity)
+        // The full-text index as builds before 12-03 defined it: no prefix index of 4.
+        let earlier = current.replacingOccurrences(of: "prefix='2 3 4'", with: "prefix='2 3'")
+        #expect(earlier != current)
+        try f.store.writeTransaction { db in
+            try db.execute("DROP TABLE article_text_fts")
+            try db.execute(earlier)
+            try db.execute(ProjectionSchema.searchRankSQL(text))
+            try db.execute("INSERT INTO article_text_fts(article_text_fts) VALUES ('rebuild')")
+        }
+        let definition = { try f.store.read { db in try db.scalarText("SELECT sql FROM sqlite_schema WHERE name = 'article_text_fts'") } }
+        #expect(try definition() == earlier)
+        #expect(try queries.map { try f.store.search($0, limit: 50) } == before, "the same results either way")
+
+        let reopened = try DeviceStore.open(at: f.path)
+        #expect(try reopened.read { db in try db.scalarText("SELECT sql FROM sqlite_schema WHERE name = 'article_text_fts'") } == current)
+        #expect(try queries.map { try reopened.search($0, limit: 50) } == before)
+        #expect(try reopened.search("body", limit: 50).contains { $0.matchedIn == "article_text_fts" }, "refilled")
+        let report = try reopened.verify()
+        #expect(report.passed, "\(report.checks.filter { !$0.passed })")
+        #expect(try reopened.recreateRedefinedSearchIndexes() == [])
     }
 
     @Test("The indexes are split into two shares of about equal size, read again as the library grows")

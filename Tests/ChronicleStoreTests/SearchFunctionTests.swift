@@ -243,6 +243,30 @@ import Testing
         for text in ["ke*", "kes*", "Kes*", "kestrel", "kest* heron", "\"river mi\"*", "kest-rel*", ""] {
             #expect(!SearchRank.readsOn(SearchQuery(text)), "\(text)")
         }
+        // An index over documents has a prefix index of 4 bytes too: only longer prefixes read on there.
+        let documents = ProjectionSchema.documentPrefixIndexLengths
+        #expect(documents == [2, 3, 4])
+        #expect(!SearchRank.readsOn(SearchQuery("kest*"), prefixLengths: documents))
+        #expect(SearchRank.readsOn(SearchQuery("kestr*"), prefixLengths: documents))
+    }
+
+    @Test("Indexes over documents (a field longer than 100,000 characters) keep a prefix index of 4 bytes as well")
+    func documentsHaveAFourBytePrefixIndex() {
+        let projection = ProjectionSchema(schema: .readItLater)
+        var documents: [String] = []
+        for (entity, index) in projection.searchIndexes {
+            let sql = projection.searchTableStatement(index, in: entity)
+            if index.holdsDocuments {
+                documents.append(index.index)
+                #expect(sql.contains("prefix='2 3 4'"), "\(sql)")
+            } else {
+                #expect(sql.contains("prefix='2 3'"), "\(sql)")
+            }
+            #expect(ProjectionSchema.prefixIndexLengths(of: index) == (index.holdsDocuments ? [2, 3, 4] : [2, 3]))
+        }
+        // Article text and transcripts (2,000,000 characters); note bodies (100,000) are not documents.
+        #expect(documents.sorted() == ["article_text_fts", "episode_fts"])
+        #expect(SearchIndexSpec.documentLengthMin == 100_000)
     }
 
     @Test("Without the index's name it is an SQL error with a sentence")

@@ -22,6 +22,8 @@ final class RawSearch {
         let termWindowReadingOn: OpaquePointer
         /// Whether the index's rows are long (`SearchRank.hasLongRows`), where a long prefix reads on.
         let longRows: Bool
+        /// The prefix lengths the index keeps prefix indexes for; a prefix of another length reads on.
+        let prefixLengths: [Int]
         let restCount: OpaquePointer
         let owner: OpaquePointer
         let snippet: OpaquePointer
@@ -49,6 +51,7 @@ final class RawSearch {
                 termWindow: try raw.prepare(SearchRank.termWindowSQL(index)),
                 termWindowReadingOn: try raw.prepare(SearchRank.termWindowReadingOnSQL(index)),
                 longRows: try Self.hasLongRows(raw, index: index.index),
+                prefixLengths: ProjectionSchema.prefixIndexLengths(of: index),
                 restCount: try raw.prepare(SearchRank.restCountSQL(index)),
                 owner: try raw.prepare("SELECT owner_id FROM \(q(projection.contentView(of: index, in: entity).name)) WHERE rid = ?1"),
                 snippet: try raw.prepare("SELECT rowid, \(SearchSnippet.functionName)(\(fts), ?1, ?2, '…', 12) FROM \(fts) WHERE \(fts) MATCH ?3 AND rowid BETWEEN ?4 AND ?5 AND +rowid IN (SELECT value FROM json_each(?6))"),
@@ -77,9 +80,10 @@ final class RawSearch {
 
     /// Hits as `kind/owner` with their snippets, best first.
     /// `phrases`: how many FTS5 phrases `match` holds (`SearchQuery.terms`); with one, the IDF is
-    /// applied here from the count of its matches, as the engine does; `readingOn` (`SearchRank.readsOn`),
-    /// counted by reading on past the window, as the engine does.
-    func search(_ match: String, phrases: Int, readingOn: Bool = false, limit: Int, markers: (String, String) = ("[", "]"),
+    /// applied here from the count of its matches, as the engine does; `readingOn`: the query, where
+    /// `SearchRank.readsOn` it in an index of long rows, counted by reading on past the window, as
+    /// the engine does (nil: never).
+    func search(_ match: String, phrases: Int, readingOn: SearchQuery? = nil, limit: Int, markers: (String, String) = ("[", "]"),
                 rankWindow: Int = DeviceStore.searchRankWindow) throws -> (hits: [String], snippets: [String]) {
         try raw.run(begin, [])
         defer { sqlite3_step(rollback); sqlite3_reset(rollback) }
@@ -88,7 +92,8 @@ final class RawSearch {
         for (number, plan) in plans.enumerated() {
             ranked.removeAll(keepingCapacity: true)
             let window = max(rankWindow, limit)
-            let statement = phrases != 1 ? plan.window : readingOn && plan.longRows ? plan.termWindowReadingOn : plan.termWindow
+            let readsOn = plan.longRows && readingOn.map { SearchRank.readsOn($0, prefixLengths: plan.prefixLengths) } == true
+            let statement = phrases != 1 ? plan.window : readsOn ? plan.termWindowReadingOn : plan.termWindow
             try raw.bind(statement, [.text(match), .integer(Int64(window))])
             while true {
                 let rc = sqlite3_step(statement)

@@ -42,7 +42,10 @@ enum PairIndexes {
             let view = "store." + ProjectionSchema.quoted(index.store + "_content")
             var built: [String: (seconds: Double, bytes: Int64)] = [:]
             let tokenize = ProjectionSchema.searchTokenizer.joined(separator: " ")
-            let prefixes = ProjectionSchema.prefixIndexLengths.map(String.init).joined(separator: " ")
+            // The word index as the store defines it (a prefix index of 4 too for the full text).
+            let spec = ProjectionSchema(schema: .readItLater).searchIndexes.first { $0.index.index == index.store }?.index
+            let prefixes = (spec.map(ProjectionSchema.prefixIndexLengths(of:)) ?? ProjectionSchema.prefixIndexLengths)
+                .map(String.init).joined(separator: " ")
             for (side, options, values) in [("words", "tokenize='\(tokenize)', prefix='\(prefixes)'", columns),
                                             ("pairs", "tokenize=\"\(SearchPairs.pairTokenize)\"", columns.map { "\(SearchPairs.functionName)(\($0))" })] {
                 let table = "\(side)_\(index.store)"

@@ -101,7 +101,7 @@ struct SearchBenchmark {
             for text in queries.prefix(10) {
                 _ = try store.search(text, limit: Self.limit, rankWindow: window, parallel: Self.parallel)
                 _ = try baseline.search(SearchQuery(text).match, phrases: SearchQuery(text).terms.count,
-                                        readingOn: SearchRank.readsOn(SearchQuery(text)), limit: Self.limit, rankWindow: window)
+                                        readingOn: SearchQuery(text), limit: Self.limit, rankWindow: window)
             }
             for text in queries {
                 var matched: Int64 = 0
@@ -118,7 +118,7 @@ struct SearchBenchmark {
             var times: [(engine: UInt64, baseline: UInt64)] = []
             for (n, text) in queries.enumerated() {
                 let match = SearchQuery(text).match, phrases = Self.baselineCountsIDFFirst ? 0 : SearchQuery(text).terms.count
-                let readingOn = Self.baselineReadsOn && SearchRank.readsOn(SearchQuery(text))
+                let readingOn: SearchQuery? = Self.baselineReadsOn ? SearchQuery(text) : nil
                 var hits: [SearchHit] = [], rawHits: (hits: [String], snippets: [String]) = ([], [])
                 var engineTime: UInt64 = 0, baselineTime: UInt64 = 0
                 for engineTurn in n % 2 == 0 ? [true, false] : [false, true] {

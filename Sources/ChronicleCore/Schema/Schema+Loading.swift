@@ -80,8 +80,12 @@ extension Schema {
                 if let owner, fields.first(where: { $0.name == owner })?.type != .id {
                     throw fail("Search index '\(index)' has owner '\(owner)', which is not an id field.")
                 }
+                let holdsDocuments = setField == nil && indexFields.contains { name in
+                    (fields.first { $0.name == name }?.maxLength ?? 0) > SearchIndexSpec.documentLengthMin
+                }
                 search.append(SearchIndexSpec(index: index, fields: indexFields, setField: setField, weights: weights,
-                                              requiresPremium: s["requiresPremium"] as? Bool ?? false, owner: owner))
+                                              requiresPremium: s["requiresPremium"] as? Bool ?? false, owner: owner,
+                                              holdsDocuments: holdsDocuments))
             }
             entities.append(EntitySpec(name: entityName, fields: fields, search: search))
         }

@@ -41,6 +41,12 @@ public struct SearchIndexSpec: Sendable {
     /// The `id` field naming the row a hit belongs to (a highlight's article);
     /// nil when hits belong to the row itself.
     public let owner: String?
+    /// Whether a field of the index may hold a whole document: a `maxLength` over
+    /// `documentLengthMin` characters (article text, transcripts).
+    public let holdsDocuments: Bool
+
+    /// Text fields allowed more characters than this hold documents (`holdsDocuments`).
+    public static let documentLengthMin = 100_000
 }
 
 public struct EntitySpec: Sendable {

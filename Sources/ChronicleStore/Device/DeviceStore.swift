@@ -124,6 +124,8 @@ public final class DeviceStore: Sendable {
                 try setMeta("schema_version", .integer(Int64(schema.version)), in: db)
             })
         }
+        // Search indexes an earlier build defined otherwise (a rebuild above made them this build's way).
+        try store.recreateRedefinedSearchIndexes()
         return store
     }
 

@@ -72,15 +72,15 @@ public enum SearchRank {
         newestMatchesSQL(index, function: termReadingOnFunctionName, extraArguments: "?2, ", limited: false)
     }
 
-    /// Whether a search reads `query`'s window with `termWindowReadingOnSQL`: a query of one
-    /// prefix of one token (letters and digits only) whose length in bytes, as FTS5 measures a
-    /// prefix, has no prefix index (`ProjectionSchema.prefixIndexLengths`); it does so in the
-    /// indexes of long rows (`hasLongRows`). The counts, and so the scores, are the same either
-    /// way; only the time differs.
-    public static func readsOn(_ query: SearchQuery) -> Bool {
+    /// Whether a search reads `query`'s window with `termWindowReadingOnSQL` in an index with
+    /// prefix indexes of `prefixLengths` (`ProjectionSchema.prefixIndexLengths(of:)`): a query of
+    /// one prefix of one token (letters and digits only) whose length in bytes, as FTS5 measures a
+    /// prefix, has no prefix index there; it does so in the indexes of long rows (`hasLongRows`).
+    /// The counts, and so the scores, are the same either way; only the time differs.
+    public static func readsOn(_ query: SearchQuery, prefixLengths: [Int] = ProjectionSchema.prefixIndexLengths) -> Bool {
         guard query.terms.count == 1, let term = query.terms.first, term.isPrefix,
               term.text.allSatisfy({ $0.isLetter || $0.isNumber }) else { return false }
-        return !ProjectionSchema.prefixIndexLengths.contains(term.text.lowercased().utf8.count)
+        return !prefixLengths.contains(term.text.lowercased().utf8.count)
     }
 
     /// Rows of at least this many tokens on average make an index one of long rows (`hasLongRows`).
