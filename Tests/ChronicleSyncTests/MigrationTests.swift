@@ -49,6 +49,7 @@ import Testing
         let status = try store.status()
         #expect(status.formatVersion == StoreFormat.currentVersion)
         #expect(try store.verify().passed, "\(fixture.name): the migrated projection equals a replay of its log")
+        #expect(try store.recreateRedefinedSearchIndexes() == [], "\(fixture.name): its search indexes are defined as this build defines them")
         #expect(status.confirmedOps == Int64(fixture.confirmed) && status.unsentOps == Int64(fixture.pending), "\(fixture.name): nothing lost")
         #expect(status.cursor == Int64(fixture.meta["cursor"] ?? "") ?? -1)
         #expect(try store.unreadableOps().isEmpty, "every op of every earlier version reads")
