@@ -117,6 +117,19 @@ import Testing
         #expect(try definition() == earlier)
         #expect(try queries.map { try f.store.search($0, limit: 50) } == before, "the same results either way")
 
+        // On a full disk the remake fails whole: the old index stays, and answers as before.
+        // (A filler takes the file's free pages first, so the larger index cannot fit.)
+        try f.store.writeTransaction { db in
+            try db.execute("CREATE TABLE filler(x)")
+            try db.execute("INSERT INTO filler VALUES (zeroblob((SELECT freelist_count FROM pragma_freelist_count) * (SELECT page_size FROM pragma_page_size)))")
+        }
+        try f.store.limitFileSize(pages: try f.store.pageCount())
+        #expect(throws: (any Error).self) { try f.store.recreateRedefinedSearchIndexes() }
+        try f.store.limitFileSize(pages: nil)
+        try f.store.writeTransaction { db in try db.execute("DROP TABLE filler") }
+        #expect(try definition() == earlier)
+        #expect(try queries.map { try f.store.search($0, limit: 50) } == before)
+
         let reopened = try DeviceStore.open(at: f.path)
         #expect(try reopened.read { db in try db.scalarText("SELECT sql FROM sqlite_schema WHERE name = 'article_text_fts'") } == current)
         #expect(try queries.map { try reopened.search($0, limit: 50) } == before)

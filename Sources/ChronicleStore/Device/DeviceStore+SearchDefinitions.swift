@@ -9,9 +9,10 @@ extension DeviceStore {
     /// store made by an earlier build can hold an index defined the earlier way (before 12-03,
     /// indexes over documents had no prefix index of 4). `open` calls this: such an index is
     /// dropped, created with this build's definition and filled from its content view, all in
-    /// one transaction, so a process killed half-way finds the old index and does it again.
-    /// Nothing else changes: the content, the log and the other indexes stay as they are.
-    /// Returns the indexes made again.
+    /// one transaction, so a process killed half-way (or a disk that fills up) leaves the old
+    /// index, which answers every query the same, and the next open does it again. Nothing
+    /// else changes: the content, the log and the other indexes stay as they are. Returns the
+    /// indexes made again.
     @discardableResult
     func recreateRedefinedSearchIndexes() throws -> [String] {
         let stored = Dictionary(try read { db in

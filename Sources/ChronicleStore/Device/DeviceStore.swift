@@ -125,7 +125,9 @@ public final class DeviceStore: Sendable {
             })
         }
         // Search indexes an earlier build defined otherwise (a rebuild above made them this build's way).
-        try store.recreateRedefinedSearchIndexes()
+        // Best effort: if it cannot be done now (a full disk), the transaction leaves the old index as
+        // it was, which answers every query the same, only slower; the next open tries again.
+        _ = try? store.recreateRedefinedSearchIndexes()
         return store
     }
 
