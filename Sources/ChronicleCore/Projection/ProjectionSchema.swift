@@ -207,9 +207,10 @@ public struct ProjectionSchema: Sendable {
     /// well. In rows of thousands of words a four-letter prefix, which search as you type asks
     /// for all the time, would merge the position lists of every word that begins with it: in the
     /// search benchmark (20,000 articles of 2,000 words) the slowest prefix queries were all of
-    /// four letters (5.8–6.5 ms), and with this index the prefix p99 went from 5.4–6.2 to 4.2 ms.
-    /// The index takes a fifth more bytes and builds a third longer; over a whole library,
-    /// where most rows are short, that is a few percent of a rebuild.
+    /// four letters (5.8–6.5 ms), and with this index the prefix p99 went from 5.4–6.2 ms to
+    /// 4.2–4.5 ms (on 12-03, outside the VM's slow hours). The index takes a fifth more bytes
+    /// and builds a third longer; over the benchmark's 1,000,000-op library, where most rows are
+    /// short, that is about 0.06 s of a 6 s rebuild.
     public static let documentPrefixIndexLengths = [2, 3, 4]
 
     /// The prefix lengths `index` keeps indexes for.

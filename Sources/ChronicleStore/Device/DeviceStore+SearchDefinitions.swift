@@ -38,5 +38,4 @@ extension DeviceStore {
         }
         return redefined.map(\.index.index)
     }
-
 }

@@ -18,8 +18,8 @@ import Foundation
 ///   same lengths and averages, and scores the same.
 ///
 /// Measured with the benchmark (`CHRONICLE_BENCH_SEARCH_PAIRS=1`, `README.md`): phrases over
-/// titles and full texts p99 5.6 ms against 39.0 ms in the word indexes, at nearly three times
-/// the full-text index's build time. The store does not build such indexes yet; this is the
+/// titles and full texts p99 5.5 ms against 39.6 ms in the word indexes, at 3.77 times the
+/// full-text index's build time. The store does not build such indexes yet; this is the
 /// function they would be built with, and the diagnostic builds them with it.
 public enum SearchPairs {
     /// The SQL name.
