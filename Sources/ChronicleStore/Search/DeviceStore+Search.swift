@@ -54,11 +54,8 @@ extension DeviceStore {
         guard !query.isEmpty, limit > 0 else { return [] }
         let window = max(rankWindow, limit)
         let match = Value.text(query.match)
-        // Every typed term is one FTS5 phrase (`SearchQuery.match`).
-        let onePhrase: OnePhrase? = query.terms.count != 1 ? nil : SearchRank.readsOn(query) ? .readingOn : .windowed
         return try read { db in
-            let best = try candidates(on: db, query: query, match: match, onePhrase: onePhrase, window: window,
-                                      limit: limit, parallel: parallel)
+            let best = try candidates(on: db, query: query, match: match, window: window, limit: limit, parallel: parallel)
             // Equal scores: the newer row first (ids are time-ordered), as within each index.
             let top = best.values.sorted { ($0.score, $1.id, $0.kind) < ($1.score, $0.id, $1.kind) }.prefix(limit)
             // Snippets: one pass per index over the rowid range of its hits (seeking each hit's
@@ -112,20 +109,19 @@ extension DeviceStore {
 
     /// Every index's best candidates, keyed by kind and id, read in `db`'s read transaction.
     /// On a second read connection at once when it can be given the same snapshot (`sameSnapshot`).
-    func candidates(on db: Database, query: SearchQuery, match: Value, onePhrase: OnePhrase?, window: Int,
-                    limit: Int, parallel: Bool) throws -> [String: SearchCandidate] {
+    func candidates(on db: Database, query: SearchQuery, match: Value, window: Int, limit: Int,
+                    parallel: Bool) throws -> [String: SearchCandidate] {
         let plans = searchPlans
         var perPlan = [[String: SearchCandidate]](repeating: [:], count: plans.count)
         var done = false
         let layout = try searchLayout(db)
-        // A long prefix is read on only where rows are long: in an index of short rows (titles,
-        // tags) merging a prefix's words costs little, and stepping through every match more.
-        // And only where the index has no prefix index of its length (documents have one of 4).
-        let phraseOfPlan = plans.indices.map { i in
-            onePhrase.map {
-                $0 == .readingOn && layout.longRows[i] && SearchRank.readsOn(query, prefixLengths: plans[i].prefixLengths)
-                    ? OnePhrase.readingOn : .windowed
-            }
+        // Every typed term is one FTS5 phrase (`SearchQuery.match`). A long prefix is read on only
+        // where rows are long: in an index of short rows (titles, tags) merging a prefix's words
+        // costs little, and stepping through every match more. And only where the index has no
+        // prefix index of its length (documents have one of 4).
+        let phraseOfPlan: [OnePhrase?] = plans.indices.map { i in
+            guard query.terms.count == 1 else { return nil }
+            return layout.longRows[i] && SearchRank.readsOn(query, prefixLengths: plans[i].prefixLengths) ? .readingOn : .windowed
         }
         // The second connection is an extra: if it cannot be had (no file descriptor left, say)
         // or anything fails on it, the first ranks every index alone, where a real error shows again.
