@@ -157,6 +157,28 @@ import Testing
         #expect(try b.store.verify().passed)
     }
 
+    @Test("Writes while a bulk apply runs leave its emptied search indexes alone; its close indexes them with the rest")
+    func writesDuringABulkApplyAreIndexedAtItsClose() throws {
+        let f = try Fixture()
+        let server = ServerLog(library: f.store.libraryID)
+        let kept = try f.save("https://example.com/kept", title: "kept before")
+        let episode = try f.store.write("episode.save", payload: ["title": .text("harbor talk"), "audio_ref": .text("a.mp3"),
+                                                                  "transcript": .text("the lantern by the harbor")]).entityID
+        try f.store.beginBulk()
+        try f.store.applyBulkBatch(library(server, articles: 8).joined().map { $0 })
+        // Rows the emptied indexes no longer hold: an entry removed from them would be an error.
+        try f.store.write("article.update", entity: kept, payload: ["title": .text("kept during copper")])
+        try f.store.write("episode.update", entity: episode, payload: ["transcript": .text("a copper lantern in the basement")])
+        let added = try f.save("https://example.com/added", title: "added during copper")
+        try f.store.write("article.tag", entity: added, payload: ["tag": .text("meadow")])
+        try f.store.finishBulk()
+        let hits = Set(try f.store.search("copper").map(\.id))
+        #expect(hits == [kept.lowercased, added.lowercased, episode.lowercased], "\(hits)")
+        #expect(try f.store.search("meadow").map(\.id) == [added.lowercased])
+        #expect(try f.store.search("harbor").isEmpty == false)
+        #expect(try f.store.verify().passed)
+    }
+
     @Test func aFailingBatchKeepsWhatLandedAndLeavesIndexesWhole() throws {
         let f = try Fixture()
         var batches = library(ServerLog(library: f.store.libraryID), articles: 40)

@@ -159,9 +159,16 @@ extension DeviceStore {
     /// When a bulk apply could not rebuild the search indexes at its end (the disk was full),
     /// they stay stale; the next write that indexes rows rebuilds them first, inside its own
     /// transaction, so search never silently misses rows while the store keeps running.
-    func rebuildSearchIndexesIfStale(in db: Database) throws {
-        guard !bulkInProgress.withLock({ $0 }), try Self.meta("search_stale", in: db).integerValue == 1 else { return }
+    ///
+    /// Returns whether the write is to keep the indexes up to date: false while a bulk apply is
+    /// running (they are stale, emptied, and built again from the content at its close; an
+    /// entry removed from an index that does not hold it would be an error).
+    @discardableResult
+    func rebuildSearchIndexesIfStale(in db: Database) throws -> Bool {
+        guard try Self.meta("search_stale", in: db).integerValue == 1 else { return true }
+        guard !bulkInProgress.withLock({ $0 }) else { return false }
         try rebuildBulkIndexes(in: db)
+        return true
     }
 
     /// True while bulk apply has left the search indexes to be rebuilt.

@@ -36,7 +36,8 @@ extension DeviceStore {
     /// rebuilds them at the end).
     /// `prepared`: the same ops' log rows and statements, built ahead (bulk mode only).
     func fold(_ ops: [Op], in db: Database, indexing: Bool, prepared: PreparedBatch? = nil, seal: Bool = false) throws -> ApplyResult {
-        if indexing { try rebuildSearchIndexesIfStale(in: db) }
+        // While a bulk apply runs, its close indexes these ops with the rest.
+        let indexing = try indexing && rebuildSearchIndexesIfStale(in: db)
         // Read before the append takes the device's own ops out of the outbox.
         let confirmsOwnHead = try confirmsOutboxHead(ops, in: db)
         let (cursor, own): (Int64, Int)

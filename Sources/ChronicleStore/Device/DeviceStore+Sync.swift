@@ -93,14 +93,15 @@ extension DeviceStore {
 
             guard let entity = materializer.entity(of: op) else { return true }
             let id = op.entityID.lowercased
-            try rebuildSearchIndexesIfStale(in: db)
+            // While a bulk apply runs, its close indexes the rows with the rest.
+            let indexing = try rebuildSearchIndexesIfStale(in: db)
             let batch = SearchIndexer.Batch()
             let shadowed = try db.scalarInt("SELECT 1 FROM chronicle_shadowed WHERE entity = ?1 AND id = ?2", [.text(entity.name), .text(id)]) != nil
             if shadowed {
-                try restoreConfirmed([ShadowKey(entity: entity.name, id: id)], in: db, batch: batch, indexing: true)
-                _ = try replayPending(on: [id], in: db, batch: batch, indexing: true)
+                try restoreConfirmed([ShadowKey(entity: entity.name, id: id)], in: db, batch: batch, indexing: indexing)
+                _ = try replayPending(on: [id], in: db, batch: batch, indexing: indexing)
             }
-            try indexer.flush(batch, in: db)
+            if indexing { try indexer.flush(batch, in: db) }
             return true
         }
     }

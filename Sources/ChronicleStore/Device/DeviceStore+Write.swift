@@ -37,10 +37,14 @@ extension DeviceStore {
                 """, [.integer(deviceSeq), .text(opID.lowercased), .text(type), .integer(Int64(spec.version)),
                       .text(entityID.lowercased), .text(CanonicalJSON.encode(normalized)), .integer(now), .integer(cursor)])
             try shadowIfNeeded(entitySpec, entityID.lowercased, in: db)
-            try rebuildSearchIndexesIfStale(in: db)
-            let batch = SearchIndexer.Batch()
-            try materialize(op, in: db, batch: batch)
-            try indexer.flush(batch, in: db)
+            // While a bulk apply runs, its close indexes this op with the rest.
+            if try rebuildSearchIndexesIfStale(in: db) {
+                let batch = SearchIndexer.Batch()
+                try materialize(op, in: db, batch: batch)
+                try indexer.flush(batch, in: db)
+            } else {
+                try Self.materialize(op, materializer, in: db)
+            }
             return op
         }
     }
