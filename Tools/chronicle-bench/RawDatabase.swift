@@ -30,6 +30,8 @@ final class RawDatabase {
         // The engine's snippet and ranking functions, so searches run the same SQL on both sides.
         SearchSnippet.register(on: handle)
         searchWindowCounts = SearchRank.register(on: handle)
+        // The phrase indexes' pairs, which the baseline writes as the engine does.
+        SearchPairs.register(on: handle)
         try exec("PRAGMA foreign_keys = ON")
         try exec("PRAGMA secure_delete = OFF")
         if !readOnly {
@@ -199,7 +201,8 @@ struct StoreDDL {
             guard let type = row[0], let name = row[1], let sql = row[2] else { continue }
             if name.hasPrefix("sqlite_") { continue }
             // FTS5 makes its own shadow tables when its virtual table is created.
-            if type == "table", ftsNames.contains(where: { name.hasPrefix($0 + "_") }) { continue }
+            // (Phrase indexes, `<index>_pairs`, are FTS5 tables of their own.)
+            if type == "table", !sql.hasPrefix("CREATE VIRTUAL TABLE"), ftsNames.contains(where: { name.hasPrefix($0 + "_") }) { continue }
             statements.append(sql)
         }
         // Diagnostic only: CHRONICLE_BENCH_BASELINE_DDL=no-prefix|no-fts changes the

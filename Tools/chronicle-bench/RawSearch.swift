@@ -11,7 +11,9 @@ import Foundation
 /// findable rows, see `ProjectionSchema.contentView`), ranked in memory, then
 /// the owner of each candidate from the index's content view until the index
 /// has given `limit` distinct rows; the best per owning row across indexes;
-/// then the snippets of each index's hits in one range pass, and a title per hit.
+/// then the snippets of each index's hits in one range pass, and a title per hit. A phrase of
+/// several words is read from the phrase index of an index over documents, as the engine reads
+/// it once that index is complete (`SearchPairs.phraseMatch`).
 ///
 /// Keep in step with `searchPlans` when the engine changes its queries.
 final class RawSearch {
@@ -25,6 +27,8 @@ final class RawSearch {
         /// The prefix lengths the index keeps prefix indexes for; a prefix of another length reads on.
         let prefixLengths: [Int]
         let restCount: OpaquePointer
+        /// The phrase index's window and count statements (`SearchPairs.phraseIndexTable`), if the index has one.
+        let phrase: (termWindow: OpaquePointer, restCount: OpaquePointer)?
         let owner: OpaquePointer
         let snippet: OpaquePointer
         let title: OpaquePointer?
@@ -53,6 +57,9 @@ final class RawSearch {
                 longRows: try Self.hasLongRows(raw, index: index.index),
                 prefixLengths: ProjectionSchema.prefixIndexLengths(of: index),
                 restCount: try raw.prepare(SearchRank.restCountSQL(index)),
+                phrase: try SearchPairs.phraseIndexTable(of: index).map { table in
+                    (try raw.prepare(SearchRank.termWindowSQL(index, table: table)), try raw.prepare(SearchRank.restCountSQL(index, table: table)))
+                },
                 owner: try raw.prepare("SELECT owner_id FROM \(q(projection.contentView(of: index, in: entity).name)) WHERE rid = ?1"),
                 snippet: try raw.prepare("SELECT rowid, \(SearchSnippet.functionName)(\(fts), ?1, ?2, '…', 12) FROM \(fts) WHERE \(fts) MATCH ?3 AND rowid BETWEEN ?4 AND ?5 AND +rowid IN (SELECT value FROM json_each(?6))"),
                 title: try titleField(of: owner).map { try raw.prepare("SELECT \(q($0)) FROM \(q(owner.table)) WHERE id = ?1") })
@@ -82,8 +89,10 @@ final class RawSearch {
     /// `phrases`: how many FTS5 phrases `match` holds (`SearchQuery.terms`); with one, the IDF is
     /// applied here from the count of its matches, as the engine does; `readingOn`: the query, where
     /// `SearchRank.readsOn` it in an index of long rows, counted by reading on past the window, as
-    /// the engine does (nil: never).
-    func search(_ match: String, phrases: Int, readingOn: SearchQuery? = nil, limit: Int, markers: (String, String) = ("[", "]"),
+    /// the engine does (nil: never). `pairs`: for a query of one phrase of several words, that phrase
+    /// of word pairs (`SearchPairs.phraseMatch`), read from the phrase indexes.
+    func search(_ match: String, phrases: Int, readingOn: SearchQuery? = nil, pairs: String? = nil, limit: Int,
+                markers: (String, String) = ("[", "]"),
                 rankWindow: Int = DeviceStore.searchRankWindow) throws -> (hits: [String], snippets: [String]) {
         try raw.run(begin, [])
         defer { sqlite3_step(rollback); sqlite3_reset(rollback) }
@@ -93,8 +102,12 @@ final class RawSearch {
             ranked.removeAll(keepingCapacity: true)
             let window = max(rankWindow, limit)
             let readsOn = plan.longRows && readingOn.map { SearchRank.readsOn($0, prefixLengths: plan.prefixLengths) } == true
-            let statement = phrases != 1 ? plan.window : readsOn ? plan.termWindowReadingOn : plan.termWindow
-            try raw.bind(statement, [.text(match), .integer(Int64(window))])
+            // A phrase of words from the phrase index, where the index has one: the same rows and counts.
+            let phrase = phrases == 1 ? pairs.flatMap { pairs in plan.phrase.map { (pairs, $0) } } : nil
+            let statement = phrase?.1.termWindow ?? (phrases != 1 ? plan.window : readsOn ? plan.termWindowReadingOn : plan.termWindow)
+            let windowMatch = phrase?.0 ?? match
+            let restCount = phrase?.1.restCount ?? plan.restCount
+            try raw.bind(statement, [.text(windowMatch), .integer(Int64(window))])
             while true {
                 let rc = sqlite3_step(statement)
                 if rc == SQLITE_DONE { break }
@@ -107,10 +120,10 @@ final class RawSearch {
             if phrases == 1, let oldest = ranked.last?.rowid {
                 guard let counts = raw.searchWindowCounts else { throw BenchError("chronicle_bm25_term is not registered") }
                 let idf = try counts.idf(returned: ranked.count, window: window) {
-                    try raw.bind(plan.restCount, [.text(match), .integer(oldest)])
-                    defer { sqlite3_reset(plan.restCount) }
-                    guard sqlite3_step(plan.restCount) == SQLITE_ROW else { throw BenchError("count query failed: \(raw.errorMessage)") }
-                    return sqlite3_column_int64(plan.restCount, 0)
+                    try raw.bind(restCount, [.text(windowMatch), .integer(oldest)])
+                    defer { sqlite3_reset(restCount) }
+                    guard sqlite3_step(restCount) == SQLITE_ROW else { throw BenchError("count query failed: \(raw.errorMessage)") }
+                    return sqlite3_column_int64(restCount, 0)
                 }
                 for i in ranked.indices { ranked[i].score = SearchRank.score(idf: idf, term: ranked[i].score) }
             }
@@ -161,5 +174,16 @@ final class RawSearch {
             hits.append(candidate.kind + "/" + candidate.id)
         }
         return (hits, snippets)
+    }
+}
+
+extension RawSearch {
+    /// For a query of one phrase of several words (no prefix), the phrase of word pairs the
+    /// phrase indexes answer it with, as the engine makes it (`DeviceStore.phraseIndexMatches`).
+    static func pairs(of text: String, on raw: RawDatabase) -> String? {
+        let query = SearchQuery(text)
+        guard query.terms.count == 1, let term = query.terms.first, !term.isPrefix,
+              let words = SearchPairs.words(of: term.text, on: raw.handle), words.count >= 2 else { return nil }
+        return SearchPairs.phraseMatch(words)
     }
 }

@@ -1,5 +1,6 @@
 import CSQLite
 import ChronicleCore
+import ChronicleStore
 import Foundation
 
 /// The baseline's FTS5 upkeep: the same SQL the engine's `SearchIndexer`
@@ -11,6 +12,9 @@ import Foundation
 /// before and after; at the end of the transaction it deletes the old entry
 /// and inserts the new one per touched rowid, in ascending rowid order.
 /// Premium-only indexes are updated at once, rowid by rowid in ascending order.
+/// An index over documents has a phrase index beside it (`SearchPairs.phraseIndexTable`):
+/// each entry at or below its watermark (read from `chronicle_meta` once per index per flush)
+/// is written there too, as the pairs `chronicle_pairs` makes of the same values.
 ///
 /// Keep in step with `SearchIndexer` when the engine changes how it indexes:
 /// the ratio is only meaningful while both sides do the same SQL work.
@@ -27,6 +31,8 @@ final class RawSearchIndexer {
         let byRowid: OpaquePointer
         let delete: OpaquePointer
         let insert: OpaquePointer
+        /// The phrase index's delete, insert and watermark statements, if the index has one.
+        let phrase: (delete: OpaquePointer, insert: OpaquePointer, watermark: OpaquePointer)?
     }
 
     /// Which view rows an op can change (as `SearchIndexer.Scope`).
@@ -65,7 +71,14 @@ final class RawSearchIndexer {
                 byOwner: try db.prepare("SELECT rid, \(columns) FROM \(view) WHERE owner_id = ?1"),
                 byRowid: try db.prepare("SELECT \(columns) FROM \(view) WHERE rid = ?1"),
                 delete: try db.prepare("INSERT INTO \(fts)(\(fts), rowid, \(columns)) VALUES ('delete', ?1, \(slots))"),
-                insert: try db.prepare("INSERT INTO \(fts)(rowid, \(columns)) VALUES (?1, \(slots))"))
+                insert: try db.prepare("INSERT INTO \(fts)(rowid, \(columns)) VALUES (?1, \(slots))"),
+                phrase: try SearchPairs.phraseIndexTable(of: index).map { table in
+                    let pairs = q(table)
+                    let values = (0..<index.fields.count).map { "\(SearchPairs.functionName)(?\($0 + 2))" }.joined(separator: ", ")
+                    return (delete: try db.prepare("INSERT INTO \(pairs)(\(pairs), rowid, \(columns)) VALUES ('delete', ?1, \(values))"),
+                            insert: try db.prepare("INSERT INTO \(pairs)(rowid, \(columns)) VALUES (?1, \(values))"),
+                            watermark: try db.prepare("SELECT value FROM chronicle_meta WHERE key = '\(SearchPairs.phraseIndexWatermarkKey(of: index))'"))
+                })
             targets.append(target)
             own[entity.name, default: []].append(target)
             if let owner = projection.ownerEntity(of: index, in: entity) { owned[owner.name, default: []].append(target) }
@@ -128,9 +141,9 @@ final class RawSearchIndexer {
             }
             let old = Dictionary(before[offset].map { ($0.rowid, $0.values) }, uniquingKeysWith: { a, _ in a })
             let new = Dictionary(after.map { ($0.rowid, $0.values) }, uniquingKeysWith: { a, _ in a })
+            let through = try watermark(target)
             for rowid in Set(old.keys).union(new.keys).sorted() where old[rowid] != new[rowid] {
-                if let values = old[rowid] { try db.run(target.delete, [.integer(rowid)] + values) }
-                if let values = new[rowid] { try db.run(target.insert, [.integer(rowid)] + values) }
+                try update(target, rowid, from: old[rowid], to: new[rowid], phrases: rowid <= through)
             }
         }
     }
@@ -139,6 +152,7 @@ final class RawSearchIndexer {
     func flush() throws {
         for (number, rows) in entries.sorted(by: { $0.key < $1.key }) {
             let target = targets[number]
+            let through = try watermark(target)
             for rowid in rows.keys.sorted() {
                 let old = rows[rowid]!
                 try db.bind(target.byRowid, [.integer(rowid)])
@@ -146,11 +160,29 @@ final class RawSearchIndexer {
                     ? (0..<target.fieldCount).map { RawDatabase.value(target.byRowid, $0) } : nil
                 sqlite3_reset(target.byRowid)
                 guard old != new else { continue }
-                if let old { try db.run(target.delete, [.integer(rowid)] + old) }
-                if let new { try db.run(target.insert, [.integer(rowid)] + new) }
+                try update(target, rowid, from: old, to: new, phrases: rowid <= through)
             }
         }
         entries.removeAll(keepingCapacity: true)
+    }
+
+    /// The phrase index's watermark (0 without one).
+    private func watermark(_ target: Target) throws -> Int64 {
+        guard let phrase = target.phrase else { return 0 }
+        return try db.scalarInt(phrase.watermark) ?? 0
+    }
+
+    /// One entry from `old` to `new`, in the phrase index too if `phrases`.
+    private func update(_ target: Target, _ rowid: Int64, from old: [Value]?, to new: [Value]?, phrases: Bool) throws {
+        let phrase = phrases ? target.phrase : nil
+        if let old {
+            try db.run(target.delete, [.integer(rowid)] + old)
+            if let phrase { try db.run(phrase.delete, [.integer(rowid)] + old) }
+        }
+        if let new {
+            try db.run(target.insert, [.integer(rowid)] + new)
+            if let phrase { try db.run(phrase.insert, [.integer(rowid)] + new) }
+        }
     }
 
     private func touch(_ target: Target, _ rowid: Int64, _ values: [Value]?) {

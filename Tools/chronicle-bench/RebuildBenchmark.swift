@@ -167,12 +167,23 @@ struct RebuildBenchmark {
     }
 
     /// What `DeviceStore.rebuildSearchIndexes` runs (Sources/ChronicleStore/Device/DeviceStore+Rebuild.swift,
-    /// internal): every index refilled from its content view (`DeviceStore.searchIndexRebuildSQL`), then the stale mark cleared. Keep in step.
+    /// internal): every index refilled from its content view (`DeviceStore.searchIndexRebuildSQL`), then the stale mark
+    /// cleared, then each phrase index emptied and left to its filler (`DeviceStore.resetPhraseIndexes`, for a library
+    /// past `phraseIndexFillsInline`: its measure of the content read, the watermark set to 0). Keep in step.
     static func rebuildSearchIndexes(_ db: RawDatabase, _ projection: ProjectionSchema) throws {
         let premium = try db.scalarInt("SELECT \(projection.premiumCondition)") == 1
         for (_, index) in projection.searchIndexes {
             for sql in DeviceStore.searchIndexRebuildSQL(index.index, gatedOff: index.requiresPremium && !premium) { try db.exec(sql) }
         }
         try db.exec("DELETE FROM chronicle_meta WHERE key = 'search_stale'")
+        for (_, index) in projection.searchIndexes {
+            guard let table = SearchPairs.phraseIndexTable(of: index) else { continue }
+            let pairs = ProjectionSchema.quoted(table)
+            let view = ProjectionSchema.quoted(ProjectionSchema.contentViewName(of: index))
+            let bytes = index.fields.map { "coalesce(length(CAST(\(ProjectionSchema.quoted($0)) AS BLOB)), 0)" }.joined(separator: " + ")
+            try db.exec("INSERT INTO \(pairs)(\(pairs)) VALUES ('delete-all')")
+            _ = try db.scalarInt("SELECT count(*) + coalesce(sum(bytes), 0) FROM (SELECT \(bytes) AS bytes FROM \(view) LIMIT 257)")
+            try db.exec("INSERT OR REPLACE INTO chronicle_meta(key, value) VALUES ('\(SearchPairs.phraseIndexWatermarkKey(of: index))', 0)")
+        }
     }
 }

@@ -26,6 +26,11 @@ struct SearchBenchmark {
         var matches: Samples
         /// Queries whose hits (kind, id, order, snippet) differ between the engine and the baseline.
         var mismatches: Int
+        /// Phrases: the engine reading them from the word indexes (`search(phraseIndexes: false)`),
+        /// as it does until the phrase indexes are complete, in a pass of its own.
+        var fromWordIndexes = Samples()
+        /// Queries whose hits differ between the two ways.
+        var wordIndexMismatches = 0
 
         var meanOverlap: Double { queries.isEmpty ? .nan : overlapSum / Double(queries.count) }
     }
@@ -40,6 +45,10 @@ struct SearchBenchmark {
         /// One-word queries each right after a local write: the read connections have to read
         /// every ranked row's length again (`SearchRank` keeps them only until a write).
         var afterWrite = Samples()
+        /// The phrase indexes after the load: completed on this thread (they are kept up to date
+        /// as the load writes, so this is little or nothing), and how many rows they hold.
+        var phraseIndexSeconds = 0.0
+        var phraseIndexRows: Int64 = 0
     }
 
     let directory: String
@@ -75,6 +84,7 @@ struct SearchBenchmark {
         let store = try DeviceStore.create(at: path, schema: schema, libraryID: libraryID, clock: clock,
                                            ids: SeededV7IDGenerator(seed: seed ^ 0x5EA2C4, clock: clock))
         let (loadOps, fullText, loadSeconds) = try load(store, libraryID: libraryID)
+        let (phraseIndexSeconds, phraseIndexRows) = try completePhraseIndexes(store, label: "search")
         // The load's log is copied into the database now, not by the background checkpoint
         // while the first queries are timed, and the kernel writes the load's pages to the disk
         // now, not on its own threads during them.
@@ -101,7 +111,8 @@ struct SearchBenchmark {
             for text in queries.prefix(10) {
                 _ = try store.search(text, limit: Self.limit, rankWindow: window, parallel: Self.parallel)
                 _ = try baseline.search(SearchQuery(text).match, phrases: SearchQuery(text).terms.count,
-                                        readingOn: SearchQuery(text), limit: Self.limit, rankWindow: window)
+                                        readingOn: SearchQuery(text), pairs: RawSearch.pairs(of: text, on: raw),
+                                        limit: Self.limit, rankWindow: window)
             }
             for text in queries {
                 var matched: Int64 = 0
@@ -127,7 +138,8 @@ struct SearchBenchmark {
                         hits = try store.search(text, limit: Self.limit, rankWindow: window, parallel: Self.parallel)
                         engineTime = nowNanoseconds() - t0
                     } else {
-                        rawHits = try baseline.search(match, phrases: phrases, readingOn: readingOn, limit: Self.limit, rankWindow: window)
+                        rawHits = try baseline.search(match, phrases: phrases, readingOn: readingOn, pairs: RawSearch.pairs(of: text, on: raw),
+                                                      limit: Self.limit, rankWindow: window)
                         baselineTime = nowNanoseconds() - t0
                     }
                 }
@@ -148,6 +160,19 @@ struct SearchBenchmark {
                 if hits.map({ $0.kind + "/" + $0.id }) != rawHits.hits || hits.map(\.snippet) != rawHits.snippets { kind.mismatches += 1 }
                 let found = Set(hits.map { $0.kind + "/" + $0.id })
                 kind.overlapSum += exactHits.isEmpty ? 1 : Double(exactHits.filter(found.contains).count) / Double(exactHits.count)
+            }
+            if name == "phrase" {
+                // The same phrases from the word indexes, as before the phrase indexes are complete.
+                for text in queries.prefix(10) {
+                    _ = try store.search(text, limit: Self.limit, rankWindow: window, parallel: Self.parallel, phraseIndexes: false)
+                }
+                for (text, (hits, _)) in zip(queries, found) {
+                    let t0 = nowNanoseconds()
+                    let fromWords = try store.search(text, limit: Self.limit, rankWindow: window, parallel: Self.parallel, phraseIndexes: false)
+                    kind.fromWordIndexes.add(nowNanoseconds() - t0)
+                    if fromWords != hits { kind.wordIndexMismatches += 1 }
+                }
+                progress("search: phrase from the word indexes: p50 \(formatFixed(kind.fromWordIndexes.percentileMilliseconds(0.5), 3)) ms p99 \(formatFixed(kind.fromWordIndexes.percentileMilliseconds(0.99), 3)) ms; hits differ from the phrase indexes' in \(kind.wordIndexMismatches)")
             }
             progress("search: \(name): chronicle p50 \(formatFixed(kind.chronicle.percentileMilliseconds(0.5), 3)) ms p99 \(formatFixed(kind.chronicle.percentileMilliseconds(0.99), 3)) ms; raw sqlite p50 \(formatFixed(kind.baseline.percentileMilliseconds(0.5), 3)) ms p99 \(formatFixed(kind.baseline.percentileMilliseconds(0.99), 3)) ms; exact ranking p50 \(formatFixed(kind.exact.percentileMilliseconds(0.5), 3)) ms, top-\(Self.limit) overlap \(formatFixed(100 * kind.meanOverlap, 1))%")
             kinds.append(kind)
@@ -172,9 +197,6 @@ struct SearchBenchmark {
                 progress("search A/B \(kind.name): one connection p50 \(formatFixed(one.percentileMilliseconds(0.5), 3)) p99 \(formatFixed(one.percentileMilliseconds(0.99), 3)) ms; two p50 \(formatFixed(two.percentileMilliseconds(0.5), 3)) p99 \(formatFixed(two.percentileMilliseconds(0.99), 3)) ms")
             }
         }
-        if PairIndexes.diagnostic {
-            try runPairsDiagnostic(store: raw, phrases: kinds.first { $0.name == "phrase" }?.queries ?? [], window: window)
-        }
         // The same one-word queries, each right after a local write (untimed): no remembered row lengths.
         var afterWrite = Samples(capacity: queriesPerKind)
         for (n, text) in (kinds.first?.queries ?? []).enumerated() {
@@ -184,7 +206,8 @@ struct SearchBenchmark {
             afterWrite.add(nowNanoseconds() - t0)
         }
         return Result(articles: articles, fullTextArticles: fullText, loadOps: loadOps, loadSeconds: loadSeconds,
-                      storeBytes: databaseBytes(path), kinds: kinds, afterWrite: afterWrite)
+                      storeBytes: databaseBytes(path), kinds: kinds, afterWrite: afterWrite,
+                      phraseIndexSeconds: phraseIndexSeconds, phraseIndexRows: phraseIndexRows)
     }
 
     /// Fills the store through confirmed ops: the premium plan, then per article a

@@ -1,4 +1,5 @@
 import ChronicleCore
+import ChronicleStore
 import Foundation
 
 /// A failure of the benchmark itself (bad flags, a baseline SQL error, a child that died).
@@ -162,4 +163,21 @@ func formatCount(_ value: Double) -> String {
 func formatFixed(_ value: Double, _ digits: Int) -> String {
     guard value.isFinite else { return "n/a" }
     return String(format: "%.\(digits)f", value)
+}
+
+/// Completes `store`'s phrase indexes on this thread and waits for its background filler, so the
+/// next measurement runs without it (after a bulk apply, a rebuild or a bootstrap the store fills
+/// them in the background). Returns the seconds it took and the rows they hold.
+@discardableResult
+func completePhraseIndexes(_ store: DeviceStore, label: String) throws -> (seconds: Double, rows: Int64) {
+    let t0 = nowNanoseconds()
+    var throttle = Throttle()
+    try store.completePhraseIndexes { done, total in
+        if throttle.ready() { progress("\(label): phrase indexes \(formatCount(Double(done)))/\(formatCount(Double(total))) rows") }
+    }
+    guard store.waitForPhraseIndexing(timeoutSeconds: 3_600) else { throw BenchError("\(label): the phrase index filler did not stop") }
+    let seconds = Double(nowNanoseconds() - t0) / 1e9
+    let rows = try store.phraseIndexStatus().reduce(0) { $0 + $1.rows }
+    progress("\(label): phrase indexes complete (\(formatCount(Double(rows))) rows) after \(formatFixed(seconds, 2)) s more")
+    return (seconds, rows)
 }

@@ -208,6 +208,8 @@ struct SyncBenchmark {
         let report = try runBlocking { await engine.syncOnce() }
         let seconds = Double(nowNanoseconds() - t0) / 1e9
         progress("sync pull: \(formatCount(Double(report.pulled) / seconds)) ops/s end to end; comparing digests…")
+        // The device fills its phrase indexes in the background after the catch-up: done before anything else is timed.
+        try completePhraseIndexes(device.store, label: "sync pull")
         let deviceDigest = try device.store.digest()
         if deviceDigest != serverDigest { syncFailure("the pulled device's digest \(deviceDigest) differs from the server's \(serverDigest)") }
         if report.outcome != .synced || report.pulled != n { syncFailure("the pull ended \(report.outcome) after \(report.pulled) of \(n) ops") }
@@ -225,6 +227,7 @@ struct SyncBenchmark {
         try baseStore.applyConfirmedInBulk(logFeed)
         let baseNanoseconds = nowNanoseconds() - b0 - logFeed.excluded
         if let failure = logFeed.failure { throw failure }
+        try completePhraseIndexes(baseStore, label: "sync pull baseline")
         let baseDigest = try baseStore.digest()
         let baseWALBytes = fileBytes(basePath + "-wal")
         remove(basePath)
@@ -240,6 +243,7 @@ struct SyncBenchmark {
             let feed = ServerLogFeed(library: library, pageOps: pageOps)
             let l0 = nowNanoseconds()
             try store.applyConfirmedInBulk(feed)
+            try completePhraseIndexes(store, label: "sync pull diagnostic")
             let nanoseconds = nowNanoseconds() - l0 - feed.excluded
             if let failure = feed.failure { throw failure }
             if try store.digest() != serverDigest { syncFailure("the large-page baseline's digest differs from the server's") }

@@ -72,9 +72,6 @@ enum Bench {
           CHRONICLE_BENCH_RANK_WINDOW=N                search: engine and baseline rank the newest N matches (default 1,000)
           CHRONICLE_BENCH_SEARCH_SLOWEST=N             search: print each kind's N slowest queries, engine and baseline times
           CHRONICLE_BENCH_SEARCH_AB=1                  search: the engine on one read connection against two, query by query
-          CHRONICLE_BENCH_SEARCH_PAIRS=1               search: phrases over titles and full text in FTS5 indexes of words and of
-                                                       adjacent word pairs (a file beside the store), build and query times;
-                                                       bulk: what building both would take for its library
           CHRONICLE_BENCH_SQLITE_MEMSTATUS=1           SQLite's memory statistics on (its default; the engine turns them off),
                                                        for both sides and the child processes
           CHRONICLE_BENCH_SYNC_PARTS=pull,push,latency,scale   sync: run only these parts
@@ -349,11 +346,14 @@ do {
                              target: "same state", verdict: verdict(digestMatches)))
         let cr = Double(bulk.chronicleRebuildNanoseconds) / 1e9, br = Double(bulk.baselineRebuildNanoseconds) / 1e9
         notes.append("bulk: of the timed work, the closing FTS5 rebuild took chronicle \(formatFixed(cr, 2)) s, raw sqlite \(formatFixed(br, 2)) s; without it: chronicle \(formatCount(Double(bulk.ops) / (Double(bulk.chronicleNanoseconds) / 1e9 - cr))) ops/s, raw sqlite \(formatCount(Double(bulk.ops) / (Double(bulk.baselineNanoseconds) / 1e9 - br))) ops/s; search indexes stale afterwards: \(bulk.staleAfter ? "YES" : "no"); store \(bulk.storeBytes / 1_048_576) MB (raw \(bulk.baselineBytes / 1_048_576) MB).")
+        notes.append("bulk: after it returned, the engine's phrase indexes (word pairs of \(formatCount(Double(bulk.phraseIndexRows))) rows of article text and transcripts, which the background filler indexes in short transactions; searches read phrases from the word indexes until then) were complete \(formatFixed(bulk.phraseIndexSeconds, 2)) s later, filled on the benchmark's thread beside the filler, untimed above.")
         json.append(("bulk", .object([
             ("ops", .int(Int64(bulk.ops))), ("batches", .int(Int64(bulk.batches))),
             ("chronicle", .object([("ops_per_second", .number(bulk.chronicleOpsPerSecond)),
                                    ("seconds", .number(Double(bulk.chronicleNanoseconds) / 1e9)),
                                    ("index_rebuild_seconds", .number(cr)),
+                                   ("phrase_index_seconds_after", .number(bulk.phraseIndexSeconds)),
+                                   ("phrase_index_rows", .int(bulk.phraseIndexRows)),
                                    ("store_bytes", .int(bulk.storeBytes)),
                                    ("digest_matches_incremental", digestMatches.map(JSON.bool) ?? .null),
                                    ("search_stale_after", .bool(bulk.staleAfter))])),
@@ -409,6 +409,10 @@ do {
             ])))
         }
         notes.append("search: the engine ranks its indexes on two read connections at once (`search(parallel:)`), the baseline runs the same statements one after another on one; engine and baseline take turns going first, query by query, and the exact ranking runs in a pass of its own.")
+        if var phrase = result.kinds.first(where: { $0.name == "phrase" }), phrase.fromWordIndexes.count > 0 {
+            notes.append("search phrase, read from the word indexes instead (`search(phraseIndexes: false)`, as until the phrase indexes are complete; a pass of its own): p50 \(millisecondsText(phrase.fromWordIndexes.percentileMilliseconds(0.5))), p99 \(millisecondsText(phrase.fromWordIndexes.percentileMilliseconds(0.99))); hits differ from the phrase indexes' in \(phrase.wordIndexMismatches) of \(phrase.queries.count).")
+        }
+        notes.append("search: phrase indexes complete after the load in \(formatFixed(result.phraseIndexSeconds, 2)) s more (\(formatCount(Double(result.phraseIndexRows))) rows; the load keeps them up to date as it writes).")
         notes.append("search: \(formatCount(Double(result.articles))) articles (\(formatCount(Double(result.fullTextArticles))) with full text) loaded as \(formatCount(Double(result.loadOps))) confirmed ops in \(formatFixed(result.loadSeconds, 1)) s; store \(result.storeBytes / 1_048_576) MB.")
         json.append(("search", .object([
             ("articles", .int(Int64(result.articles))), ("full_text_articles", .int(Int64(result.fullTextArticles))),

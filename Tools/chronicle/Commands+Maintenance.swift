@@ -11,6 +11,9 @@ extension Command {
                     It starts from the newest snapshot and replays the ops after it; --from-genesis replays every op
                     from the first (sealed segments included). Both give the same state digest.
                     --verify compares the state digest before and after and fails (exit 1) on any difference.
+                    Then the phrase indexes (word pairs of article text and transcripts, which answer phrase
+                    searches) are filled again, in short transactions: the store is usable meanwhile, and if
+                    interrupted the app's next open carries on in the background.
                     """) { args, ctx in
             let check = args.flag("verify")
             let genesis = args.flag("from-genesis")
@@ -20,6 +23,9 @@ extension Command {
             let bar = ProgressBar("Rebuilding")
             let report = try store.rebuild(fromGenesis: genesis) { bar.update($0, $1) }
             bar.finish()
+            let phrases = ProgressBar("Phrase indexes")
+            try store.completePhraseIndexes { phrases.update($0, $1) }
+            phrases.finish()
             let matches = before.map { $0 == report.digest } ?? true
             if ctx.output.json {
                 var object: [String: Any] = ["confirmed_ops": report.confirmedReplayed, "pending_ops": report.pendingReplayed,

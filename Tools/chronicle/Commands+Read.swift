@@ -167,6 +167,7 @@ extension Command {
             let s = try store.status()
             let sync = try store.syncState()
             let credentials = try? Credentials.load(forStore: store.path)
+            let phrases = try store.phraseIndexStatus()
             let headline = statusLine(unsent: s.unsentOps, sync: sync, signedIn: credentials != nil,
                                       now: Int64(Date().timeIntervalSince1970 * 1000))
             if ctx.output.json {
@@ -175,7 +176,9 @@ extension Command {
                                  "last_device_seq": s.lastDeviceSeq, "last_sync_at": s.lastSyncAt as Any? ?? NSNull(), "file_bytes": s.fileBytes,
                                  "signed_in": credentials != nil, "server": credentials?.server as Any? ?? NSNull(),
                                  "online": credentials != nil && !sync.isOffline, "last_error": sync.lastError as Any? ?? NSNull(),
-                                 "server_head": sync.serverHead, "unseen_notices": sync.unseenNotices, "status_line": headline])
+                                 "server_head": sync.serverHead, "unseen_notices": sync.unseenNotices, "status_line": headline,
+                                 "phrase_indexes": phrases.map { ["index": $0.index, "rows_indexed": $0.rowsIndexed, "rows": $0.rows,
+                                                                  "complete": $0.isComplete] as [String: Any] }])
                 return ExitCode.success
             }
             ctx.output.line(headline)
@@ -186,6 +189,10 @@ extension Command {
             ctx.output.line("  device     \(s.deviceID)")
             ctx.output.line("  confirmed  \(s.confirmedOps) ops (cursor \(s.cursor))")
             ctx.output.line("  unsent     \(s.unsentOps) ops (last device seq \(s.lastDeviceSeq))")
+            for phrase in phrases {
+                let state = phrase.isComplete ? "complete" : "filling in the background; phrases are searched without it meanwhile"
+                ctx.output.line("  phrases    \(phrase.index): \(phrase.rowsIndexed) of \(phrase.rows) rows (\(state))")
+            }
             return ExitCode.success
         },
     ]

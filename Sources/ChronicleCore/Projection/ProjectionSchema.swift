@@ -163,31 +163,31 @@ public struct ProjectionSchema: Sendable {
                 statements.append(view.sql)
                 statements.append(searchTableStatement(index, in: entity))
                 statements.append(Self.searchRankSQL(index))
-                if index.requiresPremium, let plan = schema.plan {
-                    let planTable = Self.quoted(plan.entity), planField = Self.quoted(plan.field)
+                if index.requiresPremium {
                     let fill = "INSERT INTO \(fts)(rowid, \(columns)) SELECT rid, \(columns) FROM \(Self.quoted(view.name));"
                     let clear = "INSERT INTO \(fts)(\(fts)) VALUES ('delete-all');"
                     // The plan gates the whole index: fill it when premium starts, empty it when it ends.
-                    statements.append("""
-                        CREATE TRIGGER \(Self.quoted(index.index + "_plan_on")) AFTER UPDATE OF \(planField) ON \(planTable) \
-                        WHEN new.\(planField) = '\(plan.premium)' AND old.\(planField) IS NOT '\(plan.premium)' BEGIN \(clear) \(fill) END
-                        """)
-                    statements.append("""
-                        CREATE TRIGGER \(Self.quoted(index.index + "_plan_new")) AFTER INSERT ON \(planTable) \
-                        WHEN new.\(planField) = '\(plan.premium)' AND (SELECT count(*) FROM \(planTable) WHERE \(planField) = '\(plan.premium)') = 1 BEGIN \(clear) \(fill) END
-                        """)
-                    statements.append("""
-                        CREATE TRIGGER \(Self.quoted(index.index + "_plan_off")) AFTER UPDATE OF \(planField) ON \(planTable) \
-                        WHEN old.\(planField) = '\(plan.premium)' AND new.\(planField) IS NOT '\(plan.premium)' AND NOT \(premiumCondition) BEGIN \(clear) END
-                        """)
-                    statements.append("""
-                        CREATE TRIGGER \(Self.quoted(index.index + "_plan_gone")) AFTER DELETE ON \(planTable) \
-                        WHEN old.\(planField) = '\(plan.premium)' AND NOT \(premiumCondition) BEGIN \(clear) END
-                        """)
+                    for event in planGateEvents {
+                        statements.append("CREATE TRIGGER \(Self.quoted(index.index + "_plan_" + event.suffix)) \(event.head) BEGIN \(clear)\(event.starts ? " " + fill : "") END")
+                    }
                 }
             }
         }
         return statements
+    }
+
+    /// The four moments the plan gates a premium-only index at: a trigger's name suffix, its
+    /// head (`AFTER … ON … WHEN …`), and whether premium starts then (else it ends). Empty
+    /// without a plan.
+    public var planGateEvents: [(suffix: String, head: String, starts: Bool)] {
+        guard let plan = schema.plan else { return [] }
+        let planTable = Self.quoted(plan.entity), planField = Self.quoted(plan.field)
+        return [
+            ("on", "AFTER UPDATE OF \(planField) ON \(planTable) WHEN new.\(planField) = '\(plan.premium)' AND old.\(planField) IS NOT '\(plan.premium)'", true),
+            ("new", "AFTER INSERT ON \(planTable) WHEN new.\(planField) = '\(plan.premium)' AND (SELECT count(*) FROM \(planTable) WHERE \(planField) = '\(plan.premium)') = 1", true),
+            ("off", "AFTER UPDATE OF \(planField) ON \(planTable) WHEN old.\(planField) = '\(plan.premium)' AND new.\(planField) IS NOT '\(plan.premium)' AND NOT \(premiumCondition)", false),
+            ("gone", "AFTER DELETE ON \(planTable) WHEN old.\(planField) = '\(plan.premium)' AND NOT \(premiumCondition)", false),
+        ]
     }
 
     /// The view an FTS5 index reads its rows from.

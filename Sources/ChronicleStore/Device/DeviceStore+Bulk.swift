@@ -68,6 +68,12 @@ extension DeviceStore {
                 let fts = ProjectionSchema.quoted(index.index)
                 try db.execute("INSERT INTO \(fts)(\(fts)) VALUES ('delete-all')")
             }
+            // The phrase indexes too, with their watermarks at 0: no write keeps any of their
+            // rows up to date and the filler waits, until the indexes are built again.
+            for phrase in phraseIndexes where try db.scalarText("SELECT name FROM sqlite_schema WHERE name = ?1", [.text(phrase.table)]) != nil {
+                try db.execute(phrase.clearSQL)
+                try phrase.setWatermark(0, in: db)
+            }
         }
     }
 

@@ -195,6 +195,10 @@ extension DeviceStore {
             }
         }
         try db.execute("DELETE FROM chronicle_meta WHERE key = 'search_stale'")
+        // The phrase indexes start over from the new word indexes (small ones filled now, the
+        // rest by the filler once this transaction commits).
+        try ensurePhraseIndexes(in: db)
+        try resetPhraseIndexes(in: db)
         return SearchBuildReport(workerBuilt: workerBuilt, streamed: streamed.map(\.index))
     }
 

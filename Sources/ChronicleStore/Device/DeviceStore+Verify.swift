@@ -100,6 +100,10 @@ extension DeviceStore {
             checks.append(VerifyCheck(name: "fts5 integrity-check \(index.index)", passed: passed, detail: detail))
         }
 
+        for phrase in phraseIndexes where !stale {
+            checks.append(verifyPhraseIndex(phrase))
+        }
+
         let logCheck = try read { db -> VerifyCheck in
             let stats = try db.query("SELECT count(*), coalesce(min(server_seq), 0), coalesce(max(server_seq), 0), count(DISTINCT op_id) FROM chronicle_log") {
                 ($0.int(0), $0.int(1), $0.int(2), $0.int(3))
@@ -183,5 +187,33 @@ extension DeviceStore {
         try scratch.execute("CREATE TABLE chronicle_shadowed (entity TEXT NOT NULL, id TEXT NOT NULL, PRIMARY KEY (entity, id)) WITHOUT ROWID")
         try createProjection(projection, in: scratch, withSearch: false)
         return scratch
+    }
+}
+
+extension DeviceStore {
+    /// A phrase index holds exactly its word index's rows up to its watermark, each with the same
+    /// length in tokens (its `_docsize` rows equal), and passes FTS5's integrity-check.
+    func verifyPhraseIndex(_ phrase: PhraseIndex) -> VerifyCheck {
+        let name = "phrase index \(phrase.table)"
+        let pairs = ProjectionSchema.quoted(phrase.table + "_docsize"), words = ProjectionSchema.quoted(phrase.index.index + "_docsize")
+        return writer.withLock { db in
+            do {
+                return try db.transaction { db in
+                    let through = try phrase.watermark(in: db)
+                    let table = ProjectionSchema.quoted(phrase.table)
+                    try db.execute("INSERT INTO \(table)(\(table)) VALUES ('integrity-check')")
+                    let differing = try db.scalarInt("""
+                        SELECT (SELECT count(*) FROM (SELECT id, sz FROM \(pairs) EXCEPT SELECT id, sz FROM \(words) WHERE id <= ?1))
+                             + (SELECT count(*) FROM (SELECT id, sz FROM \(words) WHERE id <= ?1 EXCEPT SELECT id, sz FROM \(pairs)))
+                        """, [.integer(through)]) ?? 0
+                    let state = through == PhraseIndex.complete ? "complete" : "filled up to row \(through)"
+                    return VerifyCheck(name: name, passed: differing == 0,
+                                       detail: differing == 0 ? "\(state); rows and lengths match the word index"
+                                           : "\(state); \(differing) rows differ from the word index (a rebuild makes it again)")
+                }
+            } catch {
+                return VerifyCheck(name: name, passed: false, detail: "\(error)")
+            }
+        }
     }
 }

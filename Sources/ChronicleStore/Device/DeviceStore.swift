@@ -31,6 +31,11 @@ public final class DeviceStore: Sendable {
     let readers: ReaderPool
     /// True between `beginBulk` and the end of `finishBulk`: the search indexes are meant to be stale.
     let bulkInProgress = Locked(false)
+    /// The indexes of word pairs beside the search indexes over documents (`PhraseIndex`).
+    let phraseIndexes: [PhraseIndex]
+    /// The background filler of the phrase indexes: running, asked to look again before it
+    /// stops, when it last failed (`startPhraseIndexing`).
+    let phraseIndexing = Locked<(running: Bool, again: Bool, failedAt: Date?)>((false, false, nil))
 
     /// Creates a new, empty store at `path`. Fails if a file is already there.
     public static func create(at path: String, schema: Schema, libraryID: UUID? = nil, deviceID: UUID? = nil,
@@ -68,7 +73,9 @@ public final class DeviceStore: Sendable {
             try? FileManager.default.removeItem(atPath: path + "-shm")
             throw error
         }
-        return try DeviceStore(path: path, schema: schema, deviceID: device, libraryID: library, clock: clock, ids: ids, writer: db)
+        let store = try DeviceStore(path: path, schema: schema, deviceID: device, libraryID: library, clock: clock, ids: ids, writer: db)
+        try store.openPhraseIndexes()
+        return store
     }
 
     /// Opens an existing store. The schema is the compiled-in one the store names.
@@ -128,6 +135,9 @@ public final class DeviceStore: Sendable {
         // Best effort: if it cannot be done now (a full disk), the transaction leaves the old index as
         // it was, which answers every query the same, only slower; the next open tries again.
         _ = try? store.recreateRedefinedSearchIndexes()
+        // Phrase indexes this store lacks (made before format v6): best effort, as above. Until
+        // they are complete, searches read phrases from the word indexes.
+        try? store.openPhraseIndexes()
         return store
     }
 
@@ -143,6 +153,7 @@ public final class DeviceStore: Sendable {
         self.projection = ProjectionSchema(schema: schema)
         self.indexer = SearchIndexer(projection: projection)
         self.searchPlans = Self.searchPlans(projection)
+        self.phraseIndexes = PhraseIndex.all(projection)
         self.checkpointer = Checkpointer(path: path)
         try checkpointer.install(on: writer)
         self.writer = Locked(writer)

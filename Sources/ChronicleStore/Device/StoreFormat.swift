@@ -1,18 +1,25 @@
 /// The device store's own tables (log, outbox, metadata) and the invariants
 /// SQLite enforces on them. Documented in `Schemas/store/device-v1.md` and
-/// `device-v2.md` … `device-v5.md`.
+/// `device-v2.md` … `device-v6.md`.
 ///
 /// A new store runs the v1 statements and then every migration, so a fresh
 /// store and a migrated one are the same by construction.
 enum StoreFormat {
     /// Bumped with a migration whenever these tables change shape.
-    static let currentVersion: Int64 = 5
+    static let currentVersion: Int64 = 6
 
     /// Everything a new store runs, in order.
     static var statements: [String] { version1 + migrations.sorted { $0.key < $1.key }.flatMap(\.value) }
 
     /// The statements that take a store from format `key` to `key + 1`. Shipped steps are never edited.
-    static let migrations: [Int64: [String]] = [1: version2, 2: version3, 3: version4, 4: version5]
+    static let migrations: [Int64: [String]] = [1: version2, 2: version3, 3: version4, 4: version5, 5: version6]
+
+    /// v6: phrase indexes (`PhraseIndex`), tables of word pairs beside the search indexes over
+    /// documents, kept up to date by every write below their watermark in `chronicle_meta`.
+    /// Derived from the schema like the search indexes, they are made when the store opens
+    /// (`DeviceStore.openPhraseIndexes`), not here. The version moves so that an earlier build,
+    /// which would write without keeping them up to date, no longer opens the store.
+    static let version6: [String] = []
 
     /// v5: the ids of ops that left the log (sealed, or covered by a snapshot the store started
     /// from) are kept as their 16 bytes, with their seq only (`chronicle_sealed_ids`), instead of

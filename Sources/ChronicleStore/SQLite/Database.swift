@@ -79,6 +79,8 @@ public final class Database {
         SearchSnippet.register(on: handle)
         searchWindowCounts = SearchRank.register(on: handle)
         UUIDBlobFunction.register(on: handle)
+        // Phrase indexes (`PhraseIndex`) are written through it.
+        SearchPairs.register(on: handle)
         try execute("PRAGMA foreign_keys = ON")
         try execute("PRAGMA secure_delete = OFF")
         if options.scratch {

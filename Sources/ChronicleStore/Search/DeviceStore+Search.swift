@@ -48,14 +48,19 @@ extension DeviceStore {
     /// `parallel`: the indexes are ranked on two read connections at once, about half the
     /// indexes' size on each, when both can be given the same snapshot (no write is committing at that
     /// instant); otherwise, and with `parallel` false, on one. The results are the same.
+    ///
+    /// A query of one phrase of several words is read from the phrase indexes of the indexes over
+    /// documents (`PhraseIndex`) once they hold every row; `phraseIndexes` false reads it from the
+    /// word indexes, as before they are complete. The results are the same.
     public func search(_ text: String, limit: Int = 20, markers: (String, String) = ("[", "]"),
-                       rankWindow: Int = searchRankWindow, parallel: Bool = true) throws -> [SearchHit] {
+                       rankWindow: Int = searchRankWindow, parallel: Bool = true, phraseIndexes: Bool = true) throws -> [SearchHit] {
         let query = SearchQuery(text)
         guard !query.isEmpty, limit > 0 else { return [] }
         let window = max(rankWindow, limit)
         let match = Value.text(query.match)
         return try read { db in
-            let best = try candidates(on: db, query: query, match: match, window: window, limit: limit, parallel: parallel)
+            let best = try candidates(on: db, query: query, match: match, window: window, limit: limit, parallel: parallel,
+                                      phraseIndexes: phraseIndexes)
             // Equal scores: the newer row first (ids are time-ordered), as within each index.
             let top = best.values.sorted { ($0.score, $1.id, $0.kind) < ($1.score, $0.id, $1.kind) }.prefix(limit)
             // Snippets: one pass per index over the rowid range of its hits (seeking each hit's
@@ -110,7 +115,7 @@ extension DeviceStore {
     /// Every index's best candidates, keyed by kind and id, read in `db`'s read transaction.
     /// On a second read connection at once when it can be given the same snapshot (`sameSnapshot`).
     func candidates(on db: Database, query: SearchQuery, match: Value, window: Int, limit: Int,
-                    parallel: Bool) throws -> [String: SearchCandidate] {
+                    parallel: Bool, phraseIndexes: Bool = true) throws -> [String: SearchCandidate] {
         let plans = searchPlans
         var perPlan = [[String: SearchCandidate]](repeating: [:], count: plans.count)
         var done = false
@@ -123,6 +128,7 @@ extension DeviceStore {
             guard query.terms.count == 1 else { return nil }
             return layout.longRows[i] && SearchRank.readsOn(query, prefixLengths: plans[i].prefixLengths) ? .readingOn : .windowed
         }
+        let pairsOfPlan = phraseIndexes ? try phraseIndexMatches(query, plans: plans, in: db) : Array(repeating: nil, count: plans.count)
         // The second connection is an extra: if it cannot be had (no file descriptor left, say)
         // or anything fails on it, the first ranks every index alone, where a real error shows again.
         if parallel, plans.count > 1 {
@@ -139,7 +145,7 @@ extension DeviceStore {
                     for i in plans.indices where workerOfPlan[i] == worker {
                         do {
                             shared.set(i, try Self.rank(plans[i], in: connection, match: match, onePhrase: phraseOfPlan[i],
-                                                        window: window, limit: limit, helper: help))
+                                                        pairs: pairsOfPlan[i], window: window, limit: limit, helper: help))
                         } catch {
                             shared.fail(error)
                             return
@@ -152,7 +158,8 @@ extension DeviceStore {
         }
         if !done {
             for (i, plan) in plans.enumerated() {
-                perPlan[i] = try Self.rank(plan, in: db, match: match, onePhrase: phraseOfPlan[i], window: window, limit: limit)
+                perPlan[i] = try Self.rank(plan, in: db, match: match, onePhrase: phraseOfPlan[i], pairs: pairsOfPlan[i],
+                                           window: window, limit: limit)
             }
         }
         // In plan order, a later index replaces a row's candidate only with a better score, as one pass would.
@@ -235,27 +242,32 @@ extension DeviceStore {
     /// One index's part of a search: its newest matches ranked, mapped to the rows they count for.
     /// `helper`: the other connection of a two-connection search, which may count half of a
     /// phrase's older matches (`SearchCountHelp`).
-    static func rank(_ plan: SearchPlan, in db: Database, match: Value, onePhrase: OnePhrase?, window: Int,
+    /// `pairs`: the phrase as a phrase of word pairs, read from the plan's phrase index (`phraseIndexMatches`).
+    static func rank(_ plan: SearchPlan, in db: Database, match: Value, onePhrase: OnePhrase?, pairs: Value? = nil, window: Int,
                      limit: Int, helper: SearchCountHelp? = nil) throws -> [String: SearchCandidate] {
         var ranked: [(rowid: Int64, score: Double)] = []
         ranked.reserveCapacity(min(window, 10_000))
         if let onePhrase, let counts = db.searchWindowCounts {
             // bm25 before the phrase's IDF, which comes from the count of its matches
             // (`SearchRank.termWindowSQL`; reading on, the rows past the window have no score).
-            let sql = onePhrase == .readingOn ? plan.termWindowReadingOn : plan.termWindow
-            try db.statement(sql).forEach([match, .integer(Int64(window))]) { row in
+            // A phrase of words is read from the phrase index when it may be: the same rows and counts.
+            let phrase = pairs.flatMap { pairs in plan.phrase.map { (pairs, $0) } }
+            let match = phrase?.0 ?? match
+            let (termWindow, restCount, rangeCount) = phrase.map { ($0.1.termWindow, $0.1.restCount, $0.1.rangeCount) }
+                ?? (onePhrase == .readingOn ? plan.termWindowReadingOn : plan.termWindow, plan.restCount, plan.rangeCount)
+            try db.statement(termWindow).forEach([match, .integer(Int64(window))]) { row in
                 if !row.isNull(1) { ranked.append((row.int(0), row.double(1))) }
             }
             guard let oldest = ranked.last?.rowid else { return [:] }
             let idf = try counts.idf(returned: ranked.count, window: window) {
-                guard let helper, oldest > 1 else { return try db.scalarInt(plan.restCount, [match, .integer(oldest)]) ?? 0 }
+                guard let helper, oldest > 1 else { return try db.scalarInt(restCount, [match, .integer(oldest)]) ?? 0 }
                 // The older rows in two halves by rowid: the other connection may count the lower
                 // half (if it is free by then) while this one counts the upper.
                 let middle = oldest / 2
                 let lower = helper.offer { other in
-                    try other.scalarInt(plan.rangeCount, [match, .integer(Int64.min), .integer(middle)]) ?? 0
+                    try other.scalarInt(rangeCount, [match, .integer(Int64.min), .integer(middle)]) ?? 0
                 }
-                let upper = try db.scalarInt(plan.rangeCount, [match, .integer(middle), .integer(oldest)]) ?? 0
+                let upper = try db.scalarInt(rangeCount, [match, .integer(middle), .integer(oldest)]) ?? 0
                 return upper + (try lower.result(orRunOn: db))
             }
             for i in ranked.indices { ranked[i].score = SearchRank.score(idf: idf, term: ranked[i].score) }
@@ -310,6 +322,40 @@ extension DeviceStore {
         let snippet: String
         /// `?1` owner id → title.
         let title: String?
+        /// The index's phrase index, if it has one (`PhraseIndex`).
+        let phrase: PhrasePlan?
+    }
+
+    /// The SQL a phrase reads from a phrase index: as `SearchPlan`'s, over the pairs table, `?1`
+    /// the phrase of pairs (`SearchPairs.phraseMatch`).
+    struct PhrasePlan: Sendable {
+        let index: PhraseIndex
+        let termWindow: String
+        let restCount: String
+        let rangeCount: String
+    }
+
+    /// For each plan, the MATCH expression of `query` in its phrase index, where a search reads
+    /// it there: a query of one phrase of two words or more (no prefix), and a phrase index that
+    /// holds every row in `db`'s snapshot. Otherwise nil; then, if a phrase index lags behind,
+    /// the background filler is started.
+    func phraseIndexMatches(_ query: SearchQuery, plans: [SearchPlan], in db: Database) throws -> [Value?] {
+        let none = [Value?](repeating: nil, count: plans.count)
+        guard query.terms.count == 1, let term = query.terms.first, !term.isPrefix,
+              plans.contains(where: { $0.phrase != nil }),
+              let words = SearchPairs.words(of: term.text, on: db.handle), words.count >= 2 else { return none }
+        let match = Value.text(SearchPairs.phraseMatch(words))
+        var lagging = false
+        let matches = try plans.map { plan -> Value? in
+            guard let phrase = plan.phrase else { return nil }
+            guard try phrase.index.watermark(in: db) == PhraseIndex.complete else {
+                lagging = true
+                return nil
+            }
+            return match
+        }
+        if lagging { startPhraseIndexing() }
+        return matches
     }
 
     static func searchPlans(_ projection: ProjectionSchema) -> [SearchPlan] {
@@ -326,7 +372,12 @@ extension DeviceStore {
                 owner: "SELECT owner_id FROM \(q(projection.contentView(of: index, in: entity).name)) WHERE rid = ?1",
                 // `+rowid`: the list filters the range scan instead of becoming one seek per rowid.
                 snippet: "SELECT rowid, \(SearchSnippet.functionName)(\(fts), ?1, ?2, '…', 12) FROM \(fts) WHERE \(fts) MATCH ?3 AND rowid BETWEEN ?4 AND ?5 AND +rowid IN (SELECT value FROM json_each(?6))",
-                title: titleField(of: owner).map { "SELECT \(q($0)) FROM \(q(owner.table)) WHERE id = ?1" })
+                title: titleField(of: owner).map { "SELECT \(q($0)) FROM \(q(owner.table)) WHERE id = ?1" },
+                phrase: PhraseIndex.all(projection).first { $0.index.index == index.index }.map { phrase in
+                    PhrasePlan(index: phrase, termWindow: SearchRank.termWindowSQL(index, table: phrase.table),
+                               restCount: SearchRank.restCountSQL(index, table: phrase.table),
+                               rangeCount: SearchRank.rangeCountSQL(index, table: phrase.table))
+                })
         }
     }
 }

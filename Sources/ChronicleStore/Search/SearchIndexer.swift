@@ -29,6 +29,8 @@ struct SearchIndexer: Sendable {
         let byRowid: String
         let delete: String
         let insert: String
+        /// The index's phrase index, kept up to date for rows at or below its watermark.
+        let phrase: PhraseIndex?
     }
 
     /// Which view rows an op can change.
@@ -78,7 +80,8 @@ struct SearchIndexer: Sendable {
                 byOwner: "SELECT rid, \(columns) FROM \(view) WHERE owner_id = ?1",
                 byRowid: "SELECT \(columns) FROM \(view) WHERE rid = ?1",
                 delete: "INSERT INTO \(fts)(\(fts), rowid, \(columns)) VALUES ('delete', ?1, \(slots))",
-                insert: "INSERT INTO \(fts)(rowid, \(columns)) VALUES (?1, \(slots))")
+                insert: "INSERT INTO \(fts)(rowid, \(columns)) VALUES (?1, \(slots))",
+                phrase: PhraseIndex.all(projection).first { $0.index.index == index.index })
             targets.append(target)
             own[entity.name, default: []].append(target)
             if let owner = projection.ownerEntity(of: index, in: entity) { owned[owner.name, default: []].append(target) }
@@ -141,9 +144,9 @@ struct SearchIndexer: Sendable {
             }
             let old = Dictionary(before[offset].map { ($0.rowid, $0.values) }, uniquingKeysWith: { a, _ in a })
             let new = Dictionary(after.map { ($0.rowid, $0.values) }, uniquingKeysWith: { a, _ in a })
+            let through = try target.phrase?.watermark(in: db) ?? 0
             for rowid in Set(old.keys).union(new.keys).sorted() where old[rowid] != new[rowid] {
-                if let values = old[rowid] { try db.statement(target.delete).execute([.integer(rowid)] + values) }
-                if let values = new[rowid] { try db.statement(target.insert).execute([.integer(rowid)] + values) }
+                try Self.update(target, rowid, from: old[rowid], to: new[rowid], phrases: rowid <= through, in: db)
             }
         }
     }
@@ -164,14 +167,29 @@ struct SearchIndexer: Sendable {
             let target = targets[number]
             let count = Int32(target.index.fields.count)
             let read = try db.statement(target.byRowid)
+            let through = try target.phrase?.watermark(in: db) ?? 0
             for rowid in entries.keys.sorted() {
                 let old = entries[rowid]!
                 let new = try read.map([.integer(rowid)]) { row in (0..<count).map { row.value($0) } }.first
                 guard old != new else { continue }
-                if let old { try db.statement(target.delete).execute([.integer(rowid)] + old) }
-                if let new { try db.statement(target.insert).execute([.integer(rowid)] + new) }
+                try Self.update(target, rowid, from: old, to: new, phrases: rowid <= through, in: db)
             }
         }
         batch.entries.removeAll()
+    }
+
+    /// One entry of an index from `old` (what it holds; nil: nothing) to `new` (nil: nothing),
+    /// and of its phrase index if `phrases` (the row is at or below its watermark).
+    private static func update(_ target: Target, _ rowid: Int64, from old: [Value]?, to new: [Value]?, phrases: Bool,
+                               in db: Database) throws {
+        let phrase = phrases ? target.phrase : nil
+        if let old {
+            try db.statement(target.delete).execute([.integer(rowid)] + old)
+            if let phrase { try db.statement(phrase.deleteSQL).execute([.integer(rowid)] + old) }
+        }
+        if let new {
+            try db.statement(target.insert).execute([.integer(rowid)] + new)
+            if let phrase { try db.statement(phrase.insertSQL).execute([.integer(rowid)] + new) }
+        }
     }
 }

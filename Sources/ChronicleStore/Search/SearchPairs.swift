@@ -17,15 +17,25 @@ import Foundation
 /// - every column keeps its length in tokens (the last word's `c_` counts), so bm25() sees the
 ///   same lengths and averages, and scores the same.
 ///
-/// Measured with the benchmark (`CHRONICLE_BENCH_SEARCH_PAIRS=1`, `README.md`): phrases over
-/// titles and full texts p99 5.5 ms against 39.6 ms in the word indexes, at 3.77 times the
-/// full-text index's build time. The store does not build such indexes yet; this is the
-/// function they would be built with, and the diagnostic builds them with it.
+/// The store keeps such indexes beside its indexes over documents (`PhraseIndex`) and writes
+/// them through this function, which every connection of the store registers.
 public enum SearchPairs {
     /// The SQL name.
     public static let functionName = "chronicle_pairs"
     /// The tokenizer option of a pair index: the word indexes' tokenizer, keeping `_` inside tokens.
     public static let pairTokenize = (ProjectionSchema.searchTokenizer + ["tokenchars", "'_'"]).joined(separator: " ")
+
+    /// The phrase index the store keeps beside `index` (`PhraseIndex`): its FTS5 table; nil for
+    /// an index of a set's values (tags), whose values are a word or two.
+    public static func phraseIndexTable(of index: SearchIndexSpec) -> String? {
+        index.setField == nil ? index.index + "_pairs" : nil
+    }
+
+    /// The `chronicle_meta` key of that phrase index's watermark (`PhraseIndex`).
+    public static func phraseIndexWatermarkKey(of index: SearchIndexSpec) -> String { "phrase_index_through:" + index.index }
+
+    /// The watermark of a phrase index that holds every row.
+    public static let phraseIndexComplete = Int64.max
 
     /// Registers the function on a connection. False when the library has no FTS5 or no
     /// `unicode61` tokenizer. Deterministic and innocuous, so triggers may call it.
@@ -91,6 +101,18 @@ final class WordTokenizer {
 
     deinit { tokenizer.xDelete?(instance) }
 
+    /// The pair text of UTF-8 `text` (`SearchPairs.pairText`), written in one pass as the
+    /// tokenizer gives the words.
+    func pairText(_ text: UnsafeBufferPointer<UInt8>) -> [UInt8] {
+        let writer = PairWriter(capacity: 2 * text.count + 2)
+        guard let tokenize = tokenizer.xTokenize, !text.isEmpty else { return [] }
+        let context = Unmanaged.passUnretained(writer).toOpaque()
+        _ = text.withMemoryRebound(to: CChar.self) { chars in
+            tokenize(instance, context, FTS5_TOKENIZE_DOCUMENT, chars.baseAddress, Int32(chars.count), writePair)
+        }
+        return writer.finish()
+    }
+
     /// The words of UTF-8 `text`, folded as the indexes fold them. Colocated tokens (synonyms,
     /// which `unicode61` never emits) would share a position and are skipped.
     func words(_ text: [UInt8]) -> [[UInt8]] {
@@ -104,6 +126,45 @@ final class WordTokenizer {
         }
         return collector.words
     }
+}
+
+/// Pair text as the words come: `a_b` when `b` comes, then `b_` at the end.
+private final class PairWriter {
+    private(set) var out: [UInt8] = []
+    private var previous: [UInt8] = []
+    private var words = 0
+
+    init(capacity: Int) { out.reserveCapacity(capacity) }
+
+    func add(_ word: UnsafeBufferPointer<UInt8>) {
+        if words > 0 {
+            if words > 1 { out.append(UInt8(ascii: " ")) }
+            out += previous
+            out.append(UInt8(ascii: "_"))
+            out += word
+        }
+        previous.removeAll(keepingCapacity: true)
+        previous += word
+        words += 1
+    }
+
+    func finish() -> [UInt8] {
+        guard words > 0 else { return [] }
+        if words > 1 { out.append(UInt8(ascii: " ")) }
+        out += previous
+        out.append(UInt8(ascii: "_"))
+        return out
+    }
+}
+
+private func writePair(_ context: UnsafeMutableRawPointer?, _ flags: Int32, _ token: UnsafePointer<CChar>?, _ length: Int32,
+                       _ start: Int32, _ end: Int32) -> Int32 {
+    guard let context else { return SQLITE_ERROR }
+    if flags & FTS5_TOKEN_COLOCATED != 0 { return SQLITE_OK }
+    guard let token, length > 0 else { return SQLITE_OK }
+    let writer = Unmanaged<PairWriter>.fromOpaque(context).takeUnretainedValue()
+    token.withMemoryRebound(to: UInt8.self, capacity: Int(length)) { writer.add(UnsafeBufferPointer(start: $0, count: Int(length))) }
+    return SQLITE_OK
 }
 
 private final class WordCollector {
@@ -135,8 +196,9 @@ private func chroniclePairs(_ context: OpaquePointer?, _ count: Int32, _ values:
         return
     }
     let tokenizer = Unmanaged<WordTokenizer>.fromOpaque(box).takeUnretainedValue()
-    let text = sqlite3_value_text(value).map { Array(UnsafeBufferPointer(start: $0, count: Int(sqlite3_value_bytes(value)))) } ?? []
-    let pairs = SearchPairs.pairText(tokenizer.words(text))
+    // The text, then its length (sqlite3_value_bytes after sqlite3_value_text, as SQLite asks).
+    let text = sqlite3_value_text(value)
+    let pairs = text.map { tokenizer.pairText(UnsafeBufferPointer(start: $0, count: Int(sqlite3_value_bytes(value)))) } ?? []
     guard !pairs.isEmpty else {
         _ = chronicle_result_text(context, "", 0)
         return

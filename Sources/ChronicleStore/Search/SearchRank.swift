@@ -35,10 +35,11 @@ public enum SearchRank {
 
     /// `SELECT rowid, function(index, 'name', extra…, weights…)` over the newest `?2` matches of `?1`
     /// (over all of them, newest first, without `limited`).
+    /// `table`: another FTS5 table with the index's columns and row lengths (its phrase index).
     private static func newestMatchesSQL(_ index: SearchIndexSpec, function: String, extraArguments: String = "",
-                                         limited: Bool = true) -> String {
-        let fts = ProjectionSchema.quoted(index.index)
-        let name = "'" + index.index.replacingOccurrences(of: "'", with: "''") + "'"
+                                         limited: Bool = true, table: String? = nil) -> String {
+        let fts = ProjectionSchema.quoted(table ?? index.index)
+        let name = "'" + (table ?? index.index).replacingOccurrences(of: "'", with: "''") + "'"
         let weights = index.weights.map { CanonicalJSON.format($0) }.joined(separator: ", ")
         return "SELECT rowid, \(function)(\(fts), \(name), \(extraArguments)\(weights)) FROM \(fts) WHERE \(fts) MATCH ?1 ORDER BY rowid DESC"
             + (limited ? " LIMIT ?2" : "")
@@ -55,8 +56,8 @@ public enum SearchRank {
     /// `restCountSQL`, which counts only the older matches; a full window of one word or prefix
     /// (whose rows are cheap to find and many) is counted on its last row by FTS5's phrase
     /// query, as bm25() counts.
-    public static func termWindowSQL(_ index: SearchIndexSpec) -> String {
-        newestMatchesSQL(index, function: termFunctionName, extraArguments: "?2, ")
+    public static func termWindowSQL(_ index: SearchIndexSpec, table: String? = nil) -> String {
+        newestMatchesSQL(index, function: termFunctionName, extraArguments: "?2, ", table: table)
     }
 
     /// `termWindowSQL` that reads on past the window: `?1` the MATCH expression, `?2` the window's
@@ -122,15 +123,15 @@ public enum SearchRank {
     }
 
     /// `?1` the MATCH expression, `?2` the oldest rowid of a full window → how many older rows match.
-    public static func restCountSQL(_ index: SearchIndexSpec) -> String {
-        let fts = ProjectionSchema.quoted(index.index)
+    public static func restCountSQL(_ index: SearchIndexSpec, table: String? = nil) -> String {
+        let fts = ProjectionSchema.quoted(table ?? index.index)
         return "SELECT count(*) FROM \(fts) WHERE \(fts) MATCH ?1 AND rowid < ?2"
     }
 
     /// `restCountSQL` over part of the older rows: `?1` the MATCH expression, rowids from `?2` up to
     /// (not including) `?3` → how many of them match. A search counts two parts at once.
-    public static func rangeCountSQL(_ index: SearchIndexSpec) -> String {
-        let fts = ProjectionSchema.quoted(index.index)
+    public static func rangeCountSQL(_ index: SearchIndexSpec, table: String? = nil) -> String {
+        let fts = ProjectionSchema.quoted(table ?? index.index)
         return "SELECT count(*) FROM \(fts) WHERE \(fts) MATCH ?1 AND rowid >= ?2 AND rowid < ?3"
     }
 
