@@ -18,9 +18,11 @@ extension DeviceStore {
     /// background filler.
     static let phraseIndexInlineRowsMax: Int64 = 256
     static let phraseIndexInlineBytesMax: Int64 = 512 << 10
-    /// Content rows the filler indexes per transaction: for the texts of about 2,000 words the
-    /// benchmark uses, about 30 ms holding the writer.
-    static let phraseIndexChunkRows: Int64 = 16
+    /// What the filler indexes per transaction: content rows up to this many bytes of text (and
+    /// at least one row), at most `phraseIndexChunkRowsMax` rows. 128 KiB is about ten texts of
+    /// 2,000 words, about 20 ms holding the writer.
+    static let phraseIndexChunkBytes: Int64 = 128 << 10
+    static let phraseIndexChunkRowsMax: Int64 = 2_048
     /// After a failed chunk (a full disk, say), the filler does not start again for this long.
     static let phraseIndexRetrySeconds: Double = 10
 
@@ -88,7 +90,7 @@ extension DeviceStore {
     /// (its averages record) are written only when its transaction commits.
     func phraseIndexFillsInline(_ phrase: PhraseIndex, in db: Database) throws -> Bool {
         let view = ProjectionSchema.quoted(ProjectionSchema.contentViewName(of: phrase.index))
-        let bytes = phrase.index.fields.map { "coalesce(length(CAST(\(ProjectionSchema.quoted($0)) AS BLOB)), 0)" }.joined(separator: " + ")
+        let bytes = PhraseIndex.bytesSQL(phrase.index)
         let measured = try db.query("SELECT count(*), coalesce(sum(bytes), 0) FROM (SELECT \(bytes) AS bytes FROM \(view) LIMIT ?1)",
                                     [.integer(Self.phraseIndexInlineRowsMax + 1)]) { ($0.int(0), $0.int(1)) }.first ?? (0, 0)
         return measured.0 <= Self.phraseIndexInlineRowsMax && measured.1 <= Self.phraseIndexInlineBytesMax
@@ -96,7 +98,7 @@ extension DeviceStore {
 
     /// Indexes the next rows of the first phrase index that lacks some, in one transaction.
     /// False when every phrase index is complete.
-    func fillPhraseIndexChunk(rows: Int64 = phraseIndexChunkRows) throws -> Bool {
+    func fillPhraseIndexChunk(bytes budget: Int64 = phraseIndexChunkBytes, rows: Int64 = phraseIndexChunkRowsMax) throws -> Bool {
         guard try !phraseIndexesComplete() else { return false }
         // The pairs can be made again from the content: the commit need not wait for the disk.
         return try writeTransaction(spillToFiles: false, relaxedSync: true) { db in
@@ -105,7 +107,14 @@ extension DeviceStore {
             for phrase in phraseIndexes {
                 let through = try phrase.watermark(in: db)
                 guard through != PhraseIndex.complete else { continue }
-                guard let end = try db.scalarInt(phrase.chunkEndSQL, [.integer(through), .integer(rows)]) else {
+                // The next rows, up to the budget of text.
+                var end: Int64?, bytes: Int64 = 0
+                try db.statement(phrase.chunkSQL).read([.integer(through), .integer(rows)], while: { row in
+                    end = row.int(0)
+                    bytes += row.int(1)
+                    return bytes < budget
+                })
+                guard let end else {
                     try phrase.setWatermark(PhraseIndex.complete, in: db)
                     return true
                 }

@@ -114,6 +114,14 @@ public final class Statement {
         while try step() { try body(row) }
     }
 
+    /// Runs the query, calling `body` for each row until it returns false (no later row is read).
+    public func read(_ arguments: [Value] = [], while body: (Row) throws -> Bool) throws {
+        try bind(arguments)
+        defer { sqlite3_reset(handle) }
+        let row = Row(statement: self)
+        while try step(), try body(row) {}
+    }
+
     /// All rows, decoded by `decode`.
     public func map<T>(_ arguments: [Value] = [], _ decode: (Row) throws -> T) throws -> [T] {
         var result: [T] = []

@@ -26,9 +26,9 @@ public enum SearchPairs {
     public static let pairTokenize = (ProjectionSchema.searchTokenizer + ["tokenchars", "'_'"]).joined(separator: " ")
 
     /// The phrase index the store keeps beside `index` (`PhraseIndex`): its FTS5 table; nil for
-    /// an index of a set's values (tags), whose values are a word or two.
+    /// an index that holds no documents (`SearchIndexSpec.holdsDocuments`).
     public static func phraseIndexTable(of index: SearchIndexSpec) -> String? {
-        index.setField == nil ? index.index + "_pairs" : nil
+        index.holdsDocuments && index.setField == nil ? index.index + "_pairs" : nil
     }
 
     /// The `chronicle_meta` key of that phrase index's watermark (`PhraseIndex`).
