@@ -120,7 +120,8 @@ final class SyncRig: Sendable {
     /// The server's structured log (one JSON object a line), when asked for.
     let logPath: String?
 
-    init(directory: String, logged: Bool = false) throws {
+    /// `maintenance`: the server's own compaction (on by default, as `chronicle serve` runs it).
+    init(directory: String, logged: Bool = false, maintenance: MaintenancePolicy = MaintenancePolicy()) throws {
         self.directory = directory
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         var log = ServerLog(to: nil)
@@ -129,7 +130,7 @@ final class SyncRig: Sendable {
             _ = FileManager.default.createFile(atPath: logPath, contents: nil)
             log = ServerLog(to: FileHandle(forWritingAtPath: logPath))
         }
-        server = try SyncServer(dataDirectory: directory, log: log)
+        server = try SyncServer(dataDirectory: directory, maintenance: maintenance, log: log)
     }
 
     var service: SyncService { server.service }
