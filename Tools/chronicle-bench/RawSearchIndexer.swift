@@ -13,7 +13,7 @@ import Foundation
 /// and inserts the new one per touched rowid, in ascending rowid order.
 /// Premium-only indexes are updated at once, rowid by rowid in ascending order.
 /// An index over documents has a phrase index beside it (`SearchPairs.phraseIndexTable`):
-/// each entry at or below its watermark (read from `chronicle_meta` once per index per flush)
+/// each entry at or below its watermark (read from `chronicle_meta` once per index per flush, when an entry changes)
 /// is written there too, as the pairs `chronicle_pairs` makes of the same values.
 ///
 /// Keep in step with `SearchIndexer` when the engine changes how it indexes:
@@ -141,8 +141,9 @@ final class RawSearchIndexer {
             }
             let old = Dictionary(before[offset].map { ($0.rowid, $0.values) }, uniquingKeysWith: { a, _ in a })
             let new = Dictionary(after.map { ($0.rowid, $0.values) }, uniquingKeysWith: { a, _ in a })
-            let through = try watermark(target)
-            for rowid in Set(old.keys).union(new.keys).sorted() where old[rowid] != new[rowid] {
+            let changed = Set(old.keys).union(new.keys).sorted().filter { old[$0] != new[$0] }
+            let through = changed.isEmpty ? 0 : try watermark(target)
+            for rowid in changed {
                 try update(target, rowid, from: old[rowid], to: new[rowid], phrases: rowid <= through)
             }
         }
@@ -152,7 +153,7 @@ final class RawSearchIndexer {
     func flush() throws {
         for (number, rows) in entries.sorted(by: { $0.key < $1.key }) {
             let target = targets[number]
-            let through = try watermark(target)
+            var through: Int64?   // read at the first entry that changes, as the engine does
             for rowid in rows.keys.sorted() {
                 let old = rows[rowid]!
                 try db.bind(target.byRowid, [.integer(rowid)])
@@ -160,7 +161,8 @@ final class RawSearchIndexer {
                     ? (0..<target.fieldCount).map { RawDatabase.value(target.byRowid, $0) } : nil
                 sqlite3_reset(target.byRowid)
                 guard old != new else { continue }
-                try update(target, rowid, from: old, to: new, phrases: rowid <= through)
+                if through == nil { through = try watermark(target) }
+                try update(target, rowid, from: old, to: new, phrases: rowid <= through!)
             }
         }
         entries.removeAll(keepingCapacity: true)

@@ -68,7 +68,7 @@ extension DeviceStore {
     }
 
     /// Empties the phrase indexes named (all by default) after their word indexes were built
-    /// anew: each is filled now if its word index is small (`phraseIndexInlineTokensMax`), else
+    /// anew: each is filled now if its rows are few and short (`phraseIndexFillsInline`), else
     /// its watermark goes to 0 and the filler is started (it waits for this transaction).
     func resetPhraseIndexes(_ tables: [String]? = nil, in db: Database) throws {
         var background = false
@@ -133,14 +133,20 @@ extension DeviceStore {
 
     /// Fills the phrase indexes on this thread until they are complete, in the same short
     /// transactions as the background filler (which may be working beside it). `progress` gets
-    /// rows indexed and the total.
-    public func completePhraseIndexes(progress: ProgressHandler? = nil) throws {
-        while try fillPhraseIndexChunk() {
-            if let progress {
-                let status = try phraseIndexStatus()
-                progress(status.reduce(0) { $0 + $1.rowsIndexed }, status.reduce(0) { $0 + $1.rows })
-            }
+    /// rows indexed and the total, at most every `progressSeconds` (counting them reads every
+    /// content row's rowid) and once at the end.
+    public func completePhraseIndexes(progressSeconds: Double = 0.5, progress: ProgressHandler? = nil) throws {
+        var reported = DispatchTime.now().uptimeNanoseconds
+        func report() throws {
+            guard let progress else { return }
+            let status = try phraseIndexStatus()
+            progress(status.reduce(0) { $0 + $1.rowsIndexed }, status.reduce(0) { $0 + $1.rows })
+            reported = DispatchTime.now().uptimeNanoseconds
         }
+        while try fillPhraseIndexChunk() {
+            if Double(DispatchTime.now().uptimeNanoseconds - reported) / 1e9 >= progressSeconds { try report() }
+        }
+        try report()
     }
 
     /// Each phrase index's progress. Reads every content row's rowid: for status, not hot paths.

@@ -144,8 +144,10 @@ struct SearchIndexer: Sendable {
             }
             let old = Dictionary(before[offset].map { ($0.rowid, $0.values) }, uniquingKeysWith: { a, _ in a })
             let new = Dictionary(after.map { ($0.rowid, $0.values) }, uniquingKeysWith: { a, _ in a })
-            let through = try target.phrase?.watermark(in: db) ?? 0
-            for rowid in Set(old.keys).union(new.keys).sorted() where old[rowid] != new[rowid] {
+            let changed = Set(old.keys).union(new.keys).sorted().filter { old[$0] != new[$0] }
+            // Most writes (a save before its text arrives) change nothing here: no watermark to read.
+            let through = changed.isEmpty ? 0 : try target.phrase?.watermark(in: db) ?? 0
+            for rowid in changed {
                 try Self.update(target, rowid, from: old[rowid], to: new[rowid], phrases: rowid <= through, in: db)
             }
         }
@@ -167,12 +169,13 @@ struct SearchIndexer: Sendable {
             let target = targets[number]
             let count = Int32(target.index.fields.count)
             let read = try db.statement(target.byRowid)
-            let through = try target.phrase?.watermark(in: db) ?? 0
+            var through: Int64?   // read at the first entry that changes
             for rowid in entries.keys.sorted() {
                 let old = entries[rowid]!
                 let new = try read.map([.integer(rowid)]) { row in (0..<count).map { row.value($0) } }.first
                 guard old != new else { continue }
-                try Self.update(target, rowid, from: old, to: new, phrases: rowid <= through, in: db)
+                if through == nil { through = try target.phrase?.watermark(in: db) ?? 0 }
+                try Self.update(target, rowid, from: old, to: new, phrases: rowid <= through!, in: db)
             }
         }
         batch.entries.removeAll()
