@@ -89,9 +89,8 @@ extension DeviceStore {
     /// Measured on the content view, at most one row past the limit read: the word index's totals
     /// (its averages record) are written only when its transaction commits.
     func phraseIndexFillsInline(_ phrase: PhraseIndex, in db: Database) throws -> Bool {
-        let view = ProjectionSchema.quoted(ProjectionSchema.contentViewName(of: phrase.index))
         let bytes = PhraseIndex.bytesSQL(phrase.index)
-        let measured = try db.query("SELECT count(*), coalesce(sum(bytes), 0) FROM (SELECT \(bytes) AS bytes FROM \(view) LIMIT ?1)",
+        let measured = try db.query("SELECT count(*), coalesce(sum(bytes), 0) FROM (SELECT \(bytes) AS bytes FROM \(phrase.view) LIMIT ?1)",
                                     [.integer(Self.phraseIndexInlineRowsMax + 1)]) { ($0.int(0), $0.int(1)) }.first ?? (0, 0)
         return measured.0 <= Self.phraseIndexInlineRowsMax && measured.1 <= Self.phraseIndexInlineBytesMax
     }
@@ -154,10 +153,9 @@ extension DeviceStore {
         try read { db in
             try phraseIndexes.map { phrase in
                 let through = try phrase.watermark(in: db)
-                let view = ProjectionSchema.quoted(ProjectionSchema.contentViewName(of: phrase.index))
-                let rows = try db.scalarInt("SELECT count(*) FROM \(view)") ?? 0
+                let rows = try db.scalarInt("SELECT count(*) FROM \(phrase.view)") ?? 0
                 let indexed = through == PhraseIndex.complete
-                    ? rows : try db.scalarInt("SELECT count(*) FROM \(view) WHERE rid <= ?1", [.integer(through)]) ?? 0
+                    ? rows : try db.scalarInt("SELECT count(*) FROM \(phrase.view) WHERE rid <= ?1", [.integer(through)]) ?? 0
                 return PhraseIndexStatus(index: phrase.index.index, rowsIndexed: indexed, rows: rows,
                                          isComplete: through == PhraseIndex.complete)
             }

@@ -373,7 +373,7 @@ extension DeviceStore {
                 // `+rowid`: the list filters the range scan instead of becoming one seek per rowid.
                 snippet: "SELECT rowid, \(SearchSnippet.functionName)(\(fts), ?1, ?2, '…', 12) FROM \(fts) WHERE \(fts) MATCH ?3 AND rowid BETWEEN ?4 AND ?5 AND +rowid IN (SELECT value FROM json_each(?6))",
                 title: titleField(of: owner).map { "SELECT \(q($0)) FROM \(q(owner.table)) WHERE id = ?1" },
-                phrase: PhraseIndex.all(projection).first { $0.index.index == index.index }.map { phrase in
+                phrase: PhraseIndex(of: index).map { phrase in
                     PhrasePlan(index: phrase, termWindow: SearchRank.termWindowSQL(index, table: phrase.table),
                                restCount: SearchRank.restCountSQL(index, table: phrase.table),
                                rangeCount: SearchRank.rangeCountSQL(index, table: phrase.table))

@@ -16,7 +16,7 @@ import ChronicleCore
 /// (`watermarkKey` in `chronicle_meta`; none means 0), at their current values.
 /// - A write that changes an indexed row at or below the watermark changes the pairs too
 ///   (`SearchIndexer`); rows above it are left to the filler.
-/// - The filler (`DeviceStore.fillPhraseIndexes`) indexes the next rows above the watermark
+/// - The filler (`DeviceStore.startPhraseIndexing`, `fillPhraseIndexChunk`) indexes the next rows above the watermark
 ///   and raises it, one short transaction at a time; when none is left the watermark becomes
 ///   `complete` and every later row is indexed as it is written.
 /// - A full build of the search indexes (rebuild, bulk apply, bootstrap) empties the pairs and
@@ -35,7 +35,13 @@ struct PhraseIndex: Sendable {
     /// measured on 12-03 with titles too, the local write's p99 went from 0.52x to 0.60x of raw
     /// SQLite's (which wrote the same pairs), where its target is 1 ms.
     static func all(_ projection: ProjectionSchema) -> [PhraseIndex] {
-        projection.searchIndexes.compactMap { _, index in SearchPairs.phraseIndexTable(of: index).map { _ in PhraseIndex(index: index) } }
+        projection.searchIndexes.compactMap { PhraseIndex(of: $0.index) }
+    }
+
+    /// The phrase index beside `index`; nil if it has none (`SearchPairs.phraseIndexTable`).
+    init?(of index: SearchIndexSpec) {
+        guard SearchPairs.phraseIndexTable(of: index) != nil else { return nil }
+        self.index = index
     }
 
     /// The FTS5 table's name: the word index's, then `_pairs`.
@@ -45,7 +51,8 @@ struct PhraseIndex: Sendable {
 
     private var quotedTable: String { ProjectionSchema.quoted(table) }
     private var columns: String { ProjectionSchema.searchColumns(index) }
-    private var view: String { ProjectionSchema.quoted(ProjectionSchema.contentViewName(of: index)) }
+    /// The word index's content view, quoted: the rows both indexes hold.
+    var view: String { ProjectionSchema.quoted(ProjectionSchema.contentViewName(of: index)) }
     private var pairValues: [String] {
         (0..<index.fields.count).map { "\(SearchPairs.functionName)(?\($0 + 2))" }
     }

@@ -81,7 +81,7 @@ struct SearchIndexer: Sendable {
                 byRowid: "SELECT \(columns) FROM \(view) WHERE rid = ?1",
                 delete: "INSERT INTO \(fts)(\(fts), rowid, \(columns)) VALUES ('delete', ?1, \(slots))",
                 insert: "INSERT INTO \(fts)(rowid, \(columns)) VALUES (?1, \(slots))",
-                phrase: PhraseIndex.all(projection).first { $0.index.index == index.index })
+                phrase: PhraseIndex(of: index))
             targets.append(target)
             own[entity.name, default: []].append(target)
             if let owner = projection.ownerEntity(of: index, in: entity) { owned[owner.name, default: []].append(target) }
