@@ -510,6 +510,133 @@ import Testing
         }
     }
 
+    /// What sealing leaves of the log's entity index, read between its transactions.
+    static func entityIndexState(_ store: DeviceStore) throws -> (aside: Bool, index: Bool) {
+        try store.read { db in
+            (try DeviceStore.meta(StoreFormat.logEntityIndexAsideKey, in: db).integerValue == 1, try StoreFormat.hasLogEntityIndex(in: db))
+        }
+    }
+
+    /// Each article's audit as entries (op ids) and state, to compare before and after.
+    static func audits(_ store: DeviceStore, _ articles: [UUID]) throws -> [String] {
+        try articles.map { id in
+            let audit = try store.audit(id)
+            let state = audit.state.map { state in state.keys.sorted().map { "\($0)=\(state[$0]!)" } } ?? []
+            return "\(audit.entries.map(\.op.opID)) \(state)"
+        }
+    }
+
+    @Test("Segments read ahead on another thread: another compaction on the file sealing meanwhile leaves one whole chain")
+    func aCompactionAlongsideAnotherOnTheSameFileLeavesOneWholeChain() throws {
+        let f = try Fixture(seed: 17)
+        try Self.library(f, count: 1_600, seed: 17)
+        let before = try f.store.digest()
+        var policy = Self.policy(keepOps: 100, segmentOpsMax: 250)
+        policy.entityIndexAsideOpsMin = 1_000
+        policy.givesSpaceBack = false
+        let other = try DeviceStore.open(at: f.path)   // a second process on the same file
+        var otherReport: CompactionReport?
+        let report = try f.store.compact(policy, afterStep: { step, _ in
+            // After the first segment, with the next one read ahead: the other seals the rest.
+            if step == 1 { otherReport = try other.compact(policy) }
+        })
+        #expect(report.segmentsWritten == 1)
+        #expect(otherReport?.segmentsWritten == 5)
+        let segments = try f.store.segments()
+        #expect(segments.map(\.firstSeq) == [1, 251, 501, 751, 1_001, 1_251])
+        #expect(zip(segments.dropFirst(), segments).allSatisfy { $0.previousDigest == $1.digest }, "one chain")
+        #expect(try f.store.digest() == before)
+        #expect(try f.store.verify().passed)
+        let state = try Self.entityIndexState(f.store)
+        #expect(!state.aside && state.index)
+        #expect(try f.store.rebuild().digest == before)
+    }
+
+    @Test("A large seal sets the log's entity index aside, answers audits the same meanwhile, and builds it once at its end")
+    func aLargeSealSetsTheEntityIndexAsideAndBuildsItAtItsEnd() throws {
+        let f = try Fixture(seed: 13)
+        let articles = Array(try Self.library(f, count: 1_200, seed: 13).prefix(40))
+        let before = try f.store.digest()
+        let audits = try Self.audits(f.store, articles)
+        var policy = Self.policy(keepOps: 200, segmentOpsMax: 250)
+        policy.entityIndexAsideOpsMin = 1_000
+        var seen: [(aside: Bool, index: Bool)] = []
+        try f.store.compact(policy, afterStep: { _, what in
+            guard what == "sealed a segment" else { return }
+            seen.append(try Self.entityIndexState(f.store))
+            #expect(try Self.audits(f.store, articles) == audits, "an audit while the index is aside")
+            #expect(try f.store.verify().passed, "verify while the index is aside")
+        })
+        #expect(seen.count == 4)
+        #expect(seen.allSatisfy { $0.aside && !$0.index }, "\(seen)")
+        let after = try Self.entityIndexState(f.store)
+        #expect(!after.aside && after.index)
+        #expect(try f.store.digest() == before)
+        #expect(try f.store.verify().passed)
+        #expect(try Self.audits(f.store, articles) == audits)
+        // The index answers an entity's ops again.
+        let plan = try f.store.read { db in
+            try db.query("EXPLAIN QUERY PLAN SELECT server_seq FROM chronicle_log WHERE entity_id = ?1 ORDER BY server_seq", [.text("x")]) { $0.text(3) }
+        }
+        #expect(plan.joined().contains(StoreFormat.logEntityIndexName), "\(plan)")
+    }
+
+    @Test("A seal smaller than the threshold keeps the log's entity index in place")
+    func aSmallSealKeepsTheEntityIndex() throws {
+        let f = try Fixture(seed: 14)
+        try Self.library(f, count: 1_200, seed: 14)
+        var seen: [(aside: Bool, index: Bool)] = []
+        try f.store.compact(Self.policy(keepOps: 200, segmentOpsMax: 250), afterStep: { _, what in
+            if what == "sealed a segment" { seen.append(try Self.entityIndexState(f.store)) }
+        })
+        #expect(seen.count == 4)
+        #expect(seen.allSatisfy { !$0.aside && $0.index }, "\(seen)")
+    }
+
+    @Test("A seal that fails with the entity index aside builds it again before it throws")
+    func aFailedSealBuildsTheEntityIndexAgain() throws {
+        struct Stop: Error {}
+        let f = try Fixture(seed: 15)
+        try Self.library(f, count: 1_200, seed: 15)
+        let before = try f.store.digest()
+        var policy = Self.policy(keepOps: 200, segmentOpsMax: 250)
+        policy.entityIndexAsideOpsMin = 1_000
+        #expect(throws: Stop.self) {
+            try f.store.compact(policy, afterStep: { step, _ in if step == 2 { throw Stop() } })
+        }
+        let state = try Self.entityIndexState(f.store)
+        #expect(!state.aside && state.index)
+        #expect(try f.store.segments().count == 2)
+        #expect(try f.store.verify().passed)
+        try f.store.compact(policy)
+        #expect(try f.store.segments().count == 4)
+        #expect(try f.store.digest() == before)
+    }
+
+    @Test("A store killed while a seal had the entity index aside passes verify, audits the same, and builds it when it opens")
+    func aStoreKilledWithTheEntityIndexAsideBuildsItWhenItOpens() throws {
+        let f = try Fixture(seed: 16)
+        let articles = Array(try Self.library(f, count: 600, seed: 16).prefix(30))
+        let audits = try Self.audits(f.store, articles)
+        // What the first sealing transaction leaves if the process dies before the last.
+        try f.store.writeTransaction { db in
+            try DeviceStore.setMeta(StoreFormat.logEntityIndexAsideKey, .integer(1), in: db)
+            try db.execute("DROP INDEX \(StoreFormat.logEntityIndexName)")
+        }
+        #expect(try f.store.verify().passed)
+        #expect(try Self.audits(f.store, articles) == audits)
+        let reopened = try DeviceStore.open(at: f.path)
+        let state = try Self.entityIndexState(reopened)
+        #expect(!state.aside && state.index)
+        #expect(try reopened.verify().passed)
+        #expect(try Self.audits(reopened, articles) == audits)
+        // Without the mark, a missing index is a fault verify names.
+        try reopened.writeTransaction { db in try db.execute("DROP INDEX \(StoreFormat.logEntityIndexName)") }
+        let report = try reopened.verify()
+        #expect(!report.passed)
+        #expect(report.checks.contains { $0.detail.contains(StoreFormat.logEntityIndexName) })
+    }
+
     @Test func aTamperedSegmentFailsVerify() throws {
         let f = try Fixture(seed: 4)
         try Self.library(f, count: 400, seed: 4)

@@ -24,6 +24,9 @@ public struct CompactionPolicy: Sendable, Equatable {
     /// state, however few ops were sealed, so a running server that seals a segment at a time
     /// snapshots less often; a new device then pulls the ops after the snapshot it starts from.
     public var snapshotEveryOps: Int64? = nil
+    /// A device sealing at least this many ops at once sets its log's entity index aside
+    /// (`DeviceStore.setAsideForSealing`); tests lower it.
+    var entityIndexAsideOpsMin: Int64 = 40_000
 
     public init() {}
 }
@@ -74,9 +77,23 @@ public struct CompactionReport: Sendable {
 /// What sealing one segment did.
 struct SealedChunk { var ops: Int64; var log: Int64; var body: Int64; var frame: Int64 }
 
+/// `sealAhead` stops: another compaction on the file sealed first.
+struct SealPrefixMoved: Error {}
+
+/// A segment read from the log and encoded, for the writer to store (`LogLifecycle.storeSeal`).
+struct PreparedSeal: Sendable {
+    var segment: EncodedSegment
+    var ops: [Op]
+    /// Bytes its ops took in the log (`CompactionReport.logBytesSealed`).
+    var logBytes: Int64
+    /// The digest of the segment it follows, and its own, chained to that one.
+    var previousDigest: String
+    var digest: String
+}
+
 /// A store with a confirmed log that can be sealed, snapshotted and compacted: a
 /// device store, or the server's store of one library.
-protocol LogLifecycle {
+protocol LogLifecycle: Sendable {
     var path: String { get }
     var libraryID: UUID { get }
     var materializer: Materializer { get }
@@ -93,6 +110,14 @@ protocol LogLifecycle {
     /// Keeps the ids of `ops`, which are leaving the log for a segment, so that each still
     /// applies at most once (`duplicateOp` for one already kept). Inside the caller's transaction.
     func rememberSealed(_ ops: ArraySlice<Op>, in db: Database) throws
+    /// `rememberSealed` of `ops`, which are the log's rows `first...last`, read from there in
+    /// one statement (sealing the log; a row at a time this was a quarter of the writer's time).
+    func rememberSealedFromLog(_ ops: ArraySlice<Op>, first: Int64, last: Int64, in db: Database) throws
+    /// Before sealing `plan` under `policy`, inside the first sealing transaction: sets aside indexes that deleting
+    /// the sealed rows would rewrite page by page, segment after segment; true when it did.
+    func setAsideForSealing(_ plan: CompactionPlan, policy: CompactionPolicy, in db: Database) throws -> Bool
+    /// After the last segment, in its own transaction: builds again what `setAsideForSealing` set aside.
+    func restoreAfterSealing(in db: Database) throws
 }
 
 extension LogLifecycle {
@@ -122,6 +147,35 @@ extension DeviceStore: LogLifecycle {
                 throw Self.sealedDuplicate(op)
             }
         }
+    }
+
+    func rememberSealedFromLog(_ ops: ArraySlice<Op>, first: Int64, last: Int64, in db: Database) throws {
+        do {
+            try db.statement("""
+                INSERT INTO chronicle_sealed_ids(op_id, server_seq)
+                SELECT \(UUIDBlobFunction.name)(op_id), server_seq FROM chronicle_log WHERE server_seq >= ?1 AND server_seq <= ?2
+                """).execute([.integer(first), .integer(last)])
+        } catch {
+            guard error.isConstraint else { throw error }
+            try rememberSealed(ops, in: db)   // names the op kept before (the failed statement changed nothing)
+        }
+    }
+
+    /// The log's entity index, `(entity_id, server_seq)`, holds the sealed rows' entries spread
+    /// over all its pages: deleting a segment's 10,000 rows dirtied most of them, and each
+    /// segment's commit wrote the index out again (in a 1,000,000-op log 45 MB a segment, most of
+    /// sealing's time). A large seal drops it instead, and builds it once at the end over the ops
+    /// still hot. Meanwhile an audit reads the log without it (slower, the same answer); killed
+    /// before the end, the store builds it when it next opens (`log_entity_index_aside`).
+    func setAsideForSealing(_ plan: CompactionPlan, policy: CompactionPolicy, in db: Database) throws -> Bool {
+        guard plan.opsToSeal >= policy.entityIndexAsideOpsMin, try StoreFormat.hasLogEntityIndex(in: db) else { return false }
+        try Self.setMeta(StoreFormat.logEntityIndexAsideKey, .integer(1), in: db)
+        try db.execute("DROP INDEX \(StoreFormat.logEntityIndexName)")
+        return true
+    }
+
+    func restoreAfterSealing(in db: Database) throws {
+        try StoreFormat.restoreLogEntityIndex(in: db)
     }
 
     /// Works out what `compact(policy)` would do now, without changing anything.
@@ -224,12 +278,15 @@ extension LogLifecycle {
         let total = plan.opsToSeal
         progress?(0, total)
 
-        // 1. Seal, one segment per transaction.
-        while true {
-            let written = try writeTransaction { db in
-                try sealNextSegment(through: plan.sealThrough, endingAt: plan.dropThrough, policy: policy, now: now, in: db)
+        // 1. Seal, one segment per transaction. The first sets aside what deleting the sealed rows
+        // would rewrite segment after segment; it is built again after the last (or on the way out).
+        var setAside = false
+        func seal(_ body: (Database) throws -> SealedChunk?) throws -> Bool {
+            let written = try writeTransaction { db -> SealedChunk? in
+                if report.segmentsWritten == 0, plan.opsToSeal > 0 { setAside = try setAsideForSealing(plan, policy: policy, in: db) }
+                return try body(db)
             }
-            guard let written else { break }
+            guard let written else { return false }
             report.segmentsWritten += 1
             report.opsSealed += written.ops
             report.logBytesSealed += written.log
@@ -237,6 +294,17 @@ extension LogLifecycle {
             report.segmentFrameBytes += written.frame
             progress?(report.opsSealed, total)
             try done("sealed a segment")
+            return true
+        }
+        do {
+            if plan.opsToSeal > Int64(policy.segmentOpsMax) { try sealAhead(plan, policy: policy, now: now, seal: seal) }
+            // Whatever is left (everything, for a single segment, or after another compaction on the file sealed meanwhile).
+            while try seal({ db in try sealNextSegment(through: plan.sealThrough, endingAt: plan.dropThrough, policy: policy, now: now, in: db) }) {}
+            if setAside { try writeTransaction { db in try restoreAfterSealing(in: db) } }
+        } catch {
+            // Best effort: where this fails too (the disk is full), the next open builds it.
+            if setAside { try? writeTransaction { db in try restoreAfterSealing(in: db) } }
+            throw error
         }
 
         // 2. The snapshot a horizon starts history from, where there is none yet, then the newest one
@@ -305,12 +373,57 @@ extension LogLifecycle {
         return report
     }
 
+    /// Seals segments with the reading and encoding a segment ahead on another thread: a read
+    /// connection reads the next segment's ops from the log, encodes, compresses and digests it
+    /// while the writer stores the one before and deletes its rows. Each was about half of a
+    /// segment's time. The log's rows up to the seal point do not change meanwhile (only sealing
+    /// deletes them); where another compaction on the file sealed first, `storeSeal` finds the
+    /// prefix moved, and this stops and leaves the rest to the caller's loop.
+    func sealAhead(_ plan: CompactionPlan, policy: CompactionPolicy, now: Int64,
+                   seal: ((Database) throws -> SealedChunk?) throws -> Bool) throws {
+        do {
+            try PrefetchChannel<PreparedSeal>.stream(capacity: 1, produce: { channel in
+                var (sealed, previous) = try self.read { db in
+                    (try DeviceStore.sealedUpTo(in: db), try Self.lastSegmentDigest(in: db))
+                }
+                // Each segment in its own read: no snapshot is held across the writer's commits. Only
+                // a seal deletes log rows, so the rows after `sealed` are all there unless another
+                // compaction sealed past it (this one's writer is at most where this thread is).
+                while let next = try self.read({ db in
+                    guard try DeviceStore.sealedUpTo(in: db) <= sealed else { throw SealPrefixMoved() }
+                    return try self.prepareSeal(after: sealed, previousDigest: previous, through: plan.sealThrough,
+                                         endingAt: plan.dropThrough, policy: policy, in: db)
+                }) {
+                    try channel.put([next])
+                    (sealed, previous) = (next.segment.lastSeq, next.digest)
+                }
+            }, consume: { prepared in
+                guard try seal({ db in try self.storeSeal(prepared, now: now, in: db) }) else { throw SealPrefixMoved() }
+            })
+        } catch is SealPrefixMoved {}
+    }
+
     /// Seals the next run of up to `segmentOpsMax` ops (not past `through`) into one segment,
     /// inside the caller's transaction. Nil when everything up to `through` is sealed.
     /// `boundary`: a seq a segment must end at (where a horizon drops history, whole segments go).
     func sealNextSegment(through: Int64, endingAt boundary: Int64? = nil, policy: CompactionPolicy, now: Int64,
                          in db: Database) throws -> SealedChunk? {
         let sealed = try DeviceStore.sealedUpTo(in: db)
+        guard let prepared = try prepareSeal(after: sealed, previousDigest: try Self.lastSegmentDigest(in: db), through: through,
+                                             endingAt: boundary, policy: policy, in: db) else { return nil }
+        return try storeSeal(prepared, now: now, in: db)
+    }
+
+    /// The digest of the last sealed segment ("" before the first): the next one chains to it.
+    static func lastSegmentDigest(in db: Database) throws -> String {
+        try db.scalarText("SELECT digest FROM chronicle_segments ORDER BY first_seq DESC LIMIT 1") ?? ""
+    }
+
+    /// Reads the run of up to `segmentOpsMax` ops after `sealed` (not past `through`, nor across
+    /// `boundary`) from the log and encodes it as the segment that follows the one digested
+    /// `previousDigest`. Reads only. Nil when `sealed` reaches `through`.
+    func prepareSeal(after sealed: Int64, previousDigest: String, through: Int64, endingAt boundary: Int64?,
+                     policy: CompactionPolicy, in db: Database) throws -> PreparedSeal? {
         guard sealed < through else { return nil }
         var last = min(through, sealed + Int64(max(1, policy.segmentOpsMax)))
         if let boundary, sealed < boundary, boundary < last { last = boundary }
@@ -325,26 +438,46 @@ extension LogLifecycle {
         // One segment, unless its ops are so large that the body must be split (the first part is sealed now).
         let segment = try DeviceStore.encodeSegments(ops[...], libraryID: libraryID, opsMax: ops.count)[0]
         let count = Int(segment.lastSeq - segment.firstSeq + 1)
-        try storeSegment(segment, ops: ops[..<count], now: now, in: db)
-        try db.execute("DELETE FROM chronicle_log WHERE server_seq > ?1 AND server_seq <= ?2", [.integer(sealed), .integer(segment.lastSeq)])
-        return SealedChunk(ops: Int64(count), log: rows[..<count].reduce(0) { $0 + $1.1 }, body: Int64(segment.body.count),
+        return PreparedSeal(segment: segment, ops: Array(ops[..<count]), logBytes: rows[..<count].reduce(0) { $0 + $1.1 },
+                            previousDigest: previousDigest, digest: DeviceStore.chainDigest(previous: previousDigest, body: segment.body))
+    }
+
+    /// Stores `prepared` and deletes its ops from the log, inside the caller's transaction. Nil,
+    /// changing nothing, when the sealed prefix no longer ends where `prepared` was read after.
+    func storeSeal(_ prepared: PreparedSeal, now: Int64, in db: Database) throws -> SealedChunk? {
+        let segment = prepared.segment
+        guard try DeviceStore.sealedUpTo(in: db) == segment.firstSeq - 1,
+              try Self.lastSegmentDigest(in: db) == prepared.previousDigest else { return nil }
+        try storeSegment(segment, ops: prepared.ops[...], digests: (prepared.previousDigest, prepared.digest),
+                         fromLog: true, now: now, in: db)
+        try db.execute("DELETE FROM chronicle_log WHERE server_seq >= ?1 AND server_seq <= ?2",
+                       [.integer(segment.firstSeq), .integer(segment.lastSeq)])
+        return SealedChunk(ops: Int64(prepared.ops.count), log: prepared.logBytes, body: Int64(segment.body.count),
                            frame: Int64(segment.frame.count))
     }
 
     /// Stores `segment` (of `ops`) after the sealed prefix, chained to the segment before it, with
     /// its entity filter, and keeps its op ids so each op still applies at most once. Inside the
     /// caller's transaction; the segments' triggers refuse one that does not continue the prefix.
-    func storeSegment(_ segment: EncodedSegment, ops: ArraySlice<Op>, now: Int64, in db: Database) throws {
-        let previous = try db.scalarText("SELECT digest FROM chronicle_segments ORDER BY first_seq DESC LIMIT 1") ?? ""
+    /// `digests`: the previous segment's and this one's, where the caller has them.
+    /// `fromLog`: `ops` are the log's rows, whose ids are read from there.
+    func storeSegment(_ segment: EncodedSegment, ops: ArraySlice<Op>, digests: (previous: String, digest: String)? = nil,
+                      fromLog: Bool = false, now: Int64, in db: Database) throws {
+        let previous = try digests?.previous ?? Self.lastSegmentDigest(in: db)
+        let digest = digests?.digest ?? DeviceStore.chainDigest(previous: previous, body: segment.body)
         try db.statement("""
             INSERT INTO chronicle_segments(first_seq, last_seq, op_count, body, digest, previous_digest, body_bytes, created_at)
             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
             """).execute([.integer(segment.firstSeq), .integer(segment.lastSeq), .integer(segment.lastSeq - segment.firstSeq + 1), .null,
-                          .text(DeviceStore.chainDigest(previous: previous, body: segment.body)), .text(previous),
+                          .text(digest), .text(previous),
                           .integer(Int64(segment.body.count)), .integer(now)], blob: segment.frame, at: 4)
         try db.statement("INSERT INTO chronicle_segment_filters(first_seq, filter) VALUES (?1, ?2)")
             .execute([.integer(segment.firstSeq), .null], blob: segment.filter, at: 2)
-        try rememberSealed(ops, in: db)
+        if fromLog {
+            try rememberSealedFromLog(ops, first: segment.firstSeq, last: segment.lastSeq, in: db)
+        } else {
+            try rememberSealed(ops, in: db)
+        }
     }
 
     func fileBytes() throws -> Int64 {

@@ -140,8 +140,9 @@ extension DeviceStore {
                              "chronicle_segments_contiguous", "chronicle_segments_immutable"] where !triggers.contains(required) {
                 problems.append("guard trigger \(required) is missing")
             }
-            // Bulk apply drops the entity index and builds it at its end (or the next open does).
-            if !stale, try !StoreFormat.hasLogEntityIndex(in: db) {
+            // Bulk apply and a large compaction drop the entity index and build it at their end (or the next open does).
+            let aside = try Self.meta(StoreFormat.logEntityIndexAsideKey, in: db).integerValue == 1
+            if !stale, !aside, try !StoreFormat.hasLogEntityIndex(in: db) {
                 problems.append("the log's entity index \(StoreFormat.logEntityIndexName) is missing")
             }
             let sealed = try db.scalarInt("SELECT coalesce(sum(op_count), 0) FROM chronicle_segments") ?? 0

@@ -122,6 +122,10 @@ public final class DeviceStore: Sendable {
             // A bulk apply was interrupted before it rebuilt the search indexes and the log's entity index.
             try store.writeTransaction(spillToFiles: true) { db in try store.rebuildBulkIndexes(in: db) }
         }
+        if meta[StoreFormat.logEntityIndexAsideKey]?.integerValue == 1 {
+            // A compaction was interrupted while it had the log's entity index set aside.
+            try store.writeTransaction { db in try StoreFormat.restoreLogEntityIndex(in: db) }
+        }
         if meta["schema_fingerprint"]?.textValue != schema.fingerprint {
             // The projection's shape is derived from the schema: rebuild it from the log (ops of
             // earlier versions are upcast as they are read), and record the schema in the same

@@ -302,7 +302,19 @@ extension StoreFormat {
     static let logEntityIndexName = "chronicle_log_by_entity"
     static let logEntityIndex = "CREATE INDEX chronicle_log_by_entity ON chronicle_log(entity_id, server_seq)"
 
-    /// Whether the entity index is in place (a bulk apply may have it set aside).
+    /// `chronicle_meta` key, present (1) while a compaction has the entity index set aside
+    /// (`DeviceStore.setAsideForSealing`); opening the store builds it where one was interrupted.
+    static let logEntityIndexAsideKey = "log_entity_index_aside"
+
+    /// Builds the entity index where it is missing and clears `logEntityIndexAsideKey`; not while
+    /// a bulk apply has it set aside too (`search_stale`), whose close builds it.
+    static func restoreLogEntityIndex(in db: Database) throws {
+        let bulk = try db.scalarInt("SELECT value FROM chronicle_meta WHERE key = 'search_stale'") == 1
+        if !bulk, try !hasLogEntityIndex(in: db) { try db.execute(logEntityIndex) }
+        try db.execute("DELETE FROM chronicle_meta WHERE key = ?1", [.text(logEntityIndexAsideKey)])
+    }
+
+    /// Whether the entity index is in place (a bulk apply or a compaction may have it set aside).
     static func hasLogEntityIndex(in db: Database) throws -> Bool {
         try db.scalarInt("SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = ?1", [.text(logEntityIndexName)]) == 1
     }
