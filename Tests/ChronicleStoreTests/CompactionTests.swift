@@ -458,9 +458,11 @@ import Testing
         let plan = try f.store.compactionPlan(policy)
         #expect(plan.sealThrough == 800 && plan.snapshotAt == 800)
         #expect(plan.dropThrough == 600 && plan.snapshotAtDrop == 600)
+        #expect(plan.snapshotAtHead, "nothing pending: the newest snapshot is read from the tables at the head, 900")
         let report = try f.store.compact(policy)
+        #expect(report.snapshotSeq == 900)
         #expect(report.historyDroppedThrough == 600)
-        #expect(try f.store.snapshotSeqs() == [600, 800])
+        #expect(try f.store.snapshotSeqs() == [600, 900])
         #expect(try f.store.segments().map(\.firstSeq) == [601])
         #expect(try f.store.historyStart().seq == 601)
         #expect(try f.store.digest() == before)
@@ -469,7 +471,7 @@ import Testing
         // The next compaction has nothing to drop, and keeps the snapshot history begins at.
         let again = try f.store.compact(policy)
         #expect(again.historyDroppedThrough == nil && again.opsSealed == 0)
-        #expect(try f.store.snapshotSeqs() == [600, 800])
+        #expect(try f.store.snapshotSeqs() == [600, 900])
         #expect(try f.store.verify().passed)
     }
 
@@ -504,7 +506,7 @@ import Testing
             #expect(try reopened.verify().passed, "stopped after step \(steps)")
             let rest = try reopened.compact(policy)
             #expect(try reopened.historyStart().seq == 601, "stopped after step \(steps): \(rest)")
-            #expect(try reopened.snapshotSeqs() == [600, 800], "stopped after step \(steps)")
+            #expect(try reopened.snapshotSeqs() == [600, 900], "stopped after step \(steps)")
             #expect(try reopened.digest() == before)
             #expect(try reopened.verify().passed)
         }
@@ -524,6 +526,40 @@ import Testing
             let state = audit.state.map { state in state.keys.sorted().map { "\($0)=\(state[$0]!)" } } ?? []
             return "\(audit.entries.map(\.op.opID)) \(state)"
         }
+    }
+
+    @Test("The newest snapshot: read from the tables at the head when nothing is pending, replayed to the seal point otherwise; where history begins, exact")
+    func theNewestSnapshotIsReadAtTheHeadWhenNothingIsPending() throws {
+        let policy = Self.policy(keepOps: 100, segmentOpsMax: 250)
+        let synced = try Fixture(seed: 18)
+        try Self.library(synced, count: 1_000, seed: 118)
+        let before = try synced.store.digest()
+        #expect(try synced.store.compactionPlan(policy).snapshotAtHead)
+        let head = try synced.store.compact(policy)
+        #expect(head.plan.snapshotAt == 900 && head.snapshotSeq == 1_000)
+        #expect(try synced.store.snapshotSeqs() == [1_000])
+        #expect(try synced.store.rebuild().digest == before)
+        #expect(try synced.store.rebuild(fromGenesis: true).digest == before)
+        #expect(try synced.store.verify().passed)
+
+        let pending = try Fixture(seed: 19)
+        try Self.library(pending, count: 1_000, seed: 119)
+        _ = try pending.save("https://example.com/offline", title: "written in zanzibar")
+        let withPending = try pending.store.digest()
+        #expect(try !pending.store.compactionPlan(policy).snapshotAtHead)
+        let exact = try pending.store.compact(policy)
+        #expect(exact.snapshotSeq == 900)
+        #expect(try pending.store.snapshotSeqs() == [900])
+        #expect(try pending.store.rebuild().digest == withPending)
+        #expect(try pending.store.verify().passed)
+        // The snapshot holds the confirmed state at 900 only: the pending save is not in it.
+        let bytes = try #require(try pending.store.read { db in
+            try db.query("SELECT body FROM chronicle_snapshots WHERE seq = 900") { $0.withBytes(0) { [UInt8]($0) } }
+        }.first)
+        let fresh = try Fixture(seed: 20, library: pending.store.libraryID)
+        #expect(try fresh.store.bootstrap(from: SnapshotFrame(bytes: bytes)) == 900)
+        #expect(try fresh.store.search("zanzibar", limit: 10).isEmpty)
+        #expect(try pending.store.search("zanzibar", limit: 10).count == 1)
     }
 
     @Test("Segments read ahead on another thread: another compaction on the file sealing meanwhile leaves one whole chain")

@@ -77,7 +77,8 @@ extension Command {
         details: """
             Keeps the newest ops hot in the log (default --keep-ops 10000; --keep-days D keeps ops confirmed in the last
             D days too) and seals everything older into immutable, hash-chained segments (LZ4 frames that `lz4 -d` opens),
-            writes a snapshot of the state at the seal point, and VACUUMs. Audit, log and rebuild --from-genesis read the
+            writes a snapshot of the state (at the head, read from the tables, when no op is pending; otherwise at the
+            seal point, replayed), and VACUUMs. Audit, log and rebuild --from-genesis read the
             segments, so the whole history stays. --horizon-days D (off by default) drops sealed history older than D days
             where a snapshot covers it; audit then says where history begins. --dry-run says what would happen.
             Safe to interrupt at any point: every step is one transaction.
@@ -104,7 +105,11 @@ extension Command {
             var lines: [String] = []
             lines.append(plan.opsToSeal == 0 ? "Nothing to seal (sealed through seq \(plan.alreadySealedThrough); \(plan.hotOpsAfter) ops stay hot)."
                 : "Seal seqs \(plan.alreadySealedThrough + 1)…\(plan.sealThrough) (\(plan.opsToSeal) ops) into \(plan.segmentsToWrite) segment\(plan.segmentsToWrite == 1 ? "" : "s"); \(plan.hotOpsAfter) ops stay hot.")
-            if let at = plan.snapshotAt { lines.append("Write a snapshot of the state at seq \(at).") }
+            if let at = plan.snapshotAt {
+                lines.append(plan.snapshotAtHead
+                    ? "Write a snapshot of the state at the head (seq \(plan.sealThrough + plan.hotOpsAfter) now), read from the tables as they are."
+                    : "Write a snapshot of the state at seq \(at).")
+            }
             if let drop = plan.snapshotAtDrop { lines.append("Write a snapshot of the state at seq \(drop), where history will begin.") }
             if let drop = plan.dropThrough { lines.append("Drop history through seq \(drop) (older than the horizon; the snapshot covers it).") }
             return lines
@@ -113,6 +118,7 @@ extension Command {
             if ctx.output.json {
                 ctx.output.emit(["dry_run": true, "seal_through": plan.sealThrough, "ops_to_seal": plan.opsToSeal,
                                  "segments_to_write": plan.segmentsToWrite, "snapshot_at": plan.snapshotAt as Any? ?? NSNull(),
+                                 "snapshot_at_head": plan.snapshotAtHead,
                                  "drop_through": plan.dropThrough as Any? ?? NSNull(), "snapshot_at_drop": plan.snapshotAtDrop as Any? ?? NSNull(),
                                  "hot_ops": plan.hotOpsAfter])
             } else {

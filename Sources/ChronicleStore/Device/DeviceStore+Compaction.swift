@@ -38,8 +38,8 @@ public struct CompactionPlan: Sendable, Equatable {
     public var alreadySealedThrough: Int64
     public var opsToSeal: Int64
     public var segmentsToWrite: Int
-    /// The seq the new snapshot will hold the state at (the server's: its head when the snapshot
-    /// is read, this or later); nil when no new snapshot is due.
+    /// The seq the new snapshot will hold the state at (this or later: see `snapshotAtHead`);
+    /// nil when no new snapshot is due.
     public var snapshotAt: Int64?
     /// Sealed history up to this seq will be dropped (horizon policy); nil when none.
     public var dropThrough: Int64?
@@ -47,6 +47,12 @@ public struct CompactionPlan: Sendable, Equatable {
     /// history then begins at a known state.
     public var snapshotAtDrop: Int64?
     public var hotOpsAfter: Int64
+    /// The new snapshot is read from the projection tables as they are, at the head (seq
+    /// `sealThrough + hotOpsAfter` when planned, or later): where they hold the confirmed state
+    /// only (the server's; a device's with no op pending, unless history is to begin at
+    /// `snapshotAt`). Otherwise it is replayed to `snapshotAt` exactly in a scratch database.
+    /// Decided again when the snapshot is written.
+    public var snapshotAtHead = false
 
     public var isEmpty: Bool { opsToSeal == 0 && snapshotAt == nil && dropThrough == nil }
 }
@@ -103,6 +109,8 @@ protocol LogLifecycle: Sendable {
     /// a device's shows its pending ops on top): a snapshot is then read from it as it is,
     /// at the head, rather than replayed into a scratch database up to the seal point.
     var projectsConfirmedStateOnly: Bool { get }
+    /// `projectsConfirmedStateOnly`, or true as `db` sees the store now (a device with no op pending).
+    func confirmedStateOnly(in db: Database) throws -> Bool
     func read<T>(_ body: (Database) throws -> T) throws -> T
     func writeTransaction<T>(_ body: (Database) throws -> T) throws -> T
     /// Runs `VACUUM` on the writer connection.
@@ -128,6 +136,11 @@ extension LogLifecycle {
 
 extension DeviceStore: LogLifecycle {
     var projectsConfirmedStateOnly: Bool { false }
+
+    /// With nothing in the outbox, the projection is the confirmed state at the cursor.
+    func confirmedStateOnly(in db: Database) throws -> Bool {
+        try db.scalarInt("SELECT EXISTS (SELECT 1 FROM chronicle_outbox)") == 0
+    }
 
     func vacuum() throws {
         try writer.withLock { db in
@@ -185,8 +198,9 @@ extension DeviceStore: LogLifecycle {
     }
 
     /// Seals the confirmed log's prefix into LZ4 segments, writes a snapshot of the state
-    /// at the seal point, drops history past the horizon if the policy asks, and gives the
-    /// space back to the file system.
+    /// at the seal point (at the head, read from the tables, when no op is pending:
+    /// `CompactionPlan.snapshotAtHead`), drops history past the horizon if the policy asks,
+    /// and gives the space back to the file system.
     ///
     /// Every step is its own transaction and leaves a complete store: killed at any
     /// point, the store opens with the same state digest and nothing lost. `afterStep`
@@ -260,7 +274,13 @@ extension LogLifecycle {
         }
         return CompactionPlan(sealThrough: through, alreadySealedThrough: sealed, opsToSeal: ops,
                               segmentsToWrite: Int((ops + segmentOps - 1) / segmentOps), snapshotAt: snapshotAt,
-                              dropThrough: dropThrough, snapshotAtDrop: snapshotAtDrop, hotOpsAfter: cursor - through)
+                              dropThrough: dropThrough, snapshotAtDrop: snapshotAtDrop, hotOpsAfter: cursor - through,
+                              snapshotAtHead: try snapshotAt.map { try snapshotAtHead(at: $0, dropThrough: dropThrough, in: db) } ?? false)
+    }
+
+    /// Whether the newest snapshot, due at `at`, is read from the projection at its head (`CompactionPlan.snapshotAtHead`).
+    func snapshotAtHead(at: Int64, dropThrough: Int64?, in db: Database) throws -> Bool {
+        try projectsConfirmedStateOnly || (at != dropThrough && confirmedStateOnly(in: db))
     }
 
     func runCompaction(_ policy: CompactionPolicy, progress: ProgressHandler?,
@@ -310,10 +330,11 @@ extension LogLifecycle {
         // 2. The snapshot a horizon starts history from, where there is none yet, then the newest one
         // (older ones go, except the one history begins at and the one it is about to). A drop point's
         // is replayed to its exact seq in a scratch database; the newest one, where the projection
-        // holds only confirmed state (the server's), is read from it at its head: a dump, no replay.
+        // holds only confirmed state (the server's; a device's with nothing pending, unless history
+        // is to begin there), is read from it at its head: a dump, no replay.
         func writeSnapshot(at exact: Int64?, deletingOlder: Bool) throws -> (seq: Int64, bytes: Int64) {
             let (seq, body, stateDigest) = try read { db in
-                if let exact {
+                if let exact, try !deletingOlder || !snapshotAtHead(at: exact, dropThrough: plan.dropThrough, in: db) {
                     let (body, digest) = try DeviceStore.stateSnapshotBody(at: exact, source: db, materializer, projection,
                                                                           libraryID: libraryID, progress: nil)
                     return (exact, body, digest)
@@ -338,7 +359,7 @@ extension LogLifecycle {
             _ = try writeSnapshot(at: drop, deletingOlder: false)
         }
         if let at = plan.snapshotAt {
-            let written = try writeSnapshot(at: projectsConfirmedStateOnly ? nil : at, deletingOlder: true)
+            let written = try writeSnapshot(at: at, deletingOlder: true)
             report.snapshotSeq = written.seq
             report.snapshotBytes = written.bytes
         }

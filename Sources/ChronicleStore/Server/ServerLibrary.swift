@@ -302,6 +302,8 @@ extension ServerLibrary: LogLifecycle {
     /// The server's projection holds the confirmed state at its head and nothing else.
     var projectsConfirmedStateOnly: Bool { true }
 
+    func confirmedStateOnly(in db: Database) throws -> Bool { true }
+
     func vacuum() throws {
         try writer.withLock { db in
             try db.execute("VACUUM")
