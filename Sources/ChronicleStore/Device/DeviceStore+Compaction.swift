@@ -118,8 +118,8 @@ protocol LogLifecycle: Sendable {
     /// Keeps the ids of `ops`, which are leaving the log for a segment, so that each still
     /// applies at most once (`duplicateOp` for one already kept). Inside the caller's transaction.
     func rememberSealed(_ ops: ArraySlice<Op>, in db: Database) throws
-    /// `rememberSealed` of `ops`, which are the log's rows `first...last`, read from there in
-    /// one statement (sealing the log; a row at a time this was a quarter of the writer's time).
+    /// `rememberSealed` of `ops`, which are the log's rows `first...last`, copied from there in
+    /// one statement (sealing the log).
     func rememberSealedFromLog(_ ops: ArraySlice<Op>, first: Int64, last: Int64, in db: Database) throws
     /// Before sealing `plan` under `policy`, inside the first sealing transaction: sets aside indexes that deleting
     /// the sealed rows would rewrite page by page, segment after segment; true when it did.
@@ -303,7 +303,7 @@ extension LogLifecycle {
         var setAside = false
         func seal(_ body: (Database) throws -> SealedChunk?) throws -> Bool {
             let written = try writeTransaction { db -> SealedChunk? in
-                if report.segmentsWritten == 0, plan.opsToSeal > 0 { setAside = try setAsideForSealing(plan, policy: policy, in: db) }
+                if report.segmentsWritten == 0, !setAside, plan.opsToSeal > 0 { setAside = try setAsideForSealing(plan, policy: policy, in: db) }
                 return try body(db)
             }
             guard let written else { return false }
