@@ -649,6 +649,23 @@ import Testing
         #expect(try f.store.digest() == before)
     }
 
+    @Test("An entity index an earlier seal left aside (it could not build it again) is built at the end of the next one")
+    func theNextSealBuildsAnEntityIndexAnEarlierOneLeftAside() throws {
+        let f = try Fixture(seed: 21)
+        try Self.library(f, count: 800, seed: 21)
+        let before = try f.store.digest()
+        try f.store.writeTransaction { db in
+            try DeviceStore.setMeta(StoreFormat.logEntityIndexAsideKey, .integer(1), in: db)
+            try db.execute("DROP INDEX \(StoreFormat.logEntityIndexName)")
+        }
+        // Below the threshold: this seal would not set the index aside itself.
+        try f.store.compact(Self.policy(keepOps: 100, segmentOpsMax: 250))
+        let state = try Self.entityIndexState(f.store)
+        #expect(!state.aside && state.index)
+        #expect(try f.store.digest() == before)
+        #expect(try f.store.verify().passed)
+    }
+
     @Test("A store killed while a seal had the entity index aside passes verify, audits the same, and builds it when it opens")
     func aStoreKilledWithTheEntityIndexAsideBuildsItWhenItOpens() throws {
         let f = try Fixture(seed: 16)

@@ -181,6 +181,8 @@ extension DeviceStore: LogLifecycle {
     /// still hot. Meanwhile an audit reads the log without it (slower, the same answer); killed
     /// before the end, the store builds it when it next opens (`log_entity_index_aside`).
     func setAsideForSealing(_ plan: CompactionPlan, policy: CompactionPolicy, in db: Database) throws -> Bool {
+        // Left aside by an earlier run that could not build it again (a full disk): this one builds it at its end.
+        if try Self.meta(StoreFormat.logEntityIndexAsideKey, in: db).integerValue == 1 { return true }
         guard plan.opsToSeal >= policy.entityIndexAsideOpsMin, try StoreFormat.hasLogEntityIndex(in: db) else { return false }
         try Self.setMeta(StoreFormat.logEntityIndexAsideKey, .integer(1), in: db)
         try db.execute("DROP INDEX \(StoreFormat.logEntityIndexName)")
