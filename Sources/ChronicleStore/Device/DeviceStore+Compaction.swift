@@ -118,9 +118,6 @@ protocol LogLifecycle: Sendable {
     /// Keeps the ids of `ops`, which are leaving the log for a segment, so that each still
     /// applies at most once (`duplicateOp` for one already kept). Inside the caller's transaction.
     func rememberSealed(_ ops: ArraySlice<Op>, in db: Database) throws
-    /// `rememberSealed` of `ops`, which are the log's rows `first...last`, copied from there in
-    /// one statement (sealing the log).
-    func rememberSealedFromLog(_ ops: ArraySlice<Op>, first: Int64, last: Int64, in db: Database) throws
     /// Before sealing `plan` under `policy`, inside the first sealing transaction: sets aside indexes that deleting
     /// the sealed rows would rewrite page by page, segment after segment; true when it did.
     func setAsideForSealing(_ plan: CompactionPlan, policy: CompactionPolicy, in db: Database) throws -> Bool
@@ -159,18 +156,6 @@ extension DeviceStore: LogLifecycle {
                 guard error.isConstraint else { throw error }
                 throw Self.sealedDuplicate(op)
             }
-        }
-    }
-
-    func rememberSealedFromLog(_ ops: ArraySlice<Op>, first: Int64, last: Int64, in db: Database) throws {
-        do {
-            try db.statement("""
-                INSERT INTO chronicle_sealed_ids(op_id, server_seq)
-                SELECT \(UUIDBlobFunction.name)(op_id), server_seq FROM chronicle_log WHERE server_seq >= ?1 AND server_seq <= ?2
-                """).execute([.integer(first), .integer(last)])
-        } catch {
-            guard error.isConstraint else { throw error }
-            try rememberSealed(ops, in: db)   // names the op kept before (the failed statement changed nothing)
         }
     }
 
@@ -471,8 +456,7 @@ extension LogLifecycle {
         let segment = prepared.segment
         guard try DeviceStore.sealedUpTo(in: db) == segment.firstSeq - 1,
               try Self.lastSegmentDigest(in: db) == prepared.previousDigest else { return nil }
-        try storeSegment(segment, ops: prepared.ops[...], digests: (prepared.previousDigest, prepared.digest),
-                         fromLog: true, now: now, in: db)
+        try storeSegment(segment, ops: prepared.ops[...], digests: (prepared.previousDigest, prepared.digest), now: now, in: db)
         try db.execute("DELETE FROM chronicle_log WHERE server_seq >= ?1 AND server_seq <= ?2",
                        [.integer(segment.firstSeq), .integer(segment.lastSeq)])
         return SealedChunk(ops: Int64(prepared.ops.count), log: prepared.logBytes, body: Int64(segment.body.count),
@@ -483,9 +467,8 @@ extension LogLifecycle {
     /// its entity filter, and keeps its op ids so each op still applies at most once. Inside the
     /// caller's transaction; the segments' triggers refuse one that does not continue the prefix.
     /// `digests`: the previous segment's and this one's, where the caller has them.
-    /// `fromLog`: `ops` are the log's rows, whose ids are read from there.
     func storeSegment(_ segment: EncodedSegment, ops: ArraySlice<Op>, digests: (previous: String, digest: String)? = nil,
-                      fromLog: Bool = false, now: Int64, in db: Database) throws {
+                      now: Int64, in db: Database) throws {
         let previous = try digests?.previous ?? Self.lastSegmentDigest(in: db)
         let digest = digests?.digest ?? DeviceStore.chainDigest(previous: previous, body: segment.body)
         try db.statement("""
@@ -496,11 +479,7 @@ extension LogLifecycle {
                           .integer(Int64(segment.body.count)), .integer(now)], blob: segment.frame, at: 4)
         try db.statement("INSERT INTO chronicle_segment_filters(first_seq, filter) VALUES (?1, ?2)")
             .execute([.integer(segment.firstSeq), .null], blob: segment.filter, at: 2)
-        if fromLog {
-            try rememberSealedFromLog(ops, first: segment.firstSeq, last: segment.lastSeq, in: db)
-        } else {
-            try rememberSealed(ops, in: db)
-        }
+        try rememberSealed(ops, in: db)
     }
 
     func fileBytes() throws -> Int64 {

@@ -317,18 +317,6 @@ extension ServerLibrary: LogLifecycle {
 
     func restoreAfterSealing(in db: Database) throws {}
 
-    func rememberSealedFromLog(_ ops: ArraySlice<Op>, first: Int64, last: Int64, in db: Database) throws {
-        do {
-            try db.statement("""
-                INSERT INTO chronicle_sealed_ops(op_id, server_seq, device_id)
-                SELECT op_id, server_seq, device_id FROM chronicle_log WHERE server_seq >= ?1 AND server_seq <= ?2
-                """).execute([.integer(first), .integer(last)])
-        } catch {
-            guard error.isConstraint else { throw error }
-            try rememberSealed(ops, in: db)   // names the op kept before (the failed statement changed nothing)
-        }
-    }
-
     /// The server keeps each id as text with its seq and author (`chronicle_sealed_ops`): a
     /// repeated push is answered with the original outcome.
     func rememberSealed(_ ops: ArraySlice<Op>, in db: Database) throws {
