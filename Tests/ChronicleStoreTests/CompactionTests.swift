@@ -562,6 +562,33 @@ import Testing
         #expect(try pending.store.search("zanzibar", limit: 10).count == 1)
     }
 
+    @Test("Local writes between a large seal's segments: searchable at once, kept out of the snapshot, which is then replayed to the seal point")
+    func writesDuringALargeSealAreKeptAndTheSnapshotIsReplayed() throws {
+        let f = try Fixture(seed: 22)
+        let articles = Array(try Self.library(f, count: 1_200, seed: 122).prefix(20))
+        var policy = Self.policy(keepOps: 200, segmentOpsMax: 250)
+        policy.entityIndexAsideOpsMin = 1_000
+        #expect(try f.store.compactionPlan(policy).snapshotAtHead, "nothing pending when planned")
+        var written: [UUID] = []
+        let report = try f.store.compact(policy, afterStep: { step, what in
+            guard what == "sealed a segment", step <= 2 else { return }
+            written.append(try f.save("https://example.com/during-\(step)", title: "quokka \(step)"))
+            #expect(try f.store.search("quokka", limit: 10).count == step)
+            #expect(try f.store.audit(written.last!).entries.count == 1, "its own history, with the index aside")
+        })
+        // A write landed before the snapshot: it holds the confirmed state at the seal point only.
+        #expect(report.snapshotSeq == 1_000)
+        #expect(try f.store.pendingOps().count == 2)
+        #expect(try f.store.search("quokka", limit: 10).count == 2)
+        #expect(try f.store.verify().passed)
+        let digest = try f.store.digest()
+        #expect(try f.store.rebuild().digest == digest)
+        #expect(try f.store.rebuild(fromGenesis: true).digest == digest)
+        for id in articles { #expect(try f.store.audit(id).entries.isEmpty == false) }
+        let state = try Self.entityIndexState(f.store)
+        #expect(!state.aside && state.index)
+    }
+
     @Test("Segments read ahead on another thread: another compaction on the file sealing meanwhile leaves one whole chain")
     func aCompactionAlongsideAnotherOnTheSameFileLeavesOneWholeChain() throws {
         let f = try Fixture(seed: 17)
