@@ -41,6 +41,19 @@ import Testing
         } == 1)
         let entity = batches[0][0].entityID
         #expect(try b.store.confirmedOps(entity: entity) == a.store.confirmedOps(entity: entity))
+        // …and the projection's read indexes, which queries by tag use again.
+        #expect(try readIndexes(b.store) == Set(b.store.projection.readIndexes.map(\.name)))
+        #expect(try b.store.read { db in
+            try db.query("EXPLAIN QUERY PLAN SELECT id FROM article_tags WHERE value = 't1'") { $0.text(3) }
+        }.contains { $0.contains("article_tags_by_value") })
+    }
+
+    /// The projection's read indexes (`ProjectionSchema.readIndexes`) present in the store.
+    func readIndexes(_ store: DeviceStore) throws -> Set<String> {
+        let names = store.projection.readIndexes.map(\.name)
+        return Set(try store.read { db in
+            try db.query("SELECT name FROM sqlite_schema WHERE type = 'index'") { $0.text(0) }
+        }.filter(names.contains))
     }
 
     /// `library` in batches of `DeviceStore.sealOnArrivalOpsMin` ops (the last one shorter).
@@ -146,6 +159,11 @@ import Testing
             try db.scalarInt("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'chronicle_log_by_entity'")
         } == 0)
         #expect(try b.store.writer.withLock { db in try db.scalarInt("PRAGMA synchronous") } == 2)
+        // The read indexes are set aside too: a query by tag scans its table, with the same answer.
+        #expect(try readIndexes(b.store).isEmpty)
+        let tagged = "SELECT id FROM article_tags WHERE value = 't1' ORDER BY id"
+        #expect(try b.store.read { db in try db.query(tagged) { $0.text(0) } } == a.store.read { db in try db.query(tagged) { $0.text(0) } })
+        #expect(try !b.store.read { db in try db.query(tagged) { $0.text(0) } }.isEmpty)
         let entity = batches[0][0].entityID
         let history = try b.store.confirmedOps(entity: entity)
         #expect(!history.isEmpty)
@@ -153,8 +171,12 @@ import Testing
         let audit = try b.store.audit(entity)
         #expect(audit.entries.map(\.op.opID) == (try a.store.audit(entity)).entries.map(\.op.opID))
         #expect(audit.state == (try a.store.audit(entity)).state)
+        let during = try b.store.verify()
+        #expect(during.passed)
+        #expect(during.checks.contains { $0.name == "projection indexes" && $0.detail.contains("set aside by a bulk apply") })
         try b.store.finishBulk()
         #expect(try b.store.verify().passed)
+        #expect(try readIndexes(b.store).count == b.store.projection.readIndexes.count)
     }
 
     @Test("Writes while a bulk apply runs leave its emptied search indexes alone; its close indexes them with the rest")
@@ -206,6 +228,7 @@ import Testing
         #expect(try reopened.read { db in
             try db.scalarInt("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'chronicle_log_by_entity'")
         } == 1)
+        #expect(try readIndexes(reopened).count == reopened.projection.readIndexes.count)
         #expect(try reopened.verify().passed)
     }
 
@@ -255,5 +278,15 @@ import Testing
         let report = try f.store.verify()
         #expect(!report.passed)
         #expect(report.checks.contains { !$0.passed && $0.detail.contains("chronicle_log_by_entity") })
+    }
+
+    @Test func verifyReportsAMissingReadIndex() throws {
+        let f = try Fixture()
+        try f.store.applyConfirmed(library(ServerLog(library: f.store.libraryID), articles: 5)[0])
+        #expect(try f.store.verify().checks.contains { $0.name == "projection indexes" && $0.passed })
+        try f.store.writer.withLock { db in try db.execute("DROP INDEX highlight_by_article_id") }
+        let report = try f.store.verify()
+        #expect(!report.passed)
+        #expect(report.checks.contains { $0.name == "projection indexes" && !$0.passed && $0.detail == "missing: highlight_by_article_id" })
     }
 }

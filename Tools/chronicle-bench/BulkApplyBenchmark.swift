@@ -8,14 +8,15 @@ import Foundation
 /// doing the same SQL work as that call
 /// (Sources/ChronicleStore/Device/DeviceStore+Bulk.swift; keep in step):
 ///
-/// 1. one transaction: the `search_stale` mark, the log's entity index dropped, then
-///    `'delete-all'` on every FTS5 index, each phrase index emptied too with its watermark at 0;
+/// 1. one transaction: the `search_stale` mark, the log's entity index and the projection's
+///    read indexes dropped, then `'delete-all'` on every FTS5 index, each phrase index emptied
+///    too with its watermark at 0;
 /// 2. per batch, one transaction under `synchronous = NORMAL`: the larger page cache
 ///    pragma, the log rows, the cursor, each op's materializer steps (no FTS5 upkeep);
 ///    every batch but the last is sealed instead of logged: its segment rows (frame, entity
 ///    filter, chained digest, encoded and compressed before the timed work, as the engine
 ///    does off its writer) and its op ids in `chronicle_sealed_ids` (16 bytes each);
-/// 3. one transaction (temporary files on disk): the entity index created, every FTS5
+/// 3. one transaction (temporary files on disk): the entity index and the read indexes created, every FTS5
 ///    index refilled and the stale mark cleared, the phrase indexes left to fill
 ///    (`RebuildBenchmark.rebuildSearchIndexes`), the usual page cache back.
 ///
@@ -123,6 +124,7 @@ struct BulkApplyBenchmark {
             try raw.run(begin, [])
             try raw.run(setMeta, [.text("search_stale"), .integer(1)])
             try raw.run(dropEntityIndex, [])
+            for index in projection.readIndexes { try raw.exec(index.dropSQL) }
             for statement in deleteAll { try raw.run(statement, []) }
             try raw.run(commit, [])
             nanoseconds += nowNanoseconds() - t0
@@ -167,6 +169,7 @@ struct BulkApplyBenchmark {
             try raw.exec("PRAGMA temp_store = FILE")
             try raw.run(begin, [])
             try raw.exec(StoreDDL.logEntityIndex)
+            for index in projection.readIndexes { try raw.exec(index.createSQL) }
             // As rebuildSearchIndexes: an index the plan keeps empty is only emptied.
             try RebuildBenchmark.rebuildSearchIndexes(raw, projection)
             try raw.run(normalCache, [])

@@ -85,14 +85,13 @@ public struct ProjectionSchema: Sendable {
         for entity in schema.entities {
             statements.append(tableDefinition(entity.table, of: entity, primaryKey: true))
             statements.append(tableDefinition("chronicle_shadow_\(entity.table)", of: entity, primaryKey: true))
-            for field in entity.scalarFields where field.type == .id {
-                statements.append("CREATE INDEX \(Self.quoted("\(entity.table)_by_\(field.name)")) ON \(Self.quoted(entity.table))(\(Self.quoted(field.name)))")
-            }
+            let indexes = Self.readIndexes(of: entity)
+            statements += indexes.filter { $0.table == entity.table }.map(\.createSQL)
             for field in entity.setFields {
                 let table = entity.setTable(field)
                 statements.append("CREATE TABLE \(Self.quoted(table)) (id TEXT NOT NULL, value \(Self.sqlType(field.type)) NOT NULL, PRIMARY KEY (id, value))")
                 statements.append("CREATE TABLE \(Self.quoted("chronicle_shadow_\(table)")) (id TEXT NOT NULL, value \(Self.sqlType(field.type)) NOT NULL, PRIMARY KEY (id, value))")
-                statements.append("CREATE INDEX \(Self.quoted("\(table)_by_value")) ON \(Self.quoted(table))(value)")
+                statements += indexes.filter { $0.table == table }.map(\.createSQL)
             }
         }
         // Confirmed ops this build cannot read (a newer version, an unknown type): kept in the log,
@@ -110,6 +109,39 @@ public struct ProjectionSchema: Sendable {
             statements.append("CREATE INDEX \(Self.quoted(Self.conflictsTable + "_by_entity")) ON \(Self.quoted(Self.conflictsTable))(entity_id, field)")
         }
         return statements
+    }
+
+    /// An index over a projection table that serves the app's reads and no statement of the
+    /// materializer: a row's highlights or notes (`<table>_by_<id field>`), the rows with a tag
+    /// (`<set table>_by_value`). Every op that adds such a row updates one, at a place of its
+    /// own (another article, another tag), so a bulk apply sets them aside and builds them at
+    /// its close (`DeviceStore.beginBulk`). The index that merge-or-ask's statements read
+    /// (`chronicle_conflicts_by_entity`) is not one of them.
+    public struct ReadIndex: Sendable, Hashable {
+        public let name: String
+        public let table: String
+        /// The indexed column as the DDL names it.
+        let column: String
+
+        /// The statement in the store's schema (`tableStatements`).
+        public var createSQL: String { "CREATE INDEX \(ProjectionSchema.quoted(name)) ON \(ProjectionSchema.quoted(table))(\(column))" }
+        /// The same, doing nothing where the index exists.
+        public var createIfMissingSQL: String {
+            "CREATE INDEX IF NOT EXISTS \(ProjectionSchema.quoted(name)) ON \(ProjectionSchema.quoted(table))(\(column))"
+        }
+        public var dropSQL: String { "DROP INDEX IF EXISTS \(ProjectionSchema.quoted(name))" }
+    }
+
+    /// Every `ReadIndex` of the projection, in the order `tableStatements` creates them.
+    public var readIndexes: [ReadIndex] { schema.entities.flatMap(Self.readIndexes(of:)) }
+
+    static func readIndexes(of entity: EntitySpec) -> [ReadIndex] {
+        entity.scalarFields.filter { $0.type == .id }.map { field in
+            ReadIndex(name: "\(entity.table)_by_\(field.name)", table: entity.table, column: quoted(field.name))
+        } + entity.setFields.map { field in
+            let table = entity.setTable(field)
+            return ReadIndex(name: "\(table)_by_value", table: table, column: "value")
+        }
     }
 
     /// The view an index is built from: the rows that may be found. Deleted rows,

@@ -153,6 +153,17 @@ extension DeviceStore {
         }
         checks.append(logCheck)
 
+        // A bulk apply drops the projection's read indexes and builds them at its close (or the next open does).
+        let missing = try read { db in
+            try projection.readIndexes.filter { index in
+                try db.scalarInt("SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = ?1", [.text(index.name)]) != 1
+            }.map(\.name)
+        }
+        checks.append(VerifyCheck(
+            name: "projection indexes", passed: stale || missing.isEmpty,
+            detail: stale && !missing.isEmpty ? "\(missing.count) set aside by a bulk apply; its close or the next open builds them"
+                : missing.isEmpty ? "\(projection.readIndexes.count) in place" : "missing: " + missing.joined(separator: ", ")))
+
         let current = try digest()
         let replayed = try replayDigest(progress: progress)
         checks.append(VerifyCheck(name: "digest equals a replay of the log", passed: current == replayed,
