@@ -156,6 +156,9 @@ extension SyncBenchmark.Result {
             sink.rows.append(TableRow(measurement: "sync \(live.devices) devices live at once: push p99", chronicle: millisecondsText(p99),
                                       baseline: "", ratio: "", target: "<= 50 ms", verdict: verdict(live.pass)))
             sink.notes.append("sync scale, live fleet: \(live.devices) devices over \(live.libraries) libraries, all live for \(formatFixed(live.seconds, 1)) s, each writing 1-3 ops, running syncOnce() (push, pull, fold) and pausing 0.5-1.5 s: \(live.rounds) rounds, \(live.pushed) ops pushed (\(formatCount(live.opsPerSecond)) ops/s); \(live.requests.count) push requests p50 \(millisecondsText(live.requests.percentileMilliseconds(0.5))), p99 \(millisecondsText(p99)), max \(millisecondsText(live.requests.percentileMilliseconds(1))); whole rounds p50 \(millisecondsText(live.roundTimes.percentileMilliseconds(0.5))), p99 \(millisecondsText(live.roundTimes.percentileMilliseconds(0.99))); server side (its log, the same window): in the HTTP server p50 \(millisecondsText(live.serverRequests.percentileMilliseconds(0.5))), p99 \(millisecondsText(live.serverRequests.percentileMilliseconds(0.99))), in pushNow (incl. the library's writer lock) p50 \(millisecondsText(live.serverPushNow.percentileMilliseconds(0.5))), p99 \(millisecondsText(live.serverPushNow.percentileMilliseconds(0.99))); \(live.failedRequests) failed requests; audit after a catch-up round: lost \(live.audit.lost), duplicated \(live.audit.duplicated), unexpected \(live.audit.unexpected), libraries with seq gaps \(live.audit.librariesWithGaps), digest mismatches \(live.audit.digestMismatches), devices with ops left \(live.audit.devicesWithPending).")
+            if var disk = live.disk?.syncs {
+                sink.notes.append("sync scale, live fleet: the disk alone in the same window (a 4 KiB write in place and its fdatasync every 20 ms beside the server's files; a push is answered only once its commit is on the disk): \(disk.count) syncs, p50 \(millisecondsText(disk.percentileMilliseconds(0.5))), p99 \(millisecondsText(disk.percentileMilliseconds(0.99))), max \(millisecondsText(disk.percentileMilliseconds(1))); \(live.disk!.stalls) took 50 ms or more.")
+            }
             sink.json.append(("scale_live", .object([
                 ("devices", .int(Int64(live.devices))), ("libraries", .int(Int64(live.libraries))), ("seconds", .number(live.seconds)),
                 ("rounds", .int(Int64(live.rounds))), ("pushed", .int(Int64(live.pushed))), ("ops_per_second", .number(live.opsPerSecond)),
@@ -163,6 +166,9 @@ extension SyncBenchmark.Result {
                 ("push_p99_ms", .number(p99)), ("push_max_ms", .number(live.requests.percentileMilliseconds(1))),
                 ("server_request_p99_ms", .number(live.serverRequests.percentileMilliseconds(0.99))),
                 ("server_push_now_p99_ms", .number(live.serverPushNow.percentileMilliseconds(0.99))),
+                ("disk_sync_p99_ms", live.disk.map { var d = $0.syncs; return .number(d.percentileMilliseconds(0.99)) } ?? .null),
+                ("disk_sync_max_ms", live.disk.map { var d = $0.syncs; return .number(d.percentileMilliseconds(1)) } ?? .null),
+                ("disk_stalls_50ms", live.disk.map { .int(Int64($0.stalls)) } ?? .null),
                 ("round_p50_ms", .number(live.roundTimes.percentileMilliseconds(0.5))), ("round_p99_ms", .number(live.roundTimes.percentileMilliseconds(0.99))),
                 ("failed_requests", .int(Int64(live.failedRequests))), ("lost", .int(Int64(live.audit.lost))),
                 ("duplicated", .int(Int64(live.audit.duplicated))), ("unexpected", .int(Int64(live.audit.unexpected))),

@@ -29,6 +29,8 @@ extension SyncBenchmark {
         /// server, and `pushNow` in it (incl. the library's writer lock).
         var serverRequests: Samples
         var serverPushNow: Samples
+        /// The disk alone in the same window, beside the server's files (`DiskStallProbe`).
+        var disk: DiskStallProbe.Result?
 
         var opsPerSecond: Double { Double(pushed) / seconds }
         var clean: Bool { audit.failures.isEmpty && unsynced == 0 }
@@ -53,6 +55,7 @@ extension SyncBenchmark {
         let wallStart = Date().timeIntervalSince1970 * 1000
         let t0 = nowNanoseconds()
         let deadline = t0 + UInt64(duration * 1e9)
+        let disk = try DiskStallProbe(path: rig.directory + "/disk-probe.bin", until: deadline)
         let outcomes = try runBlocking {
             await withTaskGroup(of: (Int, LiveDevice).self) { group in
                 for (index, device) in devices.enumerated() {
@@ -68,6 +71,7 @@ extension SyncBenchmark {
             }
         }
         let seconds = Double(nowNanoseconds() - t0) / 1e9
+        let diskResult = disk.finish()
         var requests = Samples(), rounds = Samples()
         var failed = 0
         for device in devices {
@@ -93,7 +97,7 @@ extension SyncBenchmark {
         let result = SustainedResult(devices: devices.count, libraries: libraryIDs.count, seconds: seconds,
                                      pushed: outcomes.reduce(0) { $0 + $1.pushed }, rounds: rounds.count, requests: requests,
                                      roundTimes: rounds, failedRequests: failed, unsynced: unsynced, audit: audit,
-                                     serverRequests: logged.request, serverPushNow: logged.pushNow)
+                                     serverRequests: logged.request, serverPushNow: logged.pushNow, disk: diskResult)
         var p99 = requests
         progress("sync scale: live fleet pushed \(formatCount(result.opsPerSecond)) ops/s, push p99 \(millisecondsText(p99.percentileMilliseconds(0.99)))")
         return result
@@ -133,5 +137,53 @@ struct LiveDevice: Sendable {
             }
             try? await Task.sleep(nanoseconds: UInt64((0.5 + rng.unit()) * 1e9))
         }
+    }
+}
+
+/// The disk alone while a measurement runs: a thread beside it writes 4 KiB in place and
+/// `fdatasync`s it (`DiskSync`) every 20 ms in the server's directory, until a deadline. A
+/// push is acknowledged only once its commit is on the disk, so a sync that stalls for a
+/// second (this VM's disk does, with nothing else running) holds every push of that second.
+final class DiskStallProbe: @unchecked Sendable {
+    struct Result {
+        var syncs: Samples
+        /// Syncs of 50 ms or more: the live fleet's whole push target.
+        var stalls: Int
+    }
+
+    private let disk: DiskSync
+    private let path: String
+    private let deadline: UInt64
+    private let done = DispatchSemaphore(value: 0)
+    private let lock = NSLock()
+    private var samples = Samples()
+    private var stopped = false
+
+    init(path: String, until deadline: UInt64) throws {
+        disk = try DiskSync(path: path)
+        self.path = path
+        self.deadline = deadline
+        Thread { self.run() }.start()
+    }
+
+    private func run() {
+        defer {
+            unlink(path)
+            done.signal()
+        }
+        while nowNanoseconds() < deadline, !lock.withLock({ stopped }) {
+            let t0 = nowNanoseconds()
+            guard (try? disk.writeAndSync()) != nil else { return }
+            let elapsed = nowNanoseconds() - t0
+            lock.withLock { samples.add(elapsed) }
+            usleep(20_000)
+        }
+    }
+
+    /// Waits for the thread (it stops at the deadline, or now) and hands back what it measured.
+    func finish() -> Result {
+        lock.withLock { stopped = true }
+        done.wait()
+        return lock.withLock { Result(syncs: samples, stalls: samples.nanoseconds.filter { $0 >= 50_000_000 }.count) }
     }
 }
