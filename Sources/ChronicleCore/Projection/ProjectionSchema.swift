@@ -124,12 +124,14 @@ public struct ProjectionSchema: Sendable {
         let column: String
 
         /// The statement in the store's schema (`tableStatements`).
-        public var createSQL: String { "CREATE INDEX \(ProjectionSchema.quoted(name)) ON \(ProjectionSchema.quoted(table))(\(column))" }
+        public var createSQL: String { create("CREATE INDEX") }
         /// The same, doing nothing where the index exists.
-        public var createIfMissingSQL: String {
-            "CREATE INDEX IF NOT EXISTS \(ProjectionSchema.quoted(name)) ON \(ProjectionSchema.quoted(table))(\(column))"
-        }
+        public var createIfMissingSQL: String { create("CREATE INDEX IF NOT EXISTS") }
         public var dropSQL: String { "DROP INDEX IF EXISTS \(ProjectionSchema.quoted(name))" }
+
+        private func create(_ verb: String) -> String {
+            "\(verb) \(ProjectionSchema.quoted(name)) ON \(ProjectionSchema.quoted(table))(\(column))"
+        }
     }
 
     /// Every `ReadIndex` of the projection, in the order `tableStatements` creates them.
