@@ -49,7 +49,7 @@ extension Command {
             }
             return ExitCode.success
         },
-        Command(name: "verify", summary: "Check the store: SQLite integrity, FTS5 indexes, log invariants, digest against a replay.",
+        Command(name: "verify", summary: "Check the store: SQLite integrity, FTS5 indexes, log invariants, the projection's indexes, digest against a replay.",
                 usage: "chronicle verify",
                 details: "Read-only. Exits 1 if any check fails.") { args, ctx in
             try args.finish(usage: "chronicle verify")
