@@ -24,7 +24,11 @@ extension HTTPServer {
         /// requests do not count as idle.
         public var connectionTimeoutSeconds = 120
         /// Request bodies larger than this are answered 413 `body_too_large`
-        /// without reaching the handler.
+        /// without reaching the handler. A declared body at most 4 MiB over
+        /// it is read and dropped before the answer, so that a client sending
+        /// it without waiting reads the 413 rather than a reset connection;
+        /// one further over, or announced with `Expect: 100-continue`, is
+        /// refused as soon as its head arrives.
         public var maxBodyBytes = 16 << 20
         /// libmicrohttpd's per-connection memory pool: it holds the request
         /// line, the headers and the read buffer, so it is also the bound on

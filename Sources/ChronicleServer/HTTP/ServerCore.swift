@@ -30,6 +30,9 @@ final class ServerCore: Sendable {
     private let messages = Locked<[String]>([])
     private static let messageCountMax = 16
     private static let reserveBytesMax: UInt64 = 256 << 10
+    /// How far past the cap a declared body is still read (and dropped)
+    /// before the 413, rather than answered at once; see ``begin(_:)``.
+    static let drainBytesMax: UInt64 = 4 << 20
 
     init(handler: any HTTPHandler, maxBodyBytes: Int, onCompleted: (@Sendable (RequestLogEntry) -> Void)?) {
         self.handler = handler
@@ -40,14 +43,27 @@ final class ServerCore: Sendable {
     // MARK: - Request lifecycle
 
     /// The first access-handler call: the head has arrived, the body has not.
-    /// A declared body over the cap is refused now, before it is sent (and a
-    /// client that asked `Expect: 100-continue` never sends it).
+    ///
+    /// A declared body over the cap is refused now, before it is sent, when
+    /// the client asked `Expect: 100-continue` (it never sends the body) or
+    /// when the body is far over the cap (more than ``drainBytesMax`` past
+    /// it): answering closes the connection, and a client still sending may
+    /// see the connection reset instead of the 413. A body only a little over
+    /// the cap is read and dropped first, so that a client which sends its
+    /// body without waiting (as URLSession does for small bodies) reads the
+    /// 413 rather than a broken pipe.
     func begin(_ context: RequestContext) -> MHD_Result {
         guard let raw = MHD_lookup_connection_value(context.connection.pointer, .HEADER_KIND, "Content-Length"),
               let declared = UInt64(String(cString: raw)) else { return .YES }
         if declared > UInt64(maxBodyBytes) {
-            context.state.withLock { $0.phase = .queued }
-            return queue(bodyTooLarge(), for: context)
+            let expectsContinue = MHD_lookup_connection_value(context.connection.pointer, .HEADER_KIND, "Expect")
+                .map { String(cString: $0).lowercased() == "100-continue" } ?? false
+            if expectsContinue || declared - UInt64(maxBodyBytes) > Self.drainBytesMax {
+                context.state.withLock { $0.phase = .queued }
+                return queue(bodyTooLarge(), for: context)
+            }
+            context.state.withLock { $0.bodyTooLarge = true }
+            return .YES
         }
         // Trust the declared length only so far: a client that claims 16 MiB
         // and sends nothing should not make us allocate it.
