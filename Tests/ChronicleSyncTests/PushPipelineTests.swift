@@ -1,4 +1,5 @@
 import ChronicleCore
+import ChronicleServer
 @testable import ChronicleStore
 @testable import ChronicleSync
 import Foundation
@@ -169,5 +170,52 @@ struct PushPipelineTests {
         #expect(try device.store.verify().passed)
         await other.sync()
         try harness.expectConverged()
+    }
+
+    /// Over real HTTP: a push body of more than 1 MiB asks `Expect: 100-continue`. Under the
+    /// server's body cap the server answers 100 and takes it; far over the cap it refuses it on
+    /// the head (413, nothing read), and the engine halves the batch until a push fits, where a
+    /// body sent without waiting could have met a reset connection and been retried as it was.
+    @Test("A push body far over the server's cap is refused on its head and halved until it fits; under the cap it goes in whole",
+          arguments: [nil, 256 << 10] as [Int?])
+    func largePushBodiesOverHTTP(maxBodyBytes: Int?) async throws {
+        var http = HTTPServer.Configuration()
+        if let maxBodyBytes { http.maxBodyBytes = maxBodyBytes }
+        let logPath = NSTemporaryDirectory() + "chronicle-push-log-\(UUID().lowercased).jsonl"
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+        defer { try? FileManager.default.removeItem(atPath: logPath) }
+        let logFile = try #require(FileHandle(forWritingAtPath: logPath))
+        let harness = try SyncHarness(.http, httpConfiguration: http, log: ServerLog(to: logFile))
+        let device = try harness.device("d")
+        let article = try device.store.write("article.save", payload: ["url": .text("https://example.com/long-notes")])
+        // 60 notes of 90,000 random letters: about 5.4 MB that LZ4 cannot shrink, in one batch.
+        var generator = SplitMix64(seed: 17)
+        for _ in 0..<60 {
+            let letters = (0..<90_000).map { _ in UInt8(97 + generator.next() % 26) }
+            try device.store.write("note.create", payload: ["article_id": .text(article.entityID.lowercased),
+                                                            "body": .text(String(decoding: letters, as: UTF8.self))])
+        }
+        let report = await device.sync()
+        #expect(report.outcome == .synced)
+        #expect(report.pushed == 61)
+        try harness.expectConverged()
+
+        harness.http?.stop()
+        try logFile.close()
+        let pushes = try String(contentsOfFile: logPath, encoding: .utf8).split(separator: "\n")
+            .compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            .filter { $0["event"] as? String == "request" && $0["method"] as? String == "POST" && ($0["path"] as? String)?.hasSuffix("/ops") == true }
+        let refused = pushes.filter { $0["status"] as? Int == 413 }
+        if maxBodyBytes == nil {
+            // One push of the whole batch, its body read after the server's 100 Continue.
+            #expect(pushes.count == 1)
+            #expect(pushes.first?["status"] as? Int == 200)
+            #expect((pushes.first?["in_bytes"] as? Int ?? 0) > 5_000_000)
+        } else {
+            #expect(refused.count >= 3)
+            // Those of 1 MiB or more were refused on their heads: none of their bytes was read.
+            #expect(refused.contains { $0["in_bytes"] as? Int == 0 })
+            #expect(pushes.filter { $0["status"] as? Int == 200 }.allSatisfy { ($0["in_bytes"] as? Int ?? .max) <= 256 << 10 })
+        }
     }
 }

@@ -1,5 +1,5 @@
 import ChronicleCore
-import ChronicleServer
+@testable import ChronicleServer
 @testable import ChronicleStore
 @testable import ChronicleSync
 import Foundation
@@ -36,6 +36,27 @@ import Testing
             try await Task.sleep(nanoseconds: 50_000_000)
         }
         return false
+    }
+
+    /// `stop()` waited for the maintenance thread's one end signal: a second call waited forever.
+    /// The calls run on threads of their own, so that a hang fails the test instead of the run.
+    @Test func stoppingTheServerTwiceOrFromThreeThreadsAtOnceReturns() throws {
+        let directory = NSTemporaryDirectory() + "chronicle-stop-\(UUID().lowercased)"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        for concurrent in [1, 3] {
+            let server = try SyncServer(dataDirectory: "\(directory)/\(concurrent)",
+                                        maintenance: Self.policy(keep: 10, segment: 10, every: 0.01))
+            let first = DispatchGroup()
+            for _ in 0..<concurrent {
+                first.enter()
+                Thread { server.stop(); first.leave() }.start()
+            }
+            #expect(first.wait(timeout: .now() + 30) == .success, "\(concurrent) first stop() calls returned")
+            let again = DispatchSemaphore(value: 0)
+            Thread { server.stop(); again.signal() }.start()
+            #expect(again.wait(timeout: .now() + 30) == .success, "a stop() after the first returned")
+            #expect(server.service.maintenance.isStopping)
+        }
     }
 
     @Test func aRunningServerSealsABusyLibraryOnItsOwnAndANewDeviceStillGetsEverything() async throws {

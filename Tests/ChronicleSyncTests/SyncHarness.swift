@@ -25,14 +25,16 @@ final class SyncHarness: @unchecked Sendable {
     let schema: Schema
 
     init(_ kind: TransportKind, limits: ServiceLimits = ServiceLimits(), maintenance: MaintenancePolicy = MaintenancePolicy(),
-         schema: Schema = .readItLater, clock: any ChronicleClock = SystemClock()) throws {
+         schema: Schema = .readItLater, clock: any ChronicleClock = SystemClock(),
+         httpConfiguration: HTTPServer.Configuration = HTTPServer.Configuration(), log: ServerLog = ServerLog(to: nil)) throws {
         self.schema = schema
         self.kind = kind
         let root = FileManager.default.fileExists(atPath: "/dev/shm") ? "/dev/shm" : NSTemporaryDirectory()
         directory = "\(root)/chronicle-sync-\(UUID().lowercased)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         if kind == .http {
-            let server = try SyncServer(dataDirectory: directory + "/server", limits: limits, maintenance: maintenance, clock: clock)
+            let server = try SyncServer(dataDirectory: directory + "/server", configuration: httpConfiguration, limits: limits,
+                                        maintenance: maintenance, log: log, clock: clock)
             http = server
             service = server.service
         } else {

@@ -109,13 +109,17 @@ final class MaintenanceState: Sendable {
     }
 
     /// Stops the thread: a compaction in progress stops after the step it is on (each step
-    /// commits whole). Returns once the thread has ended.
+    /// commits whole). Returns once the thread has ended; a second call (or one racing the
+    /// first) returns too, once it has.
     func stop() {
         state.withLock { $0.stopping = true }
         wake.lock()
         wake.broadcast()
         wake.unlock()
-        if started.withLock({ $0 }) { finished.wait() }
+        guard started.withLock({ $0 }) else { return }
+        // The thread signals once; each caller passes the signal on to the next.
+        finished.wait()
+        finished.signal()
     }
 }
 

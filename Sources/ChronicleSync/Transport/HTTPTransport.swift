@@ -68,11 +68,20 @@ public final class HTTPTransport: SyncTransport {
         return request
     }
 
+    /// A push body at least this large asks `Expect: 100-continue` and is sent only once the
+    /// server has seen its head and wants it. A server refuses a body far over its cap on the
+    /// head (413 `body_too_large`, and the engine halves the batch); sent without waiting, the
+    /// body would run into a closed connection and the refusal could arrive as a reset, a
+    /// transient error retried as it was. Below this size the server reads the body first.
+    public static let expectContinueBytesMin = 1 << 20
+
     public func push(_ segment: Segment) async throws(SyncError) -> PushResponse {
         var request = request("v1/libraries/\(library.lowercased)/ops", timeout: requestTimeoutSeconds)
         request.httpMethod = "POST"
         request.setValue(SegmentCodec.mediaType, forHTTPHeaderField: "Content-Type")
-        request.httpBody = Data(SegmentCodec.encode(segment))
+        let encoded = SegmentCodec.encode(segment)
+        if encoded.count >= Self.expectContinueBytesMin { request.setValue("100-continue", forHTTPHeaderField: "Expect") }
+        request.httpBody = Data(encoded)
         let (body, _) = try await Self.send(request, session: session)
         do {
             return try ProtocolJSON.decodePushResponse(body)
