@@ -181,5 +181,7 @@ import Testing
         let help = try t.ok("serve", "--help")
         #expect(help.stdout.contains("--horizon-days D") && help.stdout.contains("--no-compact")
                 && help.stdout.contains("--compact-snapshot-ops"))
+        // The request caps, with the server's defaults.
+        #expect(help.stdout.contains("a body over 16 MiB\n(413 body_too_large), more than 1,000 ops in a push"), "\(help.stdout)")
     }
 }

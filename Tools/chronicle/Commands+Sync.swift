@@ -96,6 +96,10 @@ extension Command {
             changes. Default: history is kept whole. The file keeps its size and reuses the freed pages;
             `chronicle server compact` gives the space back. --no-compact turns all of this off. A stop (SIGINT,
             SIGTERM) waits for the compaction step in progress, never longer.
+            Requests past a cap are refused with a 4xx and a stable code: a body over \(HTTPServer.Configuration().maxBodyBytes >> 20) MiB
+            (413 body_too_large), more than \(grouped(ServiceLimits().pushOpsMax)) ops in a push (413 too_many_ops), an op over
+            \(ServiceLimits().opBytesMax >> 10) KiB (413 segment_too_large), more than \(grouped(ServiceLimits().pullOpsMax)) ops in a pull page
+            (400 limit_too_large), a long-poll over \(ServiceLimits().waitMillisecondsMax / 1000) s (400 wait_too_long).
             For fault testing only: CHRONICLE_FAULT_503_RATE=0.3 answers that fraction of /v1 requests 503.
             """) { args, ctx in
         let usage = "chronicle serve --data DIR [--port N] [--host 127.0.0.1] [--threads N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact]"
@@ -471,4 +475,15 @@ final class TerminationSignal {
         stop.wait()
         sources.forEach { $0.cancel() }
     }
+}
+
+/// 10000 as "10,000", as the help texts write numbers.
+private func grouped(_ n: Int) -> String {
+    let digits = String(n.magnitude)
+    var out = ""
+    for (i, c) in digits.enumerated() {
+        if i > 0 && (digits.count - i) % 3 == 0 { out += "," }
+        out.append(c)
+    }
+    return (n < 0 ? "-" : "") + out
 }
