@@ -172,7 +172,7 @@ struct PushPipelineTests {
         try harness.expectConverged()
     }
 
-    /// Over real HTTP: a push body of more than 1 MiB asks `Expect: 100-continue`. Under the
+    /// Over real HTTP: a push body of 1 MiB or more asks `Expect: 100-continue`. Under the
     /// server's body cap the server answers 100 and takes it; far over the cap it refuses it on
     /// the head (413, nothing read), and the engine halves the batch until a push fits, where a
     /// body sent without waiting could have met a reset connection and been retried as it was.
