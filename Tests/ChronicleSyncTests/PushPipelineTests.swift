@@ -3,13 +3,17 @@ import ChronicleServer
 @testable import ChronicleStore
 @testable import ChronicleSync
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import Testing
 
-/// The engine reads a device's next batch while the one before waits for its answer, and
-/// commits a batch's acknowledgement while the next is on its way. These tests drive the
-/// push loop through the paths where what was read ahead must be thrown away (a batch too
-/// large for the server, acknowledgements ahead of the server, a failed push) and check that
-/// every op still reaches the server once, in order.
+/// The engine reads (and, with two pushes in flight, sends) a device's next batch while the
+/// one before waits for its answer, and commits a batch's acknowledgement while the next is
+/// on its way. These tests drive the push loop through the paths where what was read or sent
+/// ahead must be thrown away (a batch too large for the server, acknowledgements ahead of the
+/// server, a failed push, a lost answer) and check that every op still reaches the server
+/// once, in order; and the server's side, which holds a batch that overtakes the one ahead.
 @Suite("Pushing a long outbox in batches")
 struct PushPipelineTests {
     /// The in-memory transport with a script: batches above `opsMax` are refused with 413,
@@ -23,6 +27,11 @@ struct PushPipelineTests {
             var pushes: [[Int64]] = []
             /// The pushes the server answered.
             var answered: [[Int64]] = []
+            /// Milliseconds a push (by its number) waits before it reaches the server.
+            var delays: [Int: Int] = [:]
+            /// Pushes on their way now, and the most there ever were.
+            var inFlight = 0
+            var inFlightMost = 0
         }
         let inner: InMemoryTransport
         let script: Locked<Script>
@@ -34,10 +43,14 @@ struct PushPipelineTests {
 
         func push(_ segment: Segment) async throws(SyncError) -> PushResponse {
             let seqs = segment.ops.map(\.deviceSeq)
-            let (index, opsMax, fail, during) = script.withLock { s in
+            let (index, opsMax, fail, during, delay) = script.withLock { s in
                 s.pushes.append(seqs)
-                return (s.pushes.count, s.opsMax, s.failPush, s.during[s.pushes.count])
+                s.inFlight += 1
+                s.inFlightMost = max(s.inFlightMost, s.inFlight)
+                return (s.pushes.count, s.opsMax, s.failPush, s.during[s.pushes.count], s.delays[s.pushes.count])
             }
+            defer { script.withLock { $0.inFlight -= 1 } }
+            if let delay { try? await Task.sleep(nanoseconds: UInt64(delay) * 1_000_000) }
             if seqs.count > opsMax {
                 throw .terminal(ProtocolError(413, "too_many_ops", "At most \(opsMax) ops a push."))
             }
@@ -56,11 +69,13 @@ struct PushPipelineTests {
     }
 
     /// A device with its own engine over `ScriptedPushes`.
-    func device(_ harness: SyncHarness, _ script: ScriptedPushes.Script, batch: Int) throws -> (TestDevice, ScriptedPushes, SyncEngine) {
+    /// `inFlight` 1 (one push at a time) makes the order of requests exact, for the tests that check it.
+    func device(_ harness: SyncHarness, _ script: ScriptedPushes.Script, batch: Int, inFlight: Int = 1) throws -> (TestDevice, ScriptedPushes, SyncEngine) {
         let device = try harness.device("d")
         let transport = ScriptedPushes(device.memory!, script)
         var configuration = SyncEngine.Configuration()
         configuration.pushBatchOpsMax = batch
+        configuration.pushRequestsInFlightMax = inFlight
         configuration.backoffBaseMilliseconds = 1
         configuration.backoffMaxMilliseconds = 5
         return (device, transport, SyncEngine(store: device.store, transport: transport, configuration: configuration, random: { 0.5 }))
@@ -133,6 +148,131 @@ struct PushPipelineTests {
         #expect(report.pushed == 64, "each op counted once: the batch whose answer was lost counts when answered again")
         try expectServerHasEach(harness, device, count: 64)
         try harness.expectConverged()
+    }
+
+    @Test("Two pushes in flight: the next batch goes out before the one ahead is answered, and the server takes a batch that overtakes it in order")
+    func twoPushesInFlightKeepTheOrder() async throws {
+        // A wait long enough that a loaded test machine never runs it out.
+        var limits = ServiceLimits()
+        limits.pushGapWaitMilliseconds = 60_000
+        let harness = try SyncHarness(.inMemory, limits: limits)
+        var script = ScriptedPushes.Script()
+        // Every push but the first is held 20 ms on its way, so the one behind it overtakes it:
+        // the server holds each overtaking batch until the one ahead lands.
+        for index in 2...40 { script.delays[index] = index % 2 == 0 ? 20 : 0 }
+        let (device, transport, engine) = try device(harness, script, batch: 10, inFlight: 2)
+        for i in 0..<200 { try device.save("queued \(i)") }
+        let report = await engine.syncOnce()
+        #expect(report.outcome == .synced)
+        #expect(report.pushed == 200)
+        #expect(report.retries == 0)
+        let s = transport.script.withLock { $0 }
+        #expect(s.inFlightMost == 2, "the next batch was sent while the one ahead waited for its answer, and never a third")
+        #expect(s.pushes.count == 20, "each batch sent once: none refused for a gap and sent again")
+        #expect(s.pushes.flatMap { $0 } == Array(1...200))
+        try expectServerHasEach(harness, device, count: 200)
+        try harness.expectConverged()
+    }
+
+    @Test("Two pushes in flight through a refused batch, a failed push and a lost answer: each op reaches the server once, in order",
+          arguments: [1, 2])
+    func twoPushesInFlightThroughFailures(scenario: Int) async throws {
+        let harness = try SyncHarness(.inMemory)
+        var script = ScriptedPushes.Script()
+        if scenario == 1 {
+            script.opsMax = 20              // batches of 50, then 25, are refused; 12 go through
+        } else {
+            script.failPush = 3             // a push fails before the server
+        }
+        for index in 1...60 { script.delays[index] = 2 }
+        let (device, transport, engine) = try device(harness, script, batch: 50, inFlight: 2)
+        for i in 0..<230 { try device.save("queued \(i)") }
+        // The sixth push reaches the server, which orders its ops, but its answer is lost.
+        if scenario == 2 { transport.script.withLock { s in s.during[6] = { device.memory!.dropResponsesNext(1) } } }
+        let report = await engine.syncOnce()
+        #expect(report.outcome == .synced)
+        #expect(report.pushed == 230)
+        let s = transport.script.withLock { $0 }
+        // Two at a time, and a third only while a push dropped behind a failed one is still on its way.
+        #expect(s.inFlightMost >= 2)
+        if scenario == 1 {
+            #expect(s.pushes.first?.count == 50)
+            #expect(s.answered.allSatisfy { $0.count <= 12 })
+        } else {
+            #expect(report.retries == 2)
+        }
+        try expectServerHasEach(harness, device, count: 230)
+        try harness.expectConverged()
+    }
+
+    /// Over real HTTP, where the server's worker threads wait for the push ahead: a batch that
+    /// reaches the server before the one ahead of it is held (the metrics show it) and taken
+    /// after it; without the wait (0 ms) it is refused at once with `device_seq_gap`, and with
+    /// too short a one, once the wait is up. Nothing of a refused push is written.
+    @Test("Over HTTP, a push that overtakes the one ahead waits for it; with no wait, or too short a one, it is refused for the gap",
+          arguments: [120_000, 0, 50])
+    func anOvertakingPushWaitsOverHTTP(gapWaitMilliseconds: Int) async throws {
+        var limits = ServiceLimits()
+        limits.pushGapWaitMilliseconds = gapWaitMilliseconds
+        let harness = try SyncHarness(.http, limits: limits)
+        let server = try #require(harness.http)
+        let device = try harness.device("d")
+        for i in 0..<20 { try device.save("queued \(i)") }
+        let ops = try device.store.unacknowledgedOps(limit: 20)
+        let ahead = try Segment(libraryID: device.store.libraryID, ops: Array(ops.prefix(10)))
+        let behind = try Segment(libraryID: device.store.libraryID, ops: Array(ops.suffix(10)))
+        let transport = HTTPTransport(baseURL: server.url, library: device.store.libraryID, token: device.token)
+        // The overtaking push goes out on URLSession's own threads at once: a task could wait long
+        // for a thread of the shared pool while the whole suite runs.
+        var request = URLRequest(url: server.url.appendingPathComponent("v1/libraries/\(device.store.libraryID.lowercased)/ops"))
+        request.httpMethod = "POST"
+        request.setValue(SegmentCodec.mediaType, forHTTPHeaderField: "Content-Type")
+        request.setValue("Bearer \(device.token)", forHTTPHeaderField: "Authorization")
+        request.httpBody = Data(SegmentCodec.encode(behind))
+        let answer = Locked<(status: Int, body: [UInt8])?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        URLSession.shared.dataTask(with: request) { data, response, _ in
+            answer.withLock { $0 = ((response as? HTTPURLResponse)?.statusCode ?? 0, [UInt8](data ?? Data())) }
+            done.signal()
+        }.resume()
+        func overtakingAnswer() async -> (status: Int, body: [UInt8]) {
+            await withCheckedContinuation { continuation in
+                DispatchQueue.global().async {
+                    _ = done.wait(timeout: .now() + 60)
+                    continuation.resume(returning: answer.withLock { $0 } ?? (0, []))
+                }
+            }
+        }
+        let second: (status: Int, body: [UInt8])
+        let first: PushResponse
+        if gapWaitMilliseconds == 120_000 {
+            // The batch ahead goes out once the one behind it is held (a wait long enough for a test machine under load, where this task may not run for many seconds).
+            let start = DispatchTime.now().uptimeNanoseconds
+            while server.service.metrics.pushesHeldForGap == 0, DispatchTime.now().uptimeNanoseconds - start < 100_000_000_000 {
+                try await Task.sleep(nanoseconds: 2_000_000)
+            }
+            #expect(server.service.metrics.pushesHeldForGap == 1)
+            first = try await transport.push(ahead)
+            second = await overtakingAnswer()
+        } else {
+            second = await overtakingAnswer()
+            first = try await transport.push(ahead)
+        }
+        #expect(server.service.metrics.pushesHeldForGap == 0)
+        #expect(first.results.map(\.outcome) == (1...10).map { PushOutcome.accepted(serverSeq: Int64($0)) })
+        let metrics = server.service.metrics.render()
+        if gapWaitMilliseconds == 120_000 {
+            #expect(second.status == 200, "\(String(decoding: second.body, as: UTF8.self))")
+            let response = try ProtocolJSON.decodePushResponse(second.body)
+            #expect(response.results.map(\.outcome) == (11...20).map { PushOutcome.accepted(serverSeq: Int64($0)) })
+            #expect(try harness.library.allOps().map(\.deviceSeq) == Array(1...20))
+            #expect(metrics.contains("chronicle_push_gap_waits_total{result=\"filled\"} 1"))
+        } else {
+            #expect(second.status == 409)
+            #expect(String(decoding: second.body, as: UTF8.self).contains("device_seq_gap"))
+            #expect(try harness.library.allOps().map(\.deviceSeq) == Array(1...10), "nothing of the refused push was written")
+            #expect(metrics.contains("chronicle_push_gap_waits_total{result=\"refused\"} \(gapWaitMilliseconds == 0 ? 0 : 1)"))
+        }
     }
 
     /// Rows the device still keeps a confirmed copy of (rows under queued ops).

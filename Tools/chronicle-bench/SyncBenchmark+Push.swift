@@ -31,6 +31,11 @@ extension SyncBenchmark {
         /// The pushing device's database file and its WAL, after the round.
         var storeBytes: Int64
         var storeWALBytes: Int64
+        /// The same outbox (a copy of the store made before the push) pushed by an engine
+        /// with one request in flight at a time, into a server of its own: seconds to the last answer.
+        var oneInFlightSeconds: Double
+
+        var oneInFlightOpsPerSecond: Double { Double(ops) / oneInFlightSeconds }
 
         var opsPerSecond: Double { Double(ops) / seconds }
         var baselineOpsPerSecond: Double { Double(ops) / baselineSeconds }
@@ -67,6 +72,10 @@ extension SyncBenchmark {
         let queued = try device.store.unacknowledgedOps(limit: n + 1)
         guard queued.count == n else { throw BenchError("sync push: \(queued.count) ops queued; expected \(n)") }
         let wire = WireSizes(try Segment(libraryID: libraryID, ops: Array(queued.prefix(batchOps))))
+        // A copy of the device as it stands, for the same push with one request in flight.
+        let copyPath = directory + "/sync-push-one-in-flight.chronicle"
+        remove(copyPath)
+        try Database(path: device.store.path).execute("VACUUM INTO ?1", [.text(copyPath)])
 
         // Baseline: the same segments straight into a second, in-process service (no HTTP).
         progress("sync push: baseline, the same \(formatCount(Double(n / batchOps))) batches of \(batchOps) straight into SyncService.pushNow…")
@@ -131,14 +140,34 @@ extension SyncBenchmark {
         if serverDigest != deviceDigest { syncFailure("after the push the device's digest differs from the server's") }
         if library.head != Int64(n) { syncFailure("the server holds \(library.head) ops after the push; expected \(n)") }
         let logged = rig.loggedPushTimes()
-        let result = PushResult(ops: n, writeSeconds: writeSeconds, seconds: Double(lastPush.end - t0) / 1e9,
+        var result = PushResult(ops: n, writeSeconds: writeSeconds, seconds: Double(lastPush.end - t0) / 1e9,
                                 baselineSeconds: Double(baseNanoseconds) / 1e9, compacting: [everySeal, cadence], pullBackSeconds: Double(t1 - lastPush.end) / 1e9,
                                 requests: requests, pushed: report.pushed, rejected: report.rejected, outcome: "\(report.outcome)",
                                 digestMatches: serverDigest == deviceDigest && library.head == Int64(n), wire: wire,
                                 typeCounts: writer.typeCounts, serverPushNow: logged.pushNow, serverRequests: logged.request,
-                                storeBytes: fileBytes(device.store.path), storeWALBytes: fileBytes(device.store.path + "-wal"))
+                                storeBytes: fileBytes(device.store.path), storeWALBytes: fileBytes(device.store.path + "-wal"),
+                                oneInFlightSeconds: 0)
         progress("sync push: chronicle \(formatCount(result.opsPerSecond)) ops/s over HTTP, pushNow in process \(formatCount(result.baselineOpsPerSecond)) ops/s (\(ratioText(result.ratio)))")
         remove(device.store.path)
+
+        // The comparison: the copied outbox, one push request in flight at a time, into a fresh server.
+        progress("sync push: the same outbox with one push request in flight at a time…")
+        let single = try SyncRig(directory: directory + "/sync-push-one-in-flight-server")
+        defer { single.stop() }
+        _ = try single.addLibrary("writer", libraryID: libraryID)
+        var oneAtATime = engineDefaults
+        oneAtATime.pushRequestsInFlightMax = 1
+        let copy = try single.device(user: "writer", libraryID: libraryID, path: copyPath, deviceID: device.store.deviceID,
+                                     seed: seed ^ 0x9024, configuration: oneAtATime, existing: true)
+        let c0 = nowNanoseconds()
+        let copyReport = try runBlocking { await copy.engine.syncOnce() }
+        guard let copyLast = copy.transport.pushes.last, copyReport.outcome == .synced, copyReport.pushed == n,
+              try single.service.library(libraryID).head == Int64(n) else {
+            throw BenchError("sync push: one in flight ended \(copyReport.outcome) with \(copyReport.pushed) of \(n) pushed")
+        }
+        result.oneInFlightSeconds = Double(copyLast.end - c0) / 1e9
+        progress("sync push: one request in flight \(formatCount(result.oneInFlightOpsPerSecond)) ops/s")
+        remove(copyPath)
         return result
     }
 }

@@ -84,6 +84,9 @@ extension SyncBenchmark.Result {
                                   chronicle: formatCount(push.opsPerSecond) + " ops/s", baseline: formatCount(push.baselineOpsPerSecond) + " ops/s",
                                   ratio: ratioText(push.ratio), target: ">= 20,000 ops/s", verdict: verdict(push.pass)))
         sink.notes.append("sync push: timed from syncOnce() to the last push answered (\(push.requests.count) requests of up to 500 ops: p50 \(millisecondsText(push.requests.percentileMilliseconds(0.5))), p99 \(millisecondsText(push.requests.percentileMilliseconds(0.99)))); the same round then pulled the ops back as confirmed in \(formatFixed(push.pullBackSeconds, 1)) s; \(push.pushed) accepted, \(push.rejected) rejected, device digest = server: \(push.digestMatches ? "yes" : "NO"). Server side, per request: in the HTTP server p50 \(millisecondsText(push.serverRequests.percentileMilliseconds(0.5))), of which pushNow p50 \(millisecondsText(push.serverPushNow.percentileMilliseconds(0.5))); all requests \(formatFixed(Double(push.serverRequests.nanoseconds.reduce(0, +)) / 1e9, 2)) s of the \(formatFixed(push.seconds, 2)) s push (the rest: the device's outbox reads, acknowledgement commits, segment coding, URLSession). Writing them locally took \(formatFixed(push.writeSeconds, 1)) s (\(formatCount(Double(push.ops) / push.writeSeconds)) writes/s); the device afterwards: database \(push.storeBytes / 1_048_576) MB + WAL \(push.storeWALBytes / 1_048_576) MB.")
+        sink.rows.append(TableRow(measurement: "sync push: the same outbox, one request in flight at a time (base: two, above)",
+                                  chronicle: formatCount(push.oneInFlightOpsPerSecond) + " ops/s", baseline: formatCount(push.opsPerSecond) + " ops/s",
+                                  ratio: ratioText(push.oneInFlightOpsPerSecond / push.opsPerSecond), target: "", verdict: ""))
         for (run, what) in zip(push.compacting, ["a snapshot at every seal", "a snapshot every 50,000 ops"]) {
             let opsPerSecond = Double(push.ops) / run.seconds
             sink.rows.append(TableRow(measurement: "sync push: pushNow while the server compacts on its own, \(what) (base: pushNow)",
@@ -95,6 +98,7 @@ extension SyncBenchmark.Result {
         sink.json.append(("push", .object([
             ("ops", .int(Int64(push.ops))), ("pushed", .int(Int64(push.pushed))), ("rejected", .int(Int64(push.rejected))),
             ("outcome", .string(push.outcome)), ("seconds", .number(push.seconds)), ("ops_per_second", .number(push.opsPerSecond)),
+            ("one_in_flight_seconds", .number(push.oneInFlightSeconds)), ("one_in_flight_ops_per_second", .number(push.oneInFlightOpsPerSecond)),
             ("push_now_seconds", .number(push.baselineSeconds)), ("push_now_ops_per_second", .number(push.baselineOpsPerSecond)),
             ("push_now_compacting", .array(zip(push.compacting, ["every_seal", "every_50000_ops"]).map { run, snapshots in
                 .object([("snapshots", .string(snapshots)), ("seconds", .number(run.seconds)), ("compactions", .int(Int64(run.compactions))),

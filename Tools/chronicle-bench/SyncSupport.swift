@@ -188,11 +188,13 @@ final class SyncRig: Sendable {
 
     /// A fresh device store for `user`'s library, signed in, with its engine over
     /// HTTP (wrapped in a `TimingTransport`), by default with the engine's default configuration.
+    /// `existing`: open the store already at `path` (a copy of another device's) instead.
     func device(user: String, libraryID: UUID, path: String, deviceID: UUID = UUID(), seed: UInt64,
-                configuration: SyncEngine.Configuration = SyncEngine.Configuration(),
+                configuration: SyncEngine.Configuration = SyncEngine.Configuration(), existing: Bool = false,
                 onPull: (@Sendable (PullPage) -> Void)? = nil) throws -> SyncDevice {
-        let store = try DeviceStore.create(at: path, schema: .readItLater, libraryID: libraryID, deviceID: deviceID,
-                                           clock: SystemClock(), ids: SeededV7IDGenerator(seed: seed, clock: SystemClock()))
+        let ids = SeededV7IDGenerator(seed: seed, clock: SystemClock())
+        let store = existing ? try DeviceStore.open(at: path, clock: SystemClock(), ids: ids)
+            : try DeviceStore.create(at: path, schema: .readItLater, libraryID: libraryID, deviceID: deviceID, clock: SystemClock(), ids: ids)
         let token = try token(user: user, deviceID: deviceID)
         let transport = TimingTransport(HTTPTransport(baseURL: server.url, library: libraryID, token: token, session: Self.sharedSession), onPull: onPull)
         return SyncDevice(store: store, transport: transport, engine: SyncEngine(store: store, transport: transport, configuration: configuration),

@@ -100,6 +100,8 @@ extension Command {
             (413 body_too_large), more than \(grouped(ServiceLimits().pushOpsMax)) ops in a push (413 too_many_ops), an op over
             \(ServiceLimits().opBytesMax >> 10) KiB (413 segment_too_large), more than \(grouped(ServiceLimits().pullOpsMax)) ops in a pull page
             (400 limit_too_large), a long-poll over \(ServiceLimits().waitMillisecondsMax / 1000) s (400 wait_too_long).
+            A device keeps two pushes in flight; one that arrives ahead of the push before it is held up to
+            \(grouped(ServiceLimits().pushGapWaitMilliseconds)) ms for it, then refused (409 device_seq_gap; the device sends it again).
             For fault testing only: CHRONICLE_FAULT_503_RATE=0.3 answers that fraction of /v1 requests 503.
             """) { args, ctx in
         let usage = "chronicle serve --data DIR [--port N] [--host 127.0.0.1] [--threads N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact]"

@@ -23,6 +23,9 @@ public final class Metrics: Sendable {
         var pull = Histogram()
         var push = Histogram()
         var waiting = 0
+        /// Pushes held now for the device's push ahead, and how such waits ended.
+        var heldForGap = 0
+        var gapWaits: [String: UInt64] = ["filled": 0, "refused": 0]
         var compactions: [String: UInt64] = ["ok": 0, "failed": 0]
         var opsSealed: UInt64 = 0
         var compaction = Histogram()
@@ -47,6 +50,11 @@ public final class Metrics: Sendable {
     func pulled(ops: Int, seconds: Double) { state.withLock { $0.opsPulled += UInt64(ops); $0.pull.observe(seconds) } }
     func pushed(seconds: Double) { state.withLock { $0.push.observe(seconds) } }
     func waiting(_ delta: Int) { state.withLock { $0.waiting += delta } }
+    func heldForGap(_ delta: Int) { state.withLock { $0.heldForGap += delta } }
+    func gapWaitEnded(filled: Bool) { state.withLock { $0.gapWaits[filled ? "filled" : "refused", default: 0] += 1 } }
+
+    /// Pushes held right now for the device's push ahead of them (tests read this).
+    public var pushesHeldForGap: Int { state.withLock { $0.heldForGap } }
     func compacted(ops: Int64, seconds: Double) {
         state.withLock { $0.compactions["ok", default: 0] += 1; $0.opsSealed += UInt64(max(0, ops)); $0.compaction.observe(seconds) }
     }
@@ -73,6 +81,8 @@ public final class Metrics: Sendable {
         out += Self.counter("chronicle_ops_total", "Pushed ops answered, by outcome.", label: "outcome", s.ops)
         out += Self.value("chronicle_ops_pulled_total", "Confirmed ops served to devices.", type: "counter", s.opsPulled)
         out += Self.value("chronicle_long_polls_waiting", "Pull requests parked until new ops arrive.", type: "gauge", UInt64(max(0, s.waiting)))
+        out += Self.value("chronicle_pushes_held_for_gap", "Pushes that arrived ahead of their device's push before them, held until it lands.", type: "gauge", UInt64(max(0, s.heldForGap)))
+        out += Self.counter("chronicle_push_gap_waits_total", "Pushes held for their device's push ahead, by how the wait ended: filled (taken after it) or refused (device_seq_gap).", label: "result", s.gapWaits)
         out += Self.counter("chronicle_compactions_total", "Compactions the server ran on its own, by result.", label: "result", s.compactions)
         out += Self.value("chronicle_ops_sealed_total", "Ops sealed into segments by the server's own compactions.", type: "counter", s.opsSealed)
         out += Self.render("chronicle_compaction_duration_seconds", "Time of one compaction the server ran on its own.", s.compaction)

@@ -20,6 +20,11 @@ public struct ServiceLimits: Sendable {
     public var workerThreadsMax = 64
     /// Limits free libraries live under (premium ones have none); empty = no caps.
     public var freeTierCaps: [FreeTierCap] = []
+    /// How long a push that would leave a gap in its device's sequence waits for the push
+    /// ahead of it, before it is refused with `device_seq_gap`. A device keeps two pushes in
+    /// flight (`SyncEngine.Configuration.pushRequestsInFlightMax`), and the second can reach
+    /// the server first; it waits, holding no lock, until the first commits. 0: refused at once.
+    public var pushGapWaitMilliseconds = 1_000
     public init() {}
 
     var segmentLimits: SegmentCodec.Limits {
@@ -122,8 +127,14 @@ public final class SyncService: SyncEndpoint {
 
     // MARK: - Calls
 
-    /// Orders a pushed segment. Blocks on the library's writer; answers op by op.
+    /// Orders a pushed segment. Blocks on the library's writer; answers op by op. A push that
+    /// would leave a gap in its device's sequence first waits, blocking this thread, up to
+    /// `limits.pushGapWaitMilliseconds` for the device's push ahead of it (see there).
     public func pushNow(_ segment: Segment, token: String) throws(ProtocolError) -> PushResponse {
+        try pushNow(segment, token: token, gapWaitMilliseconds: limits.pushGapWaitMilliseconds)
+    }
+
+    private func pushNow(_ segment: Segment, token: String, gapWaitMilliseconds: Int) throws(ProtocolError) -> PushResponse {
         let start = DispatchTime.now().uptimeNanoseconds
         let (identity, library) = try authorize(token, library: segment.libraryID)
         guard !segment.isConfirmed else {
@@ -133,7 +144,7 @@ public final class SyncService: SyncEndpoint {
             throw ProtocolError(413, "too_many_ops", "A push holds at most \(limits.pushOpsMax) ops (expected ≤ \(limits.pushOpsMax), actual \(segment.ops.count)).")
         }
         let headBefore = library.head
-        let response = try library.push(segment.ops, from: identity.deviceID)
+        let response = try pushWaitingForGaps(segment.ops, from: identity.deviceID, into: library, milliseconds: gapWaitMilliseconds)
         var accepted = 0, duplicate = 0, rejected = 0
         for result in response.results {
             switch result.outcome {
@@ -325,8 +336,54 @@ public final class SyncService: SyncEndpoint {
         try snapshotNow(library: library, token: token).frame
     }
 
+    /// The library's push; one that would leave a gap in its device's sequence waits up to
+    /// `milliseconds` (holding no lock, blocking this thread) for a push to commit, and is
+    /// tried again. Past the wait it is refused as before.
+    private func pushWaitingForGaps(_ ops: [Op], from device: UUID, into library: ServerLibrary,
+                                    milliseconds: Int) throws(ProtocolError) -> PushResponse {
+        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(max(0, milliseconds)) * 1_000_000
+        var held = false
+        defer { if held { metrics.heldForGap(-1) } }
+        while true {
+            let generation = library.pushGeneration
+            do {
+                let response = try library.push(ops, from: device)
+                if held { metrics.gapWaitEnded(filled: true) }
+                return response
+            } catch let error where error.code == ServerLibrary.gapCode && DispatchTime.now().uptimeNanoseconds < deadline {
+                if !held { held = true; metrics.heldForGap(1) }
+                library.waitForPush(after: generation, nanoseconds: deadline - DispatchTime.now().uptimeNanoseconds)
+            } catch {
+                if held { metrics.gapWaitEnded(filled: false) }
+                throw error
+            }
+        }
+    }
+
+    /// `pushNow`, except that the wait for a device's push ahead (see `pushNow`) suspends the
+    /// task instead of blocking its thread.
     public func push(_ segment: Segment, token: String) async throws(ProtocolError) -> PushResponse {
-        try pushNow(segment, token: token)
+        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(max(0, limits.pushGapWaitMilliseconds)) * 1_000_000
+        let library = try authorize(token, library: segment.libraryID).1
+        var held = false
+        defer { if held { metrics.heldForGap(-1) } }
+        while true {
+            let generation = library.pushGeneration
+            do {
+                let response = try pushNow(segment, token: token, gapWaitMilliseconds: 0)
+                if held { metrics.gapWaitEnded(filled: true) }
+                return response
+            } catch let error where error.code == ServerLibrary.gapCode && DispatchTime.now().uptimeNanoseconds < deadline {
+                // Polled: in-process callers only (tests, the simulator, benchmarks); HTTP requests block in pushNow.
+                if !held { held = true; metrics.heldForGap(1) }
+                while library.pushGeneration == generation, DispatchTime.now().uptimeNanoseconds < deadline {
+                    try? await Task.sleep(nanoseconds: 1_000_000)
+                }
+            } catch {
+                if held { metrics.gapWaitEnded(filled: false) }
+                throw error
+            }
+        }
     }
 
     /// Cancelling the calling task answers a parked pull at once.

@@ -10,12 +10,27 @@ extension ServerLibrary {
     /// device's sequence: ops the server has already answered may be repeated, and the
     /// first new op must carry the next `deviceSeq`. Anything else is a request-level
     /// refusal (`ProtocolError`) and nothing is written.
+    /// The code of a push refused for leaving a gap in its device's sequence.
+    public static let gapCode = "device_seq_gap"
+
+    /// The count of pushes committed so far. A device may send its next batch before the one
+    /// ahead of it is answered (two pushes in flight), so a batch can arrive first and be
+    /// refused for the gap it would leave: its caller can wait for this count to move
+    /// (`waitForPush`), while the batch ahead commits, and try it again.
+    public var pushGeneration: UInt64 { pushes.generation }
+
+    /// Blocks until a push commits after `generation` or the time is up.
+    public func waitForPush(after generation: UInt64, nanoseconds: UInt64) {
+        pushes.wait(after: generation, nanoseconds: nanoseconds)
+    }
+
     public func push(_ ops: [Op], from device: UUID) throws(ProtocolError) -> PushResponse {
         do {
             let (response, tailAfter) = try writer.withLock { db in
                 try db.transaction { db in try push(ops, from: device, in: db) }
             }
             tail.withLock { if tailAfter.seq > $0.seq { $0 = tailAfter } }
+            pushes.advance()
             return response
         } catch let error as ProtocolError {
             throw error
@@ -154,7 +169,7 @@ extension ServerLibrary {
     }
 
     private func gap(_ device: String, expected: Int64, actual: Int64) -> ProtocolError {
-        ProtocolError(409, "device_seq_gap", "Device \(device) must push deviceSeq \(expected) next, but sent \(actual) (expected \(expected), actual \(actual)); ops in between are missing.")
+        ProtocolError(409, Self.gapCode, "Device \(device) must push deviceSeq \(expected) next, but sent \(actual) (expected \(expected), actual \(actual)); ops in between are missing.")
     }
 
     /// What only the server's projection can say about an op: does its row exist
@@ -248,5 +263,31 @@ extension ServerLibrary {
             }
         }
         if let last = ops.last { tail.withLock { $0 = (last.serverSeq!, max($0.time, last.serverTime!)) } }
+    }
+}
+
+/// A counter of committed pushes that threads can wait on.
+final class PushSignal: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var count: UInt64 = 0
+
+    var generation: UInt64 {
+        condition.lock(); defer { condition.unlock() }
+        return count
+    }
+
+    func advance() {
+        condition.lock()
+        count &+= 1
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Returns once the count has moved past `generation`, or after `nanoseconds`.
+    func wait(after generation: UInt64, nanoseconds: UInt64) {
+        let deadline = Date(timeIntervalSinceNow: Double(nanoseconds) / 1e9)
+        condition.lock()
+        while count == generation, condition.wait(until: deadline) {}
+        condition.unlock()
     }
 }

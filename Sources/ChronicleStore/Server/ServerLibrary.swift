@@ -31,6 +31,9 @@ public final class ServerLibrary: Sendable {
     let tail: Locked<(seq: Int64, time: Int64)>
     /// Free-tier caps are installed: each op is applied inside a savepoint so a cap can refuse it alone.
     let capped: Bool
+    /// Counts committed pushes, so a push that arrived ahead of the device's push before it
+    /// (two in flight) can wait for that one to land (`pushGeneration`, `waitForPush`).
+    let pushes = PushSignal()
 
     /// v2: sealed segments, snapshots and the retention horizon (`Schemas/store/server-v2.md`);
     /// v3: entity filters beside sealed segments, guard triggers that find the sealed end by key (`server-v3.md`).

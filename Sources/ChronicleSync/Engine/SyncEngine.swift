@@ -47,6 +47,13 @@ public actor SyncEngine {
     public struct Configuration: Sendable {
         /// Ops per push request.
         public var pushBatchOpsMax = 500
+        /// Push requests on their way at once. With 2, the next batch is sent while the one
+        /// ahead of it waits for its answer, so the server starts on it as soon as it has
+        /// answered, instead of a round trip and the device's turn later. The server takes a
+        /// device's ops in order: a batch that arrives first waits there for the one ahead
+        /// (`ServiceLimits.pushGapWaitMilliseconds`). Answers are read in order, and when a
+        /// batch fails the one behind it is dropped and sent again. 1: one at a time.
+        public var pushRequestsInFlightMax = 2
         /// Ops per pull page.
         public var pullPageOpsMax = 2_000
         /// Ops per pull page during a bulk catch-up (each page is one transaction: fewer, larger
@@ -242,11 +249,11 @@ public actor SyncEngine {
     /// Returns the server's head as last reported.
     ///
     /// The device's side runs beside the server's: while a batch waits for its answer, the
-    /// next one is read from the outbox, and a batch's acknowledgement is committed while the
-    /// next batch is on its way. A batch is still sent only once the one before it is
-    /// answered (the server takes a device's ops in order, without gaps). An acknowledgement
-    /// lost to a crash costs nothing but a repeat: the server answers those ops again with
-    /// their original results.
+    /// next one is read from the outbox, encoded and (with `pushRequestsInFlightMax` 2) sent,
+    /// and a batch's acknowledgement is committed while the next is on its way. Answers are
+    /// read in order. When a batch fails, whatever was sent behind it is dropped: pushes are
+    /// idempotent, so sending those ops again costs only a repeat, answered with the original
+    /// results. An acknowledgement lost to a crash costs the same.
     private func pushAll(_ report: inout SyncReport) async throws -> Int64 {
         var acknowledging: Task<Void, Error>?
         do {
@@ -259,35 +266,83 @@ public actor SyncEngine {
         }
     }
 
+    /// A batch read from the outbox and encoded; `answer` is set once it is sent.
+    private struct OutgoingBatch: Sendable {
+        let ops: [Op]
+        let segment: Segment
+        var answer: Task<PushResponse, any Error>?
+    }
+
+    private static func send(_ segment: Segment, _ transport: any SyncTransport) -> Task<PushResponse, any Error> {
+        Task.detached { try await transport.push(segment) }
+    }
+
+    private static func answer(of push: Task<PushResponse, any Error>) async throws(SyncError) -> PushResponse {
+        do {
+            return try await withTaskCancellationHandler { try await push.value } onCancel: { push.cancel() }
+        } catch let error as SyncError {
+            throw error
+        } catch {
+            throw SyncError.transient(reason: "\(error)", retryAfterSeconds: nil)
+        }
+    }
+
+    /// Drops a batch read (and perhaps sent) ahead of one that failed: its request is cancelled.
+    private static func abandon(_ upcoming: Task<OutgoingBatch?, any Error>?) {
+        guard let upcoming else { return }
+        upcoming.cancel()
+        Task.detached { (try? await upcoming.value)??.answer?.cancel() }
+    }
+
     private func pushBatches(_ report: inout SyncReport, acknowledging: inout Task<Void, Error>?) async throws -> Int64 {
         var head: Int64 = 0
         var batch = configuration.pushBatchOpsMax
         var resetOnce = false
         let store = self.store
-        var next: Task<[Op], Error>?
-        defer { next?.cancel() }
+        let transport = self.transport
+        let sendsAhead = configuration.pushRequestsInFlightMax > 1
+        /// The batch after the one awaited: read, encoded and, with `sendsAhead`, sent. Nil
+        /// inside when the outbox had nothing after.
+        var upcoming: Task<OutgoingBatch?, any Error>?
+        defer { Self.abandon(upcoming) }
         while true {
-            let ops: [Op]
-            if let pending = next {
-                next = nil
-                ops = try await pending.value
+            var outgoing: OutgoingBatch
+            if let pending = upcoming {
+                upcoming = nil
+                guard let next = try await pending.value else { return head }
+                outgoing = next
             } else {
-                ops = try store.unacknowledgedOps(limit: batch)
+                let ops = try store.unacknowledgedOps(limit: batch)
+                guard !ops.isEmpty else { return head }
+                outgoing = OutgoingBatch(ops: ops, segment: try Segment(libraryID: store.libraryID, ops: ops))
             }
-            guard let first = ops.first, let last = ops.last else { return head }
-            let segment = try Segment(libraryID: store.libraryID, ops: ops)
+            let sentAhead = outgoing.answer != nil
+            let answer = outgoing.answer ?? Self.send(outgoing.segment, transport)
+            let ops = outgoing.ops
+            let first = ops.first!, last = ops.last!
             let limit = batch
-            next = Task.detached { try store.unacknowledgedOps(after: last.deviceSeq, limit: limit) }
+            upcoming = Task.detached {
+                let ops = try store.unacknowledgedOps(after: last.deviceSeq, limit: limit)
+                guard !ops.isEmpty else { return nil }
+                let segment = try Segment(libraryID: store.libraryID, ops: ops)
+                return OutgoingBatch(ops: ops, segment: segment, answer: sendsAhead ? Self.send(segment, transport) : nil)
+            }
             let response: PushResponse
-            do {
-                response = try await transport.push(segment)
+            do throws(SyncError) {
+                response = try await Self.answer(of: answer)
             } catch {
-                // What was read ahead assumed this batch went through.
-                next?.cancel()
-                next = nil
+                // What was read and sent behind this batch assumed it went through.
+                Self.abandon(upcoming)
+                upcoming = nil
                 switch error {
                 case .terminal(let refusal) where refusal.status == 413 && batch > 1:
                     batch = max(1, batch / 2)   // too big for the server's caps: smaller batches
+                    continue
+                case .terminal(let refusal) where refusal.code == "device_seq_gap" && sentAhead:
+                    // Sent behind a batch that was answered, it outwaited the server's patience
+                    // for that one: send it again, as the next batch.
+                    try await acknowledging?.value
+                    acknowledging = nil
                     continue
                 case .terminal(let refusal) where refusal.code == "device_seq_gap" && !resetOnce:
                     resetOnce = true            // our acknowledgements ran ahead of the server: push from the outbox head

@@ -50,8 +50,12 @@ final class SimulatedDevice {
     }
 
     static func makeEngine(_ store: DeviceStore, _ transport: SimulatedTransport, _ configuration: SyncEngine.Configuration) -> SyncEngine {
-        // A fixed jitter: rounds never sleep in the simulator anyway (no retries within a round).
-        SyncEngine(store: store, transport: transport, configuration: configuration, random: { 0.5 })
+        // One push in flight at a time: the simulation is deterministic because the engine makes
+        // one call at a time (`SimulatedTransport`). A fixed jitter: rounds never sleep in the
+        // simulator anyway (no retries within a round).
+        var configuration = configuration
+        configuration.pushRequestsInFlightMax = 1
+        return SyncEngine(store: store, transport: transport, configuration: configuration, random: { 0.5 })
     }
 
     func remember(_ op: Op) {

@@ -209,6 +209,9 @@ public final class Simulator {
         let serverClock = SimulatedClock(time: time, offsetMilliseconds: random.between64(-120_000, 120_000))
         var limits = ServiceLimits()
         limits.freeTierCaps = caps
+        // Its devices push one batch at a time (`SimulatedDevice`), so a gap is never filled by a
+        // push in flight: refuse it at once, as the seeds' traces were recorded.
+        limits.pushGapWaitMilliseconds = 0
         // The server's own compaction (its passes run in place of some compactions, below), from the
         // lifecycle stream so the seed's other choices stay as they were.
         var maintenance = MaintenancePolicy()
