@@ -92,4 +92,42 @@ import Testing
         #expect(try h.library.allOps().map(\.opID).contains(after.opID))
         try h.expectConverged()
     }
+
+    /// The server looks up a push's op ids once for the whole batch, and keeps what it answers
+    /// in the batch itself: a batch sent again gets each op's first answer (accepted →
+    /// duplicate, refused → the same refusal, another device's op id → a conflict, again),
+    /// and an op id repeated later in the same push is answered as a duplicate of the first.
+    @Test("Op ids are looked up once a push: a batch sent again gets the first answers, and an id repeated within a push is a duplicate")
+    func opIDsAreLookedUpOnceAPush() async throws {
+        let h = try SyncHarness(.inMemory)
+        let library = try h.library
+        let (a, b) = (UUID(), UUID())
+        func op(_ opID: UUID, by device: UUID, seq: Int64, url: String? = nil) -> Op {
+            Op(opID: opID, libraryID: library.libraryID, deviceID: device, deviceSeq: seq, type: "article.save", version: 1,
+               entityID: UUID(), payload: url.map { ["url": .text($0)] } ?? [:], deviceTime: 1_780_000_000_000, baseSeq: 0)
+        }
+        let othersOp = UUID()
+        _ = try library.push([op(othersOp, by: b, seq: 1, url: "https://example.com/b")], from: b)
+        let (accepted, refused, afterThem) = (UUID(), UUID(), UUID())
+        let batch = [
+            op(accepted, by: a, seq: 1, url: "https://example.com/1"),
+            op(refused, by: a, seq: 2),                                  // no url: refused
+            op(othersOp, by: a, seq: 3, url: "https://example.com/3"),   // device b's op id
+            op(afterThem, by: a, seq: 4, url: "https://example.com/4"),
+        ]
+        let outcomes = try library.push(batch, from: a).results.map(\.outcome)
+        #expect(outcomes[0] == .accepted(serverSeq: 2))
+        guard case .rejected(let code, _) = outcomes[1] else { Issue.record("\(outcomes[1])"); return }
+        #expect(code == "missing_field")
+        #expect(outcomes[2] == .rejected(code: "op_id_conflict", message: "Op id \(othersOp.lowercased) already belongs to another device's op."))
+        #expect(outcomes[3] == .accepted(serverSeq: 3))
+        let again = try library.push(batch, from: a).results.map(\.outcome)
+        #expect(again == [.duplicate(serverSeq: 2), outcomes[1], outcomes[2], .duplicate(serverSeq: 3)])
+        // An op id twice in one push: the second is a duplicate of the first, logged once.
+        let twice = UUID()
+        let repeated = try library.push([op(twice, by: a, seq: 5, url: "https://example.com/5"),
+                                         op(twice, by: a, seq: 6, url: "https://example.com/5")], from: a)
+        #expect(repeated.results.map(\.outcome) == [.accepted(serverSeq: 4), .duplicate(serverSeq: 4)])
+        #expect(try library.allOps().map(\.opID) == [othersOp, accepted, afterThem, twice])
+    }
 }

@@ -65,18 +65,25 @@ extension ServerLibrary {
         var (seq, time) = try db.query("SELECT server_seq, server_time FROM chronicle_log ORDER BY server_seq DESC LIMIT 1") { ($0.int(0), $0.int(1)) }.first ?? (0, 0)
         seq = max(seq, try DeviceStore.sealedUpTo(in: db))
         time = max(time, tail.withLock { $0.time })
-        let findLogged = try db.statement("""
-            SELECT server_seq, device_id FROM chronicle_log WHERE op_id = ?1
-            UNION ALL SELECT server_seq, device_id FROM chronicle_sealed_ops WHERE op_id = ?1
-            """)
-        let findRejected = try db.statement("SELECT code, message, device_id FROM chronicle_rejected_ops WHERE op_id = ?1")
+        // What the server already knows of the batch's op ids, in one query each instead of
+        // two per op; kept up to date below as the batch's own ops are answered.
+        let keys = ops.map { $0.opID.lowercased }
+        let idList = Value.text("[" + keys.map { "\"\($0)\"" }.joined(separator: ",") + "]")
+        var known: [String: (seq: Int64, device: String)] = [:]
+        _ = try db.query("""
+            SELECT op_id, server_seq, device_id FROM chronicle_log WHERE op_id IN (SELECT value FROM json_each(?1))
+            UNION ALL SELECT op_id, server_seq, device_id FROM chronicle_sealed_ops WHERE op_id IN (SELECT value FROM json_each(?1))
+            """, [idList]) { row in if known[row.text(0)] == nil { known[row.text(0)] = (row.int(1), row.text(2)) } }
+        var refused: [String: (code: String, message: String, device: String)] = [:]
+        _ = try db.query("SELECT op_id, code, message, device_id FROM chronicle_rejected_ops WHERE op_id IN (SELECT value FROM json_each(?1))",
+                         [idList]) { row in refused[row.text(0)] = (row.text(1), row.text(2), row.text(3)) }
         let insert = try db.statement("INSERT INTO chronicle_log(\(DeviceStore.logColumns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)")
         var results: [PushResult] = []
         results.reserveCapacity(ops.count)
+        var targets = TargetChecks()
 
-        for op in ops {
-            let key = op.opID.lowercased
-            if let logged = try findLogged.map([.text(key)], { ($0.int(0), $0.text(1)) }).first {
+        for (op, key) in zip(ops, keys) {
+            if let logged = known[key] {
                 if logged.1 == deviceKey {
                     results.append(PushResult(opID: op.opID, deviceSeq: op.deviceSeq, outcome: .duplicate(serverSeq: logged.0)))
                 } else {
@@ -91,7 +98,7 @@ extension ServerLibrary {
                 }
                 continue
             }
-            if let answer = try findRejected.map([.text(key)], { ($0.text(0), $0.text(1), $0.text(2)) }).first {
+            if let answer = refused[key] {
                 if answer.2 == deviceKey {
                     results.append(PushResult(opID: op.opID, deviceSeq: op.deviceSeq, outcome: .rejected(code: answer.0, message: answer.1),
                                               verdict: try verdict(op.entityID, in: db)))
@@ -121,7 +128,7 @@ extension ServerLibrary {
                     let current = try schema.upcast(op)
                     let (spec, normalized) = try schema.validate(type: current.type, version: current.version, payload: current.payload,
                                                                  serverAuthored: false)
-                    try checkTarget(spec, op.entityID, normalized, in: db)
+                    try checkTarget(spec, op.entityID, normalized, &targets, in: db)
                     if current.type == op.type && current.version == op.version { accepted.payload = normalized }
                 } catch let error as ChronicleError {
                     rejection = error
@@ -145,6 +152,7 @@ extension ServerLibrary {
                 }
             }
             if let rejection {
+                refused[key] = (rejection.code.rawValue, rejection.message, deviceKey)
                 try db.execute("""
                     INSERT INTO chronicle_rejected_ops(op_id, device_id, device_seq, type, entity_id, code, message, rejected_at)
                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
@@ -155,6 +163,7 @@ extension ServerLibrary {
                                           verdict: try verdict(op.entityID, in: db)))
             } else {
                 time = now
+                known[key] = (seq, deviceKey)
                 results.append(PushResult(opID: op.opID, deviceSeq: op.deviceSeq, outcome: .accepted(serverSeq: seq)))
             }
             last = max(last, op.deviceSeq)
@@ -176,9 +185,9 @@ extension ServerLibrary {
     /// (a create must be new, anything else must name an existing row), and do the
     /// ids in its payload name rows that exist. Edits to a deleted row are kept:
     /// nothing a person did is thrown away because another device deleted the row.
-    private func checkTarget(_ spec: OpTypeSpec, _ id: UUID, _ payload: Payload, in db: Database) throws {
+    private func checkTarget(_ spec: OpTypeSpec, _ id: UUID, _ payload: Payload, _ checks: inout TargetChecks, in db: Database) throws {
         guard let entity = schema.entity(spec.entity) else { return }
-        let exists = try db.scalarInt("SELECT 1 FROM \(ProjectionSchema.quoted(entity.table)) WHERE id = ?1", [.text(id.lowercased)]) != nil
+        let exists = try checks.exists(id.lowercased, in: entity.table, db)
         switch spec.action {
         case .create:
             if exists { throw ChronicleError(.entityExists, "A \(entity.name) with id \(id.lowercased) already exists.") }
@@ -190,7 +199,7 @@ extension ServerLibrary {
         let references = schema.references(of: spec, payload: payload)
         for (field, target) in references {
             guard let other = schema.entity(field.references!) else { continue }
-            if try db.scalarInt("SELECT 1 FROM \(ProjectionSchema.quoted(other.table)) WHERE id = ?1", [.text(target)]) == nil {
+            if try !checks.exists(target, in: other.table, db) {
                 throw ChronicleError(.unknownEntity, "'\(entity.name).\(field.name)' names \(other.name) \(target), which does not exist on the server.")
             }
         }
@@ -263,6 +272,22 @@ extension ServerLibrary {
             }
         }
         if let last = ops.last { tail.withLock { $0 = (last.serverSeq!, max($0.time, last.serverTime!)) } }
+    }
+}
+
+/// One push's statements that ask whether a projection row exists, by table.
+struct TargetChecks {
+    private var statements: [String: Statement] = [:]
+
+    mutating func exists(_ id: String, in table: String, _ db: Database) throws -> Bool {
+        let statement: Statement
+        if let known = statements[table] {
+            statement = known
+        } else {
+            statement = try db.statement("SELECT 1 FROM \(ProjectionSchema.quoted(table)) WHERE id = ?1")
+            statements[table] = statement
+        }
+        return try !statement.map([.text(id)], { _ in true }).isEmpty
     }
 }
 
