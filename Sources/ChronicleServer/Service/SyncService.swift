@@ -352,7 +352,8 @@ public final class SyncService: SyncEndpoint {
                 return response
             } catch let error where error.code == ServerLibrary.gapCode && DispatchTime.now().uptimeNanoseconds < deadline {
                 if !held { held = true; metrics.heldForGap(1) }
-                library.waitForPush(after: generation, nanoseconds: deadline - DispatchTime.now().uptimeNanoseconds)
+                let now = DispatchTime.now().uptimeNanoseconds
+                library.waitForPush(after: generation, nanoseconds: deadline > now ? deadline - now : 0)
             } catch {
                 if held { metrics.gapWaitEnded(filled: false) }
                 throw error

@@ -2,14 +2,6 @@ import ChronicleCore
 import Foundation
 
 extension ServerLibrary {
-    /// Orders a device's batch: each op is answered accepted (with its new serverSeq),
-    /// duplicate (the original answer for an op id already seen) or rejected (code and
-    /// message, kept so a repeat gets the same answer; the op never enters the log).
-    ///
-    /// One transaction. The batch must be in `deviceSeq` order and continue the
-    /// device's sequence: ops the server has already answered may be repeated, and the
-    /// first new op must carry the next `deviceSeq`. Anything else is a request-level
-    /// refusal (`ProtocolError`) and nothing is written.
     /// The code of a push refused for leaving a gap in its device's sequence.
     public static let gapCode = "device_seq_gap"
 
@@ -24,6 +16,14 @@ extension ServerLibrary {
         pushes.wait(after: generation, nanoseconds: nanoseconds)
     }
 
+    /// Orders a device's batch: each op is answered accepted (with its new serverSeq),
+    /// duplicate (the original answer for an op id already seen) or rejected (code and
+    /// message, kept so a repeat gets the same answer; the op never enters the log).
+    ///
+    /// One transaction. The batch must be in `deviceSeq` order and continue the
+    /// device's sequence: ops the server has already answered may be repeated, and the
+    /// first new op must carry the next `deviceSeq`. Anything else is a request-level
+    /// refusal (`ProtocolError`) and nothing is written.
     public func push(_ ops: [Op], from device: UUID) throws(ProtocolError) -> PushResponse {
         do {
             let (response, tailAfter) = try writer.withLock { db in
