@@ -341,21 +341,17 @@ public final class SyncService: SyncEndpoint {
     /// tried again. Past the wait it is refused as before.
     private func pushWaitingForGaps(_ ops: [Op], from device: UUID, into library: ServerLibrary,
                                     milliseconds: Int) throws(ProtocolError) -> PushResponse {
-        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(max(0, milliseconds)) * 1_000_000
-        var held = false
-        defer { if held { metrics.heldForGap(-1) } }
+        var wait = GapWait(milliseconds: milliseconds, metrics: metrics)
         while true {
             let generation = library.pushGeneration
             do {
                 let response = try library.push(ops, from: device)
-                if held { metrics.gapWaitEnded(filled: true) }
+                wait.ended(filled: true)
                 return response
-            } catch let error where error.code == ServerLibrary.gapCode && DispatchTime.now().uptimeNanoseconds < deadline {
-                if !held { held = true; metrics.heldForGap(1) }
-                let now = DispatchTime.now().uptimeNanoseconds
-                library.waitForPush(after: generation, nanoseconds: deadline > now ? deadline - now : 0)
+            } catch let error where wait.holds(after: error) {
+                library.waitForPush(after: generation, nanoseconds: wait.nanosecondsLeft)
             } catch {
-                if held { metrics.gapWaitEnded(filled: false) }
+                wait.ended(filled: false)
                 throw error
             }
         }
@@ -364,24 +360,21 @@ public final class SyncService: SyncEndpoint {
     /// `pushNow`, except that the wait for a device's push ahead (see `pushNow`) suspends the
     /// task instead of blocking its thread.
     public func push(_ segment: Segment, token: String) async throws(ProtocolError) -> PushResponse {
-        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(max(0, limits.pushGapWaitMilliseconds)) * 1_000_000
         let library = try authorize(token, library: segment.libraryID).1
-        var held = false
-        defer { if held { metrics.heldForGap(-1) } }
+        var wait = GapWait(milliseconds: limits.pushGapWaitMilliseconds, metrics: metrics)
         while true {
             let generation = library.pushGeneration
             do {
                 let response = try pushNow(segment, token: token, gapWaitMilliseconds: 0)
-                if held { metrics.gapWaitEnded(filled: true) }
+                wait.ended(filled: true)
                 return response
-            } catch let error where error.code == ServerLibrary.gapCode && DispatchTime.now().uptimeNanoseconds < deadline {
+            } catch let error where wait.holds(after: error) {
                 // Polled: in-process callers only (tests, the simulator, benchmarks); HTTP requests block in pushNow.
-                if !held { held = true; metrics.heldForGap(1) }
-                while library.pushGeneration == generation, DispatchTime.now().uptimeNanoseconds < deadline {
+                while library.pushGeneration == generation, wait.nanosecondsLeft > 0 {
                     try? await Task.sleep(nanoseconds: 1_000_000)
                 }
             } catch {
-                if held { metrics.gapWaitEnded(filled: false) }
+                wait.ended(filled: false)
                 throw error
             }
         }
@@ -426,4 +419,36 @@ public struct PullTicket: Sendable {
 struct SharedSnapshotFrame: Sendable {
     let seq: Int64
     weak var frame: SharedBytes?
+}
+
+/// One push's wait for its device's push ahead: how long it may still wait, and its place in
+/// the metrics (held while it waits; filled or refused when it ends).
+struct GapWait {
+    private let deadline: UInt64
+    private let metrics: Metrics
+    private var held = false
+
+    init(milliseconds: Int, metrics: Metrics) {
+        deadline = DispatchTime.now().uptimeNanoseconds + UInt64(max(0, milliseconds)) * 1_000_000
+        self.metrics = metrics
+    }
+
+    var nanosecondsLeft: UInt64 {
+        let now = DispatchTime.now().uptimeNanoseconds
+        return deadline > now ? deadline - now : 0
+    }
+
+    /// Whether a push refused with `error` waits and is tried again: a gap, with time left.
+    mutating func holds(after error: ProtocolError) -> Bool {
+        guard error.code == ServerLibrary.gapCode, nanosecondsLeft > 0 else { return false }
+        if !held { held = true; metrics.heldForGap(1) }
+        return true
+    }
+
+    /// The push was taken (`filled`) or refused after all.
+    func ended(filled: Bool) {
+        guard held else { return }
+        metrics.gapWaitEnded(filled: filled)
+        metrics.heldForGap(-1)
+    }
 }
