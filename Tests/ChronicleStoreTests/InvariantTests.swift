@@ -55,6 +55,54 @@ import Testing
         #expect(try f.store.pendingOps().map(\.deviceSeq) == [1, 2])
     }
 
+    /// A store restored from an older copy numbers its queued ops again after the server's last
+    /// deviceSeq for it: each op keeps its id, content and order; the numbers in between are
+    /// recorded as given up, so `verify` still accounts for every one; the queue stays immutable.
+    @Test func renumberingTheOutboxKeepsEveryOpAndTheInvariants() throws {
+        let f = try Fixture()
+        let server = ServerLog(library: f.store.libraryID)
+        let confirmed = try f.store.write("article.save", payload: ["url": .text("https://e.com/1")])
+        try f.store.applyConfirmed([server.confirm(confirmed)])
+        let kept = try f.store.write("article.save", payload: ["url": .text("https://e.com/2")])   // the server holds it (2)
+        let id = try f.save("https://e.com/3", title: "Written after the restore")
+        try f.store.write("article.tag", entity: id, payload: ["tag": .text("later")])
+        try f.store.write("article.progress", entity: id, payload: ["progress": .real(0.5)])
+        let before = try f.store.pendingOps()
+        #expect(before.map(\.deviceSeq) == [2, 3, 4, 5])
+        let digest = try f.store.digest()
+
+        // The server holds this device's ops up to 9 and refused 3 as a number used again.
+        #expect(try f.store.renumberOutbox(from: 3, after: 9) == 3)
+        let after = try f.store.pendingOps()
+        #expect(after.map(\.deviceSeq) == [2, 10, 11, 12])
+        #expect(after.map(\.opID) == before.map(\.opID))
+        #expect(zip(after, before).allSatisfy { $0.payload == $1.payload && $0.type == $1.type && $0.entityID == $1.entityID })
+        #expect(after.first?.opID == kept.opID)
+        #expect(try f.store.digest() == digest, "the rows show the same queued edits")
+        #expect(try f.store.verify().passed, "the numbers 3…9 are accounted for")
+        #expect(try f.store.unacknowledgedOps(limit: 10).map(\.deviceSeq) == [2, 10, 11, 12])
+
+        // The next write follows the renumbered ops; the queue is immutable again.
+        #expect(try f.store.write("article.tag", entity: id, payload: ["tag": .text("next")]).deviceSeq == 13)
+        #expect(rawError(f, "UPDATE chronicle_outbox SET device_seq = 40 WHERE device_seq = 13")?.contains("immutable") == true)
+        #expect(rawError(f, "INSERT INTO chronicle_outbox(device_seq, op_id, type, version, entity_id, payload, device_time, base_seq) VALUES (20, 'x', 't', 1, 'e', '{}', 0, 0)")?.contains("gap") == true)
+
+        // A refusal of a renumbered op is accounted for as before.
+        #expect(try f.store.reject(after[2].opID, code: "invalid_value", message: "no", verdict: nil))
+        #expect(try f.store.verify().passed)
+
+        // Nothing queued from the reused number on: the next write follows the server's last.
+        let g = try Fixture(seed: 2)
+        try g.save()
+        #expect(try g.store.renumberOutbox(from: 2, after: 6) == 0)
+        #expect(try g.store.write("article.save", payload: ["url": .text("https://e.com/x")]).deviceSeq == 7)
+        #expect(try g.store.verify().passed)
+
+        // Numbers that cannot come from a server are refused, and change nothing.
+        #expect((#expect(throws: ChronicleError.self) { try f.store.renumberOutbox(from: 5, after: 4) })?.code == .invalidValue)
+        #expect(try f.store.pendingOps().map(\.deviceSeq) == [2, 10, 12, 13])
+    }
+
     @Test func verifyPassesOnAHealthyStoreAndCatchesATamperedProjection() throws {
         let f = try Fixture()
         let id = try f.save(title: "Hello")

@@ -57,6 +57,17 @@ final class SyncHarness: @unchecked Sendable {
         let path = "\(directory)/\(name).chronicle"
         let created = try DeviceStore.create(at: path, schema: schema, libraryID: user.libraryID, deviceID: UUID(), ids: ids)
         let (token, _) = try service.accounts.registerDevice(user: "ada", password: password, deviceID: created.deviceID)
+        return attach(name, store: created, token: token, configuration: configuration)
+    }
+
+    /// A device whose store is the file at `path` (a copy of another device's store: a backup
+    /// restored, say), signed in with `token`.
+    @discardableResult
+    func device(_ name: String, opening path: String, token: String, configuration: SyncEngine.Configuration? = nil) throws -> TestDevice {
+        attach(name, store: try DeviceStore.open(at: path), token: token, configuration: configuration)
+    }
+
+    private func attach(_ name: String, store created: DeviceStore, token: String, configuration: SyncEngine.Configuration?) -> TestDevice {
         let transport: any SyncTransport
         var memory: InMemoryTransport?
         switch kind {

@@ -58,6 +58,64 @@ import Testing
         #expect(log.filter { $0.deviceID == a.store.deviceID }.count == queued + 3, "every op A wrote is in the log once")
     }
 
+    /// A store restored from a backup while the store it was copied from went on syncing (or
+    /// a store copied to a second machine): each copy numbers new ops with deviceSeqs the other
+    /// already pushed. The server refuses such a push whole (409 `device_seq_reused`, with the
+    /// two numbers), and the device numbers its queue after the server's and pushes it again:
+    /// every op either copy wrote reaches the log once, in order, and nothing is refused.
+    @Test(arguments: TransportKind.allCases)
+    func aStoreRestoredFromAnOlderCopyLosesNothing(kind: TransportKind) async throws {
+        let h = try SyncHarness(kind)
+        let a = try h.device("A")
+        let b = try h.device("B")
+        let first = try a.save("Before the backup")
+        await a.sync()
+        try a.save("Queued when the backup was taken")
+        let backup = h.directory + "/A-backup.chronicle"
+        try Database(path: a.store.path).execute("VACUUM INTO '\(backup)'")
+        // The original goes on: it pushes the queued op and three more (deviceSeqs 2…5).
+        for i in 0..<3 { try a.save("After the backup \(i)") }
+        await a.sync()
+
+        // The copy restored from the backup writes on, numbering from 3 again. It pushes one op a
+        // batch, two batches in flight: the refused batch is one sent ahead of the one answered.
+        var oneByOne = SyncEngine.Configuration()
+        oneByOne.pushBatchOpsMax = 1
+        let restored = try h.device("A restored", opening: backup, token: a.token, configuration: oneByOne)
+        let written = try restored.save("Written on the restored copy")
+        try restored.store.write("article.tag", entity: first, payload: ["tag": .text("restored")])
+        let queued = try restored.store.pendingOps()
+        #expect(queued.map(\.deviceSeq) == [2, 3, 4])
+        let head = try h.library.head
+        do {
+            _ = try await restored.transport.push(Segment(libraryID: restored.store.libraryID, ops: queued))
+            Issue.record("a push reusing deviceSeqs was taken")
+        } catch let SyncError.terminal(refusal) {
+            #expect(refusal.status == 409 && refusal.code == ProtocolError.deviceSeqReusedCode)
+            #expect(refusal.reusedDeviceSeq == 3 && refusal.lastDeviceSeq == 5)
+        }
+        #expect(try h.library.head == head, "nothing was written")
+
+        // The engine numbers the two new ops after the server's and pushes the queue again.
+        let report = await restored.sync()
+        #expect(report.renumbered == 2 && report.rejected == 0 && report.pushed == 3, "\(report)")
+        #expect(try restored.store.verify().passed)
+        #expect(try restored.title(written) == "Written on the restored copy")
+
+        // The original, still in use, is now the one behind.
+        try a.store.write("article.tag", entity: first, payload: ["tag": .text("original")])
+        let again = await a.sync()
+        #expect(again.renumbered == 1 && again.rejected == 0 && again.pushed == 1)
+        await restored.sync()
+        await b.sync()
+        try h.expectConverged()
+        #expect(try b.tags(first).sorted() == ["original", "restored"])
+        #expect(try b.title(written) == "Written on the restored copy")
+        let theirs = try h.library.allOps().filter { $0.deviceID == a.store.deviceID }
+        #expect(theirs.map(\.deviceSeq) == Array(1...8), "every op both copies wrote, once, numbered without a gap")
+        #expect(try a.store.verify().passed && restored.store.verify().passed)
+    }
+
     @Test(arguments: TransportKind.allCases)
     func theSamePushFiveTimesIsOrderedOnce(kind: TransportKind) async throws {
         let h = try SyncHarness(kind)

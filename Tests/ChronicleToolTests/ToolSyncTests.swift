@@ -34,6 +34,32 @@ import Testing
         }
     }
 
+    /// A store restored from a backup (its credentials with it) while the original went on
+    /// syncing: `chronicle sync` numbers its unsent changes after the server's and says so;
+    /// nothing either copy wrote is lost or refused.
+    @Test func aStoreRestoredFromABackupSyncsWithoutLosingAChange() throws {
+        let a = try Tool(), restored = try Tool()
+        let server = try server(a)
+        try a.signIn(server)
+        let id = try a.id("save", "https://example.com/backup", "--title", "Before the backup")
+        try a.ok("sync")
+        try Database(path: a.store).execute("VACUUM INTO '\(restored.store)'")
+        try FileManager.default.copyItem(atPath: a.store + ".credentials", toPath: restored.store + ".credentials")
+        try a.ok("tag", id, "original")
+        try a.ok("note", id, "Written on the original")
+        try a.ok("sync")
+
+        try restored.ok("tag", id, "restored")
+        let synced = try restored.ok("sync")
+        #expect(synced.stdout.contains("Synced: pushed 1, pulled 3; 1 unsent change numbered again after the server's"), "\(synced.stdout)")
+        #expect(try restored.ok("notices").stdout.contains("No new notices."))
+        try a.ok("sync")
+        let shown = try a.ok("show", id).stdout
+        #expect(shown.contains("restored") && shown.contains("original") && shown.contains("Written on the original"))
+        try restored.ok("verify")
+        try expectConverged(server, [a, restored], expectedOps: 4)
+    }
+
     @Test func twoDevicesSignInSyncAndTellTheTruthWhenOffline() throws {
         let a = try Tool(), b = try Tool()
         let server = try server(a)

@@ -370,7 +370,8 @@ extension Command {
         }
         let report = try Blocking.run { await engine.syncOnce() }
         if output.json {
-            var object: [String: Any] = ["pushed": report.pushed, "rejected": report.rejected, "pulled": report.pulled, "retries": report.retries]
+            var object: [String: Any] = ["pushed": report.pushed, "rejected": report.rejected, "pulled": report.pulled, "retries": report.retries,
+                                         "renumbered": report.renumbered]
             switch report.outcome {
             case .synced: object["outcome"] = "synced"
             case .offline(let reason): object["outcome"] = "offline"; object["reason"] = reason
@@ -424,6 +425,7 @@ extension Command {
 
     static func describe(_ report: SyncReport) -> String {
         let counts = "pushed \(report.pushed), pulled \(report.pulled)" + (report.rejected > 0 ? ", \(report.rejected) refused (see `chronicle notices`)" : "")
+            + (report.renumbered > 0 ? "; \(report.renumbered) unsent \(report.renumbered == 1 ? "change" : "changes") numbered again after the server's, because this store is an older copy of one that went on syncing (restored from a backup, or copied)" : "")
         switch report.outcome {
         case .synced: return "Synced: \(counts)."
         case .offline(let reason): return "Offline: \(reason) Changes stay saved on this device (\(counts))."

@@ -126,12 +126,37 @@ public struct ProtocolError: Error, Sendable, Equatable, CustomStringConvertible
     public var message: String
     /// For 429 and 503: how long the client should wait before trying again.
     public var retryAfterSeconds: Double?
+    /// For `device_seq_reused`: the first deviceSeq the batch used again for an op the server
+    /// does not hold, and the last deviceSeq the server holds of that device
+    /// (`Chronicle-Reused-Device-Seq`, `Chronicle-Last-Device-Seq` over HTTP).
+    public var reusedDeviceSeq: Int64?
+    public var lastDeviceSeq: Int64?
 
     public init(_ status: Int, _ code: String, _ message: String, retryAfterSeconds: Double? = nil) {
         self.status = status
         self.code = code
         self.message = message
         self.retryAfterSeconds = retryAfterSeconds
+    }
+
+    /// The code of a push that numbers a new op with a deviceSeq its device already used: the
+    /// device's store is an older copy (restored from a backup, or copied to a second machine)
+    /// of one that went on syncing. The device numbers its unsent ops after `lastDeviceSeq`
+    /// (`DeviceStore.renumberOutbox`) and sends them again; nothing is written meanwhile.
+    public static let deviceSeqReusedCode = "device_seq_reused"
+    /// The HTTP headers that carry `reusedDeviceSeq` and `lastDeviceSeq`.
+    public static let reusedDeviceSeqHeader = "Chronicle-Reused-Device-Seq"
+    public static let lastDeviceSeqHeader = "Chronicle-Last-Device-Seq"
+
+    public static func deviceSeqReused(device: String, reused: Int64, last: Int64) -> ProtocolError {
+        var error = ProtocolError(409, deviceSeqReusedCode, """
+            Device \(device) already pushed ops up to deviceSeq \(last), and this batch numbers a new op \(reused): \
+            the device's store is an older copy of one that went on syncing (restored from a backup, or copied). \
+            Number its unsent ops from \(last + 1) and push them again; nothing was written.
+            """)
+        error.reusedDeviceSeq = reused
+        error.lastDeviceSeq = last
+        return error
     }
 
     public init(_ status: Int, _ error: ChronicleError) {

@@ -183,6 +183,8 @@ public struct SyncRoutes: HTTPHandler {
     static func response(_ error: ProtocolError) -> HTTPResponse {
         var response = HTTPResponse.error(error.status, code: error.code, message: error.message)
         if let retry = error.retryAfterSeconds { response.headers.append(("Retry-After", String(Int(retry.rounded(.up))))) }
+        if let reused = error.reusedDeviceSeq { response.headers.append((ProtocolError.reusedDeviceSeqHeader, String(reused))) }
+        if let last = error.lastDeviceSeq { response.headers.append((ProtocolError.lastDeviceSeqHeader, String(last))) }
         if error.status == 401 { response.headers.append(("WWW-Authenticate", "Bearer")) }
         return response
     }

@@ -62,6 +62,59 @@ extension DeviceStore {
         try writeTransaction { db in try Self.setMeta("acked_device_seq", .integer(0), in: db) }
     }
 
+    /// The deviceSeqs given up by `renumberOutbox`, as `[[first, last], …]` (JSON in `chronicle_meta`).
+    static let deviceSeqSkipsKey = "device_seq_skips"
+
+    /// Numbers this device's unsent ops again after the server's: the server holds ops of this
+    /// device up to deviceSeq `last` that this store never wrote, and refused a push at `reused`,
+    /// a number it had already used (`device_seq_reused`). That happens when the store is an
+    /// older copy of one that went on syncing: restored from a backup, or copied to a second
+    /// machine that shares its device id. Every queued op from `reused` on keeps its op id,
+    /// content and order and takes the next number after `last`; the next local write follows
+    /// them. The numbers `reused…last` are recorded as given up (`verify` counts them). The ops
+    /// the other copy wrote arrive with the next pull like any other device's. Returns how many
+    /// ops were renumbered. One transaction.
+    @discardableResult
+    public func renumberOutbox(from reused: Int64, after last: Int64) throws -> Int {
+        guard reused >= 1, last >= reused else {
+            throw ChronicleError(.invalidValue, "Renumbering the outbox needs a reused deviceSeq of at least 1 and a last one at least as high (got \(reused) and \(last)).")
+        }
+        return try writeTransaction { db in
+            let current = try Self.meta("last_device_seq", in: db).integerValue ?? 0
+            let seqs = try db.query("SELECT device_seq FROM chronicle_outbox WHERE device_seq >= ?1 ORDER BY device_seq", [.integer(reused)]) { $0.int(0) }
+            let skip: ClosedRange<Int64>
+            if seqs.isEmpty {
+                // Nothing queued from there on: the next write follows the server's last.
+                guard last > current else { return 0 }
+                skip = (current + 1)...last
+            } else {
+                skip = reused...last
+                // Queued ops are immutable (a trigger refuses any change); this is the one change
+                // allowed, so the trigger is set aside inside this transaction and put back as it was.
+                let trigger = try db.scalarText("SELECT sql FROM sqlite_schema WHERE type = 'trigger' AND name = 'chronicle_outbox_fixed'")
+                if trigger != nil { try db.execute("DROP TRIGGER chronicle_outbox_fixed") }
+                // Negative first, so that no new number meets an old one on the way.
+                try db.execute("UPDATE chronicle_outbox SET device_seq = -device_seq WHERE device_seq >= ?1", [.integer(reused)])
+                let move = try db.statement("UPDATE chronicle_outbox SET device_seq = ?1 WHERE device_seq = ?2")
+                for (rank, old) in seqs.enumerated() {
+                    try move.execute([.integer(last + 1 + Int64(rank)), .integer(-old)])
+                }
+                if let trigger { try db.execute(trigger) }
+            }
+            var skips = try Self.deviceSeqSkips(in: db)
+            skips.append([skip.lowerBound, skip.upperBound])
+            try Self.setMeta(Self.deviceSeqSkipsKey, .text(String(decoding: try JSONEncoder().encode(skips), as: UTF8.self)), in: db)
+            try Self.setMeta("last_device_seq", .integer(last + Int64(seqs.count)), in: db)
+            return seqs.count
+        }
+    }
+
+    /// The ranges `renumberOutbox` gave up, oldest first.
+    static func deviceSeqSkips(in db: Database) throws -> [[Int64]] {
+        guard let text = try meta(deviceSeqSkipsKey, in: db).textValue else { return [] }
+        return try JSONDecoder().decode([[Int64]].self, from: Data(text.utf8))
+    }
+
     /// Counts a failed attempt on the ops at the head of the queue.
     public func recordPushFailure(deviceSeqs: ClosedRange<Int64>, error: String) throws {
         try writeTransaction { db in

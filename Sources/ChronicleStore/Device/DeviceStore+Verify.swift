@@ -124,12 +124,20 @@ extension DeviceStore {
             let lastDeviceSeq = try Self.meta("last_device_seq", in: db).integerValue ?? -1
             // Queued ops run from the oldest one to the last device seq; ops the server rejected
             // left the outbox from anywhere in that run and are accounted for in chronicle_rejected.
-            let rejectedInRun = try db.scalarInt("SELECT count(*) FROM chronicle_rejected WHERE device_seq > ?1", [.integer(outbox.1)]) ?? 0
+            // Numbers given up when the queue was renumbered after the server's (`renumberOutbox`) are
+            // accounted for too.
+            let skips = try Self.deviceSeqSkips(in: db).filter { $0.count == 2 }
+            let skippedInRun = skips.reduce(Int64(0)) { sum, range in
+                sum + max(0, min(range[1], lastDeviceSeq) - max(range[0], outbox.1 + 1) + 1)
+            }
+            let rejectedInRun = try db.query("SELECT device_seq FROM chronicle_rejected WHERE device_seq > ?1", [.integer(outbox.1)]) { $0.int(0) }
+                .filter { seq in !skips.contains { $0[0] <= seq && seq <= $0[1] } }.count
             // After starting from a snapshot, queued ops the snapshot already held leave the outbox from
             // anywhere in the run too (recorded as sealed, without their device seq): then only order is checked.
             let startedFromSnapshot = try Self.historyBase(in: db) > 0
-            if outbox.0 > 0 && (startedFromSnapshot ? outbox.2 > lastDeviceSeq : lastDeviceSeq - outbox.1 + 1 != outbox.0 + rejectedInRun) {
-                problems.append("outbox device_seq has gaps (\(outbox.0) queued and \(rejectedInRun) rejected in \(outbox.1)…\(lastDeviceSeq))")
+            if outbox.0 > 0 && (startedFromSnapshot ? outbox.2 > lastDeviceSeq
+                                                    : lastDeviceSeq - outbox.1 + 1 != outbox.0 + Int64(rejectedInRun) + skippedInRun) {
+                problems.append("outbox device_seq has gaps (\(outbox.0) queued, \(rejectedInRun) rejected and \(skippedInRun) given up in \(outbox.1)…\(lastDeviceSeq))")
             }
             if try db.scalarInt("SELECT count(*) FROM chronicle_outbox o JOIN chronicle_log l ON l.op_id = o.op_id") != 0 {
                 problems.append("a confirmed op is still in the outbox")

@@ -116,23 +116,25 @@ extension ServerLibrary {
             if op.deviceSeq > last + 1 {
                 throw gap(deviceKey, expected: last + 1, actual: op.deviceSeq)
             }
+            if op.deviceSeq <= lastAnswered {
+                // A new op under a deviceSeq the server already answered: the device's store is an
+                // older copy of one that went on syncing. Refused whole, so that the device numbers
+                // its unsent ops after the server's and sends them again: none is lost.
+                throw ProtocolError.deviceSeqReused(device: deviceKey, reused: op.deviceSeq, last: lastAnswered)
+            }
             let now = max(clock.nowMilliseconds(), time)
             var rejection: ChronicleError?
             var accepted = op
-            if op.deviceSeq <= lastAnswered {
-                rejection = ChronicleError(.duplicateOp, "Device \(deviceKey) already used deviceSeq \(op.deviceSeq) for another op; a device sequence is used once.")
-            } else {
-                do {
-                    // Ops of every earlier version are accepted: read in the current shape, checked,
-                    // and logged exactly as written (readers upcast them again).
-                    let current = try schema.upcast(op)
-                    let (spec, normalized) = try schema.validate(type: current.type, version: current.version, payload: current.payload,
-                                                                 serverAuthored: false)
-                    try checkTarget(spec, op.entityID, normalized, &targets, in: db)
-                    if current.type == op.type && current.version == op.version { accepted.payload = normalized }
-                } catch let error as ChronicleError {
-                    rejection = error
-                }
+            do {
+                // Ops of every earlier version are accepted: read in the current shape, checked,
+                // and logged exactly as written (readers upcast them again).
+                let current = try schema.upcast(op)
+                let (spec, normalized) = try schema.validate(type: current.type, version: current.version, payload: current.payload,
+                                                             serverAuthored: false)
+                try checkTarget(spec, op.entityID, normalized, &targets, in: db)
+                if current.type == op.type && current.version == op.version { accepted.payload = normalized }
+            } catch let error as ChronicleError {
+                rejection = error
             }
             if rejection == nil {
                 // Apply it; a free-tier cap trigger may still refuse it, and then only this op is undone.

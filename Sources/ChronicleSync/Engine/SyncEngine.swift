@@ -26,6 +26,9 @@ public struct SyncReport: Sendable, Equatable {
     public var bootstrappedAt: Int64?
     /// Ops sealed into segments after the round (`Configuration.compaction`).
     public var sealed: Int64 = 0
+    /// Queued ops numbered again after the server's deviceSeq for this device, because the
+    /// store is an older copy of one that went on syncing (`DeviceStore.renumberOutbox`).
+    public var renumbered = 0
 }
 
 /// The client sync engine: pushes the outbox strictly in order, pulls the
@@ -294,10 +297,15 @@ public actor SyncEngine {
         Task.detached { (try? await upcoming.value)??.answer?.cancel() }
     }
 
+    /// Renumberings of the queue one push round may do: two live copies of one store can
+    /// overtake each other a few times; past that the round ends as the server refused it.
+    static let renumberingsMax = 4
+
     private func pushBatches(_ report: inout SyncReport, acknowledging: inout Task<Void, Error>?) async throws -> Int64 {
         var head: Int64 = 0
         var batch = configuration.pushBatchOpsMax
         var resetOnce = false
+        var renumberings = 0
         let store = self.store
         let transport = self.transport
         let sendsAhead = configuration.pushRequestsInFlightMax > 1
@@ -343,6 +351,19 @@ public actor SyncEngine {
                     // for that one: send it again, as the next batch.
                     try await acknowledging?.value
                     acknowledging = nil
+                    continue
+                case .terminal(let refusal) where refusal.code == ProtocolError.deviceSeqReusedCode && renumberings < Self.renumberingsMax:
+                    // This store is an older copy of one that went on syncing: the server already
+                    // holds ops under the numbers its queue uses. Number them after the server's and
+                    // push again; the other copy's ops come back with the pull.
+                    guard let reused = refusal.reusedDeviceSeq, let serverLast = refusal.lastDeviceSeq, serverLast >= reused else {
+                        try? store.recordPushFailure(deviceSeqs: first.deviceSeq...last.deviceSeq, error: error.description)
+                        throw error
+                    }
+                    renumberings += 1
+                    try await acknowledging?.value
+                    acknowledging = nil
+                    report.renumbered += try store.renumberOutbox(from: reused, after: serverLast)
                     continue
                 case .terminal(let refusal) where refusal.code == "device_seq_gap" && !resetOnce:
                     resetOnce = true            // our acknowledgements ran ahead of the server: push from the outbox head

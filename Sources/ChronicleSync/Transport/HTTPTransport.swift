@@ -161,12 +161,7 @@ public final class HTTPTransport: SyncTransport {
         }
         let body = [UInt8](data)
         guard (200..<300).contains(http.statusCode) else {
-            let detail = ProtocolJSON.decodeError(body)
-            let retry = http.value(forHTTPHeaderField: "Retry-After").flatMap(Double.init)
-            let error = ProtocolError(http.statusCode, detail?.code ?? "http_\(http.statusCode)",
-                                      detail?.message ?? HTTPURLResponse.localizedString(forStatusCode: http.statusCode),
-                                      retryAfterSeconds: retry)
-            throw SyncError.from(error)
+            throw SyncError.from(Self.refusal(http, body: body))
         }
         return (body, http)
     }
@@ -209,13 +204,21 @@ public final class HTTPTransport: SyncTransport {
             guard let http = response as? HTTPURLResponse else {
                 throw .transient(reason: "The server's answer was not HTTP.", retryAfterSeconds: nil)
             }
-            let detail = ProtocolJSON.decodeError(body)
-            let retry = http.value(forHTTPHeaderField: "Retry-After").flatMap(Double.init)
-            throw SyncError.from(ProtocolError(http.statusCode, detail?.code ?? "http_\(http.statusCode)",
-                                               detail?.message ?? HTTPURLResponse.localizedString(forStatusCode: http.statusCode),
-                                               retryAfterSeconds: retry))
+            throw SyncError.from(Self.refusal(http, body: body))
         }
         return target
+    }
+
+    /// A 4xx or 5xx answer as the error it carries: its body's code and message, and the
+    /// numbers some refusals send as headers (`Retry-After`, a reused deviceSeq's two).
+    static func refusal(_ http: HTTPURLResponse, body: [UInt8]) -> ProtocolError {
+        let detail = ProtocolJSON.decodeError(body)
+        var error = ProtocolError(http.statusCode, detail?.code ?? "http_\(http.statusCode)",
+                                  detail?.message ?? HTTPURLResponse.localizedString(forStatusCode: http.statusCode),
+                                  retryAfterSeconds: http.value(forHTTPHeaderField: "Retry-After").flatMap(Double.init))
+        error.reusedDeviceSeq = http.value(forHTTPHeaderField: ProtocolError.reusedDeviceSeqHeader).flatMap(Int64.init)
+        error.lastDeviceSeq = http.value(forHTTPHeaderField: ProtocolError.lastDeviceSeqHeader).flatMap(Int64.init)
+        return error
     }
 
     static func describe(_ error: Error) -> String {
