@@ -25,6 +25,11 @@ public enum FaultKind: String, CaseIterable, Sendable, Comparable, CustomStringC
     case diskFull
     /// A device clock jumping backwards or forwards.
     case clockJump
+    /// A device's store replaced by a backup of it taken earlier (a phone restored from its last
+    /// backup) while the server kept what it had synced since: what it wrote after the backup and
+    /// never pushed is gone with the file; its new ops reuse deviceSeqs the server already holds
+    /// and are numbered again after the server's (`device_seq_reused`).
+    case restoredFromBackup
 
     public var description: String { rawValue }
 

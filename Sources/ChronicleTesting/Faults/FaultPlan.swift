@@ -38,6 +38,9 @@ public struct FaultPlan: Sendable, Equatable, CustomStringConvertible {
     public var diskFullRate = 0.0
     /// Per step: the acting device's clock jumps.
     public var clockJumpRate = 0.0
+    /// Per step: the acting device's store is backed up (when it has no backup) or replaced by
+    /// its backup (when it has one).
+    public var restoreRate = 0.0
 
     public init() {}
 
@@ -63,6 +66,8 @@ public struct FaultPlan: Sendable, Equatable, CustomStringConvertible {
         plan.opIDClashRate = rate(0.5, 0.03)
         plan.diskFullRate = rate(0.4, 0.04)
         plan.clockJumpRate = rate(0.6, 0.05)
+        // Drawn last, so every earlier rate of a seed's plan stays as it was.
+        plan.restoreRate = rate(0.3, 0.03)
         return plan
     }
 
@@ -82,6 +87,7 @@ public struct FaultPlan: Sendable, Equatable, CustomStringConvertible {
         case .opIDClash: plan.opIDClashRate = rate
         case .diskFull: plan.diskFullRate = rate
         case .clockJump: plan.clockJumpRate = rate
+        case .restoredFromBackup: plan.restoreRate = rate
         }
         return plan
     }
@@ -104,6 +110,7 @@ public struct FaultPlan: Sendable, Equatable, CustomStringConvertible {
         plan.opIDClashRate = 0.02
         plan.diskFullRate = 0.03
         plan.clockJumpRate = 0.04
+        plan.restoreRate = 0.02
         return plan
     }()
 
@@ -112,6 +119,6 @@ public struct FaultPlan: Sendable, Equatable, CustomStringConvertible {
         return "drop \(f(requestDropRate)) lose-answer \(f(responseDropRate)) dup \(f(duplicateRate)) reorder \(f(reorderRate)) "
             + "crash-in-sync \(f(crashDuringSyncRate)) crash-after-commit \(f(crashAfterCommitRate)) offline \(f(offlineRate))×≤\(offlineStepsMax) "
             + "crash \(f(crashRate)) server-restart \(f(serverRestartRate)) id-clash \(f(entityIDClashRate)) op-id-clash \(f(opIDClashRate)) "
-            + "disk-full \(f(diskFullRate)) clock-jump \(f(clockJumpRate))"
+            + "disk-full \(f(diskFullRate)) clock-jump \(f(clockJumpRate)) restore \(f(restoreRate))"
     }
 }

@@ -62,6 +62,37 @@ final class SimulatedDevice {
         if written.updateValue(op, forKey: op.opID) == nil { writtenOrder.append(op.opID) }
     }
 
+    /// A copy of the store taken by `takeBackup`, and the ops written by then.
+    private(set) var backup: (path: String, written: Set<UUID>)?
+
+    /// Copies the store aside (`VACUUM INTO`), as a phone's backup does.
+    func takeBackup() throws {
+        let copy = path + ".backup"
+        try? FileManager.default.removeItem(atPath: copy)
+        try Database(path: path).execute("VACUUM INTO '\(copy)'")
+        backup = (copy, Set(writtenOrder))
+    }
+
+    /// Kills the process, puts the backup in the store's place and starts again from it: what
+    /// was written after the backup is gone with the file, except what the server holds
+    /// (`serverHolds`), which comes back with a pull. A full disk is lifted (the restore
+    /// freed it). Returns how many ops were lost with the file.
+    @discardableResult
+    func restoreBackup(serverHolds: (UUID) -> Bool) throws -> Int {
+        guard let backup else { return 0 }
+        process = nil
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+        try FileManager.default.moveItem(atPath: backup.path, toPath: path)
+        self.backup = nil
+        diskFullPages = nil
+        let reopened = try DeviceStore.open(at: path, clock: clock, ids: ids)
+        process = (reopened, Self.makeEngine(reopened, transport, configuration))
+        let lost = writtenOrder.filter { !backup.written.contains($0) && !serverHolds($0) }
+        for id in lost { written[id] = nil }
+        writtenOrder.removeAll { id in written[id] == nil }
+        return lost.count
+    }
+
     /// Kills the process and starts it again: the store is reopened from its file with the
     /// same clock and id source; a full disk stays full.
     func crashAndRestart() throws {

@@ -25,6 +25,8 @@ public struct SimulationReport: Sendable, Equatable, CustomStringConvertible {
     public var snapshotsFetched: Int
     /// Sync rounds run in the safety phase.
     public var syncRounds: Int
+    /// Queued ops numbered again after the server's deviceSeq (devices restored from a backup).
+    public var opsRenumbered: Int
     /// Full passes over every device after healing until everything agreed.
     public var passesToConverge: Int
     /// Sync rounds in those passes.
@@ -45,7 +47,7 @@ public struct SimulationReport: Sendable, Equatable, CustomStringConvertible {
         let codes = rejectedByCode.keys.sorted().map { "\($0)=\(rejectedByCode[$0]!)" }.joined(separator: " ")
         return "seed \(seed) \(schema): \(devices) devices, \(steps) steps, \(opsWritten) ops written (\(writesRefused) refused locally), "
             + "\(opsAccepted) accepted, \(opsRejected) rejected [\(codes)], head \(serverHead), faults [\(faultList)], "
-            + "\(compactions) compactions, \(segmentsSealedOnArrival) segments sealed on arrival, \(snapshotsFetched) snapshot starts, \(syncRounds) rounds, converged in \(passesToConverge) passes (\(roundsToConverge) rounds), "
+            + "\(compactions) compactions, \(segmentsSealedOnArrival) segments sealed on arrival, \(snapshotsFetched) snapshot starts, \(syncRounds) rounds, \(opsRenumbered) renumbered, converged in \(passesToConverge) passes (\(roundsToConverge) rounds), "
             + "digest \(finalDigest.prefix(12)), trace \(traceHash.prefix(12))"
             + (knownBugsMet.isEmpty ? "" : ", known bugs met [" + knownBugsMet.keys.sorted().map { "\($0)×\(knownBugsMet[$0]!)" }.joined(separator: " ") + "]")
     }

@@ -8,7 +8,7 @@ extension Simulator {
     /// What one safety-phase step does.
     enum Action {
         case write, sync, search, serverOp, resolveConflict, compactServer, compactDevice
-        case restartServer, crash, goOffline, comeOnline, toggleDiskFull, jumpClock, clashEntityID, clashOpID
+        case restartServer, crash, goOffline, comeOnline, toggleDiskFull, jumpClock, clashEntityID, clashOpID, backupOrRestore
     }
 
     /// One safety-phase step: time passes, a device acts (or a fault strikes), invariants are checked.
@@ -53,6 +53,7 @@ extension Simulator {
         case .jumpClock: jumpClock(device)
         case .clashEntityID: try clashEntityID(device)
         case .clashOpID: try clashOpID(device)
+        case .backupOrRestore: try backupOrRestore(device)
         }
         try checkServer(recheckWholeLog: step % 25 == 0)
         if let acting { try checkDevice(acting) }
@@ -67,6 +68,8 @@ extension Simulator {
         if random.chance(plan.clockJumpRate) { return .jumpClock }
         if random.chance(plan.entityIDClashRate) { return .clashEntityID }
         if random.chance(plan.opIDClashRate) { return .clashOpID }
+        // Only where the plan has it, so that the seeds without it draw as they always did.
+        if plan.restoreRate > 0, random.chance(plan.restoreRate) { return .backupOrRestore }
         let weights: [(Action, Double)] = [(.write, 45), (.sync, 40), (.search, 4), (.serverOp, 3), (.compactServer, 1.5), (.compactDevice, 1.5),
                                            (.resolveConflict, schema.entities.contains { $0.fields.contains { $0.rule == .mergeOrAsk } } ? 3 : 0)]
         return weights[random.weighted(weights.map(\.1))].0
@@ -118,6 +121,7 @@ extension Simulator {
         let segmentsBefore = (try? device.store.segments().count) ?? 0
         let report = await device.sync()
         syncRounds += 1
+        opsRenumbered += report.renumbered
         // A sync adds segments only by keeping bulk catch-up pages sealed (a snapshot start drops some).
         segmentsSealedOnArrival += max(0, ((try? device.store.segments().count) ?? 0) - segmentsBefore)
         guard await device.transport.settle() else {
@@ -158,6 +162,7 @@ extension Simulator {
         case .blocked(let reason): "BLOCKED (\(sanitize(reason)))"
         }
         return "\(outcome), pushed \(report.pushed), rejected \(report.rejected), pulled \(report.pulled)"
+            + (report.renumbered > 0 ? ", renumbered \(report.renumbered)" : "")
     }
 
     /// Any query is a valid search (the query language never throws at a person).

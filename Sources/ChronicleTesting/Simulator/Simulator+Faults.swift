@@ -19,6 +19,18 @@ extension Simulator {
         }
     }
 
+    /// Backs the device's store up, or, when it has a backup, puts the backup in the store's place
+    /// (`SimulatedDevice.restoreBackup`): its next pushes reuse deviceSeqs the server holds.
+    func backupOrRestore(_ device: SimulatedDevice) throws {
+        if device.backup == nil {
+            try device.takeBackup()
+            log.record("\(device.name)'s store is backed up (\(device.writtenOrder.count) ops written so far)")
+            return
+        }
+        let lost = try device.restoreBackup { self.invariants.logged($0)?.device == device.deviceID }
+        log.fault(.restoredFromBackup, "\(device.name)'s store is restored from its backup; \(lost) ops written since and never pushed are gone with the file")
+    }
+
     /// Moves the device's clock (or, one time in ten, the server's) by seconds to years, either way.
     func jumpClock(_ device: SimulatedDevice) {
         let magnitude: Int64 = switch random.below(4) {

@@ -67,6 +67,8 @@ public final class Simulator {
     var opsWritten = 0
     var writesRefused = 0
     var syncRounds = 0
+    /// Queued ops numbered again after the server's (a device restored from a backup).
+    var opsRenumbered = 0
     var compactions = 0
     /// Segments devices stored while syncing (bulk catch-up pages kept as they arrived).
     var segmentsSealedOnArrival = 0
@@ -165,7 +167,7 @@ public final class Simulator {
             seed: seed, schema: schema.name, devices: deviceCount, steps: steps, opsWritten: opsWritten,
             writesRefused: writesRefused, opsAccepted: log.acceptedCount, opsRejected: log.rejectedCount,
             rejectedByCode: log.rejectedByCode, faults: log.faults, compactions: compactions, segmentsSealedOnArrival: segmentsSealedOnArrival,
-            snapshotsFetched: log.snapshotsFetched, syncRounds: syncRounds,
+            snapshotsFetched: log.snapshotsFetched, syncRounds: syncRounds, opsRenumbered: opsRenumbered,
             passesToConverge: passes, roundsToConverge: rounds, serverHead: invariants.head, finalDigest: digest,
             traceHash: log.traceHash(), plan: plan, knownBugsMet: knownBugsMet)
     }
