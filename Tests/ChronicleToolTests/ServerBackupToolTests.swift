@@ -45,11 +45,26 @@ import Testing
         if cursor == 300 { #expect(try copy.digest() == digestAtBackup) }
         try other.ok("verify")
 
-        // The first device synced past the backup: against the restored server (same address) it is
-        // told so, and keeps everything it has.
-        let ahead = try t.run(["sync"])
-        #expect(ahead.status == 6 && ahead.stderr.contains("[cursor_ahead]"), "\(ahead.stderr)")
-        #expect(try DeviceStore.open(at: t.store).cursor() == 550)
+        // The first device synced past the backup (550 ops, all its own) and queued five more.
+        // Against the restored server (same address) it goes back to what that server holds and
+        // sends its own ops the server lost again: nothing it wrote is lost.
+        try t.write(5, prefix: "queued")
+        let back = try t.run(["sync"])
+        #expect(back.status == 0, "\(back.stderr)")
+        #expect(back.stdout.contains("The server had lost everything after seq \(cursor)"), "\(back.stdout)")
+        try t.ok("verify")
+        try other.ok("sync")
+        restored.stop()
+        let libraryID = try #require(try t.credentials["library"] as? String)
+        let library = try restored.library(libraryID)
+        let ops = try library.allOps()
+        #expect(ops.count == 555 && Set(ops.map(\.opID)).count == 555, "every op the device wrote, once: \(ops.count)")
+        #expect(ops.map(\.deviceSeq) == Array(1...555), "in the order it wrote them")
+        for store in [t.store, other.store] {
+            let device = try DeviceStore.open(at: store)
+            #expect(try device.pendingOps().isEmpty)
+            #expect(try device.digest() == library.digest())
+        }
     }
 
     @Test func aBackupNeverWritesOverAnythingAndSaysWhy() throws {

@@ -372,6 +372,10 @@ extension Command {
         if output.json {
             var object: [String: Any] = ["pushed": report.pushed, "rejected": report.rejected, "pulled": report.pulled, "retries": report.retries,
                                          "renumbered": report.renumbered]
+            if let rewound = report.rewound {
+                object["rewound"] = ["server_head": rewound.serverHead, "rewound_to": rewound.rewoundTo, "dropped": rewound.dropped,
+                                     "requeued": rewound.requeued]
+            }
             switch report.outcome {
             case .synced: object["outcome"] = "synced"
             case .offline(let reason): object["outcome"] = "offline"; object["reason"] = reason
@@ -426,8 +430,12 @@ extension Command {
     static func describe(_ report: SyncReport) -> String {
         let counts = "pushed \(report.pushed), pulled \(report.pulled)" + (report.rejected > 0 ? ", \(report.rejected) refused (see `chronicle notices`)" : "")
             + (report.renumbered > 0 ? "; \(report.renumbered) unsent \(report.renumbered == 1 ? "change" : "changes") numbered again after the server's, because this store is an older copy of one that went on syncing (restored from a backup, or copied)" : "")
+        let rewound = report.rewound.map { r in
+            " The server had lost everything after seq \(r.serverHead) (its data restored from a backup): this store went back to seq "
+                + "\(r.rewoundTo), let go of \(r.dropped) ops it had from the server, and sent \(r.requeued) of its own again."
+        } ?? ""
         switch report.outcome {
-        case .synced: return "Synced: \(counts)."
+        case .synced: return "Synced: \(counts)." + rewound
         case .offline(let reason): return "Offline: \(reason) Changes stay saved on this device (\(counts))."
         case .blocked(let reason): return "Not synced: \(reason)"
         }

@@ -131,6 +131,8 @@ public struct ProtocolError: Error, Sendable, Equatable, CustomStringConvertible
     /// (`Chronicle-Reused-Device-Seq`, `Chronicle-Last-Device-Seq` over HTTP).
     public var reusedDeviceSeq: Int64?
     public var lastDeviceSeq: Int64?
+    /// For `cursor_ahead`: the library's last seq on the server (`Chronicle-Head` over HTTP).
+    public var serverHead: Int64?
 
     public init(_ status: Int, _ code: String, _ message: String, retryAfterSeconds: Double? = nil) {
         self.status = status
@@ -147,6 +149,11 @@ public struct ProtocolError: Error, Sendable, Equatable, CustomStringConvertible
     /// The HTTP headers that carry `reusedDeviceSeq` and `lastDeviceSeq`.
     public static let reusedDeviceSeqHeader = "Chronicle-Reused-Device-Seq"
     public static let lastDeviceSeqHeader = "Chronicle-Last-Device-Seq"
+    /// The code of a pull whose cursor is past the library's last op: the server lost ops (its
+    /// data restored from a backup). The device goes back to `serverHead`
+    /// (`DeviceStore.rewind(toServerHead:)`), queues its own lost ops again and pulls from there.
+    public static let cursorAheadCode = "cursor_ahead"
+    public static let headHeader = "Chronicle-Head"
 
     public static func deviceSeqReused(device: String, reused: Int64, last: Int64) -> ProtocolError {
         var error = ProtocolError(409, deviceSeqReusedCode, """

@@ -14,7 +14,9 @@ import Foundation
 ///
 /// Files are copied one after another, not at one instant: a library pushed to during the
 /// backup is copied as of when its turn came. A server restored from a backup has lost what
-/// came after it; devices that synced since see `cursor_ahead` (409).
+/// came after it; devices that synced since see `cursor_ahead` (409, with the library's head),
+/// go back to what the server holds and push their own ops it lost again
+/// (`DeviceStore.rewind(toServerHead:)`).
 ///
 /// ```swift
 /// let report = try ServerBackup.run(dataDirectory: "/var/lib/chronicle", to: "/backups/2026-12-02")

@@ -185,6 +185,7 @@ public struct SyncRoutes: HTTPHandler {
         if let retry = error.retryAfterSeconds { response.headers.append(("Retry-After", String(Int(retry.rounded(.up))))) }
         if let reused = error.reusedDeviceSeq { response.headers.append((ProtocolError.reusedDeviceSeqHeader, String(reused))) }
         if let last = error.lastDeviceSeq { response.headers.append((ProtocolError.lastDeviceSeqHeader, String(last))) }
+        if let head = error.serverHead { response.headers.append((ProtocolError.headHeader, String(head))) }
         if error.status == 401 { response.headers.append(("WWW-Authenticate", "Bearer")) }
         return response
     }

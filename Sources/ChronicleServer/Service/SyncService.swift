@@ -188,7 +188,9 @@ public final class SyncService: SyncEndpoint {
             }
             let head = library.head
             guard cursor <= head else {
-                throw ProtocolError(409, "cursor_ahead", "The cursor \(cursor) is past this library's last op \(head): the store was synced with another server or the server lost data.")
+                var ahead = ProtocolError(409, ProtocolError.cursorAheadCode, "The cursor \(cursor) is past this library's last op \(head): the store was synced with another server or the server lost data (restored from a backup).")
+                ahead.serverHead = head
+                throw ahead
             }
         } catch let error as ProtocolError {
             completion(.failure(error))

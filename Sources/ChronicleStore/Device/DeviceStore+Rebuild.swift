@@ -31,12 +31,16 @@ extension DeviceStore {
         try rebuild(fromGenesis: fromGenesis, progress: progress, alsoInTransaction: nil)
     }
 
-    /// `rebuild`, running `alsoInTransaction` inside the same transaction (schema migrations record the new schema there).
+    /// `rebuild`, running `alsoInTransaction` inside the same transaction (schema migrations record
+    /// the new schema there), and `beforeReplay` first (it may change the log and the outbox: the
+    /// replay then reads them on this connection, as this transaction sees them).
     func rebuild(fromGenesis: Bool = false, progress: ProgressHandler? = nil,
+                 beforeReplay: ((Database) throws -> Void)? = nil,
                  alsoInTransaction: ((Database) throws -> Void)?) throws -> RebuildReport {
         let start = DispatchTime.now().uptimeNanoseconds
         var from: Int64?
         let (confirmed, pending, digest) = try writeTransaction(spillToFiles: false, largeCommit: true) { db in
+            try beforeReplay?(db)
             let base: Int64?
             if fromGenesis {
                 let horizon = try Self.historyBase(in: db)
@@ -60,10 +64,10 @@ extension DeviceStore {
             for statement in statements where !statement.hasPrefix("CREATE INDEX") { try db.execute(statement) }
             if let base { try Self.load(storedAt: base, from: db, into: db, projection, libraryID: libraryID) }
             from = base
-            // The log is as last committed (this transaction changes only the projection), so
-            // another connection reads and decodes it while this one writes.
+            // The log is as last committed (this transaction changes only the projection, unless
+            // `beforeReplay` changed it), so another connection reads and decodes it while this one writes.
             let counts = try Self.replay(from: db, into: db, materializer, projection, after: base ?? 0, upTo: nil,
-                                         includePending: true, prefetch: readers, progress: progress)
+                                         includePending: true, prefetch: beforeReplay == nil ? readers : nil, progress: progress)
             // The FTS indexes are built on two cores; meanwhile the writer builds the secondary
             // indexes, one pass each, and takes the digest of the projection, which is now final.
             for statement in projection.searchStatements { try db.execute(statement) }

@@ -29,6 +29,10 @@ public struct SyncReport: Sendable, Equatable {
     /// Queued ops numbered again after the server's deviceSeq for this device, because the
     /// store is an older copy of one that went on syncing (`DeviceStore.renumberOutbox`).
     public var renumbered = 0
+    /// Set when the server's log ended before this store's cursor (it lost ops: its data was
+    /// restored from a backup) and the store went back to what the server holds, queueing its
+    /// own lost ops again (`DeviceStore.rewind(toServerHead:)`).
+    public var rewound: RewindReport?
 }
 
 /// The client sync engine: pushes the outbox strictly in order, pulls the
@@ -110,6 +114,8 @@ public actor SyncEngine {
     /// Ops folded in by pulls in the current round (kept outside `pullAll` so a failure mid-pull still counts them).
     private var pulledInRound = 0
     private var roundBootstrap: Int64?
+    /// Set when this round went back to the server's head (`cursor_ahead`).
+    private var roundRewind: RewindReport?
 
     /// - Parameter random: uniform in [0, 1), for backoff jitter (inject a seeded one in tests).
     public init(store: DeviceStore, transport: any SyncTransport, configuration: Configuration = Configuration(),
@@ -146,14 +152,16 @@ public actor SyncEngine {
         var progress = 0
         pulledInRound = 0
         roundBootstrap = nil
+        roundRewind = nil
+        var probedServer = false
         while true {
             report.pulled = pulledInRound
             do {
                 var head = try await pushAll(&report)
                 var pulled = try await pullAll(waitMilliseconds: 0)
-                if roundBootstrap != nil, try !store.unacknowledgedOps(limit: 1).isEmpty {
-                    // Started over from a snapshot: queued ops are pushed again, and the server's answers
-                    // tell which of them the snapshot already holds.
+                if roundBootstrap != nil || roundRewind != nil, try !store.unacknowledgedOps(limit: 1).isEmpty {
+                    // Started over from a snapshot, or went back to what the server holds: queued ops are
+                    // pushed again, and the server's answers tell which of them it already holds.
                     head = max(head, try await pushAll(&report))
                     pulled = try await pullAll(waitMilliseconds: 0)
                 }
@@ -176,6 +184,17 @@ public actor SyncEngine {
                     report.retries += 1
                     await signal.wait(milliseconds: backoffMilliseconds(attempt: attempt, retryAfterSeconds: retryAfter))
                     continue
+                case .terminal(let refusal) where refusal.code == ServerLibrary.gapCode && !probedServer && roundRewind == nil:
+                    // The server expects an earlier deviceSeq than the queue holds, from the outbox's
+                    // head too: it may have lost ops (restored from a backup). A pull finds out
+                    // (`cursor_ahead`, and the store goes back to what the server holds); then the
+                    // round runs again, once.
+                    probedServer = true
+                    _ = try? await pullAll(waitMilliseconds: 0)
+                    if roundRewind != nil { continue }
+                    let reason = "The server refused the request: \(refusal.message) [\(refusal.code)]"
+                    try? store.recordSyncAttempt(error: reason)
+                    report.outcome = .blocked(reason: reason)
                 case .terminal(let refusal):
                     let reason = "The server refused the request: \(refusal.message) [\(refusal.code)]"
                     try? store.recordSyncAttempt(error: reason)
@@ -191,6 +210,7 @@ public actor SyncEngine {
         }
         report.pulled = pulledInRound
         report.bootstrappedAt = roundBootstrap
+        report.rewound = roundRewind
         if report.outcome == .synced, var policy = configuration.compaction {
             policy.wholeSegmentsOnly = true
             if let plan = try? store.compactionPlan(policy), plan.opsToSeal > 0 || plan.dropThrough != nil {
@@ -412,6 +432,13 @@ public actor SyncEngine {
         } catch SyncError.terminal(let refusal) where refusal.status == 410 {
             // Away longer than the server keeps ops: start over from its snapshot, keeping the outbox.
             try await startFromSnapshot()
+        } catch SyncError.terminal(let refusal) where refusal.code == ProtocolError.cursorAheadCode && roundRewind == nil {
+            // The server's log ends before this store's cursor: it lost ops (its data restored from
+            // a backup). Go back to what it holds, with this device's lost ops queued again, and pull
+            // from there (once a round: a server still behind after that is refused as it answers).
+            guard let head = refusal.serverHead else { throw SyncError.terminal(refusal) }
+            roundRewind = try store.rewind(toServerHead: head)
+            return try await pullAll(waitMilliseconds: 0)
         }
         return try await pullPages(waitMilliseconds: 0, mayStartFromSnapshot: false)
     }

@@ -210,7 +210,7 @@ public final class HTTPTransport: SyncTransport {
     }
 
     /// A 4xx or 5xx answer as the error it carries: its body's code and message, and the
-    /// numbers some refusals send as headers (`Retry-After`, a reused deviceSeq's two).
+    /// numbers some refusals send as headers (`Retry-After`, a reused deviceSeq's two, the head).
     static func refusal(_ http: HTTPURLResponse, body: [UInt8]) -> ProtocolError {
         let detail = ProtocolJSON.decodeError(body)
         var error = ProtocolError(http.statusCode, detail?.code ?? "http_\(http.statusCode)",
@@ -218,6 +218,7 @@ public final class HTTPTransport: SyncTransport {
                                   retryAfterSeconds: http.value(forHTTPHeaderField: "Retry-After").flatMap(Double.init))
         error.reusedDeviceSeq = http.value(forHTTPHeaderField: ProtocolError.reusedDeviceSeqHeader).flatMap(Int64.init)
         error.lastDeviceSeq = http.value(forHTTPHeaderField: ProtocolError.lastDeviceSeqHeader).flatMap(Int64.init)
+        error.serverHead = http.value(forHTTPHeaderField: ProtocolError.headHeader).flatMap(Int64.init)
         return error
     }
 

@@ -1,0 +1,102 @@
+import ChronicleCore
+import Foundation
+
+/// What `DeviceStore.rewind(toServerHead:)` did.
+public struct RewindReport: Sendable, Equatable {
+    /// The last seq the server holds, below this store's cursor.
+    public var serverHead: Int64
+    /// The seq the store went back to: the server's head, or before it where a sealed segment
+    /// spans it (the segment goes whole and its ops are pulled again), or 0 where the store
+    /// started from a snapshot past it.
+    public var rewoundTo: Int64
+    /// Confirmed ops after `rewoundTo` the store let go: the server sends again those it holds.
+    public var dropped: Int64
+    /// This device's own ops among them, queued again with their ids and numbers: the server
+    /// answers those it holds as duplicates and takes the ones it lost.
+    public var requeued: Int
+}
+
+extension DeviceStore {
+    /// Goes back to what the server holds when the server's log ends at `head`, before this
+    /// store's cursor (`cursor_ahead`): the server's data directory was restored from a backup,
+    /// and the ops ordered after it are gone from the server.
+    ///
+    /// One transaction. Confirmed ops after the rewind point leave the log (and sealed segments
+    /// and snapshots past it go); this device's own ops among them go back into the outbox, ahead
+    /// of its queued ops, with their op ids, deviceSeqs and content, so that they are pushed again;
+    /// the projection is rebuilt from what stays, with every queued op on top, and the cursor
+    /// moves back, so the next pull brings the server's ops after it. Ops other devices wrote that
+    /// the server lost come back only if those devices push them again. Own ops folded into a
+    /// snapshot the store started from cannot be taken apart and are not queued again.
+    @discardableResult
+    public func rewind(toServerHead head: Int64) throws -> RewindReport {
+        guard head >= 0 else {
+            throw ChronicleError(.invalidValue, "The server's head must be 0 or more; got \(head).")
+        }
+        var report = RewindReport(serverHead: head, rewoundTo: head, dropped: 0, requeued: 0)
+        guard try cursor() > head else { return report }
+        let (libraryID, deviceID) = (self.libraryID, self.deviceID)
+        _ = try rebuild(beforeReplay: { db in
+            let cursor = try Self.meta("cursor", in: db).integerValue ?? 0
+            guard cursor > head else { return }
+            // Keep whole segments only; before a snapshot the store started from there is no op to keep.
+            var point = head
+            if let spanning = try db.scalarInt("SELECT first_seq FROM chronicle_segments WHERE first_seq <= ?1 AND last_seq > ?1", [.integer(point)]) {
+                point = spanning - 1
+            }
+            let base = try Self.historyBase(in: db)
+            if point < base { point = 0 }
+            report.rewoundTo = point
+
+            // This device's ops after the point, from the segments and the log, in server order.
+            var own: [Op] = []
+            try Self.forEachConfirmedOp(in: db, libraryID: libraryID, after: point) { op in
+                report.dropped += 1
+                if op.deviceID == deviceID { own.append(op) }
+            }
+
+            // The confirmed history after the point goes; the triggers that guard it are set aside
+            // for this one change and put back as they were.
+            try Self.withTriggersAside(["chronicle_log_leaves_only_sealed", "chronicle_segments_dropped_only_behind_a_snapshot",
+                                        "chronicle_outbox_gap_free", "chronicle_outbox_advance"], in: db) {
+                try db.execute("DELETE FROM chronicle_log WHERE server_seq > ?1", [.integer(point)])
+                try db.execute("DELETE FROM chronicle_segments WHERE first_seq > ?1", [.integer(point)])
+                try db.execute("DELETE FROM chronicle_sealed_ids WHERE server_seq > ?1", [.integer(point)])
+                try db.execute("DELETE FROM chronicle_snapshots WHERE seq > ?1", [.integer(point)])
+                if point < base {
+                    try Self.setMeta("history_base_seq", .integer(0), in: db)
+                    try db.execute("DELETE FROM chronicle_meta WHERE key = 'history_dropped_at'")
+                }
+                // Own ops back in the queue, ahead of the ops queued since (their numbers are lower).
+                let queue = try db.statement("""
+                    INSERT INTO chronicle_outbox(device_seq, op_id, type, version, entity_id, payload, device_time, base_seq)
+                    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                    """)
+                for op in own where try db.scalarInt("SELECT 1 FROM chronicle_outbox WHERE op_id = ?1 OR device_seq = ?2",
+                                                     [.text(op.opID.lowercased), .integer(op.deviceSeq)]) == nil {
+                    try queue.execute([.integer(op.deviceSeq), .text(op.opID.lowercased), .text(op.type), .integer(Int64(op.version)),
+                                       .text(op.entityID.lowercased), .text(CanonicalJSON.encode(op.payload)), .integer(op.deviceTime),
+                                       .integer(op.baseSeq)])
+                    report.requeued += 1
+                }
+            }
+            try Self.setMeta("cursor", .integer(point), in: db)
+            // Every queued op is pushed again: the answers say which ones the server holds.
+            try Self.setMeta("acked_device_seq", .integer(0), in: db)
+        }, alsoInTransaction: nil)
+        return report
+    }
+
+    /// Runs `body` with the named triggers dropped, and creates them again, as they were, after it
+    /// (inside the caller's transaction: nothing else sees the store without them).
+    static func withTriggersAside(_ names: [String], in db: Database, _ body: () throws -> Void) throws {
+        var saved: [String] = []
+        for name in names {
+            guard let sql = try db.scalarText("SELECT sql FROM sqlite_schema WHERE type = 'trigger' AND name = ?1", [.text(name)]) else { continue }
+            saved.append(sql)
+            try db.execute("DROP TRIGGER \(name)")
+        }
+        try body()
+        for sql in saved { try db.execute(sql) }
+    }
+}

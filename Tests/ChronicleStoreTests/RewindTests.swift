@@ -1,0 +1,116 @@
+import ChronicleCore
+@testable import ChronicleStore
+import Foundation
+import Testing
+
+/// `DeviceStore.rewind(toServerHead:)`: the server's log ends before this store's cursor (its
+/// data directory restored from a backup). The store goes back to what the server holds, queues
+/// its own ops the server lost again, and lets the rest go.
+@Suite struct RewindTests {
+    /// An op of this device, confirmed at the server's next seq.
+    @discardableResult
+    func confirmOwn(_ f: Fixture, _ server: ServerLog) throws -> Op {
+        let op = try #require(try f.store.pendingOps().first)
+        try f.store.applyConfirmed([server.confirm(op)])
+        return op
+    }
+
+    @Test func ownOpsAfterTheHeadAreQueuedAgainAndOthersOpsGo() throws {
+        let f = try Fixture()
+        let server = ServerLog(library: f.store.libraryID)
+        let other = UUID()
+        let a = try f.save("https://e.com/a", title: "A")
+        try confirmOwn(f, server)                                                                  // seq 1, own #1
+        let b = UUID()
+        try f.store.applyConfirmed([server.op("article.save", entity: b, from: other,
+                                              payload: ["url": .text("https://e.com/b"), "title": .text("B")])])  // seq 2
+        // The server's backup holds everything up to here.
+        try f.store.write("article.tag", entity: a, payload: ["tag": .text("after-the-backup")])
+        try confirmOwn(f, server)                                                                  // seq 3, own #2
+        try f.store.applyConfirmed([server.op("article.update", entity: b, from: other, payload: ["title": .text("B renamed")])])  // seq 4
+        try f.store.write("article.progress", entity: a, payload: ["progress": .real(0.5)])        // own #3, queued
+        let digestBefore = try f.store.digest()
+
+        let report = try f.store.rewind(toServerHead: 2)
+        #expect(report == RewindReport(serverHead: 2, rewoundTo: 2, dropped: 2, requeued: 1))
+        #expect(try f.store.cursor() == 2)
+        #expect(try f.store.confirmedOps().map(\.serverSeq) == [1, 2])
+        #expect(try f.store.pendingOps().map(\.deviceSeq) == [2, 3], "own #2 is queued again, ahead of #3")
+        #expect(try f.tags(a) == ["after-the-backup"], "a queued op shows, as ever")
+        #expect(try f.field(b, "title")?.textValue == "B", "another device's op the server lost is gone")
+        #expect(try f.store.digest() != digestBefore)
+        #expect(try f.store.verify().passed)
+        #expect(try f.store.unacknowledgedOps(limit: 10).map(\.deviceSeq) == [2, 3], "everything queued is pushed again")
+
+        // The restored server takes #2 anew (at seq 3) and #3 after it.
+        server.seq = 2
+        try confirmOwn(f, server)
+        try confirmOwn(f, server)
+        #expect(try f.store.pendingOps().isEmpty)
+        #expect(try f.store.confirmedOps().map(\.deviceSeq) == [1, 1, 2, 3])
+        #expect(try f.store.verify().passed)
+
+        // Nothing to go back to: a head at or past the cursor changes nothing.
+        let digest = try f.store.digest()
+        #expect(try f.store.rewind(toServerHead: 9) == RewindReport(serverHead: 9, rewoundTo: 9, dropped: 0, requeued: 0))
+        #expect(try f.store.digest() == digest && f.store.cursor() == 4)
+        #expect((#expect(throws: ChronicleError.self) { try f.store.rewind(toServerHead: -1) })?.code == .invalidValue)
+    }
+
+    @Test func aSealedSegmentSpanningTheHeadGoesWholeAndTheStateIsAReplayOfWhatStays() throws {
+        let f = try Fixture(seed: 5)
+        let server = ServerLog(library: f.store.libraryID)
+        let other = UUID()
+        var own: [Int64] = []
+        for i in 0..<10 {
+            if i % 2 == 0 {
+                try f.save("https://e.com/\(i)", title: "Own \(i)")
+                own.append(try confirmOwn(f, server).deviceSeq)                     // seqs 1, 3, 5, 7, 9
+            } else {
+                try f.store.applyConfirmed([server.op("article.save", entity: UUID(), from: other,
+                                                      payload: ["url": .text("https://e.com/o\(i)"), "title": .text("Other \(i)")])])
+            }
+        }
+        var policy = CompactionPolicy()
+        policy.keepOps = 2
+        policy.segmentOpsMax = 4
+        try f.store.compact(policy)
+        #expect(try f.store.segments().map(\.firstSeq) == [1, 5])
+        try f.save("https://e.com/queued", title: "Queued")
+
+        // The server holds up to 6: the segment 5…8 spans it, so the store goes back to 4.
+        let report = try f.store.rewind(toServerHead: 6)
+        #expect(report == RewindReport(serverHead: 6, rewoundTo: 4, dropped: 6, requeued: 3))
+        #expect(try f.store.segments().map(\.firstSeq) == [1])
+        #expect(try f.store.snapshotSeqs().allSatisfy { $0 <= 4 })
+        #expect(try f.store.pendingOps().map(\.deviceSeq) == [3, 4, 5, 6], "own ops at seqs 5, 7 and 9, then the queued one")
+        #expect(try f.store.verify().passed)
+        #expect(try f.store.rebuild(fromGenesis: true).digest == (try f.store.digest()))
+    }
+
+    @Test func aStoreThatStartedFromASnapshotPastTheHeadStartsOverFromNothing() throws {
+        let source = try Fixture(seed: 7)
+        let server = ServerLog(library: source.store.libraryID)
+        for i in 0..<6 {
+            try source.store.applyConfirmed([server.op("article.save", entity: UUID(), from: UUID(),
+                                                       payload: ["url": .text("https://e.com/\(i)"), "title": .text("T\(i)")])])
+        }
+        let (snapshot, _) = try source.store.read { db in
+            try DeviceStore.stateSnapshot(at: 6, source: db, source.store.materializer, source.store.projection,
+                                          libraryID: source.store.libraryID, progress: nil)
+        }
+        let device = try Fixture(seed: 8, library: source.store.libraryID)
+        try device.store.bootstrap(from: snapshot)
+        try device.save("https://e.com/mine", title: "Mine")
+        try device.store.applyConfirmed([server.confirm(try #require(try device.store.pendingOps().first))])   // seq 7
+        try device.save("https://e.com/queued", title: "Queued")
+
+        let report = try device.store.rewind(toServerHead: 3)
+        #expect(report == RewindReport(serverHead: 3, rewoundTo: 0, dropped: 1, requeued: 1))
+        #expect(try device.store.cursor() == 0 && device.store.historyBaseSeq() == 0)
+        #expect(try device.store.snapshotSeqs().isEmpty)
+        #expect(try device.store.pendingOps().map(\.deviceSeq) == [1, 2])
+        #expect(try device.store.rows("article").count == 2, "only the queued ops show until the pull")
+        #expect(try device.store.verify().passed)
+    }
+}
