@@ -57,6 +57,35 @@ import Testing
         #expect((#expect(throws: ChronicleError.self) { try f.store.rewind(toServerHead: -1) })?.code == .invalidValue)
     }
 
+    /// An op the server refused after its backup: the restored server does not know its number
+    /// and would wait for it before the ops after it. It is queued again with them; answered
+    /// again, it keeps its first record and leaves one notice.
+    @Test func opsRefusedAfterTheHeadAreQueuedAgainAndKeepTheirFirstRecord() throws {
+        let f = try Fixture(seed: 3)
+        let server = ServerLog(library: f.store.libraryID)
+        let a = try f.save("https://e.com/a", title: "A")
+        try confirmOwn(f, server)                                                                  // seq 1, own #1
+        try f.store.write("article.tag", entity: a, payload: ["tag": .text("refused")])             // own #2
+        #expect(try f.store.reject(try #require(try f.store.pendingOps().first).opID, code: "free_tier_cap", message: "Over the cap.", verdict: nil))
+        try f.store.write("article.tag", entity: a, payload: ["tag": .text("kept")])                // own #3
+        try confirmOwn(f, server)                                                                  // seq 2
+        try f.store.write("article.progress", entity: a, payload: ["progress": .real(0.25)])       // own #4, queued
+
+        let report = try f.store.rewind(toServerHead: 1)
+        #expect(report == RewindReport(serverHead: 1, rewoundTo: 1, dropped: 1, requeued: 1, refusedRequeued: 1))
+        #expect(try f.store.pendingOps().map(\.deviceSeq) == [2, 3, 4])
+        #expect(try f.store.verify().passed, "the refused op queued again is counted once")
+        #expect(try f.store.notices().count == 1)
+
+        // The restored server refuses #2 again: its first record stays, one notice.
+        let refused = try #require(try f.store.pendingOps().first)
+        #expect(try f.store.reject(refused.opID, code: "free_tier_cap", message: "Over the cap, again.", verdict: nil))
+        #expect(try f.store.notices().map(\.message) == ["Over the cap."])
+        #expect(try f.store.pendingOps().map(\.deviceSeq) == [3, 4])
+        #expect(try f.tags(a) == ["kept"])
+        #expect(try f.store.verify().passed)
+    }
+
     @Test func aSealedSegmentSpanningTheHeadGoesWholeAndTheStateIsAReplayOfWhatStays() throws {
         let f = try Fixture(seed: 5)
         let server = ServerLog(library: f.store.libraryID)

@@ -14,6 +14,10 @@ public struct RewindReport: Sendable, Equatable {
     /// This device's own ops among them, queued again with their ids and numbers: the server
     /// answers those it holds as duplicates and takes the ones it lost.
     public var requeued: Int
+    /// This device's ops the server had refused that may have been refused after its backup,
+    /// queued again too: the restored server may not know their numbers. It answers them again
+    /// (the same refusal where it kept it, which changes nothing here).
+    public var refusedRequeued = 0
 }
 
 extension DeviceStore {
@@ -79,6 +83,15 @@ extension DeviceStore {
                                        .integer(op.baseSeq)])
                     report.requeued += 1
                 }
+                // Refused ops after this device's last op the log still holds: the restored server may
+                // have lost those refusals, and would wait for their numbers before any op after them.
+                let keptOwn = try db.scalarInt("SELECT max(device_seq) FROM chronicle_log WHERE device_id = ?1", [.text(deviceID.lowercased)]) ?? 0
+                try db.execute("""
+                    INSERT INTO chronicle_outbox(device_seq, op_id, type, version, entity_id, payload, device_time, base_seq)
+                    SELECT device_seq, op_id, type, version, entity_id, payload, device_time, base_seq FROM chronicle_rejected r
+                    WHERE device_seq > ?1 AND NOT EXISTS (SELECT 1 FROM chronicle_outbox o WHERE o.device_seq = r.device_seq OR o.op_id = r.op_id)
+                    """, [.integer(keptOwn)])
+                report.refusedRequeued = db.changes
             }
             try Self.setMeta("cursor", .integer(point), in: db)
             // Every queued op is pushed again: the answers say which ones the server holds.

@@ -130,7 +130,11 @@ extension DeviceStore {
             let skippedInRun = skips.reduce(Int64(0)) { sum, range in
                 sum + max(0, min(range[1], lastDeviceSeq) - max(range[0], outbox.1 + 1) + 1)
             }
-            let rejectedInRun = try db.query("SELECT device_seq FROM chronicle_rejected WHERE device_seq > ?1", [.integer(outbox.1)]) { $0.int(0) }
+            // (A refused op queued again after the server lost data is counted once, as queued.)
+            let rejectedInRun = try db.query("""
+                SELECT device_seq FROM chronicle_rejected r WHERE device_seq > ?1
+                AND NOT EXISTS (SELECT 1 FROM chronicle_outbox o WHERE o.op_id = r.op_id)
+                """, [.integer(outbox.1)]) { $0.int(0) }
                 .filter { seq in !skips.contains { $0[0] <= seq && seq <= $0[1] } }.count
             // After starting from a snapshot, queued ops the snapshot already held leave the outbox from
             // anywhere in the run too (recorded as sealed, without their device seq): then only order is checked.
