@@ -3,7 +3,7 @@ import ChronicleCore
 import Foundation
 import Testing
 
-/// `DeviceStore.rewind(toServerHead:)`: the server's log ends before this store's cursor (its
+/// `DeviceStore.rewind(toAgreedSeq:)`: the server's log ends before this store's cursor (its
 /// data directory restored from a backup). The store goes back to what the server holds, queues
 /// its own ops the server lost again, and lets the rest go.
 @Suite struct RewindTests {
@@ -31,8 +31,8 @@ import Testing
         try f.store.write("article.progress", entity: a, payload: ["progress": .real(0.5)])        // own #3, queued
         let digestBefore = try f.store.digest()
 
-        let report = try f.store.rewind(toServerHead: 2)
-        #expect(report == RewindReport(serverHead: 2, rewoundTo: 2, dropped: 2, requeued: 1))
+        let report = try f.store.rewind(toAgreedSeq: 2)
+        #expect(report == RewindReport(agreedSeq: 2, rewoundTo: 2, dropped: 2, requeued: 1))
         #expect(try f.store.cursor() == 2)
         #expect(try f.store.confirmedOps().map(\.serverSeq) == [1, 2])
         #expect(try f.store.pendingOps().map(\.deviceSeq) == [2, 3], "own #2 is queued again, ahead of #3")
@@ -52,9 +52,9 @@ import Testing
 
         // Nothing to go back to: a head at or past the cursor changes nothing.
         let digest = try f.store.digest()
-        #expect(try f.store.rewind(toServerHead: 9) == RewindReport(serverHead: 9, rewoundTo: 9, dropped: 0, requeued: 0))
+        #expect(try f.store.rewind(toAgreedSeq: 9) == RewindReport(agreedSeq: 9, rewoundTo: 9, dropped: 0, requeued: 0))
         #expect(try f.store.digest() == digest && f.store.cursor() == 4)
-        #expect((#expect(throws: ChronicleError.self) { try f.store.rewind(toServerHead: -1) })?.code == .invalidValue)
+        #expect((#expect(throws: ChronicleError.self) { try f.store.rewind(toAgreedSeq: -1) })?.code == .invalidValue)
     }
 
     /// An op the server refused after its backup: the restored server does not know its number
@@ -71,8 +71,8 @@ import Testing
         try confirmOwn(f, server)                                                                  // seq 2
         try f.store.write("article.progress", entity: a, payload: ["progress": .real(0.25)])       // own #4, queued
 
-        let report = try f.store.rewind(toServerHead: 1)
-        #expect(report == RewindReport(serverHead: 1, rewoundTo: 1, dropped: 1, requeued: 1, refusedRequeued: 1))
+        let report = try f.store.rewind(toAgreedSeq: 1)
+        #expect(report == RewindReport(agreedSeq: 1, rewoundTo: 1, dropped: 1, requeued: 1, refusedRequeued: 1))
         #expect(try f.store.pendingOps().map(\.deviceSeq) == [2, 3, 4])
         #expect(try f.store.verify().passed, "the refused op queued again is counted once")
         #expect(try f.store.notices().count == 1)
@@ -108,8 +108,8 @@ import Testing
         try f.save("https://e.com/queued", title: "Queued")
 
         // The server holds up to 6: the segment 5…8 spans it, so the store goes back to 4.
-        let report = try f.store.rewind(toServerHead: 6)
-        #expect(report == RewindReport(serverHead: 6, rewoundTo: 4, dropped: 6, requeued: 3))
+        let report = try f.store.rewind(toAgreedSeq: 6)
+        #expect(report == RewindReport(agreedSeq: 6, rewoundTo: 4, dropped: 6, requeued: 3))
         #expect(try f.store.segments().map(\.firstSeq) == [1])
         #expect(try f.store.snapshotSeqs().allSatisfy { $0 <= 4 })
         #expect(try f.store.pendingOps().map(\.deviceSeq) == [3, 4, 5, 6], "own ops at seqs 5, 7 and 9, then the queued one")
@@ -134,8 +134,8 @@ import Testing
         try device.store.applyConfirmed([server.confirm(try #require(try device.store.pendingOps().first))])   // seq 7
         try device.save("https://e.com/queued", title: "Queued")
 
-        let report = try device.store.rewind(toServerHead: 3)
-        #expect(report == RewindReport(serverHead: 3, rewoundTo: 0, dropped: 1, requeued: 1))
+        let report = try device.store.rewind(toAgreedSeq: 3)
+        #expect(report == RewindReport(agreedSeq: 3, rewoundTo: 0, dropped: 1, requeued: 1))
         #expect(try device.store.cursor() == 0 && device.store.historyBaseSeq() == 0)
         #expect(try device.store.snapshotSeqs().isEmpty)
         #expect(try device.store.pendingOps().map(\.deviceSeq) == [1, 2])

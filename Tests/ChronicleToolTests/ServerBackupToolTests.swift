@@ -51,7 +51,7 @@ import Testing
         try t.write(5, prefix: "queued")
         let back = try t.run(["sync"])
         #expect(back.status == 0, "\(back.stderr)")
-        #expect(back.stdout.contains("The server had lost everything after seq \(cursor)"), "\(back.stdout)")
+        #expect(back.stdout.contains("The server no longer holds what this store had from it after seq \(cursor)"), "\(back.stdout)")
         try t.ok("verify")
         try other.ok("sync")
         restored.stop()
@@ -60,6 +60,48 @@ import Testing
         let ops = try library.allOps()
         #expect(ops.count == 555 && Set(ops.map(\.opID)).count == 555, "every op the device wrote, once: \(ops.count)")
         #expect(ops.map(\.deviceSeq) == Array(1...555), "in the order it wrote them")
+        for store in [t.store, other.store] {
+            let device = try DeviceStore.open(at: store)
+            #expect(try device.pendingOps().isEmpty)
+            #expect(try device.digest() == library.digest())
+        }
+    }
+
+    /// The restored server took other ops past the first device's cursor before it came back:
+    /// its cursor is no longer ahead, but the op the server holds there is another one. The device
+    /// finds where the two agree, goes back there and sends its own ops again.
+    @Test func aDeviceBehindARestoredServerThatMovedOnFindsWhereTheyAgree() throws {
+        let t = try Tool()
+        let data = t.directory.appendingPathComponent("server").path
+        let server = try ServerProcess(data: data)
+        _ = try Tool.exec(Tool.binary, ["server", "add-user", "--data", data, "ada"], stdin: "password123\n")
+        try t.signIn(server)
+        try t.write(20, prefix: "before")
+        try t.ok("sync")
+        let backupDirectory = t.directory.appendingPathComponent("backup").path
+        #expect(try Tool.exec(Tool.binary, ["server", "backup", "--data", data, "--to", backupDirectory]).status == 0)
+        try t.write(10, prefix: "after")
+        try t.ok("sync")
+        server.stop()
+
+        let restored = try ServerProcess(data: backupDirectory, port: server.port)
+        defer { restored.stop() }
+        let other = try Tool()
+        try other.signIn(restored)
+        try other.write(15, prefix: "other")
+        try other.ok("sync")                        // the restored server's head: 35, past t's cursor 30
+        try t.write(2, prefix: "queued")
+        let back = try t.run(["sync"])
+        #expect(back.status == 0, "\(back.stderr)")
+        #expect(back.stdout.contains("after seq 20 (its data restored from a backup): this store went back to seq 20"), "\(back.stdout)")
+        try t.ok("verify")
+        try other.ok("sync")
+        restored.stop()
+        let library = try restored.library(try #require(try t.credentials["library"] as? String))
+        let ops = try library.allOps()
+        let mine = try DeviceStore.open(at: t.store).deviceID
+        #expect(ops.count == 47 && Set(ops.map(\.opID)).count == 47, "\(ops.count) ops")
+        #expect(ops.filter { $0.deviceID == mine }.map(\.deviceSeq) == Array(1...32), "every op t wrote, once, in its order")
         for store in [t.store, other.store] {
             let device = try DeviceStore.open(at: store)
             #expect(try device.pendingOps().isEmpty)

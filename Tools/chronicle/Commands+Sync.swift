@@ -373,7 +373,7 @@ extension Command {
             var object: [String: Any] = ["pushed": report.pushed, "rejected": report.rejected, "pulled": report.pulled, "retries": report.retries,
                                          "renumbered": report.renumbered]
             if let rewound = report.rewound {
-                object["rewound"] = ["server_head": rewound.serverHead, "rewound_to": rewound.rewoundTo, "dropped": rewound.dropped,
+                object["rewound"] = ["agreed_seq": rewound.agreedSeq, "rewound_to": rewound.rewoundTo, "dropped": rewound.dropped,
                                      "requeued": rewound.requeued]
             }
             switch report.outcome {
@@ -431,7 +431,7 @@ extension Command {
         let counts = "pushed \(report.pushed), pulled \(report.pulled)" + (report.rejected > 0 ? ", \(report.rejected) refused (see `chronicle notices`)" : "")
             + (report.renumbered > 0 ? "; \(report.renumbered) unsent \(report.renumbered == 1 ? "change" : "changes") numbered again after the server's, because this store is an older copy of one that went on syncing (restored from a backup, or copied)" : "")
         let rewound = report.rewound.map { r in
-            " The server had lost everything after seq \(r.serverHead) (its data restored from a backup): this store went back to seq "
+            " The server no longer holds what this store had from it after seq \(r.agreedSeq) (its data restored from a backup): this store went back to seq "
                 + "\(r.rewoundTo), let go of \(r.dropped) ops it had from the server, and sent \(r.requeued) of its own again."
         } ?? ""
         switch report.outcome {

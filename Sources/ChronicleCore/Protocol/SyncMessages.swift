@@ -74,6 +74,12 @@ public struct PullPage: Sendable, Equatable {
     /// from a server, as it stores them). A device keeps them as a sealed segment without
     /// encoding the ops again. Not part of a page's equality.
     public var encoded: SegmentBytes?
+    /// The op the server holds at the requested cursor, where it holds it op by op (not sealed):
+    /// a device holding another op there went on from a history the server no longer has (its
+    /// data restored from a backup), and goes back to where the two agree
+    /// (`Chronicle-After-Op` over HTTP).
+    public var afterOpID: UUID?
+    public static let afterOpHeader = "Chronicle-After-Op"
 
     public init(segment: Segment, nextCursor: Int64, more: Bool, head: Int64, snapshotSeq: Int64? = nil,
                 encoded: SegmentBytes? = nil) {
@@ -87,6 +93,7 @@ public struct PullPage: Sendable, Equatable {
 
     public static func == (a: PullPage, b: PullPage) -> Bool {
         a.segment == b.segment && a.nextCursor == b.nextCursor && a.more == b.more && a.head == b.head && a.snapshotSeq == b.snapshotSeq
+            && a.afterOpID == b.afterOpID
     }
 }
 
@@ -151,7 +158,7 @@ public struct ProtocolError: Error, Sendable, Equatable, CustomStringConvertible
     public static let lastDeviceSeqHeader = "Chronicle-Last-Device-Seq"
     /// The code of a pull whose cursor is past the library's last op: the server lost ops (its
     /// data restored from a backup). The device goes back to `serverHead`
-    /// (`DeviceStore.rewind(toServerHead:)`), queues its own lost ops again and pulls from there.
+    /// (`DeviceStore.rewind(toAgreedSeq:)`), queues its own lost ops again and pulls from there.
     public static let cursorAheadCode = "cursor_ahead"
     public static let headHeader = "Chronicle-Head"
 

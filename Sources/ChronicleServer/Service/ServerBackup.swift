@@ -16,7 +16,7 @@ import Foundation
 /// backup is copied as of when its turn came. A server restored from a backup has lost what
 /// came after it; devices that synced since see `cursor_ahead` (409, with the library's head),
 /// go back to what the server holds and push their own ops it lost again
-/// (`DeviceStore.rewind(toServerHead:)`).
+/// (`DeviceStore.rewind(toAgreedSeq:)`).
 ///
 /// ```swift
 /// let report = try ServerBackup.run(dataDirectory: "/var/lib/chronicle", to: "/backups/2026-12-02")

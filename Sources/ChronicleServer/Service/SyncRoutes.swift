@@ -145,7 +145,8 @@ public struct SyncRoutes: HTTPHandler {
                         ("Chronicle-Next-Cursor", String(page.nextCursor)),
                         ("Chronicle-More", page.more ? "true" : "false"),
                         ("Chronicle-Head", String(page.head)),
-                    ] + (page.snapshotSeq.map { [("Chronicle-Snapshot-Seq", String($0))] } ?? []), body: body))
+                    ] + (page.snapshotSeq.map { [("Chronicle-Snapshot-Seq", String($0))] } ?? [])
+                      + (page.afterOpID.map { [(PullPage.afterOpHeader, $0.lowercased)] } ?? []), body: body))
                 }
             }
         } catch {

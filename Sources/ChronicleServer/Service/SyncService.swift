@@ -242,11 +242,13 @@ public final class SyncService: SyncEndpoint {
 
     private func page(_ library: ServerLibrary, after cursor: Int64, limit: Int) throws(ProtocolError) -> PullPage {
         do {
-            let (ops, head, encoded) = try library.pull(after: cursor, limit: limit, alignToSegments: true)
+            let (ops, head, encoded, afterOpID) = try library.pull(after: cursor, limit: limit, alignToSegments: true)
             let segment = try Segment(libraryID: library.libraryID, ops: ops)
             let next = ops.last?.serverSeq ?? cursor
-            return PullPage(segment: segment, nextCursor: next, more: next < head, head: head, snapshotSeq: try library.latestSnapshotSeq(),
-                            encoded: encoded)
+            var page = PullPage(segment: segment, nextCursor: next, more: next < head, head: head, snapshotSeq: try library.latestSnapshotSeq(),
+                                encoded: encoded)
+            page.afterOpID = afterOpID
+            return page
         } catch let error as ProtocolError {
             throw error
         } catch {

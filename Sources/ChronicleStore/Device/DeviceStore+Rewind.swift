@@ -1,13 +1,13 @@
 import ChronicleCore
 import Foundation
 
-/// What `DeviceStore.rewind(toServerHead:)` did.
+/// What `DeviceStore.rewind(toAgreedSeq:)` did.
 public struct RewindReport: Sendable, Equatable {
-    /// The last seq the server holds, below this store's cursor.
-    public var serverHead: Int64
-    /// The seq the store went back to: the server's head, or before it where a sealed segment
-    /// spans it (the segment goes whole and its ops are pulled again), or 0 where the store
-    /// started from a snapshot past it.
+    /// The last seq at which the server holds the same op as this store (below its cursor).
+    public var agreedSeq: Int64
+    /// The seq the store went back to: `agreedSeq`, or before it where a sealed segment spans
+    /// it (the segment goes whole and its ops are pulled again), or 0 where the store started
+    /// from a snapshot past it.
     public var rewoundTo: Int64
     /// Confirmed ops after `rewoundTo` the store let go: the server sends again those it holds.
     public var dropped: Int64
@@ -21,9 +21,10 @@ public struct RewindReport: Sendable, Equatable {
 }
 
 extension DeviceStore {
-    /// Goes back to what the server holds when the server's log ends at `head`, before this
-    /// store's cursor (`cursor_ahead`): the server's data directory was restored from a backup,
-    /// and the ops ordered after it are gone from the server.
+    /// Goes back to what the server holds when the server's log agrees with this store's only
+    /// up to seq `agreed`, before this store's cursor: the server's data directory was restored
+    /// from a backup, and the ops ordered after it are gone from the server (which may have
+    /// ordered other ops since: `cursor_ahead`, or a pull whose `afterOpID` differs).
     ///
     /// One transaction. Confirmed ops after the rewind point leave the log (and sealed segments
     /// and snapshots past it go); this device's own ops among them go back into the outbox, ahead
@@ -33,11 +34,11 @@ extension DeviceStore {
     /// the server lost come back only if those devices push them again. Own ops folded into a
     /// snapshot the store started from cannot be taken apart and are not queued again.
     @discardableResult
-    public func rewind(toServerHead head: Int64) throws -> RewindReport {
+    public func rewind(toAgreedSeq head: Int64) throws -> RewindReport {
         guard head >= 0 else {
-            throw ChronicleError(.invalidValue, "The server's head must be 0 or more; got \(head).")
+            throw ChronicleError(.invalidValue, "The seq to go back to must be 0 or more; got \(head).")
         }
-        var report = RewindReport(serverHead: head, rewoundTo: head, dropped: 0, requeued: 0)
+        var report = RewindReport(agreedSeq: head, rewoundTo: head, dropped: 0, requeued: 0)
         guard try cursor() > head else { return report }
         let (libraryID, deviceID) = (self.libraryID, self.deviceID)
         _ = try rebuild(beforeReplay: { db in
@@ -98,6 +99,23 @@ extension DeviceStore {
             try Self.setMeta("acked_device_seq", .integer(0), in: db)
         }, alsoInTransaction: nil)
         return report
+    }
+
+    /// The id of the confirmed op at `seq`, from the log or a sealed segment; nil where this
+    /// store holds none (before its history, or past its cursor).
+    public func confirmedOpID(at seq: Int64) throws -> UUID? {
+        guard seq > 0 else { return nil }
+        return try read { db in
+            if let text = try db.scalarText("SELECT op_id FROM chronicle_log WHERE server_seq = ?1", [.integer(seq)]) {
+                return UUID(uuidString: text)
+            }
+            guard seq <= (try Self.sealedUpTo(in: db)) else { return nil }
+            var found: UUID?
+            try Self.forEachConfirmedOp(in: db, libraryID: libraryID, after: seq - 1, upTo: seq) { op in
+                if op.serverSeq == seq { found = op.opID }
+            }
+            return found
+        }
     }
 
     /// Runs `body` with the named triggers dropped, and creates them again, as they were, after it

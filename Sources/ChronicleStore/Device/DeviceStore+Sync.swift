@@ -134,7 +134,7 @@ extension DeviceStore {
             let key = opID.lowercased
             let found = try db.query("SELECT \(Self.outboxColumns) FROM chronicle_outbox WHERE op_id = ?1", [.text(key)]) { try outboxOp($0) }
             guard let op = found.first else { return false }
-            // An op refused before and queued again (`rewind(toServerHead:)`) keeps its first record.
+            // An op refused before and queued again (`rewind(toAgreedSeq:)`) keeps its first record.
             try db.execute("""
                 INSERT OR IGNORE INTO chronicle_rejected(device_seq, op_id, type, version, entity_id, payload, device_time, base_seq,
                                                          code, message, verdict, rejected_at)

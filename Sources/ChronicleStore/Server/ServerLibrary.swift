@@ -176,8 +176,12 @@ public final class ServerLibrary: Sendable {
     /// back `encoded`: the segment's body and its stored LZ4 frame, which the HTTP answer
     /// sends as they are (a device catching up on compacted history costs no encoding).
     public func pull(after cursor: Int64, limit: Int, alignToSegments: Bool = false) throws
-        -> (ops: [Op], head: Int64, encoded: SegmentBytes?) {
+        -> (ops: [Op], head: Int64, encoded: SegmentBytes?, afterOpID: UUID?) {
         return try read { db in
+            // The op at the cursor, where the log holds it op by op: a device that holds another op
+            // there went on from a history this server no longer has (`PullPage.afterOpID`).
+            let afterOpID = cursor > 0 ? try db.scalarText("SELECT op_id FROM chronicle_log WHERE server_seq = ?1", [.integer(cursor)])
+                .flatMap { UUID(uuidString: $0) } : nil
             let base = try DeviceStore.historyBase(in: db)
             if cursor < base {
                 throw ProtocolError(410, "cursor_too_old", "Ops up to seq \(base) were compacted away on the server (retention horizon); this device last synced at seq \(cursor). Start from the snapshot at seq \(base): queued changes are kept and pushed afterwards.")
@@ -188,7 +192,7 @@ public final class ServerLibrary: Sendable {
                 """, [.integer(cursor + 1)], { ($0.int(0), $0.int(1)) }).first, last > cursor {
                 if first == cursor + 1, last - cursor <= Int64(limit) {
                     let whole = try wholeSegment(at: first, in: db)
-                    return (whole.ops, try Self.head(in: db), whole.encoded)
+                    return (whole.ops, try Self.head(in: db), whole.encoded, afterOpID)
                 }
                 limit = Int(min(Int64(limit), last - cursor))
             }
@@ -209,7 +213,7 @@ public final class ServerLibrary: Sendable {
                 let statement = try db.statement("SELECT \(DeviceStore.logColumns) FROM chronicle_log WHERE server_seq > ?1 ORDER BY server_seq LIMIT ?2")
                 ops += try statement.map([.integer(after), .integer(Int64(limit - ops.count))]) { try DeviceStore.logOp($0, libraryID: libraryID) }
             }
-            return (ops, try Self.head(in: db), nil)
+            return (ops, try Self.head(in: db), nil, afterOpID)
         }
     }
 

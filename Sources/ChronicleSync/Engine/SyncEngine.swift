@@ -31,7 +31,7 @@ public struct SyncReport: Sendable, Equatable {
     public var renumbered = 0
     /// Set when the server's log ended before this store's cursor (it lost ops: its data was
     /// restored from a backup) and the store went back to what the server holds, queueing its
-    /// own lost ops again (`DeviceStore.rewind(toServerHead:)`).
+    /// own lost ops again (`DeviceStore.rewind(toAgreedSeq:)`).
     public var rewound: RewindReport?
 }
 
@@ -434,16 +434,40 @@ public actor SyncEngine {
             try await startFromSnapshot()
         } catch SyncError.terminal(let refusal) where refusal.code == ProtocolError.cursorAheadCode && roundRewind == nil {
             // The server's log ends before this store's cursor: it lost ops (its data restored from
-            // a backup). Go back to what it holds, with this device's lost ops queued again, and pull
-            // from there (once a round: a server still behind after that is refused as it answers).
+            // a backup). Go back to where the two agree, with this device's lost ops queued again,
+            // and pull from there (once a round: a server still behind after that is refused as it answers).
             guard let head = refusal.serverHead else { throw SyncError.terminal(refusal) }
-            roundRewind = try store.rewind(toServerHead: head)
+            let agreed = try await lastAgreedSeq(before: min(try store.cursor(), head + 1))
+            roundRewind = try store.rewind(toAgreedSeq: agreed)
+            return try await pullAll(waitMilliseconds: 0)
+        } catch let diverged as Diverged where roundRewind == nil {
+            // The server holds another op at this store's cursor: the same, with the server's head past it.
+            let agreed = try await lastAgreedSeq(before: diverged.cursor)
+            roundRewind = try store.rewind(toAgreedSeq: agreed)
             return try await pullAll(waitMilliseconds: 0)
         }
         return try await pullPages(waitMilliseconds: 0, mayStartFromSnapshot: false)
     }
 
     enum StartFromSnapshot: Error { case requested }
+
+    /// The first page's `afterOpID` is not the op this store holds at its cursor.
+    struct Diverged: Error { var cursor: Int64 }
+
+    /// The last seq below `disagreed` (where the server and this store hold different ops, or the
+    /// server none) at which both hold the same op: a binary search over single-op pulls, as a
+    /// server restored from a backup agrees with the store up to the backup and no further.
+    private func lastAgreedSeq(before disagreed: Int64) async throws -> Int64 {
+        var low = try store.historyBaseSeq()   // nothing below it to compare: taken as agreed
+        var high = disagreed
+        while high - low > 1 {
+            let middle = low + (high - low) / 2
+            let page = try await transport.pull(after: middle - 1, limit: 1, waitMilliseconds: 0)
+            let theirs = page.segment.ops.first.flatMap { $0.serverSeq == middle ? $0.opID : nil }
+            if let theirs, theirs == (try store.confirmedOpID(at: middle)) { low = middle } else { high = middle }
+        }
+        return low
+    }
 
     /// Downloads the server's newest snapshot and starts the store over from it.
     private func startFromSnapshot() async throws {
@@ -520,6 +544,11 @@ public actor SyncEngine {
                 }
                 next = nil
                 head = max(head, page.head)
+                // The server holds another op where this store's log ends: it lost what this store
+                // had from it (restored from a backup) and has ordered other ops since.
+                if count == 0, let theirs = page.afterOpID, let ours = try store.confirmedOpID(at: cursor), ours != theirs {
+                    throw Diverged(cursor: cursor)
+                }
                 if mayStartFromSnapshot, cursor == 0, count == 0, let snapshotSeq = page.snapshotSeq,
                    snapshotSeq >= configuration.snapshotStartOpsMin {
                     throw StartFromSnapshot.requested   // a new device on a big library: start from the snapshot

@@ -110,8 +110,10 @@ public final class HTTPTransport: SyncTransport {
         guard let next = header("Chronicle-Next-Cursor").flatMap(Int64.init), let head = header("Chronicle-Head").flatMap(Int64.init) else {
             throw .transient(reason: "The server's pull answer lacks its cursor headers.", retryAfterSeconds: nil)
         }
-        return PullPage(segment: segment, nextCursor: next, more: header("Chronicle-More") == "true", head: head,
-                        snapshotSeq: header("Chronicle-Snapshot-Seq").flatMap(Int64.init), encoded: SegmentBytes(body: inflated, frame: [UInt8](body)))
+        var page = PullPage(segment: segment, nextCursor: next, more: header("Chronicle-More") == "true", head: head,
+                            snapshotSeq: header("Chronicle-Snapshot-Seq").flatMap(Int64.init), encoded: SegmentBytes(body: inflated, frame: [UInt8](body)))
+        page.afterOpID = header(PullPage.afterOpHeader).flatMap { UUID(uuidString: $0) }
+        return page
     }
 
     /// Downloads the snapshot into a temporary file (a large library's frame never sits in memory).
