@@ -52,19 +52,25 @@ import Testing
         let back = try t.run(["sync"])
         #expect(back.status == 0, "\(back.stderr)")
         #expect(back.stdout.contains("The server no longer holds what this store had from it after seq \(cursor)"), "\(back.stdout)")
-        try t.ok("verify")
-        try other.ok("sync")
-        restored.stop()
-        let libraryID = try #require(try t.credentials["library"] as? String)
-        let library = try restored.library(libraryID)
-        let ops = try library.allOps()
+        let ops = try expectLevel(t, other, restored)
         #expect(ops.count == 555 && Set(ops.map(\.opID)).count == 555, "every op the device wrote, once: \(ops.count)")
         #expect(ops.map(\.deviceSeq) == Array(1...555), "in the order it wrote them")
-        for store in [t.store, other.store] {
-            let device = try DeviceStore.open(at: store)
-            #expect(try device.pendingOps().isEmpty)
-            #expect(try device.digest() == library.digest())
+    }
+
+    /// After `device` came back to `restored`: it verifies, `other` syncs, and both end on the
+    /// server's digest with nothing queued. Returns the server's log (with the server stopped).
+    func expectLevel(_ device: Tool, _ other: Tool, _ restored: ServerProcess,
+                     sourceLocation: SourceLocation = #_sourceLocation) throws -> [Op] {
+        try device.ok("verify")
+        try other.ok("sync")
+        restored.stop()
+        let library = try restored.library(try #require(try device.credentials["library"] as? String))
+        for store in [device.store, other.store] {
+            let opened = try DeviceStore.open(at: store)
+            #expect(try opened.pendingOps().isEmpty, sourceLocation: sourceLocation)
+            #expect(try opened.digest() == library.digest(), sourceLocation: sourceLocation)
         }
+        return try library.allOps()
     }
 
     /// The restored server took other ops past the first device's cursor before it came back:
@@ -94,19 +100,10 @@ import Testing
         let back = try t.run(["sync"])
         #expect(back.status == 0, "\(back.stderr)")
         #expect(back.stdout.contains("after seq 20 (its data restored from a backup): this store went back to seq 20"), "\(back.stdout)")
-        try t.ok("verify")
-        try other.ok("sync")
-        restored.stop()
-        let library = try restored.library(try #require(try t.credentials["library"] as? String))
-        let ops = try library.allOps()
+        let ops = try expectLevel(t, other, restored)
         let mine = try DeviceStore.open(at: t.store).deviceID
         #expect(ops.count == 47 && Set(ops.map(\.opID)).count == 47, "\(ops.count) ops")
         #expect(ops.filter { $0.deviceID == mine }.map(\.deviceSeq) == Array(1...32), "every op t wrote, once, in its order")
-        for store in [t.store, other.store] {
-            let device = try DeviceStore.open(at: store)
-            #expect(try device.pendingOps().isEmpty)
-            #expect(try device.digest() == library.digest())
-        }
     }
 
     @Test func aBackupNeverWritesOverAnythingAndSaysWhy() throws {
