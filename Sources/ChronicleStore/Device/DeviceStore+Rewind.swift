@@ -101,15 +101,16 @@ extension DeviceStore {
         return report
     }
 
-    /// The id of the confirmed op at `seq`, from the log or a sealed segment; nil where this
-    /// store holds none (before its history, or past its cursor).
-    public func confirmedOpID(at seq: Int64) throws -> UUID? {
+    /// The id of the confirmed op at `seq`, from the log or (with `sealed`) a sealed segment,
+    /// which is decoded for it; nil where this store holds none (before its history, past its
+    /// cursor, or sealed when `sealed` is false).
+    public func confirmedOpID(at seq: Int64, sealed: Bool = true) throws -> UUID? {
         guard seq > 0 else { return nil }
         return try read { db in
             if let text = try db.scalarText("SELECT op_id FROM chronicle_log WHERE server_seq = ?1", [.integer(seq)]) {
                 return UUID(uuidString: text)
             }
-            guard seq <= (try Self.sealedUpTo(in: db)) else { return nil }
+            guard sealed, seq <= (try Self.sealedUpTo(in: db)) else { return nil }
             var found: UUID?
             try Self.forEachConfirmedOp(in: db, libraryID: libraryID, after: seq - 1, upTo: seq) { op in
                 if op.serverSeq == seq { found = op.opID }

@@ -545,8 +545,9 @@ public actor SyncEngine {
                 next = nil
                 head = max(head, page.head)
                 // The server holds another op where this store's log ends: it lost what this store
-                // had from it (restored from a backup) and has ordered other ops since.
-                if count == 0, let theirs = page.afterOpID, let ours = try store.confirmedOpID(at: cursor), ours != theirs {
+                // had from it (restored from a backup) and has ordered other ops since. (Where either
+                // side holds that op sealed, this check is skipped: a round would decode a segment.)
+                if count == 0, let theirs = page.afterOpID, let ours = try store.confirmedOpID(at: cursor, sealed: false), ours != theirs {
                     throw Diverged(cursor: cursor)
                 }
                 if mayStartFromSnapshot, cursor == 0, count == 0, let snapshotSeq = page.snapshotSeq,
