@@ -90,6 +90,9 @@ import Testing
         let f = try Fixture(seed: 5)
         let server = ServerLog(library: f.store.libraryID)
         let other = UUID()
+        // #1, refused long before: the ops kept below the point (sealed) come after it, so it stays refused.
+        try f.save("https://e.com/refused", title: "Refused")
+        #expect(try f.store.reject(try #require(try f.store.pendingOps().first).opID, code: "free_tier_cap", message: "Over.", verdict: nil))
         var own: [Int64] = []
         for i in 0..<10 {
             if i % 2 == 0 {
@@ -109,10 +112,10 @@ import Testing
 
         // The server holds up to 6: the segment 5…8 spans it, so the store goes back to 4.
         let report = try f.store.rewind(toAgreedSeq: 6)
-        #expect(report == RewindReport(agreedSeq: 6, rewoundTo: 4, dropped: 6, requeued: 3))
+        #expect(report == RewindReport(agreedSeq: 6, rewoundTo: 4, dropped: 6, requeued: 3, refusedRequeued: 0))
         #expect(try f.store.segments().map(\.firstSeq) == [1])
         #expect(try f.store.snapshotSeqs().allSatisfy { $0 <= 4 })
-        #expect(try f.store.pendingOps().map(\.deviceSeq) == [3, 4, 5, 6], "own ops at seqs 5, 7 and 9, then the queued one")
+        #expect(try f.store.pendingOps().map(\.deviceSeq) == [4, 5, 6, 7], "own ops at seqs 5, 7 and 9, then the queued one")
         #expect(try f.store.verify().passed)
         #expect(try f.store.rebuild(fromGenesis: true).digest == (try f.store.digest()))
     }

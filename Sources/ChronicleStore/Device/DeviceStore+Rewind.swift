@@ -86,7 +86,7 @@ extension DeviceStore {
                 }
                 // Refused ops after this device's last op the log still holds: the restored server may
                 // have lost those refusals, and would wait for their numbers before any op after them.
-                let keptOwn = try db.scalarInt("SELECT max(device_seq) FROM chronicle_log WHERE device_id = ?1", [.text(deviceID.lowercased)]) ?? 0
+                let keptOwn = try Self.lastOwnDeviceSeq(in: db, deviceID: deviceID, libraryID: libraryID)
                 try db.execute("""
                     INSERT INTO chronicle_outbox(device_seq, op_id, type, version, entity_id, payload, device_time, base_seq)
                     SELECT device_seq, op_id, type, version, entity_id, payload, device_time, base_seq FROM chronicle_rejected r
@@ -99,6 +99,24 @@ extension DeviceStore {
             try Self.setMeta("acked_device_seq", .integer(0), in: db)
         }, alsoInTransaction: nil)
         return report
+    }
+
+    /// This device's last deviceSeq among the confirmed ops the store holds (its log, else the
+    /// newest sealed segment holding one of its ops: a device's ops keep their order in the log).
+    /// Segments are decoded only while there are refused ops past the log's answer to weigh.
+    static func lastOwnDeviceSeq(in db: Database, deviceID: UUID, libraryID: UUID) throws -> Int64 {
+        let fromLog = try db.scalarInt("SELECT max(device_seq) FROM chronicle_log WHERE device_id = ?1", [.text(deviceID.lowercased)])
+        if let fromLog { return fromLog }
+        guard try db.scalarInt("SELECT count(*) FROM chronicle_rejected") ?? 0 > 0 else { return 0 }
+        let segments = try db.query("SELECT first_seq, last_seq FROM chronicle_segments ORDER BY first_seq DESC") { ($0.int(0), $0.int(1)) }
+        for (first, last) in segments {
+            var own: Int64?
+            try forEachConfirmedOp(in: db, libraryID: libraryID, after: first - 1, upTo: last) { op in
+                if op.deviceID == deviceID { own = max(own ?? 0, op.deviceSeq) }
+            }
+            if let own { return own }
+        }
+        return 0
     }
 
     /// The id of the confirmed op at `seq`, from the log or (with `sealed`) a sealed segment,

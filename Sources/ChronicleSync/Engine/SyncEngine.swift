@@ -440,8 +440,14 @@ public actor SyncEngine {
             let agreed = try await lastAgreedSeq(before: min(try store.cursor(), head + 1))
             roundRewind = try store.rewind(toAgreedSeq: agreed)
             return try await pullAll(waitMilliseconds: 0)
-        } catch let diverged as Diverged where roundRewind == nil {
+        } catch let diverged as Diverged {
             // The server holds another op at this store's cursor: the same, with the server's head past it.
+            guard roundRewind == nil else {
+                throw SyncError.terminal(ProtocolError(409, "cursor_diverged", """
+                    The server holds another op at seq \(diverged.cursor) than this store, after it went back once this round; \
+                    the next round looks again.
+                    """))
+            }
             let agreed = try await lastAgreedSeq(before: diverged.cursor)
             roundRewind = try store.rewind(toAgreedSeq: agreed)
             return try await pullAll(waitMilliseconds: 0)
@@ -458,7 +464,11 @@ public actor SyncEngine {
     /// server none) at which both hold the same op: a binary search over single-op pulls, as a
     /// server restored from a backup agrees with the store up to the backup and no further.
     private func lastAgreedSeq(before disagreed: Int64) async throws -> Int64 {
-        var low = try store.historyBaseSeq()   // nothing below it to compare: taken as agreed
+        // Nothing at or below the store's history base to compare (a snapshot it started from): taken
+        // as agreed, unless the disagreement is already there (then the store starts over from nothing).
+        let base = try store.historyBaseSeq()
+        guard disagreed > base else { return max(0, disagreed - 1) }
+        var low = base
         var high = disagreed
         while high - low > 1 {
             let middle = low + (high - low) / 2
