@@ -33,11 +33,8 @@ import Testing
 
         // A second server on the copy: a device signing in there gets the library as of the backup
         // (the 300 ops synced before it, and those of the sync running alongside that it caught).
-        server.stop()
-        let restored = try ServerProcess(data: backupDirectory, port: server.port)
+        let (restored, other) = try restore(server, from: backupDirectory)
         defer { restored.stop() }
-        let other = try Tool()
-        try other.signIn(restored)
         try other.ok("sync")
         let copy = try DeviceStore.open(at: other.store)
         let cursor = try copy.cursor()
@@ -55,6 +52,16 @@ import Testing
         let ops = try expectLevel(t, other, restored)
         #expect(ops.count == 555 && Set(ops.map(\.opID)).count == 555, "every op the device wrote, once: \(ops.count)")
         #expect(ops.map(\.deviceSeq) == Array(1...555), "in the order it wrote them")
+    }
+
+    /// Stops `server` and starts one on the backup at `directory`, at the same address, with a
+    /// new device signed in to it.
+    func restore(_ server: ServerProcess, from directory: String) throws -> (ServerProcess, Tool) {
+        server.stop()
+        let restored = try ServerProcess(data: directory, port: server.port)
+        let other = try Tool()
+        try other.signIn(restored)
+        return (restored, other)
     }
 
     /// After `device` came back to `restored`: it verifies, `other` syncs, and both end on the
@@ -88,12 +95,8 @@ import Testing
         #expect(try Tool.exec(Tool.binary, ["server", "backup", "--data", data, "--to", backupDirectory]).status == 0)
         try t.write(10, prefix: "after")
         try t.ok("sync")
-        server.stop()
-
-        let restored = try ServerProcess(data: backupDirectory, port: server.port)
+        let (restored, other) = try restore(server, from: backupDirectory)
         defer { restored.stop() }
-        let other = try Tool()
-        try other.signIn(restored)
         try other.write(15, prefix: "other")
         try other.ok("sync")                        // the restored server's head: 35, past t's cursor 30
         try t.write(2, prefix: "queued")
