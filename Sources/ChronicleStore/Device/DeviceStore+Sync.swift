@@ -91,15 +91,14 @@ extension DeviceStore {
                 skip = reused...last
                 // Queued ops are immutable (a trigger refuses any change); this is the one change
                 // allowed, so the trigger is set aside inside this transaction and put back as it was.
-                let trigger = try db.scalarText("SELECT sql FROM sqlite_schema WHERE type = 'trigger' AND name = 'chronicle_outbox_fixed'")
-                if trigger != nil { try db.execute("DROP TRIGGER chronicle_outbox_fixed") }
-                // Negative first, so that no new number meets an old one on the way.
-                try db.execute("UPDATE chronicle_outbox SET device_seq = -device_seq WHERE device_seq >= ?1", [.integer(reused)])
-                let move = try db.statement("UPDATE chronicle_outbox SET device_seq = ?1 WHERE device_seq = ?2")
-                for (rank, old) in seqs.enumerated() {
-                    try move.execute([.integer(last + 1 + Int64(rank)), .integer(-old)])
+                try Self.withTriggersAside(["chronicle_outbox_fixed"], in: db) {
+                    // Negative first, so that no new number meets an old one on the way.
+                    try db.execute("UPDATE chronicle_outbox SET device_seq = -device_seq WHERE device_seq >= ?1", [.integer(reused)])
+                    let move = try db.statement("UPDATE chronicle_outbox SET device_seq = ?1 WHERE device_seq = ?2")
+                    for (rank, old) in seqs.enumerated() {
+                        try move.execute([.integer(last + 1 + Int64(rank)), .integer(-old)])
+                    }
                 }
-                if let trigger { try db.execute(trigger) }
             }
             var skips = try Self.deviceSeqSkips(in: db)
             skips.append([skip.lowerBound, skip.upperBound])
