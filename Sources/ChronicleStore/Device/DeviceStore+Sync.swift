@@ -159,13 +159,23 @@ extension DeviceStore {
         }
     }
 
+    /// The refusals that stand: a refused op queued again after the server lost data
+    /// (`rewind(toAgreedSeq:)`) is not one while it waits for its answer, nor once the server took
+    /// it (this device's op, at its number, in the log; another device's op under the same id, an
+    /// `op_id_conflict`, leaves the refusal standing; one taken and already sealed keeps its notice).
+    static let standingRefusals = """
+        chronicle_rejected r WHERE NOT EXISTS (SELECT 1 FROM chronicle_outbox o WHERE o.op_id = r.op_id)
+        AND NOT EXISTS (SELECT 1 FROM chronicle_log l WHERE l.op_id = r.op_id AND l.device_seq = r.device_seq
+                        AND l.device_id = (SELECT value FROM chronicle_meta WHERE key = 'device_id'))
+        """
+
     /// Ops the server rejected, newest first.
     public func notices(unseenOnly: Bool = false, limit: Int = 1000) throws -> [SyncNotice] {
         try read { db in
-            let filter = unseenOnly ? " WHERE seen = 0" : ""
+            let filter = unseenOnly ? " AND seen = 0" : ""
             return try db.query("""
                 SELECT \(Self.outboxColumns), code, message, verdict, rejected_at, seen
-                FROM chronicle_rejected\(filter) ORDER BY device_seq DESC LIMIT ?1
+                FROM \(Self.standingRefusals)\(filter) ORDER BY device_seq DESC LIMIT ?1
                 """, [.integer(Int64(limit))]) { row in
                 SyncNotice(op: try outboxOp(row), code: row.text(8), message: row.text(9), verdict: row.optionalText(10),
                            rejectedAt: row.int(11), seen: row.int(12) != 0)
@@ -204,7 +214,7 @@ extension DeviceStore {
                 lastSyncAt: meta["last_sync_at"]?.integerValue,
                 lastAttemptAt: meta["last_attempt_at"]?.integerValue,
                 lastError: meta["last_sync_error"]?.textValue,
-                unseenNotices: try db.scalarInt("SELECT count(*) FROM chronicle_rejected WHERE seen = 0") ?? 0)
+                unseenNotices: try db.scalarInt("SELECT count(*) FROM \(Self.standingRefusals) AND seen = 0") ?? 0)
         }
     }
 
