@@ -50,6 +50,57 @@ import Testing
         try h.expectConverged()
     }
 
+    /// The server is restored from a backup, takes other ops past a device's cursor and drops that
+    /// history behind its horizon before the device comes back. Pulls from the device's cursor are
+    /// refused (410), so where the two last agreed cannot be looked for; the refusal names the op
+    /// the server holds at that cursor, another one, and the device queues every op of its own
+    /// again before it starts from the snapshot: the ones the server lost reach it, once.
+    @Test func aDeviceAwayPastTheHorizonOfARestoredServerQueuesItsLostOpsAgain() async throws {
+        let h = try SyncHarness(.inMemory)
+        let a = try h.device("A")
+        let b = try h.device("B")
+        for i in 0..<10 { try a.save("Before the backup \(i)") }
+        await a.sync()
+        await b.sync()
+        let backup = h.directory + "/server-backup"
+        _ = try ServerBackup.run(dataDirectory: h.directory + "/server", to: backup)
+        for i in 0..<5 { try a.save("Lost with the server \(i)") }
+        await a.sync()
+        let lost = try a.store.read { db in try db.query("SELECT op_id FROM chronicle_log WHERE server_seq > 10") { UUID(uuidString: $0.text(0))! } }
+        #expect(lost.count == 5)
+
+        // The server runs on the copy: B writes there, and the history past A's cursor is dropped.
+        let restored = try SyncService(dataDirectory: backup)
+        func engine(_ device: TestDevice) -> SyncEngine {
+            SyncEngine(store: device.store, transport: InMemoryTransport(endpoint: restored, library: h.user.libraryID, token: device.token),
+                       random: { 0.5 })
+        }
+        try Workload(seed: 13).run(40, on: b)
+        #expect(await engine(b).syncOnce().outcome == .synced)
+        usleep(5_000)
+        var policy = CompactionPolicy()
+        policy.keepOps = 0
+        policy.horizonMilliseconds = 1
+        let compacted = try restored.compact(library: h.user.libraryID, policy: policy)
+        let base = try #require(compacted.historyDroppedThrough)
+        #expect(base > 15, "A's cursor is behind the horizon")
+
+        try a.save("Queued on the way back")
+        let back = await engine(a).syncOnce()
+        #expect(back.outcome == .synced, "\(back.outcome)")
+        #expect(back.bootstrappedAt == base)
+        let rewound = try #require(back.rewound, "A found out that the server lost what it had from it")
+        #expect(rewound.rewoundTo == 0 && rewound.requeued == 15)
+        let library = try restored.library(h.user.libraryID)
+        let log = try library.allOps()
+        for id in lost + [try #require(try a.store.pendingOps().isEmpty ? log.last?.opID : nil)] {
+            #expect(log.filter { $0.opID == id }.count == 1 && log.first { $0.opID == id }?.deviceID == a.store.deviceID, "\(id)")
+        }
+        #expect(try a.store.verify().passed)
+        #expect(await engine(b).syncOnce().outcome == .synced)
+        for device in [a, b] { #expect(try device.store.digest() == library.digest(), "\(device.name)") }
+    }
+
     /// Compacted history goes out as it is stored: a page that is exactly one sealed segment
     /// carries that segment's frame, byte for byte; any other page is encoded as before.
     @Test(arguments: TransportKind.allCases)

@@ -233,6 +233,55 @@ import Testing
         #expect(h.service.runMaintenance(all: true).isEmpty, "nothing more is due")
     }
 
+    /// A pull names the op the server holds at its cursor (`PullPage.afterOpID`, which a device
+    /// compares with its own to find out that the server lost history) in sealed history as well as
+    /// in the log, and past the retention horizon, where the op ids are kept.
+    @Test func aPullNamesTheOpAtItsCursorInSealedHistoryAndPastTheHorizon() async throws {
+        let clock = ManualClock()
+        var maintenance = Self.policy(keep: 10, segment: 20)
+        maintenance.compaction?.horizonMilliseconds = 86_400_000
+        let h = try SyncHarness(.inMemory, maintenance: maintenance, clock: clock)
+        let a = try h.device("A")
+        try Workload(seed: 64).run(50, on: a)
+        await a.sync()
+        clock.advance(milliseconds: 2 * 86_400_000)
+        try Workload(seed: 65).run(30, on: a)
+        await a.sync()
+        let ops = try h.library.allOps()
+        let head = Int64(ops.count)
+        #expect(h.service.runMaintenance().first?.report?.historyDroppedThrough ?? 0 > 0)
+        let base = try h.library.read { db in try DeviceStore.historyBase(in: db) }
+        let sealed = try Self.sealedThrough(h)
+        #expect(base >= 20 && sealed > base && sealed < head, "base \(base), sealed \(sealed), head \(head)")
+        for cursor in [base + 1, sealed, sealed + 1, head] {
+            #expect(try h.library.pull(after: cursor, limit: 1).afterOpID == ops[Int(cursor) - 1].opID, "at \(cursor)")
+        }
+        // Past the horizon the pull is refused (410), but the server still knows the op there.
+        #expect(try h.library.read { db in try ServerLibrary.opID(at: base, in: db) } != nil)
+        #expect(try h.library.read { db in try ServerLibrary.opID(at: head + 1, in: db) } == nil, "nothing past the head")
+    }
+
+    /// A library file of format v3 gains the index that finds a sealed op by its seq when the
+    /// server opens it, and answers as before.
+    @Test func aV3LibraryFileLearnsToFindSealedOpsBySeq() async throws {
+        let directory = NSTemporaryDirectory() + "chronicle-v3-\(UUID().lowercased)"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/library.sqlite"
+        let libraryID = UUID()
+        do {
+            let library = try ServerLibrary.openOrCreate(at: path, libraryID: libraryID, schema: .readItLater)
+            #expect(library.head == 0)
+        }
+        let db = try Database(path: path)
+        try db.execute("DROP INDEX chronicle_sealed_ops_by_seq")
+        try db.execute("UPDATE chronicle_meta SET value = 3 WHERE key = 'format_version'")
+        let reopened = try ServerLibrary.openOrCreate(at: path, libraryID: libraryID, schema: .readItLater)
+        #expect(try db.scalarInt("SELECT count(*) FROM sqlite_master WHERE name = 'chronicle_sealed_ops_by_seq'") == 1)
+        #expect(try DeviceStore.meta("format_version", in: db).integerValue == ServerLibrary.formatVersion)
+        #expect(ServerLibrary.formatVersion == 4)
+        #expect(try reopened.pull(after: 0, limit: 10).ops.isEmpty)
+    }
+
     @Test func aCompactionStoppedBetweenStepsLeavesAWholeLibraryAndTheNextFinishesIt() async throws {
         let h = try SyncHarness(.inMemory, maintenance: .off)
         let a = try h.device("A")

@@ -140,6 +140,11 @@ public struct ProtocolError: Error, Sendable, Equatable, CustomStringConvertible
     public var lastDeviceSeq: Int64?
     /// For `cursor_ahead`: the library's last seq on the server (`Chronicle-Head` over HTTP).
     public var serverHead: Int64?
+    /// For `cursor_too_old` (410): the op the server holds at the refused cursor, as a pull page
+    /// names it (`PullPage.afterOpID`, `Chronicle-After-Op` over HTTP). A device that holds
+    /// another op there went on from history the server lost, and queues its own ops from that
+    /// history again before it starts from the snapshot.
+    public var afterOpID: UUID?
 
     public init(_ status: Int, _ code: String, _ message: String, retryAfterSeconds: Double? = nil) {
         self.status = status

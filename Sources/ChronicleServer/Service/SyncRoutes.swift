@@ -187,6 +187,7 @@ public struct SyncRoutes: HTTPHandler {
         if let reused = error.reusedDeviceSeq { response.headers.append((ProtocolError.reusedDeviceSeqHeader, String(reused))) }
         if let last = error.lastDeviceSeq { response.headers.append((ProtocolError.lastDeviceSeqHeader, String(last))) }
         if let head = error.serverHead { response.headers.append((ProtocolError.headHeader, String(head))) }
+        if let op = error.afterOpID { response.headers.append((PullPage.afterOpHeader, op.lowercased)) }
         if error.status == 401 { response.headers.append(("WWW-Authenticate", "Bearer")) }
         return response
     }

@@ -119,22 +119,26 @@ extension DeviceStore {
         return 0
     }
 
-    /// The id of the confirmed op at `seq`, from the log or (with `sealed`) a sealed segment,
-    /// which is decoded for it; nil where this store holds none (before its history, past its
-    /// cursor, or sealed when `sealed` is false).
-    public func confirmedOpID(at seq: Int64, sealed: Bool = true) throws -> UUID? {
-        guard seq > 0 else { return nil }
-        return try read { db in
-            if let text = try db.scalarText("SELECT op_id FROM chronicle_log WHERE server_seq = ?1", [.integer(seq)]) {
-                return UUID(uuidString: text)
-            }
-            guard sealed, seq <= (try Self.sealedUpTo(in: db)) else { return nil }
-            var found: UUID?
-            try Self.forEachConfirmedOp(in: db, libraryID: libraryID, after: seq - 1, upTo: seq) { op in
-                if op.serverSeq == seq { found = op.opID }
-            }
-            return found
+    /// Whether the op this store holds at `seq` is `opID`, looked up by id (in the log, or among
+    /// the sealed op ids: nothing is decoded). Nil where the store cannot tell: `seq` at or before
+    /// its history base (a snapshot it started from) or past its cursor. Every seq in between
+    /// holds an op the store knows the id of, so an id found elsewhere or nowhere means another op.
+    public func holdsConfirmed(_ opID: UUID, at seq: Int64) throws -> Bool? {
+        try read { db in
+            guard seq > (try Self.historyBase(in: db)), seq <= (try Self.meta("cursor", in: db).integerValue ?? 0) else { return nil }
+            return try Self.confirmedSeq(of: opID, in: db) == seq
         }
+    }
+
+    /// The seq at which this store holds `opID` as confirmed (in its log, sealed, or before its
+    /// history base where it had it), or nil.
+    public func confirmedSeq(of opID: UUID) throws -> Int64? {
+        try read { db in try Self.confirmedSeq(of: opID, in: db) }
+    }
+
+    static func confirmedSeq(of opID: UUID, in db: Database) throws -> Int64? {
+        try db.scalarInt("SELECT server_seq FROM chronicle_log WHERE op_id = ?1", [.text(opID.lowercased)])
+            ?? db.scalarInt("SELECT server_seq FROM chronicle_sealed_ids WHERE op_id = \(UUIDBlobFunction.name)(?1)", [.text(opID.lowercased)])
     }
 
     /// Runs `body` with the named triggers dropped, and creates them again, as they were, after it

@@ -36,10 +36,15 @@ public final class ServerLibrary: Sendable {
     let pushes = PushSignal()
 
     /// v2: sealed segments, snapshots and the retention horizon (`Schemas/store/server-v2.md`);
-    /// v3: entity filters beside sealed segments, guard triggers that find the sealed end by key (`server-v3.md`).
-    static let formatVersion: Int64 = 3
+    /// v3: entity filters beside sealed segments, guard triggers that find the sealed end by key (`server-v3.md`);
+    /// v4: sealed op ids found by seq as well (`server-v4.md`).
+    static let formatVersion: Int64 = 4
     static let migrations: [Int64: [String]] = [1: StoreFormat.lifecycleStatements,
-                                                2: StoreFormat.segmentFilterStatements + StoreFormat.keyedGuardStatements]
+                                                2: StoreFormat.segmentFilterStatements + StoreFormat.keyedGuardStatements,
+                                                3: sealedBySeqStatements]
+
+    /// The op id at a seq in sealed history (`PullPage.afterOpID` where the log no longer holds it).
+    static let sealedBySeqStatements = ["CREATE INDEX chronicle_sealed_ops_by_seq ON chronicle_sealed_ops(server_seq)"]
 
     static let statements: [String] = [
         "CREATE TABLE chronicle_meta (key TEXT PRIMARY KEY NOT NULL, value) WITHOUT ROWID",
@@ -83,7 +88,7 @@ public final class ServerLibrary: Sendable {
         if fresh || hasMeta == 0 {
             try db.transaction { db in
                 for statement in statements + StoreFormat.lifecycleStatements + StoreFormat.segmentFilterStatements
-                    + StoreFormat.keyedGuardStatements { try db.execute(statement) }
+                    + StoreFormat.keyedGuardStatements + sealedBySeqStatements { try db.execute(statement) }
                 for statement in projection.tableStatements where !statement.contains("chronicle_shadow_") { try db.execute(statement) }
                 let meta: [(String, Value)] = [
                     ("format_version", .integer(formatVersion)),
@@ -178,13 +183,15 @@ public final class ServerLibrary: Sendable {
     public func pull(after cursor: Int64, limit: Int, alignToSegments: Bool = false) throws
         -> (ops: [Op], head: Int64, encoded: SegmentBytes?, afterOpID: UUID?) {
         return try read { db in
-            // The op at the cursor, where the log holds it op by op: a device that holds another op
-            // there went on from a history this server no longer has (`PullPage.afterOpID`).
-            let afterOpID = cursor > 0 ? try db.scalarText("SELECT op_id FROM chronicle_log WHERE server_seq = ?1", [.integer(cursor)])
-                .flatMap { UUID(uuidString: $0) } : nil
+            // The op at the cursor (in the log, or sealed: its id is kept forever, even past the
+            // horizon): a device that holds another op there went on from a history this server no
+            // longer has (`PullPage.afterOpID`).
+            let afterOpID = cursor > 0 ? try Self.opID(at: cursor, in: db) : nil
             let base = try DeviceStore.historyBase(in: db)
             if cursor < base {
-                throw ProtocolError(410, "cursor_too_old", "Ops up to seq \(base) were compacted away on the server (retention horizon); this device last synced at seq \(cursor). Start from the snapshot at seq \(base): queued changes are kept and pushed afterwards.")
+                var error = ProtocolError(410, "cursor_too_old", "Ops up to seq \(base) were compacted away on the server (retention horizon); this device last synced at seq \(cursor). Start from the snapshot at seq \(base): queued changes are kept and pushed afterwards.")
+                error.afterOpID = afterOpID
+                throw error
             }
             var limit = limit
             if alignToSegments, let (first, last) = try db.query("""
@@ -215,6 +222,13 @@ public final class ServerLibrary: Sendable {
             }
             return (ops, try Self.head(in: db), nil, afterOpID)
         }
+    }
+
+    /// The id of the op at `seq`, from the log or the sealed op ids; nil past the head.
+    static func opID(at seq: Int64, in db: Database) throws -> UUID? {
+        let text = try db.scalarText("SELECT op_id FROM chronicle_log WHERE server_seq = ?1", [.integer(seq)])
+            ?? db.scalarText("SELECT op_id FROM chronicle_sealed_ops WHERE server_seq = ?1", [.integer(seq)])
+        return text.flatMap { UUID(uuidString: $0) }
     }
 
     /// The sealed segment starting at `first`: its ops, body and stored frame.

@@ -431,6 +431,13 @@ public actor SyncEngine {
             try await startFromSnapshot()
         } catch SyncError.terminal(let refusal) where refusal.status == 410 {
             // Away longer than the server keeps ops: start over from its snapshot, keeping the outbox.
+            // If the server holds another op at this store's cursor, it lost history this store has
+            // (restored from a backup) and pulls there are refused, so where the two last agreed cannot
+            // be looked for: every op of this device in that history is queued again first (the
+            // server answers the ones it holds as duplicates), so that none is lost with it.
+            if roundRewind == nil, let theirs = refusal.afterOpID, try store.holdsConfirmed(theirs, at: try store.cursor()) == false {
+                roundRewind = try store.rewind(toAgreedSeq: 0)
+            }
             try await startFromSnapshot()
         } catch SyncError.terminal(let refusal) where refusal.code == ProtocolError.cursorAheadCode && roundRewind == nil {
             // The server's log ends before this store's cursor: it lost ops (its data restored from
@@ -472,11 +479,24 @@ public actor SyncEngine {
         var high = disagreed
         while high - low > 1 {
             let middle = low + (high - low) / 2
-            let page = try await transport.pull(after: middle - 1, limit: 1, waitMilliseconds: 0)
-            let theirs = page.segment.ops.first.flatMap { $0.serverSeq == middle ? $0.opID : nil }
-            if let theirs, theirs == (try store.confirmedOpID(at: middle)) { low = middle } else { high = middle }
+            let theirs = try await serverOpID(at: middle)
+            if let theirs, try store.holdsConfirmed(theirs, at: middle) == true { low = middle } else { high = middle }
         }
         return low
+    }
+
+    /// The op the server holds at `seq` (a single-op pull), or nil: none there, or past the server's
+    /// retention horizon (not compared, so taken as a disagreement: going back further than needed
+    /// only queues more of this device's ops again, which the server answers as duplicates).
+    private func serverOpID(at seq: Int64) async throws -> UUID? {
+        let page: PullPage
+        do {
+            page = try await transport.pull(after: seq - 1, limit: 1, waitMilliseconds: 0)
+        } catch {
+            if case .terminal(let refusal) = error, refusal.status == 410 { return nil }
+            throw error
+        }
+        return page.segment.ops.first.flatMap { $0.serverSeq == seq ? $0.opID : nil }
     }
 
     /// Downloads the server's newest snapshot and starts the store over from it.
@@ -555,9 +575,9 @@ public actor SyncEngine {
                 next = nil
                 head = max(head, page.head)
                 // The server holds another op where this store's log ends: it lost what this store
-                // had from it (restored from a backup) and has ordered other ops since. (Where either
-                // side holds that op sealed, this check is skipped: a round would decode a segment.)
-                if count == 0, let theirs = page.afterOpID, let ours = try store.confirmedOpID(at: cursor, sealed: false), ours != theirs {
+                // had from it (restored from a backup) and has ordered other ops since. Looked up by
+                // id on both sides, so sealed history costs no decoding.
+                if count == 0, let theirs = page.afterOpID, try store.holdsConfirmed(theirs, at: cursor) == false {
                     throw Diverged(cursor: cursor)
                 }
                 if mayStartFromSnapshot, cursor == 0, count == 0, let snapshotSeq = page.snapshotSeq,

@@ -221,6 +221,7 @@ public final class HTTPTransport: SyncTransport {
         error.reusedDeviceSeq = http.value(forHTTPHeaderField: ProtocolError.reusedDeviceSeqHeader).flatMap(Int64.init)
         error.lastDeviceSeq = http.value(forHTTPHeaderField: ProtocolError.lastDeviceSeqHeader).flatMap(Int64.init)
         error.serverHead = http.value(forHTTPHeaderField: ProtocolError.headHeader).flatMap(Int64.init)
+        error.afterOpID = http.value(forHTTPHeaderField: PullPage.afterOpHeader).flatMap { UUID(uuidString: $0) }
         return error
     }
 
