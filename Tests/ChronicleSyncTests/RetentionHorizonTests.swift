@@ -101,6 +101,53 @@ import Testing
         for device in [a, b] { #expect(try device.store.digest() == library.digest(), "\(device.name)") }
     }
 
+    /// A device that started from the server's snapshot at seq S holds no op there, only the
+    /// state. The server is then restored from a backup taken before S and takes other ops up to
+    /// S: the device's cursor is not ahead, and no op of its own log can be compared. It kept the
+    /// id of the op the server held at S when it started (`history_base_op_id`), finds that the
+    /// server now holds another one there, and starts over from what the server holds.
+    @Test func aDeviceThatStartedFromASnapshotFindsOutThatTheServerLostTheHistoryBeneathIt() async throws {
+        let h = try SyncHarness(.inMemory)
+        let a = try h.device("A")
+        let b = try h.device("B")
+        var fromSnapshot = SyncEngine.Configuration()
+        fromSnapshot.snapshotStartOpsMin = 1
+        let c = try h.device("C", configuration: fromSnapshot)
+        for i in 0..<10 { try a.save("Before the backup \(i)") }
+        await a.sync()
+        let backup = h.directory + "/server-backup"
+        _ = try ServerBackup.run(dataDirectory: h.directory + "/server", to: backup)
+        for i in 0..<5 { try a.save("Lost with the server \(i)") }
+        await a.sync()
+        var policy = CompactionPolicy()
+        policy.keepOps = 0
+        _ = try h.service.compact(library: h.user.libraryID, policy: policy)
+        #expect(await c.sync().bootstrappedAt == 15)
+        #expect(try c.store.historyBaseSeq() == 15 && c.store.cursor() == 15)
+
+        let restored = try SyncService(dataDirectory: backup)
+        func engine(_ device: TestDevice, _ configuration: SyncEngine.Configuration = SyncEngine.Configuration()) -> SyncEngine {
+            SyncEngine(store: device.store, transport: InMemoryTransport(endpoint: restored, library: h.user.libraryID, token: device.token),
+                       configuration: configuration, random: { 0.5 })
+        }
+        for i in 0..<5 { try b.save("Taken by the restored server \(i)") }
+        #expect(await engine(b).syncOnce().outcome == .synced)
+        let library = try restored.library(h.user.libraryID)
+        #expect(library.head == 15, "the restored server's head is C's cursor again")
+
+        let back = await engine(c, fromSnapshot).syncOnce()
+        #expect(back.outcome == .synced, "\(back.outcome)")
+        let rewound = try #require(back.rewound, "C found out that the server lost the history its snapshot held")
+        #expect(rewound.rewoundTo == 0 && rewound.requeued == 0)
+        #expect(try c.store.digest() == library.digest())
+        #expect(try c.store.verify().passed)
+        // A comes back, goes back to seq 10 and sends its five lost ops again; everyone agrees.
+        #expect(await engine(a).syncOnce().rewound?.agreedSeq == 10)
+        for device in [b, c] { #expect(await engine(device).syncOnce().outcome == .synced) }
+        for device in [a, b, c] { #expect(try device.store.digest() == library.digest(), "\(device.name)") }
+        #expect(try library.allOps().count == 20)
+    }
+
     /// Compacted history goes out as it is stored: a page that is exactly one sealed segment
     /// carries that segment's frame, byte for byte; any other page is encoded as before.
     @Test(arguments: TransportKind.allCases)

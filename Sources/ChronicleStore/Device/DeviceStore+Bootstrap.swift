@@ -22,13 +22,17 @@ extension DeviceStore {
     /// `tail`: confirmed ops right after the snapshot (from its seq + 1, gap-free), already
     /// fetched. They join the log in the same transaction and are folded before the
     /// indexes are built, instead of each updating the search indexes afterwards.
+    ///
+    /// `baseOpID`: the op the server holds at the snapshot's seq (the first tail pull names it,
+    /// `PullPage.afterOpID`). The store keeps it, so that a server that later lost that history
+    /// (restored from a backup) is found out at the store's cursor even before any op follows it.
     @discardableResult
-    public func bootstrap(from frame: SnapshotFrame, tail: [Op] = []) throws -> Int64 {
+    public func bootstrap(from frame: SnapshotFrame, tail: [Op] = [], baseOpID: UUID? = nil) throws -> Int64 {
         try writeTransaction(spillToFiles: true, largeCommit: true) { db in
             let cursor = try Self.meta("cursor", in: db).integerValue ?? 0
             try db.execute("PRAGMA cache_size = -\(Self.bulkCacheKilobytes)")
             defer { try? db.execute("PRAGMA cache_size = -\(Database.Options.defaultCacheKilobytes)") }
-            var loader = SnapshotLoader(store: self, db: db, cursor: cursor)
+            var loader = SnapshotLoader(store: self, db: db, cursor: cursor, baseOpID: baseOpID)
             let header = try Self.readOnAnotherThread(frame, into: &loader)
             let seq = header.seq
             
@@ -98,12 +102,14 @@ extension DeviceStore {
         let store: DeviceStore
         let db: Database
         let cursor: Int64
+        let baseOpID: UUID?
         var filler: ProjectionFiller
 
-        init(store: DeviceStore, db: Database, cursor: Int64) {
+        init(store: DeviceStore, db: Database, cursor: Int64, baseOpID: UUID?) {
             self.store = store
             self.db = db
             self.cursor = cursor
+            self.baseOpID = baseOpID
             filler = ProjectionFiller(db: db, projection: store.projection, libraryID: store.libraryID)
         }
 
@@ -116,6 +122,11 @@ extension DeviceStore {
             let projection = store.projection
             try DeviceStore.setMeta("history_base_seq", .integer(seq), in: db)
             try DeviceStore.setMeta("history_dropped_at", .integer(store.clock.nowMilliseconds()), in: db)
+            if let baseOpID {
+                try DeviceStore.setMeta("history_base_op_id", .text(baseOpID.lowercased), in: db)
+            } else {
+                try db.execute("DELETE FROM chronicle_meta WHERE key = 'history_base_op_id'")
+            }
             try db.execute("""
                 INSERT OR IGNORE INTO chronicle_sealed_ids(op_id, server_seq)
                 SELECT \(UUIDBlobFunction.name)(op_id), server_seq FROM chronicle_log WHERE server_seq <= ?1

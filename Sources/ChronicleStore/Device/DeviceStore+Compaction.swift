@@ -360,6 +360,8 @@ extension LogLifecycle {
                 try db.execute("DELETE FROM chronicle_segments WHERE last_seq <= ?1", [.integer(drop)])
                 try DeviceStore.setMeta("history_base_seq", .integer(drop), in: db)
                 try DeviceStore.setMeta("history_dropped_at", .integer(now), in: db)
+                // The op at the new base is among the sealed op ids (`holdsConfirmed`).
+                try db.execute("DELETE FROM chronicle_meta WHERE key = 'history_base_op_id'")
                 try db.execute("DELETE FROM chronicle_snapshots WHERE seq < ?1", [.integer(drop)])
                 return true
             }

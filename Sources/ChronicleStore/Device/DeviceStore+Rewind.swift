@@ -70,7 +70,7 @@ extension DeviceStore {
                 try db.execute("DELETE FROM chronicle_snapshots WHERE seq > ?1", [.integer(point)])
                 if point < base {
                     try Self.setMeta("history_base_seq", .integer(0), in: db)
-                    try db.execute("DELETE FROM chronicle_meta WHERE key = 'history_dropped_at'")
+                    try db.execute("DELETE FROM chronicle_meta WHERE key IN ('history_dropped_at', 'history_base_op_id')")
                 }
                 // Own ops back in the queue, ahead of the ops queued since (their numbers are lower).
                 let queue = try db.statement("""
@@ -120,13 +120,19 @@ extension DeviceStore {
     }
 
     /// Whether the op this store holds at `seq` is `opID`, looked up by id (in the log, or among
-    /// the sealed op ids: nothing is decoded). Nil where the store cannot tell: `seq` at or before
-    /// its history base (a snapshot it started from) or past its cursor. Every seq in between
-    /// holds an op the store knows the id of, so an id found elsewhere or nowhere means another op.
+    /// the sealed op ids: nothing is decoded). Every seq after the store's history base holds an
+    /// op it knows the id of, so there an id found elsewhere or nowhere means another op. At the
+    /// base of a store that started from a snapshot, the op the server named there when the store
+    /// started (`history_base_op_id`) is compared. Nil where the store cannot tell: past its
+    /// cursor, or before its history (at its base, when it has no id for it).
     public func holdsConfirmed(_ opID: UUID, at seq: Int64) throws -> Bool? {
         try read { db in
-            guard seq > (try Self.historyBase(in: db)), seq <= (try Self.meta("cursor", in: db).integerValue ?? 0) else { return nil }
-            return try Self.confirmedSeq(of: opID, in: db) == seq
+            guard seq > 0, seq <= (try Self.meta("cursor", in: db).integerValue ?? 0) else { return nil }
+            if let found = try Self.confirmedSeq(of: opID, in: db) { return found == seq }
+            let base = try Self.historyBase(in: db)
+            if seq > base { return false }
+            if seq == base, let named = try Self.meta("history_base_op_id", in: db).textValue { return named == opID.lowercased }
+            return nil
         }
     }
 

@@ -503,15 +503,15 @@ public actor SyncEngine {
     private func startFromSnapshot() async throws {
         let frame = try await transport.snapshot()
         defer { frame.discard() }
-        let tail: [Op]
+        let tail: (ops: [Op], baseOpID: UUID?)
         do {
             tail = try await snapshotTail(after: SnapshotCodec.header(of: frame).seq)
         } catch let error as ChronicleError where Self.damagedSnapshot.contains(error.code) {
             throw SyncError.transient(reason: "The server's snapshot could not be read: \(error.message)", retryAfterSeconds: nil)
         }
         do {
-            roundBootstrap = try store.bootstrap(from: frame, tail: tail)
-            pulledInRound += tail.count
+            roundBootstrap = try store.bootstrap(from: frame, tail: tail.ops, baseOpID: tail.baseOpID)
+            pulledInRound += tail.ops.count
         } catch let error as ChronicleError where Self.damagedSnapshot.contains(error.code) {
             // Nothing changed (one transaction); a damaged download is fetched again next round.
             throw SyncError.transient(reason: "The server's snapshot could not be read: \(error.message)", retryAfterSeconds: nil)
@@ -521,12 +521,15 @@ public actor SyncEngine {
     /// The ops right after the snapshot, up to `bulkCatchUpOpsMin` of them: folded inside
     /// the bootstrap, before its indexes are built, they cost a fraction of what pulling them
     /// afterwards does (each such op updates the search indexes); whatever is left is pulled.
-    private func snapshotTail(after seq: Int64) async throws -> [Op] {
+    /// Also the op the server holds at `seq`, as the first page names it.
+    private func snapshotTail(after seq: Int64) async throws -> (ops: [Op], baseOpID: UUID?) {
         var tail: [Op] = []
+        var baseOpID: UUID?
         var cursor = seq
         while tail.count < configuration.bulkCatchUpOpsMin {
             let limit = min(configuration.bulkPullPageOpsMax, configuration.bulkCatchUpOpsMin - tail.count)
             let page = try await transport.pull(after: cursor, limit: max(1, limit), waitMilliseconds: 0)
+            if cursor == seq { baseOpID = page.afterOpID }
             let ops = page.segment.ops
             if ops.isEmpty { break }
             try Self.checkContinues(ops, cursor: cursor)
@@ -534,7 +537,7 @@ public actor SyncEngine {
             cursor = page.nextCursor
             if !page.more { break }
         }
-        return tail
+        return (tail, baseOpID)
     }
 
     /// A page must continue the store's log exactly; anything else is retried.
