@@ -17,6 +17,7 @@ import Testing
         case .deviceCrash, .diskFull: 0.1
         case .clockJump: 0.15
         case .restoredFromBackup: 0.2   // every other one takes the backup the next restores
+        case .serverRestoredFromBackup: 0.16   // every other one takes the backup the next restores
         }
     }
 
@@ -41,6 +42,9 @@ import Testing
         case .restoredFromBackup:
             // The restored stores' new ops reused deviceSeqs the server held, and were numbered again.
             #expect(report.opsRenumbered > 0, "\(report)")
+        case .serverRestoredFromBackup:
+            // Devices that had synced past the backup went back to where they and the server agree.
+            #expect(report.rewinds > 0, "\(report)")
         default: break
         }
     }

@@ -248,6 +248,22 @@ import Testing
         #expect(try store.search("word41").count == 1, "the row folded after it is not searchable")
     }
 
+    // MARK: - Fixed: a server restored from a backup (the fault's first 400 seeds)
+
+    /// Each seed met one way a device failed to find out, or to recover, after the server's data
+    /// directory was restored from a backup (`CHANGELOG.md`, 2026-12-03 late night): 73, an own op
+    /// the device had dropped past its horizon (blocked on device_seq_gap for good); 103, the
+    /// rewind's rebuild after a bulk catch-up met a full disk; 302 and 342, ops pushed again landing
+    /// where they were, so the op at the cursor matched; 311, a refusal the server lost; 352, an
+    /// op_id_conflict refusal that could not be queued again; 262, refused ops queued again ahead
+    /// of the device's ops confirmed since, which `verify` took for a gap; 340, the simulator's own
+    /// op-id clash picking an id the device held at another seq.
+    @Test("Seeds that met the server-restore fault's bugs converge (strict)", arguments: [73, 103, 262, 302, 311, 340, 342, 352] as [UInt64])
+    func serverRestoreSeeds(seed: UInt64) async throws {
+        let report = try await Simulator(seed: seed).run()
+        #expect(report.faults[.serverRestoredFromBackup, default: 0] > 0, "\(report)")
+    }
+
     /// The same full disk, then a rebuild (what a device that goes back to where it and a restored
     /// server agree runs, and `chronicle rebuild`): it built the search and projection indexes and
     /// cleared the stale mark, but not the log's entity index the bulk apply had dropped, so

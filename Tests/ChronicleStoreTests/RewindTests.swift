@@ -57,6 +57,35 @@ import Testing
         #expect((#expect(throws: ChronicleError.self) { try f.store.rewind(toAgreedSeq: -1) })?.code == .invalidValue)
     }
 
+    /// The server asks for a number this store holds refused (`device_seq_gap` after it lost the
+    /// refusal): the refused ops from there go back into the queue with their numbers, and the
+    /// projection shows them on top again, as a replay does. A number the store holds confirmed,
+    /// or one whose op is queued, is not a gap `closeOutboxGap` may close.
+    @Test func aRefusalTheServerLostIsQueuedAgainAndAGapOfHeldOpsIsNotClosed() throws {
+        let f = try Fixture()
+        let server = ServerLog(library: f.store.libraryID)
+        let a = try f.save("https://e.com/a", title: "A")
+        try confirmOwn(f, server)                                                                  // seq 1, own #1
+        let tag = try f.store.write("article.tag", entity: a, payload: ["tag": .text("refused-then")])  // #2
+        #expect(try f.store.reject(tag.opID, code: "entity_deleted", message: "refused", verdict: nil))
+        try f.store.write("article.progress", entity: a, payload: ["progress": .real(0.25)])        // #3, queued
+        #expect(try f.tags(a).isEmpty)
+        #expect(try f.store.closeOutboxGap(after: 1) == 0, "#2 is held, refused")
+        #expect(try f.store.queueRefusedAgain(after: 2) == 0, "nothing refused at #3")
+
+        #expect(try f.store.queueRefusedAgain(after: 1) == 1)
+        #expect(try f.store.pendingOps().map(\.deviceSeq) == [2, 3])
+        #expect(try f.tags(a) == ["refused-then"], "the queued op shows again")
+        #expect(try f.store.verify().passed)
+        #expect(try f.store.unacknowledgedOps(limit: 10).map(\.deviceSeq) == [2, 3])
+        #expect(try f.store.closeOutboxGap(after: 0) == 0, "#1 is held, confirmed")
+        // Acknowledged, and the pull that caught up with the head did not bring them: lost, sent again.
+        try f.store.recordAcknowledged(through: 3)
+        #expect(try f.store.forgetAcknowledgementsTheLogMissed() == 2)
+        #expect(try f.store.unacknowledgedOps(limit: 10).map(\.deviceSeq) == [2, 3])
+        #expect(try f.store.forgetAcknowledgementsTheLogMissed() == 0)
+    }
+
     /// An op the server refused after its backup: the restored server does not know its number
     /// and would wait for it before the ops after it. It is queued again with them; answered
     /// again, it keeps its first record and leaves one notice.

@@ -371,10 +371,10 @@ extension Command {
         let report = try Blocking.run { await engine.syncOnce() }
         if output.json {
             var object: [String: Any] = ["pushed": report.pushed, "rejected": report.rejected, "pulled": report.pulled, "retries": report.retries,
-                                         "renumbered": report.renumbered]
+                                         "renumbered": report.renumbered, "lost_with_server": report.lostWithServer]
             if let rewound = report.rewound {
                 object["rewound"] = ["agreed_seq": rewound.agreedSeq, "rewound_to": rewound.rewoundTo, "dropped": rewound.dropped,
-                                     "requeued": rewound.requeued]
+                                     "requeued": rewound.requeued, "lost": rewound.lost]
             }
             switch report.outcome {
             case .synced: object["outcome"] = "synced"
@@ -434,8 +434,11 @@ extension Command {
             " The server no longer holds what this store had from it after seq \(r.agreedSeq) (its data restored from a backup): this store went back to seq "
                 + "\(r.rewoundTo), let go of \(r.dropped) ops it had from the server, and sent \(r.requeued) of its own again."
         } ?? ""
+        let lost = report.lostWithServer > 0
+            ? " \(report.lostWithServer) of this device's changes are lost with the server's data: it had dropped them past its retention horizon, trusting the server to keep them."
+            : ""
         switch report.outcome {
-        case .synced: return "Synced: \(counts)." + rewound
+        case .synced: return "Synced: \(counts)." + rewound + lost
         case .offline(let reason): return "Offline: \(reason) Changes stay saved on this device (\(counts))."
         case .blocked(let reason): return "Not synced: \(reason)"
         }

@@ -135,7 +135,9 @@ public struct ProtocolError: Error, Sendable, Equatable, CustomStringConvertible
     public var retryAfterSeconds: Double?
     /// For `device_seq_reused`: the first deviceSeq the batch used again for an op the server
     /// does not hold, and the last deviceSeq the server holds of that device
-    /// (`Chronicle-Reused-Device-Seq`, `Chronicle-Last-Device-Seq` over HTTP).
+    /// (`Chronicle-Reused-Device-Seq`, `Chronicle-Last-Device-Seq` over HTTP). `device_seq_gap`
+    /// carries `lastDeviceSeq` too: a device that holds its next op as confirmed learns that the
+    /// server lost it (its data restored from a backup).
     public var reusedDeviceSeq: Int64?
     public var lastDeviceSeq: Int64?
     /// For `cursor_ahead`: the library's last seq on the server (`Chronicle-Head` over HTTP).

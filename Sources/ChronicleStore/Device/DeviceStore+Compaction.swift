@@ -360,8 +360,18 @@ extension LogLifecycle {
                 try db.execute("DELETE FROM chronicle_segments WHERE last_seq <= ?1", [.integer(drop)])
                 try DeviceStore.setMeta("history_base_seq", .integer(drop), in: db)
                 try DeviceStore.setMeta("history_dropped_at", .integer(now), in: db)
-                // The op at the new base is among the sealed op ids (`holdsConfirmed`).
-                try db.execute("DELETE FROM chronicle_meta WHERE key = 'history_base_op_id'")
+                // The id of the op at the new base, which a pull compares with the server's
+                // (`holdsConfirmed`): a server restored from a backup may hold another one there.
+                // (A scan of the sealed op ids, which have no index by seq; a compaction reads more.)
+                let devices = try db.scalarInt("SELECT count(*) FROM sqlite_schema WHERE name = 'chronicle_sealed_ids'") == 1
+                if devices, let id = try db.scalarText("""
+                    SELECT substr(h, 1, 8) || '-' || substr(h, 9, 4) || '-' || substr(h, 13, 4) || '-' || substr(h, 17, 4) || '-' || substr(h, 21)
+                    FROM (SELECT hex(op_id) AS h FROM chronicle_sealed_ids WHERE server_seq = ?1)
+                    """, [.integer(drop)]).flatMap({ UUID(uuidString: $0) }) {
+                    try DeviceStore.setMeta("history_base_op_id", .text(id.lowercased), in: db)
+                } else {
+                    try db.execute("DELETE FROM chronicle_meta WHERE key = 'history_base_op_id'")
+                }
                 try db.execute("DELETE FROM chronicle_snapshots WHERE seq < ?1", [.integer(drop)])
                 return true
             }

@@ -18,6 +18,10 @@ public struct RewindReport: Sendable, Equatable {
     /// queued again too: the restored server may not know their numbers. It answers them again
     /// (the same refusal where it kept it, which changes nothing here).
     public var refusedRequeued = 0
+    /// This device's own ops after the point whose content the store no longer held (dropped past
+    /// its retention horizon, trusting the server that then lost them): they cannot be sent
+    /// again, and their numbers are given up (`device_seq_skips`). Gone with the server's data.
+    public var lost = 0
 }
 
 extension DeviceStore {
@@ -62,8 +66,8 @@ extension DeviceStore {
 
             // The confirmed history after the point goes; the triggers that guard it are set aside
             // for this one change and put back as they were.
-            try Self.withTriggersAside(["chronicle_log_leaves_only_sealed", "chronicle_segments_dropped_only_behind_a_snapshot",
-                                        "chronicle_outbox_gap_free", "chronicle_outbox_advance"], in: db) {
+            try Self.withTriggersAside(["chronicle_log_leaves_only_sealed", "chronicle_segments_dropped_only_behind_a_snapshot"]
+                                       + Self.requeueTriggers, in: db) {
                 try db.execute("DELETE FROM chronicle_log WHERE server_seq > ?1", [.integer(point)])
                 try db.execute("DELETE FROM chronicle_segments WHERE first_seq > ?1", [.integer(point)])
                 try db.execute("DELETE FROM chronicle_sealed_ids WHERE server_seq > ?1", [.integer(point)])
@@ -86,19 +90,82 @@ extension DeviceStore {
                 }
                 // Refused ops after this device's last op the log still holds: the restored server may
                 // have lost those refusals, and would wait for their numbers before any op after them.
+                // That includes an op refused as an op_id_conflict, whose id the log holds as another
+                // device's op (so `chronicle_outbox_once` is set aside too): the server refuses it again.
                 let keptOwn = try Self.lastOwnDeviceSeq(in: db, deviceID: deviceID, libraryID: libraryID)
-                try db.execute("""
-                    INSERT INTO chronicle_outbox(device_seq, op_id, type, version, entity_id, payload, device_time, base_seq)
-                    SELECT device_seq, op_id, type, version, entity_id, payload, device_time, base_seq FROM chronicle_rejected r
-                    WHERE device_seq > ?1 AND NOT EXISTS (SELECT 1 FROM chronicle_outbox o WHERE o.device_seq = r.device_seq OR o.op_id = r.op_id)
-                    """, [.integer(keptOwn)])
-                report.refusedRequeued = db.changes
+                report.refusedRequeued = try Self.queueRefusedAgain(after: keptOwn, deviceID: deviceID, in: db)
+                // Below the history base, own ops whose content went with dropped history cannot be
+                // queued again: their numbers are given up, so the outbox still accounts for each.
+                if point < base { report.lost = try Self.giveUpUnheldNumbers(in: db) }
             }
             try Self.setMeta("cursor", .integer(point), in: db)
             // Every queued op is pushed again: the answers say which ones the server holds.
             try Self.setMeta("acked_device_seq", .integer(0), in: db)
         }, alsoInTransaction: nil)
         return report
+    }
+
+    /// Numbers between the outbox's oldest op and the last deviceSeq that nothing holds (not
+    /// queued, refused or already given up) are recorded as given up. Returns how many.
+    static func giveUpUnheldNumbers(in db: Database) throws -> Int {
+        guard let first = try db.scalarInt("SELECT min(device_seq) FROM chronicle_outbox") else { return 0 }
+        let last = try meta("last_device_seq", in: db).integerValue ?? 0
+        guard last > first else { return 0 }
+        var held = Set(try db.query("SELECT device_seq FROM chronicle_outbox") { $0.int(0) })
+        held.formUnion(try db.query("SELECT device_seq FROM chronicle_rejected WHERE device_seq > ?1", [.integer(first)]) { $0.int(0) })
+        var skips = try deviceSeqSkips(in: db)
+        for range in skips where range.count == 2 && range[0] <= range[1] { held.formUnion(range[0]...range[1]) }
+        var lost = 0
+        var open: Int64?
+        for n in first...(last + 1) {
+            if n <= last, !held.contains(n) {
+                if open == nil { open = n }
+                lost += 1
+            } else if let start = open {
+                skips.append([start, n - 1])
+                open = nil
+            }
+        }
+        if lost > 0 {
+            try setMeta(deviceSeqSkipsKey, .text(String(decoding: try JSONEncoder().encode(skips), as: UTF8.self)), in: db)
+        }
+        return lost
+    }
+
+    /// The triggers that guard the outbox's numbering, set aside while ops go back into it with
+    /// the numbers they had.
+    static let requeueTriggers = ["chronicle_outbox_gap_free", "chronicle_outbox_advance", "chronicle_outbox_once"]
+
+    /// Refused ops numbered after `deviceSeq` back into the outbox with their numbers and ids
+    /// (their first refusal stays on record); inside the caller's transaction, with
+    /// `requeueTriggers` set aside. Returns how many.
+    static func queueRefusedAgain(after deviceSeq: Int64, deviceID: UUID, in db: Database) throws -> Int {
+        try db.execute("""
+            INSERT INTO chronicle_outbox(device_seq, op_id, type, version, entity_id, payload, device_time, base_seq)
+            SELECT device_seq, op_id, type, version, entity_id, payload, device_time, base_seq FROM chronicle_rejected r
+            WHERE device_seq > ?1 AND NOT EXISTS (SELECT 1 FROM chronicle_outbox o WHERE o.device_seq = r.device_seq OR o.op_id = r.op_id)
+            AND NOT EXISTS (SELECT 1 FROM chronicle_log l WHERE l.op_id = r.op_id AND l.device_id = ?2)
+            """, [.integer(deviceSeq), .text(deviceID.lowercased)])
+        return db.changes
+    }
+
+    /// The server expects this device's op `last + 1` next, and this store holds it refused: the
+    /// server lost its refusal (restored from a backup) and waits for that number. The refused
+    /// ops after `last` go back into the outbox, to be answered again (`device_seq_gap`). One
+    /// transaction; returns how many.
+    public func queueRefusedAgain(after last: Int64) throws -> Int {
+        let deviceID = self.deviceID
+        let held = try read { db in try db.scalarInt("SELECT 1 FROM chronicle_rejected WHERE device_seq = ?1", [.integer(last + 1)]) != nil }
+        guard held else { return 0 }
+        var queued = 0
+        // The projection shows queued ops on top, in their order: it is rebuilt with these among them.
+        _ = try rebuild(beforeReplay: { db in
+            try Self.withTriggersAside(Self.requeueTriggers, in: db) {
+                queued = try Self.queueRefusedAgain(after: last, deviceID: deviceID, in: db)
+            }
+            if queued > 0 { try Self.setMeta("acked_device_seq", .integer(0), in: db) }
+        }, alsoInTransaction: nil)
+        return queued
     }
 
     /// This device's last deviceSeq among the confirmed ops the store holds (its log, else the
@@ -133,6 +200,39 @@ extension DeviceStore {
             if seq > base { return false }
             if seq == base, let named = try Self.meta("history_base_op_id", in: db).textValue { return named == opID.lowercased }
             return nil
+        }
+    }
+
+    /// The ids of the confirmed ops after `after` up to `upTo` that this store holds, by seq (from
+    /// its log and sealed segments, which are decoded for it).
+    public func confirmedOpIDs(after: Int64, upTo: Int64) throws -> [Int64: UUID] {
+        let libraryID = self.libraryID
+        return try read { db in
+            var ids: [Int64: UUID] = [:]
+            try Self.forEachConfirmedOp(in: db, libraryID: libraryID, after: max(after, try Self.historyBase(in: db)), upTo: upTo) { op in
+                if let seq = op.serverSeq { ids[seq] = op.opID }
+            }
+            return ids
+        }
+    }
+
+    /// The seq at which this store holds its own op numbered `deviceSeq` as confirmed, in its log
+    /// or a sealed segment (decoded for it: this is asked only when the server's answer says it
+    /// lost the op); nil where it holds none (queued, refused, or before its history).
+    public func confirmedSeq(ofOwnDeviceSeq deviceSeq: Int64) throws -> Int64? {
+        let (libraryID, deviceID) = (self.libraryID, self.deviceID)
+        return try read { db in
+            if let seq = try db.scalarInt("SELECT server_seq FROM chronicle_log WHERE device_id = ?1 AND device_seq = ?2",
+                                          [.text(deviceID.lowercased), .integer(deviceSeq)]) {
+                return seq
+            }
+            var found: Int64?
+            let sealed = try Self.sealedUpTo(in: db)
+            guard sealed > (try Self.historyBase(in: db)) else { return nil }
+            try Self.forEachConfirmedOp(in: db, libraryID: libraryID, after: try Self.historyBase(in: db), upTo: sealed) { op in
+                if found == nil, op.deviceID == deviceID, op.deviceSeq == deviceSeq { found = op.serverSeq }
+            }
+            return found
         }
     }
 

@@ -62,6 +62,20 @@ extension DeviceStore {
         try writeTransaction { db in try Self.setMeta("acked_device_seq", .integer(0), in: db) }
     }
 
+    /// Called once a pull has caught up with the server's head: queued ops the server already
+    /// acknowledged, at seqs that head has passed, should have arrived with it. Any still
+    /// queued were lost by the server (its data restored from a backup) while this store's
+    /// cursor still agrees with it; their acknowledgements are forgotten, so the next push sends
+    /// them again (the server answers the ones it holds as duplicates). Returns how many.
+    public func forgetAcknowledgementsTheLogMissed() throws -> Int {
+        try writeTransaction { db in
+            let acked = try Self.meta("acked_device_seq", in: db).integerValue ?? 0
+            let missed = try db.scalarInt("SELECT count(*) FROM chronicle_outbox WHERE device_seq <= ?1", [.integer(acked)]) ?? 0
+            if missed > 0 { try Self.setMeta("acked_device_seq", .integer(0), in: db) }
+            return Int(missed)
+        }
+    }
+
     /// The deviceSeqs given up by `renumberOutbox`, as `[[first, last], …]` (JSON in `chronicle_meta`).
     static let deviceSeqSkipsKey = "device_seq_skips"
 
@@ -105,6 +119,58 @@ extension DeviceStore {
             try Self.setMeta(Self.deviceSeqSkipsKey, .text(String(decoding: try JSONEncoder().encode(skips), as: UTF8.self)), in: db)
             try Self.setMeta("last_device_seq", .integer(last + Int64(seqs.count)), in: db)
             return seqs.count
+        }
+    }
+
+    /// The server expects this device's op `last + 1` next, and this store holds none of the ops
+    /// numbered from there to its oldest queued one: not refused, not confirmed (in its log or a
+    /// sealed segment). Their content went with history the store dropped past its horizon and
+    /// the server then lost (restored from a backup), so they can never be sent again. The queued
+    /// ops keep their ids, content and order and take the numbers from `last + 1` on; given-up
+    /// numbers from there on are forgotten (they are used again). Returns how many numbers were
+    /// lost (0: nothing changed, the gap is not of that kind). One transaction.
+    public func closeOutboxGap(after last: Int64) throws -> Int {
+        let (libraryID, deviceID) = (self.libraryID, self.deviceID)
+        return try writeTransaction { db in
+            let seqs = try db.query("SELECT device_seq FROM chronicle_outbox ORDER BY device_seq") { $0.int(0) }
+            guard last >= 0, let first = seqs.first, first > last + 1 else { return 0 }
+            // Refused ops after `last` must be queued again (the rewind did), so that no refusal's
+            // number is taken by another op.
+            if try db.scalarInt("""
+                SELECT 1 FROM chronicle_rejected r WHERE device_seq > ?1
+                AND NOT EXISTS (SELECT 1 FROM chronicle_outbox o WHERE o.op_id = r.op_id) LIMIT 1
+                """, [.integer(last)]) != nil { return 0 }
+            if try db.scalarInt("SELECT 1 FROM chronicle_log WHERE device_id = ?1 AND device_seq > ?2 LIMIT 1",
+                                [.text(deviceID.lowercased), .integer(last)]) != nil { return 0 }
+            var heldSealed = false
+            let base = try Self.historyBase(in: db)
+            let sealed = try Self.sealedUpTo(in: db)
+            if sealed > base {
+                try Self.forEachConfirmedOp(in: db, libraryID: libraryID, after: base, upTo: sealed) { op in
+                    if op.deviceID == deviceID, op.deviceSeq > last { heldSealed = true }
+                }
+            }
+            if heldSealed { return 0 }
+            // A refused op queued again keeps its first refusal's record, under its new number too,
+            // so that the record and the queue never name one number for two ops.
+            try Self.withTriggersAside(["chronicle_outbox_fixed", "chronicle_rejected_fixed"], in: db) {
+                try db.execute("UPDATE chronicle_outbox SET device_seq = -device_seq")
+                try db.execute("UPDATE chronicle_rejected SET device_seq = -device_seq WHERE op_id IN (SELECT op_id FROM chronicle_outbox)")
+                let move = try db.statement("UPDATE chronicle_outbox SET device_seq = ?1 WHERE device_seq = ?2")
+                let moveRecord = try db.statement("UPDATE chronicle_rejected SET device_seq = ?1 WHERE device_seq = ?2")
+                for (rank, old) in seqs.enumerated() {
+                    try move.execute([.integer(last + 1 + Int64(rank)), .integer(-old)])
+                    try moveRecord.execute([.integer(last + 1 + Int64(rank)), .integer(-old)])
+                }
+            }
+            let skips = try Self.deviceSeqSkips(in: db).compactMap { range -> [Int64]? in
+                guard range.count == 2, range[0] <= last else { return nil }
+                return [range[0], min(range[1], last)]
+            }
+            try Self.setMeta(Self.deviceSeqSkipsKey, .text(String(decoding: try JSONEncoder().encode(skips), as: UTF8.self)), in: db)
+            try Self.setMeta("last_device_seq", .integer(last + Int64(seqs.count)), in: db)
+            try Self.setMeta("acked_device_seq", .integer(0), in: db)
+            return Int(first - last - 1)
         }
     }
 

@@ -122,28 +122,40 @@ extension DeviceStore {
             if cursor != last { problems.append("cursor \(cursor) is not the last server seq \(last)") }
             let outbox = try db.query("SELECT count(*), coalesce(min(device_seq), 0), coalesce(max(device_seq), 0) FROM chronicle_outbox") { ($0.int(0), $0.int(1), $0.int(2)) }[0]
             let lastDeviceSeq = try Self.meta("last_device_seq", in: db).integerValue ?? -1
-            // Queued ops run from the oldest one to the last device seq; ops the server rejected
-            // left the outbox from anywhere in that run and are accounted for in chronicle_rejected.
-            // Numbers given up when the queue was renumbered after the server's (`renumberOutbox`) are
-            // accounted for too.
-            let skips = try Self.deviceSeqSkips(in: db).filter { $0.count == 2 }
-            let skippedInRun = skips.reduce(Int64(0)) { sum, range in
-                sum + max(0, min(range[1], lastDeviceSeq) - max(range[0], outbox.1 + 1) + 1)
-            }
-            // (A refused op queued again after the server lost data is counted once, as queued.)
-            let rejectedInRun = try db.query("""
-                SELECT device_seq FROM chronicle_rejected r WHERE device_seq > ?1
-                AND NOT EXISTS (SELECT 1 FROM chronicle_outbox o WHERE o.op_id = r.op_id)
-                """, [.integer(outbox.1)]) { $0.int(0) }
-                .filter { seq in !skips.contains { $0[0] <= seq && seq <= $0[1] } }.count
+            // Queued ops run from the oldest one to the last device seq. Every number in that run is
+            // accounted for: queued; refused (ops the server rejected left the outbox from anywhere
+            // in the run, and are kept in chronicle_rejected); given up when the queue was numbered
+            // again (`renumberOutbox`, `closeOutboxGap`, a rewind past lost history); or confirmed
+            // as this device's op (refused ops queued again after the server lost their refusals
+            // sit ahead of ops confirmed since). A number may be accounted for twice (a refused op
+            // queued again, or taken after all); none may be missing.
             // After starting from a snapshot, queued ops the snapshot already held leave the outbox from
             // anywhere in the run too (recorded as sealed, without their device seq): then only order is checked.
             let startedFromSnapshot = try Self.historyBase(in: db) > 0
-            if outbox.0 > 0 && (startedFromSnapshot ? outbox.2 > lastDeviceSeq
-                                                    : lastDeviceSeq - outbox.1 + 1 != outbox.0 + Int64(rejectedInRun) + skippedInRun) {
-                problems.append("outbox device_seq has gaps (\(outbox.0) queued, \(rejectedInRun) rejected and \(skippedInRun) given up in \(outbox.1)…\(lastDeviceSeq))")
+            if outbox.0 > 0 && (startedFromSnapshot || lastDeviceSeq < outbox.1) {
+                if outbox.2 > lastDeviceSeq {
+                    problems.append("outbox device_seq has gaps (queued up to \(outbox.2), past the last device seq \(lastDeviceSeq))")
+                }
+            } else if outbox.0 > 0 {
+                let run = outbox.1...lastDeviceSeq
+                var covered = Set(try db.query("SELECT device_seq FROM chronicle_outbox") { $0.int(0) })
+                covered.formUnion(try db.query("SELECT device_seq FROM chronicle_rejected WHERE device_seq BETWEEN ?1 AND ?2",
+                                               [.integer(run.lowerBound), .integer(run.upperBound)]) { $0.int(0) })
+                covered.formUnion(try db.query("SELECT device_seq FROM chronicle_log WHERE device_id = ?1 AND device_seq BETWEEN ?2 AND ?3",
+                                               [.text(deviceID.lowercased), .integer(run.lowerBound), .integer(run.upperBound)]) { $0.int(0) })
+                for range in try Self.deviceSeqSkips(in: db) where range.count == 2 {
+                    let low = max(range[0], run.lowerBound), high = min(range[1], run.upperBound)
+                    if low <= high { covered.formUnion(low...high) }
+                }
+                let missing = run.filter { !covered.contains($0) }
+                if let first = missing.first {
+                    problems.append("outbox device_seq has gaps (\(missing.count) of \(outbox.1)…\(lastDeviceSeq) neither queued, refused, given up nor confirmed, from \(first); \(outbox.0) queued)")
+                }
             }
-            if try db.scalarInt("SELECT count(*) FROM chronicle_outbox o JOIN chronicle_log l ON l.op_id = o.op_id") != 0 {
+            // (Another device's op with the same id is not: this device's op is refused as an
+            // op_id_conflict when it is pushed, and a pull may bring the other one first.)
+            if try db.scalarInt("SELECT count(*) FROM chronicle_outbox o JOIN chronicle_log l ON l.op_id = o.op_id AND l.device_id = ?1",
+                                [.text(deviceID.lowercased)]) != 0 {
                 problems.append("a confirmed op is still in the outbox")
             }
             let triggers = Set(try db.query("SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'chronicle_%'") { $0.text(0) })

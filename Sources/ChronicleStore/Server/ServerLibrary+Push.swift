@@ -180,7 +180,10 @@ extension ServerLibrary {
     }
 
     private func gap(_ device: String, expected: Int64, actual: Int64) -> ProtocolError {
-        ProtocolError(409, Self.gapCode, "Device \(device) must push deviceSeq \(expected) next, but sent \(actual) (expected \(expected), actual \(actual)); ops in between are missing.")
+        var error = ProtocolError(409, Self.gapCode, "Device \(device) must push deviceSeq \(expected) next, but sent \(actual) (expected \(expected), actual \(actual)); ops in between are missing.")
+        // A device that holds its op at `expected` as confirmed learns that this server lost it.
+        error.lastDeviceSeq = expected - 1
+        return error
     }
 
     /// What only the server's projection can say about an op: does its row exist

@@ -29,6 +29,10 @@ public struct SyncReport: Sendable, Equatable {
     /// Queued ops numbered again after the server's deviceSeq for this device, because the
     /// store is an older copy of one that went on syncing (`DeviceStore.renumberOutbox`).
     public var renumbered = 0
+    /// This device's ops the server lost (its data restored from a backup) whose content this
+    /// store had already dropped past its retention horizon: they cannot be sent again, and the
+    /// queue took their numbers (`DeviceStore.closeOutboxGap`). Gone with the server's data.
+    public var lostWithServer = 0
     /// Set when the server's log ended before this store's cursor (it lost ops: its data was
     /// restored from a backup) and the store went back to what the server holds, queueing its
     /// own lost ops again (`DeviceStore.rewind(toAgreedSeq:)`).
@@ -159,9 +163,12 @@ public actor SyncEngine {
             do {
                 var head = try await pushAll(&report)
                 var pulled = try await pullAll(waitMilliseconds: 0)
-                if roundBootstrap != nil || roundRewind != nil, try !store.unacknowledgedOps(limit: 1).isEmpty {
-                    // Started over from a snapshot, or went back to what the server holds: queued ops are
-                    // pushed again, and the server's answers tell which of them it already holds.
+                // Caught up with the head, yet ops the server acknowledged are still queued: it lost them.
+                let missed = try store.forgetAcknowledgementsTheLogMissed()
+                if roundBootstrap != nil || roundRewind != nil || missed > 0, try !store.unacknowledgedOps(limit: 1).isEmpty {
+                    // Started over from a snapshot, or went back to what the server holds, or it lost
+                    // acknowledged ops: queued ops are pushed again, and the server's answers tell
+                    // which of them it already holds.
                     head = max(head, try await pushAll(&report))
                     pulled = try await pullAll(waitMilliseconds: 0)
                 }
@@ -186,10 +193,25 @@ public actor SyncEngine {
                     continue
                 case .terminal(let refusal) where refusal.code == ServerLibrary.gapCode && !probedServer && roundRewind == nil:
                     // The server expects an earlier deviceSeq than the queue holds, from the outbox's
-                    // head too: it may have lost ops (restored from a backup). A pull finds out
-                    // (`cursor_ahead`, and the store goes back to what the server holds); then the
-                    // round runs again, once.
+                    // head too: it may have lost ops (restored from a backup). Where this store holds
+                    // that op as confirmed, it did: the store goes back to before it (the op at its
+                    // cursor may match all the same, where the lost ops of others were pushed again in
+                    // the same order). Otherwise a pull finds out (`cursor_ahead`, or another op at the
+                    // cursor). Then the round runs again, once.
                     probedServer = true
+                    if let last = refusal.lastDeviceSeq, let lostAt = try? store.confirmedSeq(ofOwnDeviceSeq: last + 1),
+                       let rewound = await rewind(before: lostAt) {
+                        roundRewind = rewound
+                        continue
+                    }
+                    // Or it holds that op refused: the server lost the refusal, and answers it again.
+                    if let last = refusal.lastDeviceSeq, (try? store.queueRefusedAgain(after: last)) ?? 0 > 0 { continue }
+                    // Or it holds nothing of the ops up to its queue: their content went with history it
+                    // dropped past its horizon, which the server lost too. The queue takes their numbers.
+                    if let last = refusal.lastDeviceSeq, let lost = try? store.closeOutboxGap(after: last), lost > 0 {
+                        report.lostWithServer += lost
+                        continue
+                    }
                     _ = try? await pullAll(waitMilliseconds: 0)
                     if roundRewind != nil { continue }
                     let reason = "The server refused the request: \(refusal.message) [\(refusal.code)]"
@@ -464,39 +486,69 @@ public actor SyncEngine {
 
     enum StartFromSnapshot: Error { case requested }
 
-    /// The first page's `afterOpID` is not the op this store holds at its cursor.
+    /// The first page's `afterOpID` is not the op this store holds at its cursor, or a page holds
+    /// an op this store holds at another seq: the two disagree from `cursor` on at the latest.
     struct Diverged: Error { var cursor: Int64 }
 
+    /// After a page failed to apply: an op in it that this store already holds at another seq
+    /// means the server's history is no longer this store's (it lost ops, restored from a backup,
+    /// and one came back at another seq), even where the ops at the cursor matched. Asked only
+    /// when applying failed, so the pull path pays nothing for it.
+    private func divergence(among ops: [Op]) -> Diverged? {
+        var earliest: Int64?
+        for op in ops {
+            if let held = try? store.confirmedSeq(of: op.opID), held != op.serverSeq { earliest = min(earliest ?? held, held) }
+        }
+        return earliest.map { Diverged(cursor: $0) }
+    }
+
     /// The last seq below `disagreed` (where the server and this store hold different ops, or the
-    /// server none) at which both hold the same op: a binary search over single-op pulls, as a
-    /// server restored from a backup agrees with the store up to the backup and no further.
+    /// server none) up to which both hold the same ops, every one: the server's ops from this
+    /// store's history base on are read page by page and compared with the store's, id by id.
+    /// (Comparing single ops, as a binary search would, is not enough: after a restore, ops that
+    /// devices push again can land at the seqs they had before while others before them did not.)
+    /// A restored server is rare, and this reads at most what a catch-up of that history would.
     private func lastAgreedSeq(before disagreed: Int64) async throws -> Int64 {
-        // Nothing at or below the store's history base to compare (a snapshot it started from): taken
+        // Nothing before the store's history base to compare (a snapshot it started from): taken
         // as agreed, unless the disagreement is already there (then the store starts over from nothing).
         let base = try store.historyBaseSeq()
         guard disagreed > base else { return max(0, disagreed - 1) }
-        var low = base
-        var high = disagreed
-        while high - low > 1 {
-            let middle = low + (high - low) / 2
-            let theirs = try await serverOpID(at: middle)
-            if let theirs, try store.holdsConfirmed(theirs, at: middle) == true { low = middle } else { high = middle }
+        var cursor = base
+        while cursor < disagreed - 1 {
+            let page: PullPage
+            do {
+                page = try await transport.pull(after: cursor, limit: max(1, min(configuration.bulkPullPageOpsMax, Int(disagreed - 1 - cursor))),
+                                                waitMilliseconds: 0)
+            } catch {
+                // Past the server's retention horizon: not compared, so taken as a disagreement. Going
+                // back further than needed only queues more of this device's ops again (duplicates).
+                if case .terminal(let refusal) = error, refusal.status == 410 { return cursor }
+                throw error
+            }
+            // At the base of a store that started from a snapshot, the op the server named then.
+            if cursor == base, base > 0, let theirs = page.afterOpID, try store.holdsConfirmed(theirs, at: base) == false {
+                return base - 1
+            }
+            let ops = page.segment.ops
+            guard let last = ops.last?.serverSeq, ops.first?.serverSeq == cursor + 1 else { return cursor }
+            let ours = try store.confirmedOpIDs(after: cursor, upTo: min(last, disagreed - 1))
+            for op in ops {
+                guard let seq = op.serverSeq, seq < disagreed, ours[seq] == op.opID else { return (op.serverSeq ?? cursor + 1) - 1 }
+            }
+            cursor = last
         }
-        return low
+        return disagreed - 1
     }
 
-    /// The op the server holds at `seq` (a single-op pull), or nil: none there, or past the server's
-    /// retention horizon (not compared, so taken as a disagreement: going back further than needed
-    /// only queues more of this device's ops again, which the server answers as duplicates).
-    private func serverOpID(at seq: Int64) async throws -> UUID? {
-        let page: PullPage
+    /// Goes back to where this store and the server last agree before `seq`, where the server no
+    /// longer holds what this store has; nil if that could not be done now (the probe that
+    /// follows reports why).
+    private func rewind(before seq: Int64) async -> RewindReport? {
         do {
-            page = try await transport.pull(after: seq - 1, limit: 1, waitMilliseconds: 0)
+            return try store.rewind(toAgreedSeq: try await lastAgreedSeq(before: seq))
         } catch {
-            if case .terminal(let refusal) = error, refusal.status == 410 { return nil }
-            throw error
+            return nil
         }
-        return page.segment.ops.first.flatMap { $0.serverSeq == seq ? $0.opID : nil }
     }
 
     /// Downloads the server's newest snapshot and starts the store over from it.
@@ -610,12 +662,20 @@ public actor SyncEngine {
                     // The page's ops are freed off this queue (see `applyBulkBatch`), so nothing here keeps them.
                     // Pages with more after them go straight into sealed segments; the last one stays hot.
                     let more = page.more
-                    try store.applyBulkBatch((consume prepared) ?? store.prepareBatch(ops, sealing: more, encoded: page.encoded,
-                                                                                      sealingOpsMin: configuration.sealOnArrivalOpsMin),
-                                             seal: more)
+                    do {
+                        try store.applyBulkBatch((consume prepared) ?? store.prepareBatch(ops, sealing: more, encoded: page.encoded,
+                                                                                          sealingOpsMin: configuration.sealOnArrivalOpsMin),
+                                                 seal: more)
+                    } catch {
+                        throw divergence(among: ops) ?? error
+                    }
                     ReleaseInBackground.release((consume page, consume ops))
                 } else {
-                    try store.applyConfirmed(ops)
+                    do {
+                        try store.applyConfirmed(ops)
+                    } catch {
+                        throw divergence(among: ops) ?? error
+                    }
                 }
                 count += pageOps
                 pulledInRound += pageOps

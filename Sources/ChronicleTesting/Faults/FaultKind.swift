@@ -30,6 +30,11 @@ public enum FaultKind: String, CaseIterable, Sendable, Comparable, CustomStringC
     /// never pushed is gone with the file; its new ops reuse deviceSeqs the server already holds
     /// and are numbered again after the server's (`device_seq_reused`).
     case restoredFromBackup
+    /// The server's data directory replaced by a backup of it taken earlier (`ServerBackup`): the
+    /// ops it ordered since are gone from it, while devices that synced them still hold them. Each
+    /// such device finds out on its next pull (`cursor_ahead`, or another op at its cursor), goes
+    /// back to where the two agree and pushes its own lost ops again.
+    case serverRestoredFromBackup
 
     public var description: String { rawValue }
 

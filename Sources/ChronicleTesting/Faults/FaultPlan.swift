@@ -41,6 +41,9 @@ public struct FaultPlan: Sendable, Equatable, CustomStringConvertible {
     /// Per step: the acting device's store is backed up (when it has no backup) or replaced by
     /// its backup (when it has one).
     public var restoreRate = 0.0
+    /// Per step: the server's data directory is backed up (when it has no backup) or replaced by
+    /// its backup (when it has one).
+    public var serverRestoreRate = 0.0
 
     public init() {}
 
@@ -68,6 +71,7 @@ public struct FaultPlan: Sendable, Equatable, CustomStringConvertible {
         plan.clockJumpRate = rate(0.6, 0.05)
         // Drawn last, so every earlier rate of a seed's plan stays as it was.
         plan.restoreRate = rate(0.3, 0.03)
+        plan.serverRestoreRate = rate(0.25, 0.02)
         return plan
     }
 
@@ -88,6 +92,7 @@ public struct FaultPlan: Sendable, Equatable, CustomStringConvertible {
         case .diskFull: plan.diskFullRate = rate
         case .clockJump: plan.clockJumpRate = rate
         case .restoredFromBackup: plan.restoreRate = rate
+        case .serverRestoredFromBackup: plan.serverRestoreRate = rate
         }
         return plan
     }
@@ -111,6 +116,7 @@ public struct FaultPlan: Sendable, Equatable, CustomStringConvertible {
         plan.diskFullRate = 0.03
         plan.clockJumpRate = 0.04
         plan.restoreRate = 0.02
+        plan.serverRestoreRate = 0.01
         return plan
     }()
 
@@ -119,6 +125,6 @@ public struct FaultPlan: Sendable, Equatable, CustomStringConvertible {
         return "drop \(f(requestDropRate)) lose-answer \(f(responseDropRate)) dup \(f(duplicateRate)) reorder \(f(reorderRate)) "
             + "crash-in-sync \(f(crashDuringSyncRate)) crash-after-commit \(f(crashAfterCommitRate)) offline \(f(offlineRate))×≤\(offlineStepsMax) "
             + "crash \(f(crashRate)) server-restart \(f(serverRestartRate)) id-clash \(f(entityIDClashRate)) op-id-clash \(f(opIDClashRate)) "
-            + "disk-full \(f(diskFullRate)) clock-jump \(f(clockJumpRate)) restore \(f(restoreRate))"
+            + "disk-full \(f(diskFullRate)) clock-jump \(f(clockJumpRate)) restore \(f(restoreRate)) server-restore \(f(serverRestoreRate))"
     }
 }

@@ -31,6 +31,33 @@ public final class SimulatedServer: @unchecked Sendable {
     /// How many times the server restarted.
     public var generation: Int { lock.withLock { restarts } }
 
+    /// Where `takeBackup` put the copy, until `restoreBackup` uses it.
+    private var backup: String?
+
+    /// Copies the data directory aside while the service runs (`ServerBackup`, what
+    /// `chronicle server backup` does).
+    public func takeBackup() throws {
+        let copy = directory + ".backup"
+        try? FileManager.default.removeItem(atPath: copy)
+        _ = try ServerBackup.run(dataDirectory: directory, to: copy)
+        lock.withLock { backup = copy }
+    }
+
+    /// Stops the service, puts the backup in the data directory's place and starts a new service
+    /// on it: what the server took since the backup is gone. Nothing happens without a backup.
+    public func restoreBackup() throws {
+        guard let copy = lock.withLock({ backup }) else { return }
+        // The old process is gone before its files are: nothing runs between simulation steps.
+        try FileManager.default.removeItem(atPath: directory)
+        try FileManager.default.moveItem(atPath: copy, toPath: directory)
+        let fresh = try SyncService(dataDirectory: directory, limits: limits, maintenance: maintenance, clock: clock)
+        lock.withLock {
+            backup = nil
+            restarts += 1
+            current = fresh
+        }
+    }
+
     /// Drops the running service (its open libraries close) and starts a new one on the same files.
     public func restart() throws {
         // The new process opens the files; the old one (and the libraries it holds open) is gone

@@ -41,6 +41,19 @@ final class ServerInvariants {
 
     init(schema: Schema) { self.schema = schema }
 
+    /// An independent copy (what the invariants were when the server was backed up).
+    func copy() -> ServerInvariants {
+        let copy = ServerInvariants(schema: schema)
+        copy.log = log
+        copy.seqByOpID = seqByOpID
+        copy.lastDeviceSeq = lastDeviceSeq
+        copy.answeredSeq = answeredSeq
+        copy.rows = rows
+        copy.forward = forward
+        copy.counters = counters
+        return copy
+    }
+
     var head: Int64 { Int64(log.count) }
 
     /// The device that wrote the op at `seq` with this op id, if the log holds it.

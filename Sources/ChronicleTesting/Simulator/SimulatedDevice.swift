@@ -62,6 +62,12 @@ final class SimulatedDevice {
         if written.updateValue(op, forKey: op.opID) == nil { writtenOrder.append(op.opID) }
     }
 
+    /// Ops no longer expected anywhere (lost with the server's data, their content already gone here).
+    func forget(_ ids: [UUID]) {
+        for id in ids { written[id] = nil }
+        writtenOrder.removeAll { written[$0] == nil }
+    }
+
     /// A copy of the store taken by `takeBackup`, and the ops written by then.
     private(set) var backup: (path: String, written: Set<UUID>)?
 

@@ -27,6 +27,12 @@ public struct SimulationReport: Sendable, Equatable, CustomStringConvertible {
     public var syncRounds: Int
     /// Queued ops numbered again after the server's deviceSeq (devices restored from a backup).
     public var opsRenumbered: Int
+    /// Sync rounds in which a device went back to where it and the server agree (the server was
+    /// restored from a backup).
+    public var rewinds: Int
+    /// Ops a restored server lost whose author had already dropped them past its retention
+    /// horizon (only their ids were left there): gone with the server's data.
+    public var opsLostWithServer: Int
     /// Full passes over every device after healing until everything agreed.
     public var passesToConverge: Int
     /// Sync rounds in those passes.
@@ -47,7 +53,7 @@ public struct SimulationReport: Sendable, Equatable, CustomStringConvertible {
         let codes = rejectedByCode.keys.sorted().map { "\($0)=\(rejectedByCode[$0]!)" }.joined(separator: " ")
         return "seed \(seed) \(schema): \(devices) devices, \(steps) steps, \(opsWritten) ops written (\(writesRefused) refused locally), "
             + "\(opsAccepted) accepted, \(opsRejected) rejected [\(codes)], head \(serverHead), faults [\(faultList)], "
-            + "\(compactions) compactions, \(segmentsSealedOnArrival) segments sealed on arrival, \(snapshotsFetched) snapshot starts, \(syncRounds) rounds, \(opsRenumbered) renumbered, converged in \(passesToConverge) passes (\(roundsToConverge) rounds), "
+            + "\(compactions) compactions, \(segmentsSealedOnArrival) segments sealed on arrival, \(snapshotsFetched) snapshot starts, \(syncRounds) rounds, \(opsRenumbered) renumbered, \(rewinds) rewinds, \(opsLostWithServer) lost with the server, converged in \(passesToConverge) passes (\(roundsToConverge) rounds), "
             + "digest \(finalDigest.prefix(12)), trace \(traceHash.prefix(12))"
             + (knownBugsMet.isEmpty ? "" : ", known bugs met [" + knownBugsMet.keys.sorted().map { "\($0)×\(knownBugsMet[$0]!)" }.joined(separator: " ") + "]")
     }

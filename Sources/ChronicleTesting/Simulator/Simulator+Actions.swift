@@ -8,7 +8,7 @@ extension Simulator {
     /// What one safety-phase step does.
     enum Action {
         case write, sync, search, serverOp, resolveConflict, compactServer, compactDevice
-        case restartServer, crash, goOffline, comeOnline, toggleDiskFull, jumpClock, clashEntityID, clashOpID, backupOrRestore
+        case restartServer, crash, goOffline, comeOnline, toggleDiskFull, jumpClock, clashEntityID, clashOpID, backupOrRestore, backupOrRestoreServer
     }
 
     /// One safety-phase step: time passes, a device acts (or a fault strikes), invariants are checked.
@@ -54,6 +54,7 @@ extension Simulator {
         case .clashEntityID: try clashEntityID(device)
         case .clashOpID: try clashOpID(device)
         case .backupOrRestore: try backupOrRestore(device)
+        case .backupOrRestoreServer: try backupOrRestoreServer(); acting = nil
         }
         try checkServer(recheckWholeLog: step % 25 == 0)
         if let acting { try checkDevice(acting) }
@@ -70,6 +71,7 @@ extension Simulator {
         if random.chance(plan.opIDClashRate) { return .clashOpID }
         // Only where the plan has it, so that the seeds without it draw as they always did.
         if plan.restoreRate > 0, random.chance(plan.restoreRate) { return .backupOrRestore }
+        if plan.serverRestoreRate > 0, random.chance(plan.serverRestoreRate) { return .backupOrRestoreServer }
         let weights: [(Action, Double)] = [(.write, 45), (.sync, 40), (.search, 4), (.serverOp, 3), (.compactServer, 1.5), (.compactDevice, 1.5),
                                            (.resolveConflict, schema.entities.contains { $0.fields.contains { $0.rule == .mergeOrAsk } } ? 3 : 0)]
         return weights[random.weighted(weights.map(\.1))].0
@@ -118,10 +120,12 @@ extension Simulator {
     /// One sync round; a crash decided by the network restarts the device afterwards.
     @discardableResult
     func sync(_ device: SimulatedDevice) async throws -> SyncReport {
+        try forgetOpsLostForGood(device)
         let segmentsBefore = (try? device.store.segments().count) ?? 0
         let report = await device.sync()
         syncRounds += 1
         opsRenumbered += report.renumbered
+        if report.rewound != nil { rewinds += 1 }
         // A sync adds segments only by keeping bulk catch-up pages sealed (a snapshot start drops some).
         segmentsSealedOnArrival += max(0, ((try? device.store.segments().count) ?? 0) - segmentsBefore)
         guard await device.transport.settle() else {
@@ -163,6 +167,7 @@ extension Simulator {
         }
         return "\(outcome), pushed \(report.pushed), rejected \(report.rejected), pulled \(report.pulled)"
             + (report.renumbered > 0 ? ", renumbered \(report.renumbered)" : "")
+            + (report.rewound.map { ", went back to seq \($0.rewoundTo) (agreed at \($0.agreedSeq)), \($0.requeued) queued again" } ?? "")
     }
 
     /// Any query is a valid search (the query language never throws at a person).

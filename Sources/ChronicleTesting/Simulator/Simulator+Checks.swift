@@ -58,11 +58,34 @@ extension Simulator {
         guard let first = pending.first?.deviceSeq else { return }
         for opID in device.writtenOrder {
             guard let op = device.written[opID], op.deviceSeq > first, !queued.contains(opID), !rejected.contains(opID) else { continue }
-            if invariants.logged(opID)?.device != device.deviceID {
+            if invariants.logged(opID)?.device != device.deviceID, try !heldAfterServerLostIt(opID, on: device) {
                 throw Violation("the outbox only loses ops the server settled",
                                 "\(device.name): #\(op.deviceSeq) is neither queued, in the server log, nor rejected")
             }
         }
+    }
+
+    /// Before a device's round: its ops the server lost (restored from a backup) whose content the
+    /// device itself has dropped since (past its retention horizon: only the id is left) can never
+    /// be sent again. They are gone with the server's data and are no longer expected anywhere.
+    func forgetOpsLostForGood(_ device: SimulatedDevice) throws {
+        guard !opsLostByServer.isEmpty else { return }
+        let base = try device.store.historyBaseSeq()
+        var gone: [UUID] = []
+        for id in device.writtenOrder where opsLostByServer.contains(id) && invariants.logged(id) == nil {
+            if let seq = try device.store.confirmedSeq(of: id), seq <= base { gone.append(id) }
+        }
+        guard !gone.isEmpty else { return }
+        device.forget(gone)
+        opsLostWithServer += gone.count
+        log.record("\(device.name): \(gone.count) of its ops the server lost were dropped past its horizon here too; gone")
+    }
+
+    /// An op the server lost when it was restored from a backup, which the device still holds as
+    /// confirmed (it has not pulled since): kept, during the safety phase only.
+    func heldAfterServerLostIt(_ opID: UUID, on device: SimulatedDevice) throws -> Bool {
+        guard excusingOpsLostByServer, opsLostByServer.contains(opID) else { return false }
+        return try device.store.confirmedSeq(of: opID) != nil
     }
 
     /// Every op a device wrote is in the server log, still queued, or in its rejected list.
@@ -72,6 +95,7 @@ extension Simulator {
         let rejected = Set(try device.store.notices(limit: Int(Int32.max)).map(\.op.opID))
         for opID in device.writtenOrder {
             if invariants.logged(opID)?.device == device.deviceID || queued.contains(opID) || rejected.contains(opID) { continue }
+            if try heldAfterServerLostIt(opID, on: device) { continue }
             let op = device.written[opID]!
             throw Violation("no op a device wrote ever vanishes",
                             "\(device.name) #\(op.deviceSeq) \(op.typeAndVersion) (op \(opID.lowercased)) is not in the server log, the outbox or the rejected list")

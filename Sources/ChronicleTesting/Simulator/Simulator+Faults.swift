@@ -31,6 +31,32 @@ extension Simulator {
         log.fault(.restoredFromBackup, "\(device.name)'s store is restored from its backup; \(lost) ops written since and never pushed are gone with the file")
     }
 
+    /// Backs the server's data directory up (`ServerBackup`, as `chronicle server backup` does),
+    /// or, when it has a backup, puts the backup in its place and starts the server on it: the ops
+    /// it ordered since are gone from it. The invariants go back to what they were at the backup;
+    /// the lost ops are remembered, so that a device still holding them as confirmed is not taken
+    /// for one that lost them, until the liveness phase, where every one must be back in the log.
+    func backupOrRestoreServer() throws {
+        guard let atBackup = serverBackup else {
+            try server.takeBackup()
+            serverBackup = invariants.copy()
+            log.record("the server's data directory is backed up at head \(invariants.head)")
+            return
+        }
+        let lost = invariants.log.dropFirst(Int(atBackup.head)).map(\.opID)
+        serverReader = nil
+        try server.restoreBackup()
+        serverBackup = nil
+        invariants = atBackup
+        opsLostByServer.formUnion(lost)
+        try openServerReader()
+        let head = try server.service.library(libraryID).head
+        if head != invariants.head {
+            throw Violation("a server restored from a backup holds what it held then", "its head is \(head); at the backup it was \(invariants.head)")
+        }
+        log.fault(.serverRestoredFromBackup, "the server is restored from its backup at head \(head): the \(lost.count) ops it ordered since are gone from it")
+    }
+
     /// Moves the device's clock (or, one time in ten, the server's) by seconds to years, either way.
     func jumpClock(_ device: SimulatedDevice) {
         let magnitude: Int64 = switch random.below(4) {
@@ -81,7 +107,10 @@ extension Simulator {
         var candidates: [(owner: SimulatedDevice, opID: UUID)] = []
         for owner in devices where owner !== device {
             let queued = Set(try owner.store.pendingOps().map(\.opID))
+            // (Not one this device's store holds confirmed at another seq, which a server restored
+            // from a backup and given the op again at a later seq can make look unpulled.)
             for id in owner.writtenOrder where device.written[id] == nil {
+                if try device.store.confirmedSeq(of: id) != nil { continue }
                 if let logged = invariants.logged(id) {
                     if logged.device == owner.deviceID, logged.seq > cursor { candidates.append((owner, id)) }
                 } else if queued.contains(id) {

@@ -58,6 +58,7 @@ extension Simulator {
     /// - Returns: the final digest.
     func finalChecks() async throws -> String {
         begin("final checks")
+        excusingOpsLostByServer = false
         try checkServer(recheckWholeLog: true)
         let library = try server.service.library(libraryID)
         let digest = try library.digest()

@@ -69,10 +69,22 @@ public final class Simulator {
     var syncRounds = 0
     /// Queued ops numbered again after the server's (a device restored from a backup).
     var opsRenumbered = 0
+    /// Sync rounds in which a device went back to where it and the server agree.
+    var rewinds = 0
+    /// Ops the server lost whose author had already dropped them past its horizon: gone.
+    var opsLostWithServer = 0
     var compactions = 0
     /// Segments devices stored while syncing (bulk catch-up pages kept as they arrived).
     var segmentsSealedOnArrival = 0
     var knownBugsMet: [KnownBug: Int] = [:]
+    /// The invariants as they were when the server's data directory was backed up, if it was.
+    var serverBackup: ServerInvariants?
+    /// Ops the server ordered and then lost when it was restored from a backup. A device may
+    /// still hold them as confirmed until its next pull tells it, so during the safety phase such
+    /// an op in a device's log counts as kept.
+    var opsLostByServer = Set<UUID>()
+    /// False from the liveness phase on: by then every op must be in the server's log again.
+    var excusingOpsLostByServer = true
 
     /// - Parameters:
     ///   - seed: decides everything not given here.
@@ -167,7 +179,7 @@ public final class Simulator {
             seed: seed, schema: schema.name, devices: deviceCount, steps: steps, opsWritten: opsWritten,
             writesRefused: writesRefused, opsAccepted: log.acceptedCount, opsRejected: log.rejectedCount,
             rejectedByCode: log.rejectedByCode, faults: log.faults, compactions: compactions, segmentsSealedOnArrival: segmentsSealedOnArrival,
-            snapshotsFetched: log.snapshotsFetched, syncRounds: syncRounds, opsRenumbered: opsRenumbered,
+            snapshotsFetched: log.snapshotsFetched, syncRounds: syncRounds, opsRenumbered: opsRenumbered, rewinds: rewinds, opsLostWithServer: opsLostWithServer,
             passesToConverge: passes, roundsToConverge: rounds, serverHead: invariants.head, finalDigest: digest,
             traceHash: log.traceHash(), plan: plan, knownBugsMet: knownBugsMet)
     }
@@ -229,6 +241,11 @@ public final class Simulator {
         for index in 0..<deviceCount {
             devices.append(try makeDevice(index: index, name: "d\(index)", plan: plan))
         }
+        try openServerReader()
+    }
+
+    /// A read-only connection to the server's library file (its projection, read by the checks).
+    func openServerReader() throws {
         var options = Database.Options()
         options.readOnly = true
         let library = try server.service.library(libraryID)   // creates the library's file
