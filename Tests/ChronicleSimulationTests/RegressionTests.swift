@@ -257,8 +257,9 @@ import Testing
     /// where they were, so the op at the cursor matched; 311, a refusal the server lost; 352, an
     /// op_id_conflict refusal that could not be queued again; 262, refused ops queued again ahead
     /// of the device's ops confirmed since, which `verify` took for a gap; 340, the simulator's own
-    /// op-id clash picking an id the device held at another seq.
-    @Test("Seeds that met the server-restore fault's bugs converge (strict)", arguments: [73, 103, 262, 302, 311, 340, 342, 352] as [UInt64])
+    /// op-id clash picking an id the device held at another seq; 11829, a gap closed only past the
+    /// refused ops queued again that the server already had numbers for.
+    @Test("Seeds that met the server-restore fault's bugs converge (strict)", arguments: [73, 103, 262, 302, 311, 340, 342, 352, 11829] as [UInt64])
     func serverRestoreSeeds(seed: UInt64) async throws {
         let report = try await Simulator(seed: seed).run()
         #expect(report.faults[.serverRestoredFromBackup, default: 0] > 0, "\(report)")

@@ -123,7 +123,7 @@ extension DeviceStore {
     }
 
     /// The server expects this device's op `last + 1` next, and this store holds none of the ops
-    /// numbered from there to its oldest queued one: not refused, not confirmed (in its log or a
+    /// numbered from there to its oldest queued one past `last`: not refused, not confirmed (in its log or a
     /// sealed segment). Their content went with history the store dropped past its horizon and
     /// the server then lost (restored from a backup), so they can never be sent again. The queued
     /// ops keep their ids, content and order and take the numbers from `last + 1` on; given-up
@@ -132,7 +132,10 @@ extension DeviceStore {
     public func closeOutboxGap(after last: Int64) throws -> Int {
         let (libraryID, deviceID) = (self.libraryID, self.deviceID)
         return try writeTransaction { db in
-            let seqs = try db.query("SELECT device_seq FROM chronicle_outbox ORDER BY device_seq") { $0.int(0) }
+            // Queued ops the server has numbers for already (refused ops queued again) keep theirs:
+            // it answers them as repeats.
+            let seqs = try db.query("SELECT device_seq FROM chronicle_outbox WHERE device_seq > ?1 ORDER BY device_seq",
+                                    [.integer(max(0, last))]) { $0.int(0) }
             guard last >= 0, let first = seqs.first, first > last + 1 else { return 0 }
             // Refused ops after `last` must be queued again (the rewind did), so that no refusal's
             // number is taken by another op.
@@ -154,8 +157,9 @@ extension DeviceStore {
             // A refused op queued again keeps its first refusal's record, under its new number too,
             // so that the record and the queue never name one number for two ops.
             try Self.withTriggersAside(["chronicle_outbox_fixed", "chronicle_rejected_fixed"], in: db) {
-                try db.execute("UPDATE chronicle_outbox SET device_seq = -device_seq")
-                try db.execute("UPDATE chronicle_rejected SET device_seq = -device_seq WHERE op_id IN (SELECT op_id FROM chronicle_outbox)")
+                try db.execute("UPDATE chronicle_rejected SET device_seq = -device_seq WHERE op_id IN (SELECT op_id FROM chronicle_outbox WHERE device_seq > ?1)",
+                               [.integer(last)])
+                try db.execute("UPDATE chronicle_outbox SET device_seq = -device_seq WHERE device_seq > ?1", [.integer(last)])
                 let move = try db.statement("UPDATE chronicle_outbox SET device_seq = ?1 WHERE device_seq = ?2")
                 let moveRecord = try db.statement("UPDATE chronicle_rejected SET device_seq = ?1 WHERE device_seq = ?2")
                 for (rank, old) in seqs.enumerated() {
