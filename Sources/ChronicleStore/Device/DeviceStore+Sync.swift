@@ -68,11 +68,16 @@ extension DeviceStore {
     /// cursor still agrees with it; their acknowledgements are forgotten, so the next push sends
     /// them again (the server answers the ones it holds as duplicates). Returns how many.
     public func forgetAcknowledgementsTheLogMissed() throws -> Int {
-        try writeTransaction { db in
+        // Asked after every round's pull: a read, and a write only in the rare case.
+        func missed(in db: Database) throws -> Int {
             let acked = try Self.meta("acked_device_seq", in: db).integerValue ?? 0
-            let missed = try db.scalarInt("SELECT count(*) FROM chronicle_outbox WHERE device_seq <= ?1", [.integer(acked)]) ?? 0
-            if missed > 0 { try Self.setMeta("acked_device_seq", .integer(0), in: db) }
-            return Int(missed)
+            return Int(try db.scalarInt("SELECT count(*) FROM chronicle_outbox WHERE device_seq <= ?1", [.integer(acked)]) ?? 0)
+        }
+        guard try read({ try missed(in: $0) }) > 0 else { return 0 }
+        return try writeTransaction { db in
+            let count = try missed(in: db)
+            if count > 0 { try Self.setMeta("acked_device_seq", .integer(0), in: db) }
+            return count
         }
     }
 
