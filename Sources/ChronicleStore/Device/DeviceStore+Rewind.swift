@@ -96,7 +96,7 @@ extension DeviceStore {
                 report.refusedRequeued = try Self.queueRefusedAgain(after: keptOwn, deviceID: deviceID, in: db)
                 // Below the history base, own ops whose content went with dropped history cannot be
                 // queued again: their numbers are given up, so the outbox still accounts for each.
-                if point < base { report.lost = try Self.giveUpUnheldNumbers(in: db) }
+                if point < base { report.lost = try Self.giveUpUnheldNumbers(deviceID: deviceID, in: db) }
             }
             try Self.setMeta("cursor", .integer(point), in: db)
             // Every queued op is pushed again: the answers say which ones the server holds.
@@ -105,16 +105,14 @@ extension DeviceStore {
         return report
     }
 
-    /// Numbers between the outbox's oldest op and the last deviceSeq that nothing holds (not
-    /// queued, refused or already given up) are recorded as given up. Returns how many.
-    static func giveUpUnheldNumbers(in db: Database) throws -> Int {
+    /// Numbers between the outbox's oldest op and the last deviceSeq that nothing accounts for
+    /// (`accountedDeviceSeqs`) are recorded as given up. Returns how many.
+    static func giveUpUnheldNumbers(deviceID: UUID, in db: Database) throws -> Int {
         guard let first = try db.scalarInt("SELECT min(device_seq) FROM chronicle_outbox") else { return 0 }
         let last = try meta("last_device_seq", in: db).integerValue ?? 0
         guard last > first else { return 0 }
-        var held = Set(try db.query("SELECT device_seq FROM chronicle_outbox") { $0.int(0) })
-        held.formUnion(try db.query("SELECT device_seq FROM chronicle_rejected WHERE device_seq > ?1", [.integer(first)]) { $0.int(0) })
+        let held = try accountedDeviceSeqs(in: first...last, deviceID: deviceID, in: db)
         var skips = try deviceSeqSkips(in: db)
-        for range in skips where range.count == 2 && range[0] <= range[1] { held.formUnion(range[0]...range[1]) }
         var lost = 0
         var open: Int64?
         for n in first...(last + 1) {
@@ -126,9 +124,7 @@ extension DeviceStore {
                 open = nil
             }
         }
-        if lost > 0 {
-            try setMeta(deviceSeqSkipsKey, .text(String(decoding: try JSONEncoder().encode(skips), as: UTF8.self)), in: db)
-        }
+        if lost > 0 { try setDeviceSeqSkips(skips, in: db) }
         return lost
     }
 

@@ -121,7 +121,7 @@ extension DeviceStore {
             }
             var skips = try Self.deviceSeqSkips(in: db)
             skips.append([skip.lowerBound, skip.upperBound])
-            try Self.setMeta(Self.deviceSeqSkipsKey, .text(String(decoding: try JSONEncoder().encode(skips), as: UTF8.self)), in: db)
+            try Self.setDeviceSeqSkips(skips, in: db)
             try Self.setMeta("last_device_seq", .integer(last + Int64(seqs.count)), in: db)
             return seqs.count
         }
@@ -176,7 +176,7 @@ extension DeviceStore {
                 guard range.count == 2, range[0] <= last else { return nil }
                 return [range[0], min(range[1], last)]
             }
-            try Self.setMeta(Self.deviceSeqSkipsKey, .text(String(decoding: try JSONEncoder().encode(skips), as: UTF8.self)), in: db)
+            try Self.setDeviceSeqSkips(skips, in: db)
             try Self.setMeta("last_device_seq", .integer(last + Int64(seqs.count)), in: db)
             try Self.setMeta("acked_device_seq", .integer(0), in: db)
             return Int(first - last - 1)
@@ -187,6 +187,26 @@ extension DeviceStore {
     static func deviceSeqSkips(in db: Database) throws -> [[Int64]] {
         guard let text = try meta(deviceSeqSkipsKey, in: db).textValue else { return [] }
         return try JSONDecoder().decode([[Int64]].self, from: Data(text.utf8))
+    }
+
+    static func setDeviceSeqSkips(_ skips: [[Int64]], in db: Database) throws {
+        try setMeta(deviceSeqSkipsKey, .text(String(decoding: try JSONEncoder().encode(skips), as: UTF8.self)), in: db)
+    }
+
+    /// The numbers from `run` that this device's outbox accounts for: queued, refused, given up
+    /// (`device_seq_skips`), or confirmed as this device's op. `verify` checks that none is
+    /// missing; a rewind past lost history gives up the ones that are.
+    static func accountedDeviceSeqs(in run: ClosedRange<Int64>, deviceID: UUID, in db: Database) throws -> Set<Int64> {
+        let bounds: [Value] = [.integer(run.lowerBound), .integer(run.upperBound)]
+        var covered = Set(try db.query("SELECT device_seq FROM chronicle_outbox WHERE device_seq BETWEEN ?1 AND ?2", bounds) { $0.int(0) })
+        covered.formUnion(try db.query("SELECT device_seq FROM chronicle_rejected WHERE device_seq BETWEEN ?1 AND ?2", bounds) { $0.int(0) })
+        covered.formUnion(try db.query("SELECT device_seq FROM chronicle_log WHERE device_id = ?3 AND device_seq BETWEEN ?1 AND ?2",
+                                       bounds + [.text(deviceID.lowercased)]) { $0.int(0) })
+        for range in try deviceSeqSkips(in: db) where range.count == 2 {
+            let low = max(range[0], run.lowerBound), high = min(range[1], run.upperBound)
+            if low <= high { covered.formUnion(low...high) }
+        }
+        return covered
     }
 
     /// Counts a failed attempt on the ops at the head of the queue.

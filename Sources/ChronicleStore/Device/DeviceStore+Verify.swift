@@ -138,15 +138,7 @@ extension DeviceStore {
                 }
             } else if outbox.0 > 0 {
                 let run = outbox.1...lastDeviceSeq
-                var covered = Set(try db.query("SELECT device_seq FROM chronicle_outbox") { $0.int(0) })
-                covered.formUnion(try db.query("SELECT device_seq FROM chronicle_rejected WHERE device_seq BETWEEN ?1 AND ?2",
-                                               [.integer(run.lowerBound), .integer(run.upperBound)]) { $0.int(0) })
-                covered.formUnion(try db.query("SELECT device_seq FROM chronicle_log WHERE device_id = ?1 AND device_seq BETWEEN ?2 AND ?3",
-                                               [.text(deviceID.lowercased), .integer(run.lowerBound), .integer(run.upperBound)]) { $0.int(0) })
-                for range in try Self.deviceSeqSkips(in: db) where range.count == 2 {
-                    let low = max(range[0], run.lowerBound), high = min(range[1], run.upperBound)
-                    if low <= high { covered.formUnion(low...high) }
-                }
+                let covered = try Self.accountedDeviceSeqs(in: run, deviceID: deviceID, in: db)
                 let missing = run.filter { !covered.contains($0) }
                 if let first = missing.first {
                     problems.append("outbox device_seq has gaps (\(missing.count) of \(outbox.1)…\(lastDeviceSeq) neither queued, refused, given up nor confirmed, from \(first); \(outbox.0) queued)")
