@@ -258,8 +258,12 @@ import Testing
     /// op_id_conflict refusal that could not be queued again; 262, refused ops queued again ahead
     /// of the device's ops confirmed since, which `verify` took for a gap; 340, the simulator's own
     /// op-id clash picking an id the device held at another seq; 11829, a gap closed only past the
-    /// refused ops queued again that the server already had numbers for.
-    @Test("Seeds that met the server-restore fault's bugs converge (strict)", arguments: [73, 103, 262, 302, 311, 340, 342, 352, 11829] as [UInt64])
+    /// refused ops queued again that the server already had numbers for; 12495, refused ops queued
+    /// again ahead of own ops confirmed in sealed history, which `verify` took for a gap; 12694, a
+    /// device's ops that a restore of its store had taken from it, lost with the server before it
+    /// pulled them back (the simulator expected them back).
+    @Test("Seeds that met the server-restore fault's bugs converge (strict)",
+          arguments: [73, 103, 262, 302, 311, 340, 342, 352, 11829, 12495, 12694] as [UInt64])
     func serverRestoreSeeds(seed: UInt64) async throws {
         let report = try await Simulator(seed: seed).run()
         #expect(report.faults[.serverRestoredFromBackup, default: 0] > 0, "\(report)")

@@ -86,6 +86,30 @@ import Testing
         #expect(try f.store.forgetAcknowledgementsTheLogMissed() == 0)
     }
 
+    /// A refused op queued again sits ahead of this device's ops confirmed since; when those are
+    /// sealed (a pull's pages are sealed on arrival), they still account for their numbers:
+    /// `verify` took them for a gap in the outbox (simulator seed 12495).
+    @Test func ownOpsConfirmedInSealedHistoryAccountForTheirNumbersBehindARefusalQueuedAgain() throws {
+        let f = try Fixture()
+        let server = ServerLog(library: f.store.libraryID)
+        let a = try f.save("https://e.com/a", title: "A")
+        try confirmOwn(f, server)                                                                  // seq 1, own #1
+        let tag = try f.store.write("article.tag", entity: a, payload: ["tag": .text("refused")])   // own #2
+        #expect(try f.store.reject(tag.opID, code: "free_tier_cap", message: "Over the cap.", verdict: nil))
+        try f.store.write("article.tag", entity: a, payload: ["tag": .text("kept")])                // own #3
+        try confirmOwn(f, server)                                                                  // seq 2
+        var policy = CompactionPolicy()
+        policy.keepOps = 0
+        try f.store.compact(policy)
+        #expect(try f.store.read { db in try DeviceStore.sealedUpTo(in: db) } == 2, "both ops are sealed")
+
+        #expect(try f.store.queueRefusedAgain(after: 1) == 1)
+        #expect(try f.store.pendingOps().map(\.deviceSeq) == [2])
+        let verified = try f.store.verify()
+        #expect(verified.passed, "\(verified.checks.filter { !$0.passed }.map(\.detail))")
+        #expect(try f.store.closeOutboxGap(after: 1) == 0, "#3 is held, confirmed and sealed")
+    }
+
     /// An op the server refused after its backup: the restored server does not know its number
     /// and would wait for it before the ops after it. It is queued again with them; answered
     /// again, it keeps its first record and leaves one notice.

@@ -96,7 +96,7 @@ extension DeviceStore {
                 report.refusedRequeued = try Self.queueRefusedAgain(after: keptOwn, deviceID: deviceID, in: db)
                 // Below the history base, own ops whose content went with dropped history cannot be
                 // queued again: their numbers are given up, so the outbox still accounts for each.
-                if point < base { report.lost = try Self.giveUpUnheldNumbers(deviceID: deviceID, in: db) }
+                if point < base { report.lost = try Self.giveUpUnheldNumbers(deviceID: deviceID, libraryID: libraryID, in: db) }
             }
             try Self.setMeta("cursor", .integer(point), in: db)
             // Every queued op is pushed again: the answers say which ones the server holds.
@@ -107,11 +107,11 @@ extension DeviceStore {
 
     /// Numbers between the outbox's oldest op and the last deviceSeq that nothing accounts for
     /// (`accountedDeviceSeqs`) are recorded as given up. Returns how many.
-    static func giveUpUnheldNumbers(deviceID: UUID, in db: Database) throws -> Int {
+    static func giveUpUnheldNumbers(deviceID: UUID, libraryID: UUID, in db: Database) throws -> Int {
         guard let first = try db.scalarInt("SELECT min(device_seq) FROM chronicle_outbox") else { return 0 }
         let last = try meta("last_device_seq", in: db).integerValue ?? 0
         guard last > first else { return 0 }
-        let held = try accountedDeviceSeqs(in: first...last, deviceID: deviceID, in: db)
+        let held = try accountedDeviceSeqs(in: first...last, deviceID: deviceID, libraryID: libraryID, in: db)
         var skips = try deviceSeqSkips(in: db)
         var lost = 0
         var open: Int64?

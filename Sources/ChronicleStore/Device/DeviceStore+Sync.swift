@@ -194,9 +194,11 @@ extension DeviceStore {
     }
 
     /// The numbers from `run` that this device's outbox accounts for: queued, refused, given up
-    /// (`device_seq_skips`), or confirmed as this device's op. `verify` checks that none is
-    /// missing; a rewind past lost history gives up the ones that are.
-    static func accountedDeviceSeqs(in run: ClosedRange<Int64>, deviceID: UUID, in db: Database) throws -> Set<Int64> {
+    /// (`device_seq_skips`), or confirmed as this device's op, in the log or in sealed history
+    /// (a pull's pages are sealed on arrival). `verify` checks that none is missing; a rewind past
+    /// lost history gives up the ones that are.
+    static func accountedDeviceSeqs(in run: ClosedRange<Int64>, deviceID: UUID, libraryID: UUID,
+                                    in db: Database) throws -> Set<Int64> {
         let bounds: [Value] = [.integer(run.lowerBound), .integer(run.upperBound)]
         var covered = Set(try db.query("SELECT device_seq FROM chronicle_outbox WHERE device_seq BETWEEN ?1 AND ?2", bounds) { $0.int(0) })
         covered.formUnion(try db.query("SELECT device_seq FROM chronicle_rejected WHERE device_seq BETWEEN ?1 AND ?2", bounds) { $0.int(0) })
@@ -205,6 +207,14 @@ extension DeviceStore {
         for range in try deviceSeqSkips(in: db) where range.count == 2 {
             let low = max(range[0], run.lowerBound), high = min(range[1], run.upperBound)
             if low <= high { covered.formUnion(low...high) }
+        }
+        // Sealed history is read only for numbers nothing else accounts for: own ops confirmed
+        // inside the run (refused ops queued again ahead of them, after the server lost data).
+        let (base, sealed) = (try historyBase(in: db), try sealedUpTo(in: db))
+        if sealed > base, covered.count < run.count {   // (covered holds numbers of the run only)
+            try forEachConfirmedOp(in: db, libraryID: libraryID, after: base, upTo: sealed) { op in
+                if op.deviceID == deviceID, run.contains(op.deviceSeq) { covered.insert(op.deviceSeq) }
+            }
         }
         return covered
     }

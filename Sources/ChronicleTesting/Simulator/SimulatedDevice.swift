@@ -68,6 +68,11 @@ final class SimulatedDevice {
         writtenOrder.removeAll { written[$0] == nil }
     }
 
+    /// Ops this device wrote that a restore of its store took from it while the server held them
+    /// (they come back with a pull). Should the server lose one before this device pulls it
+    /// back, no copy is left to send again (`Simulator.forgetOpsRestoredAway`).
+    private(set) var restoredAway = Set<UUID>()
+
     /// A copy of the store taken by `takeBackup`, and the ops written by then.
     private(set) var backup: (path: String, written: Set<UUID>)?
 
@@ -94,6 +99,7 @@ final class SimulatedDevice {
         let reopened = try DeviceStore.open(at: path, clock: clock, ids: ids)
         process = (reopened, Self.makeEngine(reopened, transport, configuration))
         let lost = writtenOrder.filter { !backup.written.contains($0) && !serverHolds($0) }
+        restoredAway.formUnion(writtenOrder.filter { !backup.written.contains($0) && serverHolds($0) })
         for id in lost { written[id] = nil }
         writtenOrder.removeAll { id in written[id] == nil }
         return lost.count

@@ -81,6 +81,22 @@ extension Simulator {
         log.record("\(device.name): \(gone.count) of its ops the server lost were dropped past its horizon here too; gone")
     }
 
+    /// When the server was restored from a backup and lost `lost`: ops among them that a restore
+    /// of their author's store had already taken from it (`SimulatedDevice.restoredAway`), and that
+    /// it has not pulled back since, are gone from everywhere: the author has no copy to send again
+    /// (another device that pulled one does not send another device's ops). They are no longer
+    /// expected anywhere.
+    func forgetOpsRestoredAway(from device: SimulatedDevice, lostByServer lost: Set<UUID>) throws {
+        let candidates = device.writtenOrder.filter { lost.contains($0) && device.restoredAway.contains($0) }
+        guard !candidates.isEmpty else { return }
+        let queued = Set(try device.store.pendingOps().map(\.opID))
+        let gone = try candidates.filter { try !queued.contains($0) && device.store.confirmedSeq(of: $0) == nil }
+        guard !gone.isEmpty else { return }
+        device.forget(gone)
+        opsLostWithServer += gone.count
+        log.record("\(device.name): \(gone.count) of its ops the server lost had gone with a restore of its store and were not pulled back; gone")
+    }
+
     /// An op the server lost when it was restored from a backup, which the device still holds as
     /// confirmed (it has not pulled since): kept, during the safety phase only.
     func heldAfterServerLostIt(_ opID: UUID, on device: SimulatedDevice) throws -> Bool {

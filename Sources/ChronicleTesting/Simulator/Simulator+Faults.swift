@@ -49,6 +49,7 @@ extension Simulator {
         serverBackup = nil
         invariants = atBackup
         opsLostByServer.formUnion(lost)
+        for device in devices { try forgetOpsRestoredAway(from: device, lostByServer: Set(lost)) }
         try openServerReader()
         let head = try server.service.library(libraryID).head
         if head != invariants.head {
