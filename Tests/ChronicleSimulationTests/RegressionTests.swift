@@ -269,6 +269,17 @@ import Testing
         #expect(report.faults[.serverRestoredFromBackup, default: 0] > 0, "\(report)")
     }
 
+    /// Seed 13267 of 400 steps: a device found out that the restored server had lost its ops, and
+    /// the request that began the search for where the two agree was lost. By its next round other
+    /// devices' lost ops were back at the same seqs, the op at its cursor matched, and it never
+    /// looked again: its own lost ops were never sent, and it kept ops the server no longer had.
+    @Test("A search for where a device and a restored server agree, cut short, is taken up again (seed 13267, 400 steps)")
+    func searchCutShort() async throws {
+        let report = try await Simulator(seed: 13267, steps: 400).run()
+        #expect(report.faults[.serverRestoredFromBackup, default: 0] > 0, "\(report)")
+        #expect(report.rewinds > 0, "\(report)")
+    }
+
     /// The same full disk, then a rebuild (what a device that goes back to where it and a restored
     /// server agree runs, and `chronicle rebuild`): it built the search and projection indexes and
     /// cleared the stale mark, but not the log's entity index the bulk apply had dropped, so

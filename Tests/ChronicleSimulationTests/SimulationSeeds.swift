@@ -8,7 +8,7 @@ import Testing
 /// `CHRONICLE_SIM_FROM=<F>` (to soak seeds no run has tried); `CHRONICLE_SIM_STEPS=<n>`
 /// lengthens each run's safety phase (a replay must use the same steps as the failing run);
 /// `CHRONICLE_SIM_VERBOSE=1` prints each report (`=trace` also a failing run's whole trace);
-/// `CHRONICLE_SIM_KEEP=1` keeps the run's files.
+/// `CHRONICLE_SIM_KEEP=1` keeps a failing run's files and writes its whole trace beside them (`trace.txt`).
 enum SimulationSeeds {
     static let environment = ProcessInfo.processInfo.environment
 
@@ -55,7 +55,12 @@ enum SimulationSeeds {
             return report
         } catch let failure as SimulationFailure {
             if environment["CHRONICLE_SIM_VERBOSE"] == "trace" { print(simulator.trace.joined(separator: "\n")) }
-            if environment["CHRONICLE_SIM_KEEP"] != nil { print("files kept in \(simulator.directory)") }
+            if environment["CHRONICLE_SIM_KEEP"] != nil {
+                // The whole trace beside the files (a terminal or a pipe may not take it in one piece).
+                let path = (simulator.directory as NSString).appendingPathComponent("trace.txt")
+                try? simulator.trace.joined(separator: "\n").write(toFile: path, atomically: true, encoding: .utf8)
+                print("files kept in \(simulator.directory), the trace in \(path)")
+            }
             Issue.record("\(failure)", sourceLocation: sourceLocation)
         } catch {
             Issue.record("seed \(simulator.seed): \(error)\nreplay: CHRONICLE_SIM_STEPS=\(simulator.steps) CHRONICLE_SIM_SEED=\(simulator.seed) swift test --filter Simulation",

@@ -148,6 +148,78 @@ import Testing
         #expect(try library.allOps().count == 20)
     }
 
+    /// Fails the calls numbered in `failing` (from 1) as a lost network would, and passes the rest on.
+    final class FailingCalls: SyncTransport, @unchecked Sendable {
+        let inner: any SyncTransport
+        let failing: Set<Int>
+        private let calls = Locked(0)
+        init(_ inner: any SyncTransport, failing: Set<Int>) { self.inner = inner; self.failing = failing }
+        private func next() throws(SyncError) {
+            let call = calls.withLock { $0 += 1; return $0 }
+            if failing.contains(call) { throw .transient(reason: "Could not connect to the server (call \(call) lost).", retryAfterSeconds: nil) }
+        }
+        func push(_ segment: Segment) async throws(SyncError) -> PushResponse { try next(); return try await inner.push(segment) }
+        func pull(after cursor: Int64, limit: Int, waitMilliseconds: Int) async throws(SyncError) -> PullPage {
+            try next(); return try await inner.pull(after: cursor, limit: limit, waitMilliseconds: waitMilliseconds)
+        }
+        func verdict(for entity: UUID) async throws(SyncError) -> Verdict { try next(); return try await inner.verdict(for: entity) }
+        func snapshot() async throws(SyncError) -> SnapshotFrame { try next(); return try await inner.snapshot() }
+    }
+
+    /// A device finds out that the restored server lost ops it holds (`cursor_ahead`), and the
+    /// network goes away while it looks for where the two agree. By its next round the server has
+    /// moved on: another device's lost op came back at the very seq of this device's cursor, so
+    /// the op there matches and nothing else shows the disagreement. The store kept it
+    /// (`noteDisagreement`), so the search is taken up again, and the device's own lost ops are
+    /// sent again (simulator seed 13267 of 400 steps: they were lost, and the device diverged).
+    @Test func aSearchForWhereTheTwoAgreeThatTheNetworkCutShortIsTakenUpAgain() async throws {
+        let h = try SyncHarness(.inMemory)
+        let a = try h.device("A")
+        let b = try h.device("B")
+        let c = try h.device("C")
+        for i in 0..<10 { try a.save("Before the backup \(i)") }
+        await a.sync()                                                                    // seqs 1…10
+        let backup = h.directory + "/server-backup"
+        _ = try ServerBackup.run(dataDirectory: h.directory + "/server", to: backup)
+        for i in 0..<4 { try a.save("Lost with the server \(i)") }
+        await a.sync()                                                                    // seqs 11…14
+        try c.save("C's op, lost and then back at the same seq")
+        await c.sync()                                                                    // seq 15
+        await a.sync()
+        #expect(try a.store.cursor() == 15)
+
+        let restored = try SyncService(dataDirectory: backup)
+        var once = SyncEngine.Configuration()
+        once.retriesPerRoundMax = 0
+        func engine(_ device: TestDevice, failing: Set<Int> = []) -> SyncEngine {
+            let transport = InMemoryTransport(endpoint: restored, library: h.user.libraryID, token: device.token)
+            return SyncEngine(store: device.store, transport: FailingCalls(transport, failing: failing), configuration: once, random: { 0.5 })
+        }
+        // A's first pull is told the log ends at 10; the search's first page is lost with the network.
+        let cut = await engine(a, failing: [2]).syncOnce()
+        #expect(cut.outcome != .synced && cut.rewound == nil, "\(cut.outcome)")
+        #expect(try a.store.noticedDisagreement() == 11)
+
+        for i in 0..<4 { try b.save("Taken by the restored server \(i)") }
+        #expect(await engine(b).syncOnce().outcome == .synced)                           // seqs 11…14
+        let back = await engine(c).syncOnce()                                              // C's op again, at 15
+        #expect(back.rewound?.agreedSeq == 10 && back.outcome == .synced, "\(back.outcome)")
+        let library = try restored.library(h.user.libraryID)
+        #expect(library.head == 15)
+        let fifteen = try #require(try library.allOps().last)
+        #expect(try a.store.holdsConfirmed(fifteen.opID, at: 15) == true, "the op at A's cursor matches")
+
+        let resumed = await engine(a).syncOnce()
+        #expect(resumed.outcome == .synced, "\(resumed.outcome)")
+        #expect(resumed.rewound?.agreedSeq == 10, "the search was taken up again")
+        #expect(resumed.rewound?.requeued == 4)
+        #expect(try a.store.noticedDisagreement() == nil)
+        for device in [b, c] { #expect(await engine(device).syncOnce().outcome == .synced) }
+        for device in [a, b, c] { #expect(try device.store.digest() == library.digest(), "\(device.name)") }
+        #expect(try library.allOps().count == 19, "A's four lost ops are in the log again")
+        #expect(try a.store.verify().passed)
+    }
+
     /// Compacted history goes out as it is stored: a page that is exactly one sealed segment
     /// carries that segment's frame, byte for byte; any other page is encoded as before.
     @Test(arguments: TransportKind.allCases)

@@ -133,6 +133,8 @@ extension DeviceStore {
                 """, [.integer(seq)])
             try db.execute("DELETE FROM chronicle_log WHERE server_seq <= ?1", [.integer(seq)])
             try DeviceStore.setMeta("cursor", .integer(seq), in: db)
+            // History starts over here: a disagreement noted in what went before is settled.
+            try DeviceStore.forgetDisagreement(in: db)
             // Every queued op is pushed again: the answers say which ones the snapshot already holds.
             try DeviceStore.setMeta("acked_device_seq", .integer(0), in: db)
 

@@ -43,10 +43,14 @@ extension DeviceStore {
             throw ChronicleError(.invalidValue, "The seq to go back to must be 0 or more; got \(head).")
         }
         var report = RewindReport(agreedSeq: head, rewoundTo: head, dropped: 0, requeued: 0)
-        guard try cursor() > head else { return report }
+        guard try cursor() > head else {
+            try writeTransaction { db in try Self.forgetDisagreement(in: db) }
+            return report
+        }
         let (libraryID, deviceID) = (self.libraryID, self.deviceID)
         _ = try rebuild(beforeReplay: { db in
             let cursor = try Self.meta("cursor", in: db).integerValue ?? 0
+            try Self.forgetDisagreement(in: db)
             guard cursor > head else { return }
             // Keep whole segments only; before a snapshot the store started from there is no op to keep.
             var point = head
@@ -103,6 +107,31 @@ extension DeviceStore {
             try Self.setMeta("acked_device_seq", .integer(0), in: db)
         }, alsoInTransaction: nil)
         return report
+    }
+
+    /// Meta key: the lowest seq at which a sync found that the server holds other ops than this
+    /// store (or none), while the search for where the two agree has not ended in a rewind yet.
+    static let disagreementKey = "disagreed_at"
+
+    /// Remembers that the server holds other ops than this store from `seq` on (at the latest),
+    /// before the search for where the two agree starts: a search cut short (the network went
+    /// away in the middle of it) is taken up again next round, even where nothing else would
+    /// show the disagreement again (the op at the cursor can match by chance once others' lost
+    /// ops were pushed again). `rewind(toAgreedSeq:)` and a start from a snapshot forget it.
+    public func noteDisagreement(at seq: Int64) throws {
+        try writeTransaction { db in
+            if let noted = try Self.meta(Self.disagreementKey, in: db).integerValue, noted <= seq { return }
+            try Self.setMeta(Self.disagreementKey, .integer(max(0, seq)), in: db)
+        }
+    }
+
+    /// The seq `noteDisagreement(at:)` recorded, while no rewind has settled it; nil if none.
+    public func noticedDisagreement() throws -> Int64? {
+        try read { db in try Self.meta(Self.disagreementKey, in: db).integerValue }
+    }
+
+    static func forgetDisagreement(in db: Database) throws {
+        try db.execute("DELETE FROM chronicle_meta WHERE key = ?1", [.text(disagreementKey)])
     }
 
     /// Numbers between the outbox's oldest op and the last deviceSeq that nothing accounts for

@@ -448,6 +448,13 @@ public actor SyncEngine {
     /// everything after it is in). Fetches the next page while folding the current one.
     private func pullAll(waitMilliseconds: Int) async throws -> (head: Int64, count: Int) {
         do {
+            // A search for where this store and the server agree that an earlier round could not
+            // finish (the network went away in the middle of it) is taken up again before pulling:
+            // nothing else may show the disagreement again.
+            if roundRewind == nil, let noted = try store.noticedDisagreement() {
+                let agreed = try await lastAgreedSeq(before: min(noted, try store.cursor() + 1))
+                roundRewind = try store.rewind(toAgreedSeq: agreed)
+            }
             return try await pullPages(waitMilliseconds: waitMilliseconds, mayStartFromSnapshot: true)
         } catch StartFromSnapshot.requested {
             try await startFromSnapshot()
@@ -466,7 +473,9 @@ public actor SyncEngine {
             // a backup). Go back to where the two agree, with this device's lost ops queued again,
             // and pull from there (once a round: a server still behind after that is refused as it answers).
             guard let head = refusal.serverHead else { throw SyncError.terminal(refusal) }
-            let agreed = try await lastAgreedSeq(before: min(try store.cursor(), head + 1))
+            let disagreed = min(try store.cursor(), head + 1)
+            try store.noteDisagreement(at: disagreed)
+            let agreed = try await lastAgreedSeq(before: disagreed)
             roundRewind = try store.rewind(toAgreedSeq: agreed)
             return try await pullAll(waitMilliseconds: 0)
         } catch let diverged as Diverged {
@@ -477,6 +486,7 @@ public actor SyncEngine {
                     the next round looks again.
                     """))
             }
+            try store.noteDisagreement(at: diverged.cursor)
             let agreed = try await lastAgreedSeq(before: diverged.cursor)
             roundRewind = try store.rewind(toAgreedSeq: agreed)
             return try await pullAll(waitMilliseconds: 0)
@@ -523,6 +533,11 @@ public actor SyncEngine {
                 // Past the server's retention horizon: not compared, so taken as a disagreement. Going
                 // back further than needed only queues more of this device's ops again (duplicates).
                 if case .terminal(let refusal) = error, refusal.status == 410 { return cursor }
+                // The server's log now ends before this point (restored again meanwhile): the two
+                // agree at most up to its head.
+                if case .terminal(let refusal) = error, refusal.code == ProtocolError.cursorAheadCode, let head = refusal.serverHead {
+                    return min(cursor, head)
+                }
                 throw error
             }
             // At the base of a store that started from a snapshot, the op the server named then.
@@ -545,6 +560,7 @@ public actor SyncEngine {
     /// follows reports why).
     private func rewind(before seq: Int64) async -> RewindReport? {
         do {
+            try store.noteDisagreement(at: seq)
             return try store.rewind(toAgreedSeq: try await lastAgreedSeq(before: seq))
         } catch {
             return nil

@@ -73,6 +73,9 @@ final class SimulatedDevice {
     /// back, no copy is left to send again (`Simulator.forgetOpsRestoredAway`).
     private(set) var restoredAway = Set<UUID>()
 
+    /// Ops of `restoredAway` that a pull brought back.
+    func heldAgain(_ ids: [UUID]) { restoredAway.subtract(ids) }
+
     /// A copy of the store taken by `takeBackup`, and the ops written by then.
     private(set) var backup: (path: String, written: Set<UUID>)?
 

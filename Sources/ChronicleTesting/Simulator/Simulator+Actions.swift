@@ -133,6 +133,11 @@ extension Simulator {
         }
         log.record("\(device.name) sync: \(describe(report))")
         try checkSyncState(device, after: report)
+        // Ops a restore of the store took from it that a pull brought back are held again: from
+        // here on the device must keep them, whatever the server loses.
+        if !device.restoredAway.isEmpty {
+            try device.heldAgain(device.restoredAway.filter { try device.store.confirmedSeq(of: $0) != nil })
+        }
         if device.transport.takeCrashRequest() {
             log.record("\(device.name) restarts after its crash")
             try device.crashAndRestart()
