@@ -220,6 +220,50 @@ import Testing
         #expect(try a.store.verify().passed)
     }
 
+    /// The same restored server, and A comes back only once C's lost op is back at A's cursor:
+    /// nothing at the cursor shows that the server lost A's four ops. The backup gave the library
+    /// file an incarnation of its own, the server's pages name it, and A, which synced with the
+    /// file before, compares its whole history before it pulls on.
+    @Test func aDeviceThatMissedTheRestoreFindsItByTheLibrarysIncarnation() async throws {
+        let h = try SyncHarness(.inMemory)
+        let a = try h.device("A")
+        let b = try h.device("B")
+        let c = try h.device("C")
+        for i in 0..<10 { try a.save("Before the backup \(i)") }
+        await a.sync()                                                                    // seqs 1…10
+        let backup = h.directory + "/server-backup"
+        _ = try ServerBackup.run(dataDirectory: h.directory + "/server", to: backup)
+        for i in 0..<4 { try a.save("Lost with the server \(i)") }
+        await a.sync()                                                                    // seqs 11…14
+        try c.save("C's op, lost and then back at the same seq")
+        await c.sync()                                                                    // seq 15
+        await a.sync()
+        let before = try #require(try a.store.serverIncarnation())
+        #expect(try h.service.library(h.user.libraryID).incarnation == before)
+
+        let restored = try SyncService(dataDirectory: backup)
+        let library = try restored.library(h.user.libraryID)
+        #expect(library.incarnation != before, "the backup's copy is an incarnation of its own")
+        func engine(_ device: TestDevice) -> SyncEngine {
+            SyncEngine(store: device.store, transport: InMemoryTransport(endpoint: restored, library: h.user.libraryID, token: device.token),
+                       random: { 0.5 })
+        }
+        for i in 0..<4 { try b.save("Taken by the restored server \(i)") }
+        #expect(await engine(b).syncOnce().outcome == .synced)                           // seqs 11…14
+        #expect(await engine(c).syncOnce().rewound?.agreedSeq == 10)                      // C's op again, at 15
+        #expect(try a.store.holdsConfirmed(try #require(try library.allOps().last).opID, at: 15) == true, "the op at A's cursor matches")
+
+        let back = await engine(a).syncOnce()
+        #expect(back.outcome == .synced, "\(back.outcome)")
+        #expect(back.rewound?.agreedSeq == 10 && back.rewound?.requeued == 4, "\(String(describing: back.rewound))")
+        #expect(try a.store.serverIncarnation() == library.incarnation)
+        #expect(await engine(a).syncOnce().rewound == nil, "once compared, the new incarnation is kept")
+        for device in [b, c] { #expect(await engine(device).syncOnce().outcome == .synced) }
+        for device in [a, b, c] { #expect(try device.store.digest() == library.digest(), "\(device.name)") }
+        #expect(try library.allOps().count == 19, "A's four lost ops are in the log again")
+        #expect(try a.store.verify().passed)
+    }
+
     /// Compacted history goes out as it is stored: a page that is exactly one sealed segment
     /// carries that segment's frame, byte for byte; any other page is encoded as before.
     @Test(arguments: TransportKind.allCases)

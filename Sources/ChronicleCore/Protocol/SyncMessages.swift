@@ -80,6 +80,12 @@ public struct PullPage: Sendable, Equatable {
     /// (`Chronicle-After-Op` over HTTP).
     public var afterOpID: UUID?
     public static let afterOpHeader = "Chronicle-After-Op"
+    /// The incarnation of the server's copy of the library (`ServerLibrary.incarnation`): it
+    /// changes when the server's data is restored from a backup. A device that synced with
+    /// another one compares its whole history with the server's before it pulls on
+    /// (`Chronicle-Incarnation` over HTTP; nil from a server that does not send it).
+    public var incarnation: UUID?
+    public static let incarnationHeader = "Chronicle-Incarnation"
 
     public init(segment: Segment, nextCursor: Int64, more: Bool, head: Int64, snapshotSeq: Int64? = nil,
                 encoded: SegmentBytes? = nil) {
@@ -93,7 +99,7 @@ public struct PullPage: Sendable, Equatable {
 
     public static func == (a: PullPage, b: PullPage) -> Bool {
         a.segment == b.segment && a.nextCursor == b.nextCursor && a.more == b.more && a.head == b.head && a.snapshotSeq == b.snapshotSeq
-            && a.afterOpID == b.afterOpID
+            && a.afterOpID == b.afterOpID && a.incarnation == b.incarnation
     }
 }
 

@@ -59,7 +59,8 @@ public enum ServerBackup {
         var report = Report()
         progress?(0, Int64(names.count))
         for (done, name) in names.enumerated() {
-            report.bytes += try copy(source.appendingPathComponent(name).path, to: target.appendingPathComponent(name).path)
+            report.bytes += try copy(source.appendingPathComponent(name).path, to: target.appendingPathComponent(name).path,
+                                     newIncarnation: name != "server.sqlite")
             progress?(Int64(done + 1), Int64(names.count))
         }
         report.libraries = libraries.count
@@ -68,13 +69,20 @@ public enum ServerBackup {
     }
 
     /// One file: `VACUUM INTO` a partial name, check it, flush it, rename it. Returns its size.
-    static func copy(_ path: String, to destination: String) throws -> Int64 {
+    /// `newIncarnation`: the copy of a library takes an incarnation of its own
+    /// (`ServerLibrary.incarnation`), so that devices can tell a server restored from it.
+    static func copy(_ path: String, to destination: String, newIncarnation: Bool = false) throws -> Int64 {
         let partial = destination + ".partial"
         try? FileManager.default.removeItem(atPath: partial)
         do {
             var options = Database.Options()
             options.readOnly = true
             try Database(path: path, options: options).execute("VACUUM INTO ?1", [.text(partial)])
+            if newIncarnation {
+                // Its own connection, closed (and its WAL checkpointed) before the check.
+                try Database(path: partial).execute("INSERT OR REPLACE INTO chronicle_meta(key, value) VALUES (?1, ?2)",
+                                                    [.text(ServerLibrary.incarnationKey), .text(UUID().lowercased)])
+            }
             // The check's connection is closed before the rename (it is a temporary).
             let check = try Database(path: partial, options: options).query("PRAGMA quick_check") { $0.text(0) }
             for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: partial + suffix) }

@@ -140,13 +140,16 @@ public struct SyncRoutes: HTTPHandler {
                 case .success(let page):
                     // A page that is one sealed segment goes out as the frame stored for it.
                     let body = json ? WireJSON.encode(page.segment) : page.encoded?.frame ?? SegmentCodec.encode(page.segment)
-                    respond(HTTPResponse(status: 200, headers: [
+                    var headers: [(String, String)] = [
                         ("Content-Type", json ? "application/json" : SegmentCodec.mediaType),
                         ("Chronicle-Next-Cursor", String(page.nextCursor)),
                         ("Chronicle-More", page.more ? "true" : "false"),
                         ("Chronicle-Head", String(page.head)),
-                    ] + (page.snapshotSeq.map { [("Chronicle-Snapshot-Seq", String($0))] } ?? [])
-                      + (page.afterOpID.map { [(PullPage.afterOpHeader, $0.lowercased)] } ?? []), body: body))
+                    ]
+                    if let seq = page.snapshotSeq { headers.append(("Chronicle-Snapshot-Seq", String(seq))) }
+                    if let op = page.afterOpID { headers.append((PullPage.afterOpHeader, op.lowercased)) }
+                    if let incarnation = page.incarnation { headers.append((PullPage.incarnationHeader, incarnation.lowercased)) }
+                    respond(HTTPResponse(status: 200, headers: headers, body: body))
                 }
             }
         } catch {

@@ -248,6 +248,7 @@ public final class SyncService: SyncEndpoint {
             var page = PullPage(segment: segment, nextCursor: next, more: next < head, head: head, snapshotSeq: try library.latestSnapshotSeq(),
                                 encoded: encoded)
             page.afterOpID = afterOpID
+            page.incarnation = library.incarnation
             return page
         } catch let error as ProtocolError {
             throw error

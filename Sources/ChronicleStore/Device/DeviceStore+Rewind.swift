@@ -130,6 +130,16 @@ extension DeviceStore {
         try read { db in try Self.meta(Self.disagreementKey, in: db).integerValue }
     }
 
+    /// The incarnation of the server's copy of the library this store last synced with
+    /// (`PullPage.incarnation`); nil before the first pull that named one.
+    public func serverIncarnation() throws -> UUID? {
+        try read { db in try Self.meta("server_incarnation", in: db).textValue.flatMap(UUID.init(uuidString:)) }
+    }
+
+    public func setServerIncarnation(_ incarnation: UUID) throws {
+        try writeTransaction { db in try Self.setMeta("server_incarnation", .text(incarnation.lowercased), in: db) }
+    }
+
     static func forgetDisagreement(in db: Database) throws {
         try db.execute("DELETE FROM chronicle_meta WHERE key = ?1", [.text(disagreementKey)])
     }

@@ -17,6 +17,14 @@ import Foundation
 public final class ServerLibrary: Sendable {
     public let path: String
     public let libraryID: UUID
+    /// This file's incarnation: made when the library is created (or first opened by a build that
+    /// has them), and made anew in every backup of it (`ServerBackup`). A server restored from a
+    /// backup therefore answers with another one, and a device that synced with the file before
+    /// compares its history with the server's op by op (`PullPage.incarnation`), rather than
+    /// trusting one op at its cursor that may match by chance.
+    public let incarnation: UUID
+    /// The meta key that holds `incarnation`.
+    public static let incarnationKey = "incarnation"
     public let schema: Schema
     let clock: any ChronicleClock
     let ids: any IDGenerator
@@ -139,6 +147,12 @@ public final class ServerLibrary: Sendable {
         self.ids = ids
         self.path = path
         self.libraryID = libraryID
+        if let stored = try DeviceStore.meta(Self.incarnationKey, in: writer).textValue.flatMap(UUID.init(uuidString:)) {
+            incarnation = stored
+        } else {
+            incarnation = UUID()
+            try DeviceStore.setMeta(Self.incarnationKey, .text(incarnation.lowercased), in: writer)
+        }
         self.schema = schema
         self.clock = clock
         self.materializer = Materializer(schema: schema)

@@ -651,6 +651,14 @@ public actor SyncEngine {
                 if count == 0, let theirs = page.afterOpID, try store.holdsConfirmed(theirs, at: cursor) == false {
                     throw Diverged(cursor: cursor)
                 }
+                // The server's copy of the library is another incarnation than the one this store
+                // synced with: its data was restored from a backup. The op at the cursor may match by
+                // chance (others' lost ops pushed again can land where they were), so the whole
+                // history is compared first (once a round; then the new incarnation is kept).
+                if count == 0, let theirs = page.incarnation, try store.serverIncarnation() != theirs {
+                    if roundRewind == nil, cursor > 0, try store.serverIncarnation() != nil { throw Diverged(cursor: cursor + 1) }
+                    try store.setServerIncarnation(theirs)
+                }
                 if mayStartFromSnapshot, cursor == 0, count == 0, let snapshotSeq = page.snapshotSeq,
                    snapshotSeq >= configuration.snapshotStartOpsMin {
                     throw StartFromSnapshot.requested   // a new device on a big library: start from the snapshot

@@ -113,6 +113,7 @@ public final class HTTPTransport: SyncTransport {
         var page = PullPage(segment: segment, nextCursor: next, more: header("Chronicle-More") == "true", head: head,
                             snapshotSeq: header("Chronicle-Snapshot-Seq").flatMap(Int64.init), encoded: SegmentBytes(body: inflated, frame: [UInt8](body)))
         page.afterOpID = header(PullPage.afterOpHeader).flatMap { UUID(uuidString: $0) }
+        page.incarnation = header(PullPage.incarnationHeader).flatMap { UUID(uuidString: $0) }
         return page
     }
 
