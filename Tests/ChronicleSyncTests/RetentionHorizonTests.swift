@@ -264,6 +264,36 @@ import Testing
         #expect(try a.store.verify().passed)
     }
 
+    /// A server restored from a backup that holds everything a device had: the device compares
+    /// its history once (the incarnation changed), finds the two agreeing up to its cursor, goes
+    /// back nowhere, reports no rewind, and keeps the new incarnation.
+    @Test func aRestoreThatLostNothingOfADevicesHistoryIsComparedOnceAndNotReportedAsARewind() async throws {
+        let h = try SyncHarness(.inMemory)
+        let a = try h.device("A")
+        for i in 0..<12 { try a.save("Kept by the backup \(i)") }
+        await a.sync()
+        let backup = h.directory + "/server-backup"
+        _ = try ServerBackup.run(dataDirectory: h.directory + "/server", to: backup)
+        let restored = try SyncService(dataDirectory: backup)
+        let library = try restored.library(h.user.libraryID)
+        let transport = InMemoryTransport(endpoint: restored, library: h.user.libraryID, token: a.token)
+        let engine = SyncEngine(store: a.store, transport: transport, random: { 0.5 })
+        try a.save("Written after the restore")
+        let digestBefore = try a.store.digest()
+
+        let report = await engine.syncOnce()
+        #expect(report.outcome == .synced, "\(report.outcome)")
+        #expect(report.rewound == nil, "nothing was lost: no rewind to report")
+        #expect(report.pushed == 1)
+        #expect(try a.store.serverIncarnation() == library.incarnation)
+        let requests = transport.requestCount
+        #expect(requests >= 4, "a push, a pull, the comparison's page, the pull after it: \(requests)")
+        #expect(try a.store.digest() == library.digest() && a.store.digest() == digestBefore)
+        #expect(await engine.syncOnce().rewound == nil)
+        #expect(transport.requestCount - requests <= 2, "compared once, not every round")
+        #expect(try a.store.verify().passed)
+    }
+
     /// Compacted history goes out as it is stored: a page that is exactly one sealed segment
     /// carries that segment's frame, byte for byte; any other page is encoded as before.
     @Test(arguments: TransportKind.allCases)

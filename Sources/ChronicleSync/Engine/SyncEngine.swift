@@ -120,6 +120,8 @@ public actor SyncEngine {
     private var roundBootstrap: Int64?
     /// Set when this round went back to the server's head (`cursor_ahead`).
     private var roundRewind: RewindReport?
+    /// A rewind this round moved the cursor back (one that found the two agreeing up to it did not).
+    private var roundRewindMoved = false
 
     /// - Parameter random: uniform in [0, 1), for backoff jitter (inject a seeded one in tests).
     public init(store: DeviceStore, transport: any SyncTransport, configuration: Configuration = Configuration(),
@@ -157,6 +159,7 @@ public actor SyncEngine {
         pulledInRound = 0
         roundBootstrap = nil
         roundRewind = nil
+        roundRewindMoved = false
         var probedServer = false
         while true {
             report.pulled = pulledInRound
@@ -232,7 +235,7 @@ public actor SyncEngine {
         }
         report.pulled = pulledInRound
         report.bootstrappedAt = roundBootstrap
-        report.rewound = roundRewind
+        report.rewound = roundRewindMoved ? roundRewind : nil
         if report.outcome == .synced, var policy = configuration.compaction {
             policy.wholeSegmentsOnly = true
             if let plan = try? store.compactionPlan(policy), plan.opsToSeal > 0 || plan.dropThrough != nil {
@@ -453,7 +456,7 @@ public actor SyncEngine {
             // nothing else may show the disagreement again.
             if roundRewind == nil, let noted = try store.noticedDisagreement() {
                 let agreed = try await lastAgreedSeq(before: min(noted, try store.cursor() + 1))
-                roundRewind = try store.rewind(toAgreedSeq: agreed)
+                roundRewind = try rewindStore(toAgreedSeq: agreed)
             }
             return try await pullPages(waitMilliseconds: waitMilliseconds, mayStartFromSnapshot: true)
         } catch StartFromSnapshot.requested {
@@ -465,7 +468,7 @@ public actor SyncEngine {
             // be looked for: every op of this device in that history is queued again first (the
             // server answers the ones it holds as duplicates), so that none is lost with it.
             if roundRewind == nil, let theirs = refusal.afterOpID, try store.holdsConfirmed(theirs, at: try store.cursor()) == false {
-                roundRewind = try store.rewind(toAgreedSeq: 0)
+                roundRewind = try rewindStore(toAgreedSeq: 0)
             }
             try await startFromSnapshot()
         } catch SyncError.terminal(let refusal) where refusal.code == ProtocolError.cursorAheadCode && roundRewind == nil {
@@ -476,7 +479,7 @@ public actor SyncEngine {
             let disagreed = min(try store.cursor(), head + 1)
             try store.noteDisagreement(at: disagreed)
             let agreed = try await lastAgreedSeq(before: disagreed)
-            roundRewind = try store.rewind(toAgreedSeq: agreed)
+            roundRewind = try rewindStore(toAgreedSeq: agreed)
             return try await pullAll(waitMilliseconds: 0)
         } catch let diverged as Diverged {
             // The server holds another op at this store's cursor: the same, with the server's head past it.
@@ -488,7 +491,7 @@ public actor SyncEngine {
             }
             try store.noteDisagreement(at: diverged.cursor)
             let agreed = try await lastAgreedSeq(before: diverged.cursor)
-            roundRewind = try store.rewind(toAgreedSeq: agreed)
+            roundRewind = try rewindStore(toAgreedSeq: agreed)
             return try await pullAll(waitMilliseconds: 0)
         }
         return try await pullPages(waitMilliseconds: 0, mayStartFromSnapshot: false)
@@ -555,13 +558,23 @@ public actor SyncEngine {
         return disagreed - 1
     }
 
+    /// `DeviceStore.rewind(toAgreedSeq:)`, noting whether it moved the cursor back: a comparison
+    /// that found the two agreeing up to the cursor (a restored server that lost nothing this store
+    /// had) is not reported as a rewind.
+    private func rewindStore(toAgreedSeq seq: Int64) throws -> RewindReport {
+        let before = try store.cursor()
+        let report = try store.rewind(toAgreedSeq: seq)
+        if report.rewoundTo < before { roundRewindMoved = true }
+        return report
+    }
+
     /// Goes back to where this store and the server last agree before `seq`, where the server no
     /// longer holds what this store has; nil if that could not be done now (the probe that
     /// follows reports why).
     private func rewind(before seq: Int64) async -> RewindReport? {
         do {
             try store.noteDisagreement(at: seq)
-            return try store.rewind(toAgreedSeq: try await lastAgreedSeq(before: seq))
+            return try rewindStore(toAgreedSeq: try await lastAgreedSeq(before: seq))
         } catch {
             return nil
         }
