@@ -133,8 +133,10 @@ extension DeviceStore {
                 """, [.integer(seq)])
             try db.execute("DELETE FROM chronicle_log WHERE server_seq <= ?1", [.integer(seq)])
             try DeviceStore.setMeta("cursor", .integer(seq), in: db)
-            // History starts over here: a disagreement noted in what went before is settled.
+            // History starts over here: a disagreement noted in what went before is settled, and the
+            // incarnation of the server's file is the one the next pull names.
             try DeviceStore.forgetDisagreement(in: db)
+            try db.execute("DELETE FROM chronicle_meta WHERE key = 'server_incarnation'")
             // Every queued op is pushed again: the answers say which ones the snapshot already holds.
             try DeviceStore.setMeta("acked_device_seq", .integer(0), in: db)
 

@@ -482,25 +482,38 @@ public actor SyncEngine {
             roundRewind = try rewindStore(toAgreedSeq: agreed)
             return try await pullAll(waitMilliseconds: 0)
         } catch let diverged as Diverged {
-            // The server holds another op at this store's cursor: the same, with the server's head past it.
-            guard roundRewind == nil else {
-                throw SyncError.terminal(ProtocolError(409, "cursor_diverged", """
-                    The server holds another op at seq \(diverged.cursor) than this store, after it went back once this round; \
-                    the next round looks again.
-                    """))
-            }
+            // The server holds another op at this store's cursor (the same, with the server's head
+            // past it), or it is another incarnation of the library's file (restored from a backup).
+            guard roundRewind == nil else { throw try divergedAgain(diverged) }
             try store.noteDisagreement(at: diverged.cursor)
             let agreed = try await lastAgreedSeq(before: diverged.cursor)
             roundRewind = try rewindStore(toAgreedSeq: agreed)
             return try await pullAll(waitMilliseconds: 0)
         }
-        return try await pullPages(waitMilliseconds: 0, mayStartFromSnapshot: false)
+        do {
+            return try await pullPages(waitMilliseconds: 0, mayStartFromSnapshot: false)
+        } catch let diverged as Diverged {
+            // Right after a start from a snapshot: the next round looks where the two agree.
+            throw try divergedAgain(diverged)
+        }
+    }
+
+    /// The server and this store disagree again after this round went back (or started over)
+    /// once: the round stops, and the next one looks again (the disagreement is noted).
+    private func divergedAgain(_ diverged: Diverged) throws -> SyncError {
+        try store.noteDisagreement(at: diverged.cursor)
+        return .terminal(ProtocolError(409, "cursor_diverged", """
+            The server holds other ops from seq \(diverged.cursor) on than this store, after it went back or started over \
+            once this round; the next round looks again.
+            """))
     }
 
     enum StartFromSnapshot: Error { case requested }
 
     /// The first page's `afterOpID` is not the op this store holds at its cursor, or a page holds
     /// an op this store holds at another seq: the two disagree from `cursor` on at the latest.
+    /// (Also thrown with the seq after the cursor where the page names another incarnation of the
+    /// library's file: where the two disagree, if anywhere, is not known.)
     struct Diverged: Error { var cursor: Int64 }
 
     /// After a page failed to apply: an op in it that this store already holds at another seq
@@ -669,7 +682,9 @@ public actor SyncEngine {
                 // chance (others' lost ops pushed again can land where they were), so the whole
                 // history is compared first (once a round; then the new incarnation is kept).
                 if count == 0, let theirs = page.incarnation, try store.serverIncarnation() != theirs {
-                    if roundRewind == nil, cursor > 0, try store.serverIncarnation() != nil { throw Diverged(cursor: cursor + 1) }
+                    if roundRewind == nil, roundBootstrap == nil, cursor > 0, try store.serverIncarnation() != nil {
+                        throw Diverged(cursor: cursor + 1)
+                    }
                     try store.setServerIncarnation(theirs)
                 }
                 if mayStartFromSnapshot, cursor == 0, count == 0, let snapshotSeq = page.snapshotSeq,
