@@ -166,13 +166,9 @@ import Testing
         func snapshot() async throws(SyncError) -> SnapshotFrame { try next(); return try await inner.snapshot() }
     }
 
-    /// A device finds out that the restored server lost ops it holds (`cursor_ahead`), and the
-    /// network goes away while it looks for where the two agree. By its next round the server has
-    /// moved on: another device's lost op came back at the very seq of this device's cursor, so
-    /// the op there matches and nothing else shows the disagreement. The store kept it
-    /// (`noteDisagreement`), so the search is taken up again, and the device's own lost ops are
-    /// sent again (simulator seed 13267 of 400 steps: they were lost, and the device diverged).
-    @Test func aSearchForWhereTheTwoAgreeThatTheNetworkCutShortIsTakenUpAgain() async throws {
+    /// A backs up 10 ops, then writes 4 more (seqs 11…14) and C one (seq 15) that a server
+    /// restored from the backup (at `backup`) will have lost; A has pulled up to 15.
+    static func backupThenFourOfAsOpsAndOneOfCs() async throws -> (SyncHarness, TestDevice, TestDevice, TestDevice, String) {
         let h = try SyncHarness(.inMemory)
         let a = try h.device("A")
         let b = try h.device("B")
@@ -186,6 +182,17 @@ import Testing
         try c.save("C's op, lost and then back at the same seq")
         await c.sync()                                                                    // seq 15
         await a.sync()
+        return (h, a, b, c, backup)
+    }
+
+    /// A device finds out that the restored server lost ops it holds (`cursor_ahead`), and the
+    /// network goes away while it looks for where the two agree. By its next round the server has
+    /// moved on: another device's lost op came back at the very seq of this device's cursor, so
+    /// the op there matches and nothing else shows the disagreement. The store kept it
+    /// (`noteDisagreement`), so the search is taken up again, and the device's own lost ops are
+    /// sent again (simulator seed 13267 of 400 steps: they were lost, and the device diverged).
+    @Test func aSearchForWhereTheTwoAgreeThatTheNetworkCutShortIsTakenUpAgain() async throws {
+        let (h, a, b, c, backup) = try await Self.backupThenFourOfAsOpsAndOneOfCs()
         #expect(try a.store.cursor() == 15)
 
         let restored = try SyncService(dataDirectory: backup)
@@ -225,19 +232,7 @@ import Testing
     /// file an incarnation of its own, the server's pages name it, and A, which synced with the
     /// file before, compares its whole history before it pulls on.
     @Test func aDeviceThatMissedTheRestoreFindsItByTheLibrarysIncarnation() async throws {
-        let h = try SyncHarness(.inMemory)
-        let a = try h.device("A")
-        let b = try h.device("B")
-        let c = try h.device("C")
-        for i in 0..<10 { try a.save("Before the backup \(i)") }
-        await a.sync()                                                                    // seqs 1…10
-        let backup = h.directory + "/server-backup"
-        _ = try ServerBackup.run(dataDirectory: h.directory + "/server", to: backup)
-        for i in 0..<4 { try a.save("Lost with the server \(i)") }
-        await a.sync()                                                                    // seqs 11…14
-        try c.save("C's op, lost and then back at the same seq")
-        await c.sync()                                                                    // seq 15
-        await a.sync()
+        let (h, a, b, c, backup) = try await Self.backupThenFourOfAsOpsAndOneOfCs()
         let before = try #require(try a.store.serverIncarnation())
         #expect(try h.service.library(h.user.libraryID).incarnation == before)
 
