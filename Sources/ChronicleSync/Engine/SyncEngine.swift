@@ -681,10 +681,8 @@ public actor SyncEngine {
                 // synced with: its data was restored from a backup. The op at the cursor may match by
                 // chance (others' lost ops pushed again can land where they were), so the whole
                 // history is compared first (once a round; then the new incarnation is kept).
-                if count == 0, let theirs = page.incarnation, try store.serverIncarnation() != theirs {
-                    if roundRewind == nil, roundBootstrap == nil, cursor > 0, try store.serverIncarnation() != nil {
-                        throw Diverged(cursor: cursor + 1)
-                    }
+                if count == 0, let theirs = page.incarnation, case let ours = try store.serverIncarnation(), ours != theirs {
+                    if ours != nil, roundRewind == nil, roundBootstrap == nil, cursor > 0 { throw Diverged(cursor: cursor + 1) }
                     try store.setServerIncarnation(theirs)
                 }
                 if mayStartFromSnapshot, cursor == 0, count == 0, let snapshotSeq = page.snapshotSeq,
