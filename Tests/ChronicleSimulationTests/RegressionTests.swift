@@ -284,6 +284,17 @@ import Testing
         #expect(report.rewinds > 0, "\(report)")
     }
 
+    /// Seeds of 400 steps where the simulator forgot own ops the server lost as gone for good
+    /// (their seq at or below the device's history base) while the device still held them as
+    /// refusals, queued them again, and sent them: the check that the outbox holds only ops the
+    /// device wrote failed on them. Ops held queued or refused are not forgotten now.
+    @Test("Own ops a device still holds as refusals are not taken for lost with the server (400 steps)",
+          arguments: [13490, 13500, 13608] as [UInt64])
+    func refusalsHeldAreNotLost(seed: UInt64) async throws {
+        let report = try await Simulator(seed: seed, steps: 400).run()
+        #expect(report.faults[.serverRestoredFromBackup, default: 0] > 0, "\(report)")
+    }
+
     /// The same full disk, then a rebuild (what a device that goes back to where it and a restored
     /// server agree runs, and `chronicle rebuild`): it built the search and projection indexes and
     /// cleared the stale mark, but not the log's entity index the bulk apply had dropped, so

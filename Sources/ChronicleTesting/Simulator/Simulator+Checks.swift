@@ -71,8 +71,11 @@ extension Simulator {
     func forgetOpsLostForGood(_ device: SimulatedDevice) throws {
         guard !opsLostByServer.isEmpty else { return }
         let base = try device.store.historyBaseSeq()
+        // An op whose content the device still holds, queued or as a refusal, can still be sent.
+        let held = Set(try device.store.pendingOps().map(\.opID))
+            .union(try device.store.notices(limit: Int(Int32.max)).map(\.op.opID))
         var gone: [UUID] = []
-        for id in device.writtenOrder where opsLostByServer.contains(id) && invariants.logged(id) == nil {
+        for id in device.writtenOrder where opsLostByServer.contains(id) && invariants.logged(id) == nil && !held.contains(id) {
             if let seq = try device.store.confirmedSeq(of: id), seq <= base { gone.append(id) }
         }
         guard !gone.isEmpty else { return }
