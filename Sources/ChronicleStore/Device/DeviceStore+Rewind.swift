@@ -133,12 +133,14 @@ extension DeviceStore {
     /// The incarnation of the server's copy of the library this store last synced with
     /// (`PullPage.incarnation`); nil before the first pull that named one.
     public func serverIncarnation() throws -> UUID? {
-        try read { db in try Self.meta("server_incarnation", in: db).textValue.flatMap(UUID.init(uuidString:)) }
+        try read { db in try Self.meta(Self.serverIncarnationKey, in: db).textValue.flatMap(UUID.init(uuidString:)) }
     }
 
     public func setServerIncarnation(_ incarnation: UUID) throws {
-        try writeTransaction { db in try Self.setMeta("server_incarnation", .text(incarnation.lowercased), in: db) }
+        try writeTransaction { db in try Self.setMeta(Self.serverIncarnationKey, .text(incarnation.lowercased), in: db) }
     }
+
+    static let serverIncarnationKey = "server_incarnation"
 
     static func forgetDisagreement(in db: Database) throws {
         try db.execute("DELETE FROM chronicle_meta WHERE key = ?1", [.text(disagreementKey)])
