@@ -295,6 +295,18 @@ import Testing
         #expect(report.faults[.serverRestoredFromBackup, default: 0] > 0, "\(report)")
     }
 
+    /// A seed of 400 steps where the restored server lost ops of two devices that they had since
+    /// dropped past their horizons, and ops after them that they still held: both were wedged on
+    /// `device_seq_gap` (no remedy applied, and the pull showed nothing) until each started over
+    /// from a snapshot, too late for the liveness check. The gap now sends them back to what the
+    /// server holds (`DeviceStore.seqOfOwnOpsTheServerLost`), and a round may apply more than one
+    /// remedy.
+    @Test("Own ops lost beneath dropped history are found by the gap they leave (400 steps)", arguments: [13594] as [UInt64])
+    func gapBeneathDroppedHistory(seed: UInt64) async throws {
+        let report = try await Simulator(seed: seed, steps: 400).run()
+        #expect(report.faults[.serverRestoredFromBackup, default: 0] > 0, "\(report)")
+    }
+
     /// The same full disk, then a rebuild (what a device that goes back to where it and a restored
     /// server agree runs, and `chronicle rebuild`): it built the search and projection indexes and
     /// cleared the stale mark, but not the log's entity index the bulk apply had dropped, so

@@ -259,6 +259,70 @@ import Testing
         #expect(try a.store.verify().passed)
     }
 
+    /// The restored server lost A's ops #3…#5, which A had dropped past its own horizon since,
+    /// and #6…#8, which A still holds confirmed. Its data directory was copied by other means
+    /// (it keeps the file's incarnation), and the op at A's cursor is C's, pushed again at the
+    /// same seq: nothing on the pull shows the loss. The server's `device_seq_gap` (it waits for
+    /// #3) does: A starts over from what the server holds, sends #6…#8 again, and #3…#5 are gone
+    /// with the server's data (simulator seed 13594 of 400 steps: two devices stayed wedged on
+    /// the gap, and one of them never sent its lost ops again).
+    @Test func ownOpsTheServerLostBeneathAHistoryTheDeviceDroppedAreFoundByTheGapTheyLeave() async throws {
+        let h = try SyncHarness(.inMemory)
+        let a = try h.device("A")
+        let b = try h.device("B")
+        let c = try h.device("C")
+        for i in 0..<2 { try a.save("Before the backup \(i)") }
+        await a.sync()                                                                    // seqs 1, 2
+        let incarnation = try h.library.incarnation
+        let backup = h.directory + "/server-backup"
+        _ = try ServerBackup.run(dataDirectory: h.directory + "/server", to: backup)
+        // Copied by other means: the copy keeps the file's incarnation.
+        try Database(path: backup + "/libraries/\(h.user.libraryID.lowercased).sqlite")
+            .execute("UPDATE chronicle_meta SET value = ?1 WHERE key = ?2", [.text(incarnation.lowercased), .text(ServerLibrary.incarnationKey)])
+        for i in 0..<6 { try a.save("Lost with the server \(i)") }
+        await a.sync()                                                                    // seqs 3…8: A's #3…#8
+        let lost = try a.store.read { db in try db.query("SELECT op_id FROM chronicle_log WHERE server_seq > 5") { UUID(uuidString: $0.text(0))! } }
+        try c.save("C's op, lost and then back at the same seq")
+        await c.sync()                                                                    // seq 9
+        await a.sync()
+        usleep(5_000)
+        var policy = CompactionPolicy()
+        policy.keepOps = 4
+        policy.horizonMilliseconds = 1
+        #expect(try a.store.compact(policy).historyDroppedThrough == 5, "A keeps seqs 6…9 and drops the rest")
+        #expect(try a.store.historyBaseSeq() == 5 && a.store.cursor() == 9)
+
+        let restored = try SyncService(dataDirectory: backup)
+        let library = try restored.library(h.user.libraryID)
+        #expect(library.incarnation == incarnation)
+        var once = SyncEngine.Configuration()
+        once.retriesPerRoundMax = 0
+        func engine(_ device: TestDevice) -> SyncEngine {
+            SyncEngine(store: device.store, transport: InMemoryTransport(endpoint: restored, library: h.user.libraryID, token: device.token),
+                       configuration: once, random: { 0.5 })
+        }
+        for i in 0..<6 { try b.save("Taken by the restored server \(i)") }
+        #expect(await engine(b).syncOnce().outcome == .synced)                           // seqs 3…8
+        #expect(await engine(c).syncOnce().rewound?.agreedSeq == 2)                       // C's op again, at 9
+        #expect(library.head == 9)
+        #expect(try a.store.holdsConfirmed(try #require(try library.allOps().last).opID, at: 9) == true, "the op at A's cursor matches")
+
+        try a.save("Queued on the way back")
+        let back = await engine(a).syncOnce()
+        #expect(back.outcome == .synced, "\(back.outcome)")
+        let rewound = try #require(back.rewound, "A found out by the gap that the server lost its ops")
+        #expect(rewound.rewoundTo == 0 && rewound.requeued == 3, "\(rewound)")
+        #expect(rewound.lost + back.lostWithServer == 3, "#3…#5 are gone: \(rewound), \(back.lostWithServer)")
+        #expect(try a.store.pendingOps().isEmpty)
+        let log = try library.allOps()
+        for id in lost { #expect(log.filter { $0.opID == id }.count == 1, "\(id)") }
+        #expect(log.filter { $0.deviceID == a.store.deviceID }.count == 6, "#1, #2, the three sent again and the new one")
+        let verified = try a.store.verify()
+        #expect(verified.passed, "\(verified.checks.filter { !$0.passed }.map(\.detail))")
+        for device in [b, c] { #expect(await engine(device).syncOnce().outcome == .synced) }
+        for device in [a, b, c] { #expect(try device.store.digest() == library.digest(), "\(device.name)") }
+    }
+
     /// A server restored from a backup that holds everything a device had: the device compares
     /// its history once (the incarnation changed), finds the two agreeing up to its cursor, goes
     /// back nowhere, reports no rewind, and keeps the new incarnation.

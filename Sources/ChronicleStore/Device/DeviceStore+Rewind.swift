@@ -253,23 +253,35 @@ extension DeviceStore {
         }
     }
 
-    /// The seq at which this store holds its own op numbered `deviceSeq` as confirmed, in its log
-    /// or a sealed segment (decoded for it: this is asked only when the server's answer says it
-    /// lost the op); nil where it holds none (queued, refused, or before its history).
-    public func confirmedSeq(ofOwnDeviceSeq deviceSeq: Int64) throws -> Int64? {
+    /// Where this store must go back to, at the latest, when the server waits for this device's
+    /// op `last + 1` (`device_seq_gap`); nil where nothing it holds shows that the server lost
+    /// any of its ops. The server takes a device's ops in their order, so it holds none numbered
+    /// after `last`:
+    /// - an own op numbered after `last` that this store holds as confirmed (in its log, or a
+    ///   sealed segment, decoded for it) was ordered by a copy of the library the server no
+    ///   longer has (restored from a backup): its seq;
+    /// - an op `last + 1` that the store does not hold at all (not queued, refused, given up or
+    ///   confirmed) went with history it dropped past its horizon, at or before its history
+    ///   base: the base (going back before it is starting over from what the server holds).
+    public func seqOfOwnOpsTheServerLost(after last: Int64) throws -> Int64? {
         let (libraryID, deviceID) = (self.libraryID, self.deviceID)
         return try read { db in
-            if let seq = try db.scalarInt("SELECT server_seq FROM chronicle_log WHERE device_id = ?1 AND device_seq = ?2",
-                                          [.text(deviceID.lowercased), .integer(deviceSeq)]) {
-                return seq
+            let base = try Self.historyBase(in: db)
+            if base > 0, last + 1 <= (try Self.meta("last_device_seq", in: db).integerValue ?? 0),
+               try Self.accountedDeviceSeqs(in: (last + 1)...(last + 1), deviceID: deviceID, libraryID: libraryID, in: db).isEmpty {
+                return base
             }
-            var found: Int64?
+            // Sealed history comes before the log, and a device's ops keep their order in both.
             let sealed = try Self.sealedUpTo(in: db)
-            guard sealed > (try Self.historyBase(in: db)) else { return nil }
-            try Self.forEachConfirmedOp(in: db, libraryID: libraryID, after: try Self.historyBase(in: db), upTo: sealed) { op in
-                if found == nil, op.deviceID == deviceID, op.deviceSeq == deviceSeq { found = op.serverSeq }
+            var found: Int64?
+            if sealed > base {
+                try Self.forEachConfirmedOp(in: db, libraryID: libraryID, after: base, upTo: sealed) { op in
+                    if found == nil, op.deviceID == deviceID, op.deviceSeq > last { found = op.serverSeq }
+                }
             }
-            return found
+            if let found { return found }
+            return try db.scalarInt("SELECT min(server_seq) FROM chronicle_log WHERE device_id = ?1 AND device_seq > ?2",
+                                    [.text(deviceID.lowercased), .integer(last)])
         }
     }
 

@@ -160,7 +160,7 @@ public actor SyncEngine {
         roundBootstrap = nil
         roundRewind = nil
         roundRewindMoved = false
-        var probedServer = false
+        var gapRemedies = 0
         while true {
             report.pulled = pulledInRound
             do {
@@ -194,29 +194,37 @@ public actor SyncEngine {
                     report.retries += 1
                     await signal.wait(milliseconds: backoffMilliseconds(attempt: attempt, retryAfterSeconds: retryAfter))
                     continue
-                case .terminal(let refusal) where refusal.code == ServerLibrary.gapCode && !probedServer && roundRewind == nil:
+                case .terminal(let refusal) where refusal.code == ServerLibrary.gapCode && gapRemedies < Self.gapRemediesMax:
                     // The server expects an earlier deviceSeq than the queue holds, from the outbox's
-                    // head too: it may have lost ops (restored from a backup). Where this store holds
-                    // that op as confirmed, it did: the store goes back to before it (the op at its
-                    // cursor may match all the same, where the lost ops of others were pushed again in
-                    // the same order). Otherwise a pull finds out (`cursor_ahead`, or another op at the
-                    // cursor). Then the round runs again, once.
-                    probedServer = true
-                    if let last = refusal.lastDeviceSeq, let lostAt = try? store.confirmedSeq(ofOwnDeviceSeq: last + 1),
+                    // head too: it may have lost ops (restored from a backup). Each remedy below changes
+                    // the store, and the round runs again; a gap that needs more than one (go back, then
+                    // close what dropped history left) is remedied step by step, a few times a round.
+                    gapRemedies += 1
+                    let last = refusal.lastDeviceSeq ?? -1
+                    // Where this store holds an own op numbered after the server's last as confirmed,
+                    // or held the one the server waits for in history it dropped past its horizon,
+                    // the server lost it (it takes a device's ops in order): the store goes back to
+                    // before it. Nothing on the pull may show it: the op at the cursor can match all the
+                    // same, where the lost ops of others were pushed again in the same order, and a
+                    // data directory copied by other means keeps its incarnation. Once a round.
+                    if last >= 0, roundRewind == nil, let lostAt = try? store.seqOfOwnOpsTheServerLost(after: last),
                        let rewound = await rewind(before: lostAt) {
                         roundRewind = rewound
                         continue
                     }
                     // Or it holds that op refused: the server lost the refusal, and answers it again.
-                    if let last = refusal.lastDeviceSeq, (try? store.queueRefusedAgain(after: last)) ?? 0 > 0 { continue }
+                    if last >= 0, (try? store.queueRefusedAgain(after: last)) ?? 0 > 0 { continue }
                     // Or it holds nothing of the ops up to its queue: their content went with history it
                     // dropped past its horizon, which the server lost too. The queue takes their numbers.
-                    if let last = refusal.lastDeviceSeq, let lost = try? store.closeOutboxGap(after: last), lost > 0 {
+                    if last >= 0, let lost = try? store.closeOutboxGap(after: last), lost > 0 {
                         report.lostWithServer += lost
                         continue
                     }
-                    _ = try? await pullAll(waitMilliseconds: 0)
-                    if roundRewind != nil { continue }
+                    // Otherwise a pull finds out (`cursor_ahead`, or another op at the cursor).
+                    if roundRewind == nil {
+                        _ = try? await pullAll(waitMilliseconds: 0)
+                        if roundRewind != nil { continue }
+                    }
                     let reason = "The server refused the request: \(refusal.message) [\(refusal.code)]"
                     try? store.recordSyncAttempt(error: reason)
                     report.outcome = .blocked(reason: reason)
@@ -345,6 +353,11 @@ public actor SyncEngine {
     /// Renumberings of the queue one push round may do: two live copies of one store can
     /// overtake each other a few times; past that the round ends as the server refused it.
     static let renumberingsMax = 4
+
+    /// Remedies for `device_seq_gap` one round may apply (`syncOnce`): going back to where the
+    /// store and the server agree, queueing refused ops again, closing the queue over numbers
+    /// whose content is gone. One gap can take each of them once, in that order.
+    static let gapRemediesMax = 3
 
     private func pushBatches(_ report: inout SyncReport, acknowledging: inout Task<Void, Error>?) async throws -> Int64 {
         var head: Int64 = 0
