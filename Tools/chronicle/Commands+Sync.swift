@@ -434,8 +434,9 @@ extension Command {
             " The server no longer holds what this store had from it after seq \(r.agreedSeq) (its data restored from a backup): this store went back to seq "
                 + "\(r.rewoundTo), let go of \(r.dropped) ops it had from the server, and sent \(r.requeued) of its own again."
         } ?? ""
-        let lost = report.lostWithServer > 0
-            ? " \(report.lostWithServer) of this device's changes are lost with the server's data: it had dropped them past its retention horizon, trusting the server to keep them."
+        let lostCount = report.lostWithServer + (report.rewound?.lost ?? 0)
+        let lost = lostCount > 0
+            ? " \(lostCount) of this device's changes \(lostCount == 1 ? "is" : "are") lost with the server's data: it had dropped them past its retention horizon, trusting the server to keep them."
             : ""
         switch report.outcome {
         case .synced: return "Synced: \(counts)." + rewound + lost

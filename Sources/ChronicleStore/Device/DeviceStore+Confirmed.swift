@@ -101,7 +101,7 @@ extension DeviceStore {
         // Ops sealed into segments left the log's unique index; their ids are kept apart.
         let sealed = try db.scalarInt("SELECT EXISTS (SELECT 1 FROM chronicle_sealed_ids)") == 1
         let findSealed = sealed ? try db.statement("SELECT 1 FROM chronicle_sealed_ids WHERE op_id = ?1") : nil
-        var own: [String] = []
+        var own: [(opID: String, deviceSeq: Int64)] = []
         for (index, op) in ops.enumerated() {
             if let findSealed, try findSealed.exists([], uuid: op.opID, at: 1) {
                 throw ChronicleError(.duplicateOp, "Op \(op.opID.lowercased) is already in the confirmed log (sealed); an op id is applied at most once.")
@@ -112,7 +112,7 @@ extension DeviceStore {
                 guard error.isConstraint && error.message.contains("op_id") else { throw error }
                 throw ChronicleError(.duplicateOp, "Op \(op.opID.lowercased) is already in the confirmed log; an op id is applied at most once.")
             }
-            if op.deviceID == deviceID { own.append(op.opID.lowercased) }
+            if op.deviceID == deviceID { own.append((op.opID.lowercased, op.deviceSeq)) }
         }
         try settle(own, cursor: cursor, in: db)
         return (cursor, own.count)
@@ -133,7 +133,7 @@ extension DeviceStore {
             try storeSegment(segment, ops: ops[start..<end], now: now, in: db)
             start = end
         }
-        let own = ops.filter { $0.deviceID == deviceID }.map { $0.opID.lowercased }
+        let own = ops.filter { $0.deviceID == deviceID }.map { (opID: $0.opID.lowercased, deviceSeq: $0.deviceSeq) }
         try settle(own, cursor: cursor, in: db)
         return (cursor, own.count)
     }
@@ -156,9 +156,20 @@ extension DeviceStore {
         return cursor
     }
 
-    /// This device's ops now confirmed leave the outbox; the cursor moves.
-    private func settle(_ own: [String], cursor: Int64, in db: Database) throws {
-        for opID in own { try db.execute("DELETE FROM chronicle_outbox WHERE op_id = ?1", [.text(opID)]) }
+    /// This device's ops now confirmed leave the outbox; the cursor moves. An op queued under
+    /// another number than the one it was confirmed with (numbered again in a copy of this store
+    /// that went on syncing, then this store restored from a backup older than that) leaves its
+    /// queued number empty: the number is given up (`device_seq_skips`), and the queue behind it
+    /// takes it when the server asks for it (`closeOutboxGap`).
+    private func settle(_ own: [(opID: String, deviceSeq: Int64)], cursor: Int64, in db: Database) throws {
+        var emptied: [Int64] = []
+        for op in own {
+            let queued = try db.query("DELETE FROM chronicle_outbox WHERE op_id = ?1 RETURNING device_seq", [.text(op.opID)]) { $0.int(0) }
+            if let number = queued.first, number != op.deviceSeq { emptied.append(number) }
+        }
+        if !emptied.isEmpty {
+            try Self.setDeviceSeqSkips(try Self.deviceSeqSkips(in: db) + emptied.map { [$0, $0] }, in: db)
+        }
         try Self.setMeta("cursor", .integer(cursor), in: db)
     }
 

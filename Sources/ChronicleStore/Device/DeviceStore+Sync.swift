@@ -127,29 +127,30 @@ extension DeviceStore {
         }
     }
 
-    /// The server expects this device's op `last + 1` next, and this store holds none of the ops
-    /// numbered from there to its oldest queued one past `last`: not refused, not confirmed (in its log or a
-    /// sealed segment). Their content went with history the store dropped past its horizon and
-    /// the server then lost (restored from a backup), so they can never be sent again. The queued
-    /// ops keep their ids, content and order and take the numbers from `last + 1` on; given-up
-    /// numbers from there on are forgotten (they are used again). Returns how many numbers were
-    /// lost (0: nothing changed, the gap is not of that kind). One transaction.
-    public func closeOutboxGap(after last: Int64) throws -> Int {
+    /// The server expects this device's op `last + 1` next, and the queue after `last` does not
+    /// hold every number from there on: numbers this store holds no op for (not queued, not
+    /// refused, not confirmed in its log or a sealed segment). Either their content went with
+    /// history the store dropped past its horizon and the server then lost (restored from a
+    /// backup), so they can never be sent again, or they were given up (`device_seq_skips`: the
+    /// op was confirmed under another number, or went with the server's data in a rewind). The
+    /// queued ops keep their ids, content and order and take the numbers from `last + 1` on;
+    /// given-up numbers from there on are forgotten (they are used again). Returns how many of
+    /// the numbers closed over were lost here (not given up before), or nil where nothing changed
+    /// (the queue holds every number, or the gap is not of that kind). One transaction.
+    public func closeOutboxGap(after last: Int64) throws -> Int? {
         let (libraryID, deviceID) = (self.libraryID, self.deviceID)
-        return try writeTransaction { db in
-            // Queued ops the server has numbers for already (refused ops queued again) keep theirs:
-            // it answers them as repeats.
+        return try writeTransaction { db -> Int? in
             let seqs = try db.query("SELECT device_seq FROM chronicle_outbox WHERE device_seq > ?1 ORDER BY device_seq",
                                     [.integer(max(0, last))]) { $0.int(0) }
-            guard last >= 0, let first = seqs.first, first > last + 1 else { return 0 }
+            guard last >= 0, let end = seqs.last, end > last + Int64(seqs.count) else { return nil }
             // Refused ops after `last` must be queued again (the rewind did), so that no refusal's
             // number is taken by another op.
             if try db.scalarInt("""
                 SELECT 1 FROM chronicle_rejected r WHERE device_seq > ?1
                 AND NOT EXISTS (SELECT 1 FROM chronicle_outbox o WHERE o.op_id = r.op_id) LIMIT 1
-                """, [.integer(last)]) != nil { return 0 }
+                """, [.integer(last)]) != nil { return nil }
             if try db.scalarInt("SELECT 1 FROM chronicle_log WHERE device_id = ?1 AND device_seq > ?2 LIMIT 1",
-                                [.text(deviceID.lowercased), .integer(last)]) != nil { return 0 }
+                                [.text(deviceID.lowercased), .integer(last)]) != nil { return nil }
             var heldSealed = false
             let base = try Self.historyBase(in: db)
             let sealed = try Self.sealedUpTo(in: db)
@@ -158,7 +159,11 @@ extension DeviceStore {
                     if op.deviceID == deviceID, op.deviceSeq > last { heldSealed = true }
                 }
             }
-            if heldSealed { return 0 }
+            if heldSealed { return nil }
+            // The numbers closed over that nothing gave up before are lost here.
+            let queued = Set(seqs)
+            let givenUp = try Self.deviceSeqSkips(in: db)
+            let lost = ((last + 1)...end).filter { n in !queued.contains(n) && !givenUp.contains { $0.count == 2 && $0[0] <= n && n <= $0[1] } }.count
             // A refused op queued again keeps its first refusal's record, under its new number too,
             // so that the record and the queue never name one number for two ops.
             try Self.withTriggersAside(["chronicle_outbox_fixed", "chronicle_rejected_fixed"], in: db) {
@@ -179,7 +184,7 @@ extension DeviceStore {
             try Self.setDeviceSeqSkips(skips, in: db)
             try Self.setMeta("last_device_seq", .integer(last + Int64(seqs.count)), in: db)
             try Self.setMeta("acked_device_seq", .integer(0), in: db)
-            return Int(first - last - 1)
+            return lost
         }
     }
 

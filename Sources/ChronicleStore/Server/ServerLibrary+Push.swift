@@ -86,6 +86,7 @@ extension ServerLibrary {
             if let logged = known[key] {
                 if logged.1 == deviceKey {
                     results.append(PushResult(opID: op.opID, deviceSeq: op.deviceSeq, outcome: .duplicate(serverSeq: logged.0)))
+                    if op.deviceSeq == last + 1 { last = op.deviceSeq }   // a repeat under a new number: see below
                 } else {
                     // Answered (refused) like any new op: the device's sequence moves past it, so the
                     // ops behind it can follow.
@@ -102,6 +103,12 @@ extension ServerLibrary {
                 if answer.2 == deviceKey {
                     results.append(PushResult(opID: op.opID, deviceSeq: op.deviceSeq, outcome: .rejected(code: answer.0, message: answer.1),
                                               verdict: try verdict(op.entityID, in: db)))
+                    // A repeat under the next number: the server took this op under an earlier one (it
+                    // holds nothing of this device's after `last`), so the device's store is a copy from
+                    // before its queue was numbered again (restored from a backup), which numbered its
+                    // ops after this one. The repeat takes the number, as a refusal of a clashing id
+                    // does, so that they can follow.
+                    if op.deviceSeq == last + 1 { last = op.deviceSeq }
                 } else {
                     // Another device's refused op had this id: refuse this one too, and move past it.
                     if op.deviceSeq > last + 1 {

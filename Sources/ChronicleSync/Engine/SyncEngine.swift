@@ -216,7 +216,7 @@ public actor SyncEngine {
                     if last >= 0, (try? store.queueRefusedAgain(after: last)) ?? 0 > 0 { continue }
                     // Or it holds nothing of the ops up to its queue: their content went with history it
                     // dropped past its horizon, which the server lost too. The queue takes their numbers.
-                    if last >= 0, let lost = try? store.closeOutboxGap(after: last), lost > 0 {
+                    if last >= 0, let lost = try? store.closeOutboxGap(after: last) {
                         report.lostWithServer += lost
                         continue
                     }
