@@ -310,6 +310,17 @@ import Testing
         #expect(report.faults[.serverRestoredFromBackup, default: 0] > 0, "\(report)")
     }
 
+    /// Seeds of 400 steps where a device that started from a snapshot learned of a restored server
+    /// right after its base (its own op there was lost) and went back to the base without comparing
+    /// the op there: it kept the state of history the server had lost, and synced with a digest
+    /// unlike the server's. `lastAgreedSeq` compares the op at the base first now.
+    @Test("The op at a store's history base is compared when the disagreement is right after it (400 steps)",
+          arguments: [13661, 13904] as [UInt64])
+    func baseComparedRightAfterIt(seed: UInt64) async throws {
+        let report = try await Simulator(seed: seed, steps: 400).run()
+        #expect(report.faults[.serverRestoredFromBackup, default: 0] > 0, "\(report)")
+    }
+
     /// The same full disk, then a rebuild (what a device that goes back to where it and a restored
     /// server agree runs, and `chronicle rebuild`): it built the search and projection indexes and
     /// cleared the stale mark, but not the log's entity index the bulk apply had dropped, so

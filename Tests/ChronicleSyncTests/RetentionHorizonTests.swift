@@ -148,6 +148,60 @@ import Testing
         #expect(try library.allOps().count == 20)
     }
 
+    /// The same, with one op of C's own after the snapshot (seq 16), which the restored server lost
+    /// too: the op at C's cursor differs, and C looks for where the two agree before seq 16. Its
+    /// history starts at the snapshot (15), so nothing after the base was to be read, and the op
+    /// at the base was not compared either: C went back to 15, kept the state of the history the
+    /// server lost, and synced with a digest unlike the server's (simulator seeds 13661 and 13904
+    /// of 400 steps). The op at the base is compared first now. The copy keeps the file's
+    /// incarnation here, so that the op at the cursor is what tells.
+    @Test func theOpAtTheBaseIsComparedWhereTheDisagreementIsRightAfterIt() async throws {
+        let h = try SyncHarness(.inMemory)
+        let a = try h.device("A")
+        let b = try h.device("B")
+        var fromSnapshot = SyncEngine.Configuration()
+        fromSnapshot.snapshotStartOpsMin = 1
+        let c = try h.device("C", configuration: fromSnapshot)
+        for i in 0..<10 { try a.save("Before the backup \(i)") }
+        await a.sync()
+        let incarnation = try h.library.incarnation
+        let backup = h.directory + "/server-backup"
+        _ = try ServerBackup.run(dataDirectory: h.directory + "/server", to: backup)
+        try Database(path: backup + "/libraries/\(h.user.libraryID.lowercased).sqlite")
+            .execute("UPDATE chronicle_meta SET value = ?1 WHERE key = ?2", [.text(incarnation.lowercased), .text(ServerLibrary.incarnationKey)])
+        for i in 0..<5 { try a.save("Lost with the server \(i)") }
+        await a.sync()
+        var policy = CompactionPolicy()
+        policy.keepOps = 0
+        _ = try h.service.compact(library: h.user.libraryID, policy: policy)
+        #expect(await c.sync().bootstrappedAt == 15)
+        try c.save("C's op after the snapshot, lost too")
+        #expect(await c.sync().outcome == .synced)                                        // seq 16
+        #expect(try c.store.historyBaseSeq() == 15 && c.store.cursor() == 16)
+
+        let restored = try SyncService(dataDirectory: backup)
+        func engine(_ device: TestDevice, _ configuration: SyncEngine.Configuration = SyncEngine.Configuration()) -> SyncEngine {
+            SyncEngine(store: device.store, transport: InMemoryTransport(endpoint: restored, library: h.user.libraryID, token: device.token),
+                       configuration: configuration, random: { 0.5 })
+        }
+        for i in 0..<6 { try b.save("Taken by the restored server \(i)") }
+        #expect(await engine(b).syncOnce().outcome == .synced)                           // seqs 11…16
+        let library = try restored.library(h.user.libraryID)
+        #expect(library.head == 16)
+
+        let back = await engine(c, fromSnapshot).syncOnce()
+        #expect(back.outcome == .synced, "\(back.outcome)")
+        let rewound = try #require(back.rewound, "C found out that the server lost the history beneath its snapshot")
+        #expect(rewound.rewoundTo == 0, "\(rewound)")
+        #expect(try c.store.digest() == library.digest())
+        #expect(try c.store.verify().passed)
+        #expect(await engine(a).syncOnce().rewound?.agreedSeq == 10)
+        #expect(await engine(b).syncOnce().outcome == .synced)
+        #expect(await engine(c, fromSnapshot).syncOnce().outcome == .synced)
+        for device in [a, b, c] { #expect(try device.store.digest() == library.digest(), "\(device.name)") }
+        #expect(try library.allOps().filter { $0.deviceID == c.store.deviceID }.count == 1, "C's op, sent again, once")
+    }
+
     /// Fails the calls numbered in `failing` (from 1) as a lost network would, and passes the rest on.
     final class FailingCalls: SyncTransport, @unchecked Sendable {
         let inner: any SyncTransport

@@ -553,7 +553,10 @@ public actor SyncEngine {
         let base = try store.historyBaseSeq()
         guard disagreed > base else { return max(0, disagreed - 1) }
         var cursor = base
-        while cursor < disagreed - 1 {
+        // The op at the base (named by the first page) is compared even where nothing after it
+        // is: a store whose history starts at a snapshot, told of a disagreement right after it.
+        var baseToCompare = base > 0
+        while cursor < disagreed - 1 || baseToCompare {
             let page: PullPage
             do {
                 page = try await transport.pull(after: cursor, limit: max(1, min(configuration.bulkPullPageOpsMax, Int(disagreed - 1 - cursor))),
@@ -570,8 +573,10 @@ public actor SyncEngine {
                 throw error
             }
             // At the base of a store that started from a snapshot, the op the server named then.
-            if cursor == base, base > 0, let theirs = page.afterOpID, try store.holdsConfirmed(theirs, at: base) == false {
-                return base - 1
+            if baseToCompare {
+                baseToCompare = false
+                if let theirs = page.afterOpID, try store.holdsConfirmed(theirs, at: base) == false { return base - 1 }
+                if cursor >= disagreed - 1 { break }
             }
             let ops = page.segment.ops
             guard let last = ops.last?.serverSeq, ops.first?.serverSeq == cursor + 1 else { return cursor }
