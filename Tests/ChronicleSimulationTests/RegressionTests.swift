@@ -303,8 +303,9 @@ import Testing
     /// remedy. Seed 13692 found the next link: a store restored from a backup older than such a
     /// closing queued ops the server had answered under lower numbers, and the server answered
     /// them without taking theirs, refusing the ops behind them as a gap (now a repeat under the
-    /// next number takes it).
-    @Test("Own ops lost beneath dropped history are found by the gap they leave (400 steps)", arguments: [13594, 13692] as [UInt64])
+    /// next number takes it). Seed 13705: refusals after the number the server asked for, which it
+    /// had lost too, kept the queue from closing (they are queued again first now).
+    @Test("Own ops lost beneath dropped history are found by the gap they leave (400 steps)", arguments: [13594, 13692, 13705] as [UInt64])
     func gapBeneathDroppedHistory(seed: UInt64) async throws {
         let report = try await Simulator(seed: seed, steps: 400).run()
         #expect(report.faults[.serverRestoredFromBackup, default: 0] > 0, "\(report)")

@@ -86,6 +86,29 @@ import Testing
         #expect(try f.store.forgetAcknowledgementsTheLogMissed() == 0)
     }
 
+    /// The server asks for #2, which is queued; this store holds #3 refused. The server holds
+    /// nothing after #1, so it lost that refusal too: #3 is queued again with the ops around it
+    /// (simulator seed 13705 of 400 steps: the refusal kept the queue from closing over numbers
+    /// lost with the server, and the device stayed refused with `device_seq_gap`).
+    @Test func refusalsAfterTheServersLastAreQueuedAgainWhereTheNumberItAsksForIsNotRefused() throws {
+        let f = try Fixture()
+        let server = ServerLog(library: f.store.libraryID)
+        let a = try f.save("https://e.com/a", title: "A")
+        try confirmOwn(f, server)                                                                  // seq 1, own #1
+        try f.store.write("article.progress", entity: a, payload: ["progress": .real(0.25)])        // #2, queued
+        let tag = try f.store.write("article.tag", entity: a, payload: ["tag": .text("refused")])   // #3
+        try f.store.write("article.progress", entity: a, payload: ["progress": .real(0.5)])         // #4, queued
+        #expect(try f.store.reject(tag.opID, code: "entity_deleted", message: "refused", verdict: nil))
+        #expect(try f.store.pendingOps().map(\.deviceSeq) == [2, 4])
+        #expect(try f.store.queueRefusedAgain(after: 3) == 0, "nothing refused after #3")
+
+        #expect(try f.store.queueRefusedAgain(after: 1) == 1)
+        #expect(try f.store.pendingOps().map(\.deviceSeq) == [2, 3, 4])
+        #expect(try f.tags(a) == ["refused"], "the queued op shows again")
+        #expect(try f.store.queueRefusedAgain(after: 1) == 0, "queued already")
+        #expect(try f.store.verify().passed)
+    }
+
     /// An own op confirmed under another number than the one it is queued with (a copy of this
     /// store numbered it again, and this one was restored from a backup older than that): its
     /// queued number is left without an op, and is given up, so `verify` still accounts for every

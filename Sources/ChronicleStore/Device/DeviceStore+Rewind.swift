@@ -186,13 +186,20 @@ extension DeviceStore {
         return db.changes
     }
 
-    /// The server expects this device's op `last + 1` next, and this store holds it refused: the
-    /// server lost its refusal (restored from a backup) and waits for that number. The refused
-    /// ops after `last` go back into the outbox, to be answered again (`device_seq_gap`). One
-    /// transaction; returns how many.
+    /// The server expects this device's op `last + 1` next (`device_seq_gap`), so it holds nothing
+    /// of this device's numbered after `last`, refusals included: where this store holds ops
+    /// refused after `last` that are not queued, the server lost those refusals (restored from a
+    /// backup), or holds them under other numbers (this store is a copy from before its queue was
+    /// numbered again). They go back into the outbox, to be answered again. One transaction;
+    /// returns how many.
     public func queueRefusedAgain(after last: Int64) throws -> Int {
         let deviceID = self.deviceID
-        let held = try read { db in try db.scalarInt("SELECT 1 FROM chronicle_rejected WHERE device_seq = ?1", [.integer(last + 1)]) != nil }
+        let held = try read { db in
+            try db.scalarInt("""
+                SELECT 1 FROM chronicle_rejected r WHERE device_seq > ?1
+                AND NOT EXISTS (SELECT 1 FROM chronicle_outbox o WHERE o.op_id = r.op_id) LIMIT 1
+                """, [.integer(last)]) != nil
+        }
         guard held else { return 0 }
         var queued = 0
         // The projection shows queued ops on top, in their order: it is rebuilt with these among them.

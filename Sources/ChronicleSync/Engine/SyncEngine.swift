@@ -212,14 +212,17 @@ public actor SyncEngine {
                         roundRewind = rewound
                         continue
                     }
-                    // Or it holds that op refused: the server lost the refusal, and answers it again.
-                    if last >= 0, (try? store.queueRefusedAgain(after: last)) ?? 0 > 0 { continue }
-                    // Or it holds nothing of the ops up to its queue: their content went with history it
-                    // dropped past its horizon, which the server lost too. The queue takes their numbers.
+                    // Or it holds ops refused after that number, not queued: they go back into the queue
+                    // (the server lost their refusals, or holds them under other numbers; either way it
+                    // answers them again). And where the queue then lacks numbers after the server's last,
+                    // their content went with history the store dropped past its horizon (which the
+                    // server lost too), or they were given up: the queue takes them, before it is sent.
+                    let requeued = last >= 0 ? ((try? store.queueRefusedAgain(after: last)) ?? 0) : 0
                     if last >= 0, let lost = try? store.closeOutboxGap(after: last) {
                         report.lostWithServer += lost
                         continue
                     }
+                    if requeued > 0 { continue }
                     // Otherwise a pull finds out (`cursor_ahead`, or another op at the cursor).
                     if roundRewind == nil {
                         _ = try? await pullAll(waitMilliseconds: 0)
