@@ -107,22 +107,7 @@ import Testing
     /// id of the op the server held at S when it started (`history_base_op_id`), finds that the
     /// server now holds another one there, and starts over from what the server holds.
     @Test func aDeviceThatStartedFromASnapshotFindsOutThatTheServerLostTheHistoryBeneathIt() async throws {
-        let h = try SyncHarness(.inMemory)
-        let a = try h.device("A")
-        let b = try h.device("B")
-        var fromSnapshot = SyncEngine.Configuration()
-        fromSnapshot.snapshotStartOpsMin = 1
-        let c = try h.device("C", configuration: fromSnapshot)
-        for i in 0..<10 { try a.save("Before the backup \(i)") }
-        await a.sync()
-        let backup = h.directory + "/server-backup"
-        _ = try ServerBackup.run(dataDirectory: h.directory + "/server", to: backup)
-        for i in 0..<5 { try a.save("Lost with the server \(i)") }
-        await a.sync()
-        var policy = CompactionPolicy()
-        policy.keepOps = 0
-        _ = try h.service.compact(library: h.user.libraryID, policy: policy)
-        #expect(await c.sync().bootstrappedAt == 15)
+        let (h, a, b, c, fromSnapshot, backup) = try await Self.cStartsFromASnapshotPastABackup(keepingIncarnation: false)
         #expect(try c.store.historyBaseSeq() == 15 && c.store.cursor() == 15)
 
         let restored = try SyncService(dataDirectory: backup)
@@ -156,25 +141,7 @@ import Testing
     /// of 400 steps). The op at the base is compared first now. The copy keeps the file's
     /// incarnation here, so that the op at the cursor is what tells.
     @Test func theOpAtTheBaseIsComparedWhereTheDisagreementIsRightAfterIt() async throws {
-        let h = try SyncHarness(.inMemory)
-        let a = try h.device("A")
-        let b = try h.device("B")
-        var fromSnapshot = SyncEngine.Configuration()
-        fromSnapshot.snapshotStartOpsMin = 1
-        let c = try h.device("C", configuration: fromSnapshot)
-        for i in 0..<10 { try a.save("Before the backup \(i)") }
-        await a.sync()
-        let incarnation = try h.library.incarnation
-        let backup = h.directory + "/server-backup"
-        _ = try ServerBackup.run(dataDirectory: h.directory + "/server", to: backup)
-        try Database(path: backup + "/libraries/\(h.user.libraryID.lowercased).sqlite")
-            .execute("UPDATE chronicle_meta SET value = ?1 WHERE key = ?2", [.text(incarnation.lowercased), .text(ServerLibrary.incarnationKey)])
-        for i in 0..<5 { try a.save("Lost with the server \(i)") }
-        await a.sync()
-        var policy = CompactionPolicy()
-        policy.keepOps = 0
-        _ = try h.service.compact(library: h.user.libraryID, policy: policy)
-        #expect(await c.sync().bootstrappedAt == 15)
+        let (h, a, b, c, fromSnapshot, backup) = try await Self.cStartsFromASnapshotPastABackup(keepingIncarnation: true)
         try c.save("C's op after the snapshot, lost too")
         #expect(await c.sync().outcome == .synced)                                        // seq 16
         #expect(try c.store.historyBaseSeq() == 15 && c.store.cursor() == 16)
@@ -200,6 +167,41 @@ import Testing
         #expect(await engine(c, fromSnapshot).syncOnce().outcome == .synced)
         for device in [a, b, c] { #expect(try device.store.digest() == library.digest(), "\(device.name)") }
         #expect(try library.allOps().filter { $0.deviceID == c.store.deviceID }.count == 1, "C's op, sent again, once")
+    }
+
+    /// Backs the server's data directory up to `server-backup`; `keepingIncarnation`: as a copy
+    /// made by other means would, the copy keeps the library file's incarnation.
+    static func backUp(_ h: SyncHarness, keepingIncarnation: Bool) throws -> String {
+        let incarnation = try h.library.incarnation
+        let backup = h.directory + "/server-backup"
+        _ = try ServerBackup.run(dataDirectory: h.directory + "/server", to: backup)
+        if keepingIncarnation {
+            try Database(path: backup + "/libraries/\(h.user.libraryID.lowercased).sqlite")
+                .execute("UPDATE chronicle_meta SET value = ?1 WHERE key = ?2", [.text(incarnation.lowercased), .text(ServerLibrary.incarnationKey)])
+        }
+        return backup
+    }
+
+    /// A writes 10 ops, the server is backed up, A writes 5 more, the server compacts them all,
+    /// and C (configured to start from a snapshot) starts from the snapshot at 15.
+    static func cStartsFromASnapshotPastABackup(keepingIncarnation: Bool) async throws
+        -> (SyncHarness, TestDevice, TestDevice, TestDevice, SyncEngine.Configuration, String) {
+        let h = try SyncHarness(.inMemory)
+        let a = try h.device("A")
+        let b = try h.device("B")
+        var fromSnapshot = SyncEngine.Configuration()
+        fromSnapshot.snapshotStartOpsMin = 1
+        let c = try h.device("C", configuration: fromSnapshot)
+        for i in 0..<10 { try a.save("Before the backup \(i)") }
+        await a.sync()
+        let backup = try backUp(h, keepingIncarnation: keepingIncarnation)
+        for i in 0..<5 { try a.save("Lost with the server \(i)") }
+        await a.sync()
+        var policy = CompactionPolicy()
+        policy.keepOps = 0
+        _ = try h.service.compact(library: h.user.libraryID, policy: policy)
+        #expect(await c.sync().bootstrappedAt == 15)
+        return (h, a, b, c, fromSnapshot, backup)
     }
 
     /// Fails the calls numbered in `failing` (from 1) as a lost network would, and passes the rest on.
@@ -328,11 +330,7 @@ import Testing
         for i in 0..<2 { try a.save("Before the backup \(i)") }
         await a.sync()                                                                    // seqs 1, 2
         let incarnation = try h.library.incarnation
-        let backup = h.directory + "/server-backup"
-        _ = try ServerBackup.run(dataDirectory: h.directory + "/server", to: backup)
-        // Copied by other means: the copy keeps the file's incarnation.
-        try Database(path: backup + "/libraries/\(h.user.libraryID.lowercased).sqlite")
-            .execute("UPDATE chronicle_meta SET value = ?1 WHERE key = ?2", [.text(incarnation.lowercased), .text(ServerLibrary.incarnationKey)])
+        let backup = try Self.backUp(h, keepingIncarnation: true)
         for i in 0..<6 { try a.save("Lost with the server \(i)") }
         await a.sync()                                                                    // seqs 3…8: A's #3…#8
         let lost = try a.store.read { db in try db.query("SELECT op_id FROM chronicle_log WHERE server_seq > 5") { UUID(uuidString: $0.text(0))! } }
