@@ -322,6 +322,17 @@ import Testing
         #expect(report.faults[.serverRestoredFromBackup, default: 0] > 0, "\(report)")
     }
 
+    /// A seed of 400 steps where the simulator expected an op the device could no longer send: the
+    /// restored server lost it, the device held it only inside a snapshot it had started from, and
+    /// another device's op had taken its id on the restored server (a clash the server had refused
+    /// while it held this one). The simulator counts such an op as gone with the server's data.
+    @Test("An op whose id another device's op took on the restored server, held nowhere else, is gone (400 steps)",
+          arguments: [14044] as [UInt64])
+    func idTakenOnTheRestoredServer(seed: UInt64) async throws {
+        let report = try await Simulator(seed: seed, steps: 400).run()
+        #expect(report.faults[.serverRestoredFromBackup, default: 0] > 0, "\(report)")
+    }
+
     /// The same full disk, then a rebuild (what a device that goes back to where it and a restored
     /// server agree runs, and `chronicle rebuild`): it built the search and projection indexes and
     /// cleared the stale mark, but not the log's entity index the bulk apply had dropped, so

@@ -75,8 +75,19 @@ extension Simulator {
         let held = Set(try device.store.pendingOps().map(\.opID))
             .union(try device.store.notices(limit: Int(Int32.max)).map(\.op.opID))
         var gone: [UUID] = []
-        for id in device.writtenOrder where opsLostByServer.contains(id) && invariants.logged(id) == nil && !held.contains(id) {
-            if let seq = try device.store.confirmedSeq(of: id), seq <= base { gone.append(id) }
+        var ownHeld: Set<UUID>?
+        for id in device.writtenOrder where opsLostByServer.contains(id) && !held.contains(id) {
+            guard let logged = invariants.logged(id) else {
+                if let seq = try device.store.confirmedSeq(of: id), seq <= base { gone.append(id) }
+                continue
+            }
+            // Another device's op took the id on the restored server (an op id clash the server
+            // refused while it held this one): this device's op can reach it again only from a copy
+            // of its own (a rewind queues it again, and it is refused as a clash). Without one, as
+            // when it went into a snapshot the device started from, it is gone.
+            guard logged.device != device.deviceID else { continue }
+            if ownHeld == nil { ownHeld = Set(try device.store.confirmedOps().filter { $0.deviceID == device.deviceID }.map(\.opID)) }
+            if ownHeld?.contains(id) == false { gone.append(id) }
         }
         guard !gone.isEmpty else { return }
         device.forget(gone)
