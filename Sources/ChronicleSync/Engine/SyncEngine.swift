@@ -358,8 +358,8 @@ public actor SyncEngine {
     static let renumberingsMax = 4
 
     /// Remedies for `device_seq_gap` one round may apply (`syncOnce`): going back to where the
-    /// store and the server agree, queueing refused ops again, closing the queue over numbers
-    /// whose content is gone. One gap can take each of them once, in that order.
+    /// store and the server agree (once a round), then queueing refused ops again and closing the
+    /// queue over numbers no op holds (one step); each changes the store before the next push.
     static let gapRemediesMax = 3
 
     private func pushBatches(_ report: inout SyncReport, acknowledging: inout Task<Void, Error>?) async throws -> Int64 {
