@@ -333,6 +333,18 @@ import Testing
         #expect(report.faults[.serverRestoredFromBackup, default: 0] > 0, "\(report)")
     }
 
+    /// A seed of 400 steps where the simulator took an op the device could send again for one it
+    /// wrote and lost: the restored server lost it and the device had dropped it past its horizon,
+    /// so it was given up; then the device's store was restored from a backup taken while the op
+    /// was still queued, and it was queued again. Ops a backup brings back are expected again.
+    @Test("An op given up as lost with the server's data comes back with a backup of its device (400 steps)",
+          arguments: [14152] as [UInt64])
+    func givenUpOpBackWithABackup(seed: UInt64) async throws {
+        let report = try await Simulator(seed: seed, steps: 400).run()
+        #expect(report.faults[.serverRestoredFromBackup, default: 0] > 0, "\(report)")
+        #expect(report.faults[.restoredFromBackup, default: 0] > 0, "\(report)")
+    }
+
     /// The same full disk, then a rebuild (what a device that goes back to where it and a restored
     /// server agree runs, and `chronicle rebuild`): it built the search and projection indexes and
     /// cleared the stale mark, but not the log's entity index the bulk apply had dropped, so

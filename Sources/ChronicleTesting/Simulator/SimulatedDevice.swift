@@ -76,24 +76,24 @@ final class SimulatedDevice {
     /// Ops of `restoredAway` that a pull brought back.
     func heldAgain(_ ids: [UUID]) { restoredAway.subtract(ids) }
 
-    /// A copy of the store taken by `takeBackup`, and the ops written by then.
-    private(set) var backup: (path: String, written: Set<UUID>)?
+    /// A copy of the store taken by `takeBackup`, and the ops written by then, in order.
+    private(set) var backup: (path: String, written: [Op])?
 
     /// Copies the store aside (`VACUUM INTO`), as a phone's backup does.
     func takeBackup() throws {
         let copy = path + ".backup"
         try? FileManager.default.removeItem(atPath: copy)
         try Database(path: path).execute("VACUUM INTO '\(copy)'")
-        backup = (copy, Set(writtenOrder))
+        backup = (copy, writtenOrder.compactMap { written[$0] })
     }
 
     /// Kills the process, puts the backup in the store's place and starts again from it: what
     /// was written after the backup is gone with the file, except what the server holds
-    /// (`serverHolds`), which comes back with a pull. A full disk is lifted (the restore
-    /// freed it). Returns how many ops were lost with the file.
-    @discardableResult
-    func restoreBackup(serverHolds: (UUID) -> Bool) throws -> Int {
-        guard let backup else { return 0 }
+    /// (`serverHolds`), which comes back with a pull. Ops the backup holds that were given up
+    /// since (`forget`: the server lost them and this store had dropped them) come back with
+    /// the file, and are expected again. A full disk is lifted (the restore freed it).
+    func restoreBackup(serverHolds: (UUID) -> Bool) throws -> (lost: Int, back: Int) {
+        guard let backup else { return (0, 0) }
         process = nil
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
         try FileManager.default.moveItem(atPath: backup.path, toPath: path)
@@ -101,11 +101,16 @@ final class SimulatedDevice {
         diskFullPages = nil
         let reopened = try DeviceStore.open(at: path, clock: clock, ids: ids)
         process = (reopened, Self.makeEngine(reopened, transport, configuration))
-        let lost = writtenOrder.filter { !backup.written.contains($0) && !serverHolds($0) }
-        restoredAway.formUnion(writtenOrder.filter { !backup.written.contains($0) && serverHolds($0) })
+        let inBackup = Set(backup.written.map(\.opID))
+        let lost = writtenOrder.filter { !inBackup.contains($0) && !serverHolds($0) }
+        restoredAway.formUnion(writtenOrder.filter { !inBackup.contains($0) && serverHolds($0) })
+        let back = backup.written.filter { written[$0.opID] == nil }
         for id in lost { written[id] = nil }
-        writtenOrder.removeAll { id in written[id] == nil }
-        return lost.count
+        // In the order written: the backup's ops first, then those written after it that are left.
+        let after = writtenOrder.filter { !inBackup.contains($0) && written[$0] != nil }
+        for op in back { written[op.opID] = op }
+        writtenOrder = backup.written.map(\.opID).filter { written[$0] != nil } + after
+        return (lost.count, back.count)
     }
 
     /// Kills the process and starts it again: the store is reopened from its file with the

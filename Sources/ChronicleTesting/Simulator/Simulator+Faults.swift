@@ -27,8 +27,11 @@ extension Simulator {
             log.record("\(device.name)'s store is backed up (\(device.writtenOrder.count) ops written so far)")
             return
         }
-        let lost = try device.restoreBackup { self.invariants.logged($0)?.device == device.deviceID }
-        log.fault(.restoredFromBackup, "\(device.name)'s store is restored from its backup; \(lost) ops written since and never pushed are gone with the file")
+        let (lost, back) = try device.restoreBackup { self.invariants.logged($0)?.device == device.deviceID }
+        // Ops given up as lost with the server's data that the backup still holds can be sent again.
+        opsLostWithServer -= back
+        log.fault(.restoredFromBackup, "\(device.name)'s store is restored from its backup; \(lost) ops written since and never pushed are gone with the file"
+                  + (back > 0 ? "; \(back) it had given up as lost with the server's data come back with it" : ""))
     }
 
     /// Backs the server's data directory up (`ServerBackup`, as `chronicle server backup` does),
