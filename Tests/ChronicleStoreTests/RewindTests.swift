@@ -109,6 +109,38 @@ import Testing
         #expect(try f.store.verify().passed)
     }
 
+    /// A refused op queued again, then numbered again after the server's last (`device_seq_reused`:
+    /// the server holds this number from a request of another era that reached it late): its
+    /// refusal record follows it to its new number. Refused there again, it leaves the queue and
+    /// the record still accounts for its number (simulator seed 14310 of 400 steps: the record
+    /// stayed at the old number, the number the server refused it under was accounted for by
+    /// nothing, and `verify` failed once a rewind queued the ops around it again).
+    @Test func aRefusedOpQueuedAgainTakesItsRecordAlongWhenTheQueueIsNumberedAgain() throws {
+        let f = try Fixture()
+        let server = ServerLog(library: f.store.libraryID)
+        let a = try f.save("https://e.com/a", title: "A")
+        try confirmOwn(f, server)                                                                  // seq 1, own #1
+        let tag = try f.store.write("article.tag", entity: a, payload: ["tag": .text("refused")])   // #2
+        #expect(try f.store.reject(tag.opID, code: "entity_deleted", message: "refused", verdict: nil))
+        try f.store.write("article.progress", entity: a, payload: ["progress": .real(0.5)])         // #3, queued
+        #expect(try f.store.queueRefusedAgain(after: 1) == 1)
+        #expect(try f.store.pendingOps().map(\.deviceSeq) == [2, 3])
+
+        // The server holds this device's #2 already (another op): the queue follows it.
+        #expect(try f.store.renumberOutbox(from: 2, after: 2) == 2)
+        #expect(try f.store.pendingOps().map(\.deviceSeq) == [3, 4])
+        #expect(try f.store.notices(limit: 10).isEmpty, "queued again, it is no standing refusal")
+        let records = try f.store.read { db in try db.query("SELECT device_seq FROM chronicle_rejected") { $0.int(0) } }
+        #expect(records == [3], "the record follows the op")
+        #expect(try f.store.verify().passed)
+
+        // Refused again under its new number: the record accounts for it.
+        #expect(try f.store.reject(tag.opID, code: "entity_deleted", message: "refused again", verdict: nil))
+        #expect(try f.store.pendingOps().map(\.deviceSeq) == [4])
+        #expect(try f.store.notices(limit: 10).map(\.op.deviceSeq) == [3])
+        #expect(try f.store.verify().passed, "#3 is accounted for by the refusal")
+    }
+
     /// An own op confirmed under another number than the one it is queued with (a copy of this
     /// store numbered it again, and this one was restored from a backup older than that): its
     /// queued number is left without an op, and is given up, so `verify` still accounts for every

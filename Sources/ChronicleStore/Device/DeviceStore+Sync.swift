@@ -110,13 +110,10 @@ extension DeviceStore {
                 skip = reused...last
                 // Queued ops are immutable (a trigger refuses any change); this is the one change
                 // allowed, so the trigger is set aside inside this transaction and put back as it was.
-                try Self.withTriggersAside(["chronicle_outbox_fixed"], in: db) {
-                    // Negative first, so that no new number meets an old one on the way.
-                    try db.execute("UPDATE chronicle_outbox SET device_seq = -device_seq WHERE device_seq >= ?1", [.integer(reused)])
-                    let move = try db.statement("UPDATE chronicle_outbox SET device_seq = ?1 WHERE device_seq = ?2")
-                    for (rank, old) in seqs.enumerated() {
-                        try move.execute([.integer(last + 1 + Int64(rank)), .integer(-old)])
-                    }
+                // A refused op queued again takes its first refusal's record along to its new number,
+                // so that the record and the queue never name one number for two ops.
+                try Self.withTriggersAside(["chronicle_outbox_fixed", "chronicle_rejected_fixed"], in: db) {
+                    try Self.moveQueue(seqs, toFollow: last, in: db)
                 }
             }
             var skips = try Self.deviceSeqSkips(in: db)
@@ -167,15 +164,7 @@ extension DeviceStore {
             // A refused op queued again keeps its first refusal's record, under its new number too,
             // so that the record and the queue never name one number for two ops.
             try Self.withTriggersAside(["chronicle_outbox_fixed", "chronicle_rejected_fixed"], in: db) {
-                try db.execute("UPDATE chronicle_rejected SET device_seq = -device_seq WHERE op_id IN (SELECT op_id FROM chronicle_outbox WHERE device_seq > ?1)",
-                               [.integer(last)])
-                try db.execute("UPDATE chronicle_outbox SET device_seq = -device_seq WHERE device_seq > ?1", [.integer(last)])
-                let move = try db.statement("UPDATE chronicle_outbox SET device_seq = ?1 WHERE device_seq = ?2")
-                let moveRecord = try db.statement("UPDATE chronicle_rejected SET device_seq = ?1 WHERE device_seq = ?2")
-                for (rank, old) in seqs.enumerated() {
-                    try move.execute([.integer(last + 1 + Int64(rank)), .integer(-old)])
-                    try moveRecord.execute([.integer(last + 1 + Int64(rank)), .integer(-old)])
-                }
+                try Self.moveQueue(seqs, toFollow: last, in: db)
             }
             let skips = try Self.deviceSeqSkips(in: db).compactMap { range -> [Int64]? in
                 guard range.count == 2, range[0] <= last else { return nil }
@@ -186,6 +175,26 @@ extension DeviceStore {
             try Self.setMeta("acked_device_seq", .integer(0), in: db)
             return lost
         }
+    }
+
+    /// The queued ops numbered `seqs` (ascending) take the numbers from `last + 1` on, in their
+    /// order; the refusal record of any of them (a refused op queued again) follows it to its new
+    /// number. Inside the caller's transaction, with `chronicle_outbox_fixed` and
+    /// `chronicle_rejected_fixed` set aside.
+    static func moveQueue(_ seqs: [Int64], toFollow last: Int64, in db: Database) throws {
+        guard let first = seqs.first else { return }
+        // Negative first, so that no new number meets an old one on the way.
+        try db.execute("UPDATE chronicle_rejected SET device_seq = -device_seq WHERE op_id IN (SELECT op_id FROM chronicle_outbox WHERE device_seq >= ?1)",
+                       [.integer(first)])
+        try db.execute("UPDATE chronicle_outbox SET device_seq = -device_seq WHERE device_seq >= ?1", [.integer(first)])
+        let move = try db.statement("UPDATE chronicle_outbox SET device_seq = ?1 WHERE device_seq = ?2")
+        for (rank, old) in seqs.enumerated() {
+            try move.execute([.integer(last + 1 + Int64(rank)), .integer(-old)])
+        }
+        try db.execute("""
+            UPDATE chronicle_rejected SET device_seq = (SELECT o.device_seq FROM chronicle_outbox o WHERE o.op_id = chronicle_rejected.op_id)
+            WHERE device_seq < 0
+            """)
     }
 
     /// The ranges `renumberOutbox` gave up, oldest first.
