@@ -345,6 +345,21 @@ import Testing
         #expect(report.faults[.restoredFromBackup, default: 0] > 0, "\(report)")
     }
 
+    /// A seed of 400 steps with two findings. A push request of an earlier era, still on the
+    /// network, reached the restored server late and gave it the device's #1, an op the device had
+    /// dropped past its horizon after the server lost it before. The device's queue, a refused op
+    /// queued again among it, was numbered again after it (`device_seq_reused`), and the refusal's
+    /// record stayed at the old number: refused again under the new one, nothing accounted for it,
+    /// and `verify` failed once a rewind queued the ops around it again. (And the simulator, which
+    /// had given that #1 up as gone, now takes back an op a late request or a backup brings back.)
+    @Test("A refusal's record follows its op when the queue is numbered again (400 steps)",
+          arguments: [14310] as [UInt64])
+    func refusalRecordFollowsRenumbering(seed: UInt64) async throws {
+        let report = try await Simulator(seed: seed, steps: 400).run()
+        #expect(report.faults[.serverRestoredFromBackup, default: 0] > 0, "\(report)")
+        #expect(report.opsRenumbered > 0, "\(report)")
+    }
+
     /// The same full disk, then a rebuild (what a device that goes back to where it and a restored
     /// server agree runs, and `chronicle rebuild`): it built the search and projection indexes and
     /// cleared the stale mark, but not the log's entity index the bulk apply had dropped, so

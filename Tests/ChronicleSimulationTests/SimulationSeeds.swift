@@ -8,7 +8,9 @@ import Testing
 /// `CHRONICLE_SIM_FROM=<F>` (to soak seeds no run has tried); `CHRONICLE_SIM_STEPS=<n>`
 /// lengthens each run's safety phase (a replay must use the same steps as the failing run);
 /// `CHRONICLE_SIM_VERBOSE=1` prints each report (`=trace` also a failing run's whole trace);
-/// `CHRONICLE_SIM_KEEP=1` keeps a failing run's files and writes its whole trace beside them (`trace.txt`).
+/// `CHRONICLE_SIM_KEEP=1` keeps a failing run's files and writes its whole trace beside them (`trace.txt`);
+/// `CHRONICLE_SIM_WIRE=<device name>` (`d0`…) prints every push of that device the server answered,
+/// op by op with the answers, on standard error.
 enum SimulationSeeds {
     static let environment = ProcessInfo.processInfo.environment
 

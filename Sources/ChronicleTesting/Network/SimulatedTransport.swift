@@ -163,6 +163,8 @@ public final class SimulatedTransport: SyncTransport, @unchecked Sendable {
         return first == last ? "push #\(first)" : "push #\(first)…\(last)"
     }
 
+    private static let wireDevice = ProcessInfo.processInfo.environment["CHRONICLE_SIM_WIRE"]
+
     private static func refused(_ reason: String) -> SyncError { .transient(reason: reason, retryAfterSeconds: nil) }
 
     private static let lostAnswer = SyncError.transient(reason: "The request timed out (the response was lost).", retryAfterSeconds: nil)
@@ -211,6 +213,15 @@ public final class SimulatedTransport: SyncTransport, @unchecked Sendable {
             response = try await server.service.push(wire, token: token)
         } catch {
             throw SyncError.from(error)
+        }
+        // `CHRONICLE_SIM_WIRE=<device name>`: every push of that device the server answered, op by
+        // op with the answers, on standard error (what a trace leaves out: replays, renumbering).
+        if Self.wireDevice == deviceName {
+            var line = "wire \(deviceName) push:"
+            for op in segment.ops { line += " #\(op.deviceSeq)=\(op.opID.lowercased.prefix(8))" }
+            line += " || answers:"
+            for r in response.results { line += " #\(r.deviceSeq)=\(r.opID.lowercased.prefix(8)):\(r.outcome)" }
+            FileHandle.standardError.write(Data((line + "\n").utf8))
         }
         log.answered(response.results.map {
             SimulationLog.Answer(device: deviceID, deviceName: deviceName, opID: $0.opID, deviceSeq: $0.deviceSeq, outcome: $0.outcome)

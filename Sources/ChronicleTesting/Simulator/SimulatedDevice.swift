@@ -64,8 +64,28 @@ final class SimulatedDevice {
 
     /// Ops no longer expected anywhere (lost with the server's data, their content already gone here).
     func forget(_ ids: [UUID]) {
-        for id in ids { written[id] = nil }
+        for id in ids {
+            if let op = written.removeValue(forKey: id) { givenUp[id] = (op, true) }
+        }
         writtenOrder.removeAll { written[$0] == nil }
+    }
+
+    /// Ops this device wrote that were given up as gone (`forget`, or with the file in
+    /// `restoreBackup`), and whether they were counted as lost with the server's data. A copy can
+    /// still bring one back: a push request still on the network that reaches the server late
+    /// (`SimulatedTransport`'s replays), or a backup of the store taken while it was queued.
+    private(set) var givenUp: [UUID: (op: Op, withServer: Bool)] = [:]
+
+    /// Ops of `givenUp` that came back (queued again here, or in the server's log as this
+    /// device's): expected again. Returns how many were counted as lost with the server's data.
+    func takeBack(_ ids: [UUID]) -> Int {
+        var withServer = 0
+        for id in ids {
+            guard let (op, counted) = givenUp.removeValue(forKey: id) else { continue }
+            if counted { withServer += 1 }
+            if written.updateValue(op, forKey: id) == nil { writtenOrder.append(id) }
+        }
+        return withServer
     }
 
     /// Ops this device wrote that a restore of its store took from it while the server held them
@@ -105,7 +125,8 @@ final class SimulatedDevice {
         let lost = writtenOrder.filter { !inBackup.contains($0) && !serverHolds($0) }
         restoredAway.formUnion(writtenOrder.filter { !inBackup.contains($0) && serverHolds($0) })
         let back = backup.written.filter { written[$0.opID] == nil }
-        for id in lost { written[id] = nil }
+        for op in back { givenUp[op.opID] = nil }
+        for id in lost { givenUp[id] = written.removeValue(forKey: id).map { ($0, false) } }
         // In the order written: the backup's ops first, then those written after it that are left.
         let after = writtenOrder.filter { !inBackup.contains($0) && written[$0] != nil }
         for op in back { written[op.opID] = op }

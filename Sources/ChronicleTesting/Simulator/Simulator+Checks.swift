@@ -33,6 +33,7 @@ extension Simulator {
         let pending = try store.pendingOps()
         // The device's state goes into the trace, so equal trace hashes mean equal states, step by step.
         log.record("\(device.name) state \(report.digest.prefix(12)), queued \(pending.map { "#\($0.deviceSeq)" }.joined(separator: " "))")
+        try takeBackOpsThatCameBack(device, pending: pending)
         let failed = report.checks.filter { !$0.passed }
         if !failed.isEmpty {
             throw Violation("verify() passes on the device that acted",
@@ -46,6 +47,20 @@ extension Simulator {
         }
         try checkNothingVanished(device, pending: pending)
         try checkOutboxHolesAreSettled(device, pending: pending)
+    }
+
+    /// Ops the device had given up as gone (`SimulatedDevice.givenUp`) that a copy brought back:
+    /// queued here again (a rewind found them in the log after a pull), or in the server's log as
+    /// this device's (a push request still on the network reached the server late). They are
+    /// expected again.
+    func takeBackOpsThatCameBack(_ device: SimulatedDevice, pending: [Op]) throws {
+        guard !device.givenUp.isEmpty else { return }
+        let back = device.givenUp.keys.filter { id in
+            pending.contains { $0.opID == id } || invariants.logged(id)?.device == device.deviceID
+        }.sorted { (device.givenUp[$0]!.op.deviceSeq, $0.lowercased) < (device.givenUp[$1]!.op.deviceSeq, $1.lowercased) }
+        guard !back.isEmpty else { return }
+        opsLostWithServer -= device.takeBack(back)
+        log.record("\(device.name): \(back.count) of its ops given up as gone came back (a late request, or a backup)")
     }
 
     /// The outbox's holes, checked from outside the store (`verify()` checks them from inside,
