@@ -360,6 +360,21 @@ import Testing
         #expect(report.opsRenumbered > 0, "\(report)")
     }
 
+    /// A seed of 2,000 steps where the simulator took a backup for holding every op written by
+    /// then. The device's store had been restored from an older backup, which took an op from it
+    /// that the server held; before a pull brought it back, the store was backed up again. The
+    /// server then lost the op (restored from its own backup), and the device's store was restored
+    /// from that second backup: no copy was left anywhere, yet the simulator still expected it. A
+    /// backup now holds the ops written by then less those a restore took away and no pull has
+    /// brought back.
+    @Test("A backup taken while a restore had taken an op away does not hold it (2,000 steps)",
+          arguments: [14992] as [UInt64])
+    func backupWithoutAnOpRestoredAway(seed: UInt64) async throws {
+        let report = try await Simulator(seed: seed, steps: 2000).run()
+        #expect(report.faults[.serverRestoredFromBackup, default: 0] > 0, "\(report)")
+        #expect(report.faults[.restoredFromBackup, default: 0] > 0, "\(report)")
+    }
+
     /// The same full disk, then a rebuild (what a device that goes back to where it and a restored
     /// server agree runs, and `chronicle rebuild`): it built the search and projection indexes and
     /// cleared the stale mark, but not the log's entity index the bulk apply had dropped, so

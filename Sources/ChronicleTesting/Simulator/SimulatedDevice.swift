@@ -96,15 +96,18 @@ final class SimulatedDevice {
     /// Ops of `restoredAway` that a pull brought back.
     func heldAgain(_ ids: [UUID]) { restoredAway.subtract(ids) }
 
-    /// A copy of the store taken by `takeBackup`, and the ops written by then, in order.
+    /// A copy of the store taken by `takeBackup`, and the ops written by then that it holds, in order.
     private(set) var backup: (path: String, written: [Op])?
 
-    /// Copies the store aside (`VACUUM INTO`), as a phone's backup does.
+    /// Copies the store aside (`VACUUM INTO`), as a phone's backup does. The copy holds every op
+    /// written by then except those an earlier restore took from the file and no pull has
+    /// brought back yet (`restoredAway`): should the server lose one of those, a restore of this
+    /// copy does not bring it back either.
     func takeBackup() throws {
         let copy = path + ".backup"
         try? FileManager.default.removeItem(atPath: copy)
         try Database(path: path).execute("VACUUM INTO '\(copy)'")
-        backup = (copy, writtenOrder.compactMap { written[$0] })
+        backup = (copy, writtenOrder.filter { !restoredAway.contains($0) }.compactMap { written[$0] })
     }
 
     /// Kills the process, puts the backup in the store's place and starts again from it: what
