@@ -24,6 +24,9 @@ public struct ChronicleError: Error, Sendable, Equatable, CustomStringConvertibl
         public static let futureStoreVersion = Code(rawValue: "future_store_version")
         public static let notAChronicleStore = Code(rawValue: "not_a_chronicle_store")
         public static let schemaMismatch = Code(rawValue: "schema_mismatch")
+        /// Something (a snapshot, a server's history) was made by a later version of the schema
+        /// than this build knows: update the app (or server) to read it.
+        public static let updateRequired = Code(rawValue: "update_required")
         public static let logGap = Code(rawValue: "log_gap")
         public static let duplicateOp = Code(rawValue: "duplicate_op")
         public static let wrongLibrary = Code(rawValue: "wrong_library")

@@ -110,7 +110,8 @@ extension DeviceStore {
             self.db = db
             self.cursor = cursor
             self.baseOpID = baseOpID
-            filler = ProjectionFiller(db: db, projection: store.projection, libraryID: store.libraryID)
+            // A snapshot of an earlier version of the schema (the server not updated yet) has its state carried over.
+            filler = ProjectionFiller(db: db, projection: store.projection, libraryID: store.libraryID, migrating: true)
         }
 
         mutating func header(_ header: SnapshotHeader) throws {

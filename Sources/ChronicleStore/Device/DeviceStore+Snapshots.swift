@@ -85,10 +85,14 @@ extension DeviceStore {
     /// `load`, of the snapshot saved at `seq` in `source`, read from its row as it decodes (its
     /// checksum is checked at the end, so the caller's transaction, or scratch database, must not
     /// be trusted until this returns). `source` and `db` may be the same connection.
+    /// A snapshot this store saved with an earlier version of its schema has its state carried
+    /// over (`SnapshotMigration`); the version it was made with is returned then, nil otherwise.
+    @discardableResult
     static func load(storedAt seq: Int64, from source: Database, into db: Database, _ projection: ProjectionSchema,
-                     libraryID: UUID) throws {
-        var filler = ProjectionFiller(db: db, projection: projection, libraryID: libraryID)
+                     libraryID: UUID) throws -> Int? {
+        var filler = ProjectionFiller(db: db, projection: projection, libraryID: libraryID, migrating: true)
         try readStoredSnapshot(seq, in: source, into: &filler)
+        return filler.migratedFrom
     }
 
     /// The state where a replay must start: the snapshot at the history horizon when
@@ -137,48 +141,5 @@ extension DeviceStore {
                            progress: progress)
         }
         return scratch
-    }
-}
-
-/// Fills empty projection tables with a snapshot's rows as they are read, after checking
-/// that it is of this library and of the projection's exact shape (same schema fingerprint,
-/// same tables and columns in order). Used by `load` and by a bootstrap's streamed read.
-struct ProjectionFiller: SnapshotVisitor {
-    let db: Database
-    let projection: ProjectionSchema
-    let libraryID: UUID
-    private var seq: Int64 = 0
-    private var tableIndex = -1
-    private var insert: Statement?
-
-    init(db: Database, projection: ProjectionSchema, libraryID: UUID) {
-        self.db = db
-        self.projection = projection
-        self.libraryID = libraryID
-    }
-
-    mutating func header(_ header: SnapshotHeader) throws {
-        guard header.libraryID == libraryID else {
-            throw ChronicleError(.wrongLibrary, "The snapshot at seq \(header.seq) is of library \(header.libraryID.lowercased), not \(libraryID.lowercased).")
-        }
-        guard header.schemaFingerprint == projection.schema.fingerprint, header.tableCount == projection.tables.count else {
-            throw ChronicleError(.schemaMismatch, "The snapshot at seq \(header.seq) was made with schema \(header.schemaName) v\(header.schemaVersion), whose projection differs from this build's; replay from the first op instead.")
-        }
-        seq = header.seq
-    }
-
-    mutating func table(_ name: String, columns: [String], rowCount: Int) throws {
-        tableIndex += 1
-        let expected = projection.tables[tableIndex]
-        guard name == expected.name, columns == expected.columns else {
-            throw ChronicleError(.schemaMismatch, "The snapshot at seq \(seq) has table \(name) (\(columns.joined(separator: ", "))) where this build's projection has \(expected.name) (\(expected.columns.joined(separator: ", "))); replay from the first op instead.")
-        }
-        let quoted = columns.map(ProjectionSchema.quoted).joined(separator: ", ")
-        let placeholders = (1...columns.count).map { "?\($0)" }.joined(separator: ", ")
-        insert = try db.uncached("INSERT INTO \(ProjectionSchema.quoted(name))(\(quoted)) VALUES (\(placeholders))")
-    }
-
-    mutating func row(_ values: [Value]) throws {
-        try insert!.execute(values)
     }
 }

@@ -124,11 +124,51 @@ public final class ServerLibrary: Sendable {
             guard stored == libraryID.lowercased else {
                 throw ChronicleError(.wrongLibrary, "\(path) holds library \(stored ?? "?"), not \(libraryID.lowercased).")
             }
+            if try DeviceStore.meta("schema_fingerprint", in: db).textValue != schema.fingerprint {
+                try migrateProjection(db, to: schema, projection, libraryID: libraryID, clock: clock)
+            }
         }
         try db.execute(ProjectionSchema.unreadableStatement)
         try installCaps(caps, schema, projection, in: db)
         return try ServerLibrary(path: path, libraryID: libraryID, schema: schema, clock: clock,
                                  ids: ids ?? SystemIDGenerator(clock: clock), projection: projection, writer: db, capped: !caps.isEmpty)
+    }
+
+    /// The library was made by a build with another version of its schema (the server was
+    /// updated): its projection is rebuilt from the log, ops of earlier versions upcast as they
+    /// are read, in one transaction (interrupted, the next open does it again; the log is not
+    /// touched). Where a horizon dropped the history before a snapshot, the replay starts from
+    /// that snapshot, its state carried over (`SnapshotMigration`). Devices that start from a
+    /// snapshot get one of the current shape: a new one is written at the head.
+    static func migrateProjection(_ db: Database, to schema: Schema, _ projection: ProjectionSchema, libraryID: UUID,
+                                  clock: any ChronicleClock) throws {
+        let stored = try DeviceStore.meta("schema_version", in: db).integerValue ?? 0
+        if stored > Int64(schema.version) {
+            throw ChronicleError(.updateRequired, "This library was written with schema \(schema.name) v\(stored), but this server build knows up to v\(schema.version). Update the server to open it; the file was left untouched.")
+        }
+        try db.transaction { db in
+            try db.withoutDefensive {
+                for (kind, name) in projection.droppableObjects { try db.execute("DROP \(kind) IF EXISTS \(ProjectionSchema.quoted(name))") }
+            }
+            let statements = projection.tableStatements.filter { !$0.contains("chronicle_shadow_") }
+            for statement in statements where !statement.hasPrefix("CREATE INDEX") { try db.execute(statement) }
+            try db.execute(ProjectionSchema.unreadableStatement)
+            let base = try DeviceStore.replayBase(in: db, projection, preferLatest: false)
+            if let base { try DeviceStore.load(storedAt: base, from: db, into: db, projection, libraryID: libraryID) }
+            _ = try DeviceStore.replay(from: db, into: db, Materializer(schema: schema), projection, after: base ?? 0, upTo: nil,
+                                       includePending: false, progress: nil)
+            for statement in statements where statement.hasPrefix("CREATE INDEX") { try db.execute(statement) }
+            if try db.scalarInt("SELECT count(*) FROM chronicle_snapshots") ?? 0 > 0 {
+                let head = try Self.head(in: db)
+                let (body, digest) = try DeviceStore.snapshotBody(projection, from: db, seq: head, libraryID: libraryID)
+                let frame = LZ4Frame.compress(body)
+                try db.statement("INSERT OR REPLACE INTO chronicle_snapshots(seq, body, state_digest, body_bytes, created_at) VALUES (?1, ?2, ?3, ?4, ?5)")
+                    .execute([.integer(head), .null, .text(digest), .integer(Int64(frame.count)), .integer(clock.nowMilliseconds())],
+                             blob: frame, at: 2)
+            }
+            try DeviceStore.setMeta("schema_version", .integer(Int64(schema.version)), in: db)
+            try DeviceStore.setMeta("schema_fingerprint", .text(schema.fingerprint), in: db)
+        }
     }
 
     /// Replaces the free-tier cap triggers with the ones configured now.

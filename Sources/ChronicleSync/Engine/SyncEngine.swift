@@ -237,6 +237,11 @@ public actor SyncEngine {
                     report.outcome = .blocked(reason: reason)
                 }
                 break
+            } catch let error as ChronicleError where error.code == .updateRequired {
+                let reason = "Update required: \(error.message) [\(error.code.rawValue)]"
+                try? store.recordSyncAttempt(error: reason)
+                report.outcome = .blocked(reason: reason)
+                break
             } catch {
                 let reason = "The local store failed: \(error)"
                 try? store.recordSyncAttempt(error: reason)
@@ -476,7 +481,8 @@ public actor SyncEngine {
             }
             return try await pullPages(waitMilliseconds: waitMilliseconds, mayStartFromSnapshot: true)
         } catch StartFromSnapshot.requested {
-            try await startFromSnapshot()
+            // Where the snapshot is of another version of the schema, the log is pulled instead (below).
+            try await startFromSnapshot(optional: true)
         } catch SyncError.terminal(let refusal) where refusal.status == 410 {
             // Away longer than the server keeps ops: start over from its snapshot, keeping the outbox.
             // If the server holds another op at this store's cursor, it lost history this store has
@@ -486,7 +492,7 @@ public actor SyncEngine {
             if roundRewind == nil, let theirs = refusal.afterOpID, try store.holdsConfirmed(theirs, at: try store.cursor()) == false {
                 roundRewind = try rewindStore(toAgreedSeq: 0)
             }
-            try await startFromSnapshot()
+            try await startFromSnapshot(optional: false)
         } catch SyncError.terminal(let refusal) where refusal.code == ProtocolError.cursorAheadCode && roundRewind == nil {
             // The server's log ends before this store's cursor: it lost ops (its data restored from
             // a backup). Go back to where the two agree, with this device's lost ops queued again,
@@ -614,13 +620,31 @@ public actor SyncEngine {
         }
     }
 
-    /// Downloads the server's newest snapshot and starts the store over from it.
-    private func startFromSnapshot() async throws {
+    /// Downloads the server's newest snapshot and starts the store over from it. `optional`: the
+    /// store may pull the whole log instead (a new device on a big library), and does where the
+    /// snapshot was made with another version of the schema than this build's (the server or this
+    /// app not updated yet): the replay then reads each op as this build does. Otherwise (history
+    /// before the snapshot is gone) a snapshot of an earlier version has its state carried over,
+    /// and one of a later version stops the round: this app must be updated (`update_required`),
+    /// and what it queued stays queued. Returns whether the store started over.
+    @discardableResult
+    private func startFromSnapshot(optional: Bool) async throws -> Bool {
         let frame = try await transport.snapshot()
         defer { frame.discard() }
         let tail: (ops: [Op], baseOpID: UUID?)
         do {
-            tail = try await snapshotTail(after: SnapshotCodec.header(of: frame).seq)
+            let header = try SnapshotCodec.header(of: frame)
+            let schema = store.schema
+            if optional, header.schemaFingerprint != schema.fingerprint { return false }
+            if header.schemaName == schema.name, header.schemaVersion > schema.version {
+                let queued = (try? store.pendingOps().count) ?? 0
+                throw ChronicleError(.updateRequired, """
+                    The server's history of this library now starts from a snapshot made with \(schema.name) v\(header.schemaVersion), \
+                    and this app reads up to v\(schema.version): update the app to go on syncing. \
+                    The \(queued) change\(queued == 1 ? "" : "s") made on this device and not yet confirmed \(queued == 1 ? "is" : "are") kept.
+                    """)
+            }
+            tail = try await snapshotTail(after: header.seq)
         } catch let error as ChronicleError where Self.damagedSnapshot.contains(error.code) {
             throw SyncError.transient(reason: "The server's snapshot could not be read: \(error.message)", retryAfterSeconds: nil)
         }
@@ -631,6 +655,7 @@ public actor SyncEngine {
             // Nothing changed (one transaction); a damaged download is fetched again next round.
             throw SyncError.transient(reason: "The server's snapshot could not be read: \(error.message)", retryAfterSeconds: nil)
         }
+        return true
     }
 
     /// The ops right after the snapshot, up to `bulkCatchUpOpsMin` of them: folded inside

@@ -1,0 +1,227 @@
+@testable import ChronicleCore
+import ChronicleServer
+@testable import ChronicleStore
+@testable import ChronicleSync
+import Foundation
+import Testing
+
+/// Devices on different app versions sharing one library: an old app (read-it-later v2)
+/// beside current ones and a current server (v3).
+@Suite struct VersionSkewTests {
+    static let oldSchema: Schema = {
+        let texts = ["readitlater/v1.json", "readitlater/v2.json"].map { EmbeddedSchemas.files[$0]! }
+        return try! Schema.load(history: texts)
+    }()
+
+    /// An old app's device: its store made with the v2 schema, as that app version made it.
+    static func oldDevice(_ h: SyncHarness, _ name: String) throws -> TestDevice {
+        try h.device(name, schema: oldSchema)
+    }
+
+    @Test func anOldAppSetsAsideWhatItCannotReadAndAppliesItOnceUpgraded() async throws {
+        let h = try SyncHarness(.inMemory)
+        let old = try Self.oldDevice(h, "old")
+        let new = try h.device("new")
+        let article = try new.save("Shared")
+        let collection = try new.store.write("collection.create", payload: ["name": .text("Reading")]).entityID
+        await new.sync()
+        await old.sync()
+        // The current app files the article the v3 way; the old app the v2 way, on another collection.
+        try new.store.write("collection.add_article", entity: collection, payload: ["article_id": .text(article.lowercased)])
+        let oldCollection = try old.store.write("collection.create", payload: ["name": .text("Old")]).entityID
+        try old.store.write("collection.add", entity: oldCollection, payload: ["article_id": .text(article.lowercased)])
+        await new.sync()
+        await old.sync()
+        await new.sync()
+        print("unreadable:", try old.store.unreadableOps())
+        #expect(try old.store.unreadableOps().map(\.type) == ["collection.add_article@1"])
+        #expect(try old.store.verify().passed)
+        // The new app reads the old app's op, upcast.
+        let members = try new.store.row(oldCollection)?.sets.first { $0.name == "members" }?.values.compactMap(\.textValue)
+        #expect(members == [article.lowercased])
+
+        // The old app is updated: its store opens with the current schema and applies what it set aside.
+        let path = old.store.path
+        let upgraded = try h.device("old", opening: path, token: old.token)
+        #expect(try upgraded.store.unreadableOps().isEmpty)
+        await upgraded.sync()
+        try h.expectConverged()
+    }
+
+    @Test func anOldAppAwayPastTheHorizonKeepsItsOutboxAndSaysItMustBeUpdated() async throws {
+        let h = try SyncHarness(.inMemory)
+        let old = try Self.oldDevice(h, "old")
+        let new = try h.device("new")
+        for i in 0..<5 { try new.save("Before \(i)") }
+        await new.sync()
+        await old.sync()
+        for i in 0..<20 { try old.save("Offline \(i)") }
+        let queued = try old.store.pendingOps().map(\.opID)
+        for i in 0..<5 { try new.save("Meanwhile \(i)") }
+        await new.sync()
+        _ = try RetentionHorizonTests.compactWithHorizon(h)
+
+        let back = await old.engine.syncOnce()
+        guard case .blocked(let reason) = back.outcome else {
+            Issue.record("expected blocked, got \(back.outcome)")
+            return
+        }
+        #expect(reason.hasPrefix("Update required:") && reason.contains("readitlater v3") && reason.hasSuffix("[update_required]"), "\(reason)")
+        #expect(back.bootstrappedAt == nil)
+        #expect(try old.store.pendingOps().map(\.opID) == queued, "nothing written offline is lost")
+        #expect(try old.store.verify().passed)
+
+        let upgraded = try h.device("old", opening: old.store.path, token: old.token)
+        await upgraded.sync()
+        #expect(try upgraded.store.pendingOps().isEmpty)
+        await new.sync()
+        try h.expectConverged()
+    }
+
+    @Test func anOldAppWhoseHistoryBeginsAtItsOwnSnapshotOpensUpgraded() async throws {
+        let h = try SyncHarness(.inMemory)
+        let old = try Self.oldDevice(h, "old")
+        for i in 0..<30 { try old.save("Saved \(i)") }
+        let collection = try old.store.write("collection.create", payload: ["name": .text("Old")]).entityID
+        let first = try old.store.write("article.save", payload: ["url": .text("https://example.com/x"), "title": .text("x")]).entityID
+        try old.store.write("collection.add", entity: collection, payload: ["article_id": .text(first.lowercased)])
+        await old.sync()
+        usleep(5_000)
+        var policy = CompactionPolicy()
+        policy.keepOps = 0
+        policy.segmentOpsMax = 10
+        policy.horizonMilliseconds = 1
+        let report = try old.store.compact(policy)
+        #expect(report.historyDroppedThrough != nil)
+        let upgraded = try h.device("old", opening: old.store.path, token: old.token)
+        #expect(try upgraded.store.verify().passed)
+        await upgraded.sync()
+        try h.expectConverged()
+    }
+
+    /// The server is updated: a library file its earlier build made (schema v2) is opened by this one.
+    @Test func aLibraryAnEarlierServerBuildMadeOpensWithTheCurrentSchema() async throws {
+        let h = try SyncHarness(.inMemory)
+        let path = (h.directory + "/server" as NSString).appendingPathComponent("libraries/\(h.user.libraryID.lowercased).sqlite")
+        let writer = try DeviceStore.create(at: h.directory + "/writer.chronicle", schema: Self.oldSchema, libraryID: h.user.libraryID)
+        let article = try writer.write("article.save", payload: ["url": .text("https://example.com/a"), "title": .text("Old server"),
+                                                                 "author": .text("Ada")]).entityID
+        let collection = try writer.write("collection.create", payload: ["name": .text("Old")]).entityID
+        try writer.write("collection.add", entity: collection, payload: ["article_id": .text(article.lowercased)])
+        do {
+            let earlier = try ServerLibrary.openOrCreate(at: path, libraryID: h.user.libraryID, schema: Self.oldSchema)
+            let response = try earlier.push(try writer.pendingOps(), from: writer.deviceID)
+            print("earlier server:", response)
+        }
+        let new = try h.device("new")
+        await new.sync()
+        #expect(try new.store.row(article)?["author"]?.textValue == "Ada")
+        let episode = try new.store.write("episode.save", payload: ["title": .text("E"), "feed": .text("https://example.com/feed"), "audio_ref": .text("a")]).entityID
+        try new.store.write("collection.add_episode", entity: collection, payload: ["episode_id": .text(episode.lowercased)])
+        await new.sync()
+        try h.expectConverged()
+    }
+
+    /// A new device of an old app on a big library whose snapshot a current server made: it pulls
+    /// the log instead of starting from the snapshot, and reads what it can.
+    @Test func aNewDeviceOfAnOldAppPullsTheLogWhereTheSnapshotIsOfALaterVersion() async throws {
+        let h = try SyncHarness(.inMemory)
+        let new = try h.device("new")
+        for i in 0..<40 { try new.save("Saved \(i)") }
+        await new.sync()
+        var policy = CompactionPolicy()
+        policy.keepOps = 0
+        policy.segmentOpsMax = 10
+        policy.snapshotEveryOps = 1
+        _ = try h.service.compact(library: h.user.libraryID, policy: policy)
+        #expect(try h.library.latestSnapshotSeq() == 40)
+        var configuration = SyncEngine.Configuration()
+        configuration.snapshotStartOpsMin = 10
+        let old = try h.device("old", schema: Self.oldSchema, configuration: configuration)
+        let first = await old.sync()
+        #expect(first.bootstrappedAt == nil && first.pulled == 40)
+        #expect(try old.store.rows("article", limit: 100).count == 40)
+        #expect(try old.store.verify().passed)
+        // A device of the current app starts from that snapshot.
+        let other = try h.device("other", configuration: configuration)
+        #expect(await other.sync().bootstrappedAt == 40)
+        #expect(try other.store.digest() == h.library.digest())
+    }
+
+    /// The server is updated after its horizon dropped history: the library's state is carried
+    /// over from the snapshot history begins at, and devices start from a snapshot of the new shape.
+    @Test func aServerUpdatedPastItsHorizonCarriesTheStateOverAndDevicesStartFromTheNewShape() async throws {
+        let h = try SyncHarness(.inMemory)
+        let path = (h.directory + "/server" as NSString).appendingPathComponent("libraries/\(h.user.libraryID.lowercased).sqlite")
+        let writer = try DeviceStore.create(at: h.directory + "/writer.chronicle", schema: Self.oldSchema, libraryID: h.user.libraryID)
+        var articles: [UUID] = []
+        for i in 0..<30 {
+            articles.append(try writer.write("article.save", payload: ["url": .text("https://example.com/\(i)"), "title": .text("Old \(i)")]).entityID)
+        }
+        let collection = try writer.write("collection.create", payload: ["name": .text("Old")]).entityID
+        try writer.write("collection.add", entity: collection, payload: ["article_id": .text(articles[0].lowercased)])
+        try writer.write("article.tag", entity: articles[1], payload: ["tag": .text("kept")])
+        do {
+            let earlier = try ServerLibrary.openOrCreate(at: path, libraryID: h.user.libraryID, schema: Self.oldSchema)
+            _ = try earlier.push(try writer.pendingOps(), from: writer.deviceID)
+            usleep(5_000)
+            var policy = CompactionPolicy()
+            policy.keepOps = 0
+            policy.segmentOpsMax = 10
+            policy.horizonMilliseconds = 1
+            let report = try earlier.compact(policy)
+            #expect(report.historyDroppedThrough == 33)
+        }
+        // The updated server opens it: the state is the old snapshot's, in the new shape.
+        let new = try h.device("new")
+        let first = await new.sync()
+        #expect(first.bootstrappedAt == 33)
+        #expect(try new.store.row(collection)?.sets.first { $0.name == "members" }?.values.compactMap(\.textValue) == [articles[0].lowercased])
+        #expect(try new.tags(articles[1]) == ["kept"])
+        #expect(try h.library.verdict(articles[2]).fields["title"]?.textValue == "Old 2")
+        let episode = try new.store.write("episode.save", payload: ["title": .text("E"), "feed": .text("https://example.com/feed"),
+                                                                     "audio_ref": .text("a")]).entityID
+        try new.store.write("collection.add_episode", entity: collection, payload: ["episode_id": .text(episode.lowercased)])
+        await new.sync()
+        try h.expectConverged()
+        #expect(try new.store.verify().passed)
+    }
+
+    /// A snapshot made with v1 (where the article's author was its `byline`) read by this build.
+    @Test func aSnapshotOfTheFirstVersionCarriesARenamedFieldOver() throws {
+        let v1 = try Schema.load(json: EmbeddedSchemas.files["readitlater/v1.json"]!)
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-skew-\(UUID().lowercased)").path
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let library = UUID()
+        let old = try DeviceStore.create(at: root + "/old.chronicle", schema: v1, libraryID: library)
+        let article = try old.write("article.save", payload: ["url": .text("https://example.com/a"), "title": .text("A"),
+                                                           "byline": .text("Ada")]).entityID
+        try old.write("article.tag", entity: article, payload: ["tag": .text("t")])
+        // Confirmed by a server, on another device of that version.
+        let confirmed = try old.pendingOps().enumerated().map { index, op in
+            var op = op
+            op.serverSeq = Int64(index + 1)
+            op.serverTime = op.deviceTime
+            return op
+        }
+        let other = try DeviceStore.create(at: root + "/other.chronicle", schema: v1, libraryID: library)
+        try other.applyConfirmed(confirmed)
+        let body = try other.read { db in try DeviceStore.snapshotBody(other.projection, from: db, seq: 2, libraryID: library).body }
+        let snapshot = try SnapshotCodec.decodeBody(body)
+        #expect(snapshot.schemaVersion == 1)
+        let current = try DeviceStore.create(at: root + "/new.chronicle", schema: .readItLater, libraryID: library)
+        try current.bootstrap(from: snapshot)
+        #expect(try current.row(article)?["author"]?.textValue == "Ada")
+        #expect(try current.row(article)?.sets.first { $0.name == "tags" }?.values.compactMap(\.textValue) == ["t"])
+        let verified = try current.verify()
+        #expect(verified.passed, "\(verified)")
+        // A later version than this build's is refused with its own code, the store left as it was.
+        var future = snapshot
+        future.schemaVersion = Schema.readItLater.version + 1
+        future.schemaFingerprint = "future"
+        #expect(throws: ChronicleError.self) { try current.bootstrap(from: future) }
+        do { try current.bootstrap(from: future) } catch let error as ChronicleError { #expect(error.code == .updateRequired) }
+        #expect(try current.row(article)?["author"]?.textValue == "Ada")
+    }
+}
