@@ -34,12 +34,13 @@ final class SyncHarness: @unchecked Sendable {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         if kind == .http {
             let server = try SyncServer(dataDirectory: directory + "/server", configuration: httpConfiguration, limits: limits,
-                                        maintenance: maintenance, log: log, clock: clock)
+                                        maintenance: maintenance, log: log, clock: clock, schemas: [schema])
             http = server
             service = server.service
         } else {
             http = nil
-            service = try SyncService(dataDirectory: directory + "/server", limits: limits, maintenance: maintenance, clock: clock)
+            service = try SyncService(dataDirectory: directory + "/server", limits: limits, maintenance: maintenance, clock: clock,
+                                      schemas: [schema])
         }
         user = try service.accounts.addUser("ada", password: password, schema: schema)
     }

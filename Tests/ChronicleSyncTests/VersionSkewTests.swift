@@ -224,4 +224,36 @@ import Testing
         do { try current.bootstrap(from: future) } catch let error as ChronicleError { #expect(error.code == .updateRequired) }
         #expect(try current.row(article)?["author"]?.textValue == "Ada")
     }
+
+    /// An app with a schema of its own syncs through a server that is given it, over HTTP.
+    @Test func anAppsOwnSchemaSyncsThroughAServerGivenIt() async throws {
+        let schema = try Schema.load(json: OwnSchema.v1)
+        let h = try SyncHarness(.http, schema: schema)
+        let a = try h.device("A")
+        let b = try h.device("B")
+        let recipe = try a.store.write("recipe.create", payload: ["title": .text("Soup"), "cook": .text("Ada")]).entityID
+        await a.sync()
+        await b.sync()
+        #expect(try b.store.row(recipe)?["cook"]?.textValue == "Ada")
+        try h.expectConverged()
+    }
+}
+
+/// A schema no build includes, as an app would ship its own.
+enum OwnSchema {
+    static let v1 = """
+        {
+          "schema": "recipes",
+          "version": 1,
+          "entities": [
+            { "name": "recipe", "fields": [
+                { "name": "title", "type": "text", "rule": "lww", "minLength": 1, "maxLength": 200 },
+                { "name": "cook", "type": "text", "rule": "lww", "maxLength": 200 },
+                { "name": "deleted_at", "type": "timestamp", "rule": "lww" } ] }
+          ],
+          "ops": [
+            { "type": "recipe.create", "version": 1, "entity": "recipe", "action": "create", "fields": ["title", "cook"], "required": ["title"] }
+          ]
+        }
+        """
 }

@@ -16,8 +16,10 @@ public final class SyncServer: Sendable {
 
     public init(dataDirectory: String, configuration: HTTPServer.Configuration = HTTPServer.Configuration(),
                 limits: ServiceLimits = ServiceLimits(), maintenance: MaintenancePolicy = MaintenancePolicy(),
-                log: ServerLog = ServerLog(to: nil), clock: any ChronicleClock = SystemClock(), fault503Rate: Double = 0) throws {
-        let service = try SyncService(dataDirectory: dataDirectory, limits: limits, maintenance: maintenance, log: log, clock: clock)
+                log: ServerLog = ServerLog(to: nil), clock: any ChronicleClock = SystemClock(), schemas: [Schema] = [],
+                fault503Rate: Double = 0) throws {
+        let service = try SyncService(dataDirectory: dataDirectory, limits: limits, maintenance: maintenance, log: log, clock: clock,
+                                      schemas: schemas)
         self.service = service
         host = configuration.host
         let routes = SyncRoutes(service: service)

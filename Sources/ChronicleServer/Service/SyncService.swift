@@ -54,6 +54,8 @@ public final class SyncService: SyncEndpoint {
     let workers: WorkerPool
     /// When libraries are compacted on their own (`runMaintenance`, `startMaintenance`).
     public let maintenancePolicy: MaintenancePolicy
+    /// Schemas served beyond the built-in ones.
+    public let schemas: [Schema]
     let maintenance = MaintenanceState()
     /// Each library's newest snapshot frame while a response is sending it: devices that start
     /// from the snapshot at the same time share one copy (held only while some response holds it).
@@ -71,9 +73,12 @@ public final class SyncService: SyncEndpoint {
         var byLibrary: [UUID: [Int: Waiter]] = [:]
     }
 
+    /// `schemas`: schemas of the apps this server serves beyond the built-in ones (`Schema.builtIn`);
+    /// a library is opened with the one of its name, the newest version with its history.
     public init(dataDirectory: String, limits: ServiceLimits = ServiceLimits(), maintenance: MaintenancePolicy = MaintenancePolicy(),
-                log: ServerLog = ServerLog(to: nil), clock: any ChronicleClock = SystemClock()) throws {
+                log: ServerLog = ServerLog(to: nil), clock: any ChronicleClock = SystemClock(), schemas: [Schema] = []) throws {
         self.dataDirectory = dataDirectory
+        self.schemas = schemas
         maintenancePolicy = maintenance
         self.accounts = try Accounts(dataDirectory: dataDirectory, clock: clock)
         self.metrics = Metrics()
@@ -107,7 +112,7 @@ public final class SyncService: SyncEndpoint {
             guard let record = try accounts.libraries().first(where: { $0.libraryID == id }) else {
                 throw ProtocolError(404, "unknown_library", "The server has no library \(id.lowercased).")
             }
-            guard let schema = Schema.named(record.schemaName) else {
+            guard let schema = schemas.first(where: { $0.name == record.schemaName }) ?? Schema.named(record.schemaName) else {
                 throw ProtocolError(500, "unknown_schema", "Library \(id.lowercased) uses schema '\(record.schemaName)', which this server build does not include.")
             }
             let path = (dataDirectory as NSString).appendingPathComponent("libraries/\(id.lowercased).sqlite")
@@ -115,6 +120,10 @@ public final class SyncService: SyncEndpoint {
                 if let existing = open[id] { return existing }
                 let library = try ServerLibrary.openOrCreate(at: path, libraryID: id, schema: schema, clock: clock,
                                                              caps: limits.freeTierCaps)
+                if let migration = library.schemaMigration {
+                    log.log("schema", ["library": .text(id.lowercased), "schema": .text(schema.name), "from": .integer(migration.fromVersion),
+                                       "to": .integer(Int64(schema.version)), "rebuilt_s": .real((migration.seconds * 1000).rounded() / 1000)])
+                }
                 open[id] = library
                 return library
             }

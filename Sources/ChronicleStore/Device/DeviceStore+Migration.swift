@@ -21,7 +21,7 @@ public struct MigrationPlan: Sendable, Equatable {
 
 extension DeviceStore {
     /// The steps that would bring the store at `path` to this build's versions; reads only.
-    public static func migrationPlan(at path: String) throws -> MigrationPlan {
+    public static func migrationPlan(at path: String, schema given: Schema? = nil) throws -> MigrationPlan {
         guard FileManager.default.fileExists(atPath: path) else {
             throw ChronicleError(.storeMissing, "No store at \(path).")
         }
@@ -38,10 +38,8 @@ extension DeviceStore {
         if format > StoreFormat.currentVersion {
             throw ChronicleError(.futureStoreVersion, "\(path) uses store format v\(format), but this build reads up to v\(StoreFormat.currentVersion). Update Chronicle to open it; the store was left untouched.")
         }
-        let schemaName = meta["schema_name"]?.textValue ?? "?"
-        guard let schema = Schema.named(schemaName) else {
-            throw ChronicleError(.schemaMismatch, "\(path) uses schema '\(schemaName)', which this build does not include.")
-        }
+        let schema = try schemaOfStore(at: path, named: meta["schema_name"]?.textValue, given: given)
+        let schemaName = schema.name
         let schemaVersion = meta["schema_version"]?.integerValue ?? 0
         if schemaVersion > Int64(schema.version) {
             throw ChronicleError(.futureStoreVersion, "\(path) uses schema \(schemaName) v\(schemaVersion), but this build knows up to v\(schema.version). Update Chronicle to open it; the store was left untouched.")
@@ -74,8 +72,9 @@ extension DeviceStore {
     /// the schema changed. Killed at any point, the next open (or run) carries on from the
     /// last completed step with nothing lost. `afterStep` runs after each step commits.
     @discardableResult
-    public static func migrate(at path: String, afterStep: ((Int, String) throws -> Void)? = nil) throws -> MigrationPlan {
-        let plan = try migrationPlan(at: path)
+    public static func migrate(at path: String, schema: Schema? = nil,
+                               afterStep: ((Int, String) throws -> Void)? = nil) throws -> MigrationPlan {
+        let plan = try migrationPlan(at: path, schema: schema)
         guard !plan.isEmpty else { return plan }
         var step = 0
         if plan.fromFormat < plan.toFormat {
@@ -86,7 +85,7 @@ extension DeviceStore {
             }
         }
         if plan.rebuildsProjection {
-            _ = try DeviceStore.open(at: path)   // rebuilds and records the schema in one transaction
+            _ = try DeviceStore.open(at: path, schema: schema)   // rebuilds and records the schema in one transaction
             step += 1
             try afterStep?(step, "rebuilt the projection")
         }

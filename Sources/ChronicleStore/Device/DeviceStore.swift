@@ -78,8 +78,12 @@ public final class DeviceStore: Sendable {
         return store
     }
 
-    /// Opens an existing store. The schema is the compiled-in one the store names.
-    public static func open(at path: String, clock: any ChronicleClock = SystemClock(),
+    /// Opens an existing store.
+    ///
+    /// `schema`: the app's schema (the newest version, with its history: `Schema.load(history:)`),
+    /// for a store of a schema this build does not include; by default the built-in schema the
+    /// store names (`Schema.named`). A store of an earlier version of it is migrated as above.
+    public static func open(at path: String, schema given: Schema? = nil, clock: any ChronicleClock = SystemClock(),
                             ids: (any IDGenerator)? = nil) throws -> DeviceStore {
         let ids = ids ?? SystemIDGenerator(clock: clock)
         guard FileManager.default.fileExists(atPath: path) else {
@@ -103,9 +107,8 @@ public final class DeviceStore: Sendable {
         if format > StoreFormat.currentVersion {
             throw ChronicleError(.futureStoreVersion, "\(path) uses store format v\(format), but this build of Chronicle reads up to v\(StoreFormat.currentVersion). Update Chronicle to open it; the store was left untouched.")
         }
-        guard let schemaName = meta["schema_name"]?.textValue, let schema = Schema.named(schemaName) else {
-            throw ChronicleError(.schemaMismatch, "\(path) uses schema '\(meta["schema_name"]?.textValue ?? "?")', which this build does not include.")
-        }
+        let schema = try schemaOfStore(at: path, named: meta["schema_name"]?.textValue, given: given)
+        let schemaName = schema.name
         let storedSchemaVersion = meta["schema_version"]?.integerValue ?? 0
         if storedSchemaVersion > Int64(schema.version) {
             throw ChronicleError(.futureStoreVersion, "\(path) uses schema \(schemaName) v\(storedSchemaVersion), but this build knows up to v\(schema.version). Update Chronicle to open it; the store was left untouched.")
@@ -143,6 +146,20 @@ public final class DeviceStore: Sendable {
         // they are complete, searches read phrases from the word indexes.
         try? store.openPhraseIndexes()
         return store
+    }
+
+    /// The schema a store named `name` opens with: `given` (which must be of that name), else the built-in one.
+    static func schemaOfStore(at path: String, named name: String?, given: Schema?) throws -> Schema {
+        if let given {
+            guard name == given.name else {
+                throw ChronicleError(.schemaMismatch, "\(path) holds a library of schema '\(name ?? "?")', not '\(given.name)'; the store was left untouched.")
+            }
+            return given
+        }
+        guard let name, let schema = Schema.named(name) else {
+            throw ChronicleError(.schemaMismatch, "\(path) uses schema '\(name ?? "?")', which this build does not include; an app with a schema of its own opens its store with DeviceStore.open(at:schema:).")
+        }
+        return schema
     }
 
     private init(path: String, schema: Schema, deviceID: UUID, libraryID: UUID, clock: any ChronicleClock,

@@ -26,6 +26,9 @@ public final class ServerLibrary: Sendable {
     /// The meta key that holds `incarnation`.
     public static let incarnationKey = "incarnation"
     public let schema: Schema
+    /// Set where this open rebuilt the projection for a newer version of the schema: the
+    /// version the library was written with, and how long the rebuild took.
+    public let schemaMigration: (fromVersion: Int64, seconds: Double)?
     let clock: any ChronicleClock
     let ids: any IDGenerator
     let materializer: Materializer
@@ -87,6 +90,7 @@ public final class ServerLibrary: Sendable {
                                     clock: any ChronicleClock = SystemClock(), ids: (any IDGenerator)? = nil,
                                     caps: [FreeTierCap] = []) throws -> ServerLibrary {
         let fresh = !FileManager.default.fileExists(atPath: path)
+        var migrated: (Int64, Double)?
         if fresh {
             try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
         }
@@ -125,13 +129,17 @@ public final class ServerLibrary: Sendable {
                 throw ChronicleError(.wrongLibrary, "\(path) holds library \(stored ?? "?"), not \(libraryID.lowercased).")
             }
             if try DeviceStore.meta("schema_fingerprint", in: db).textValue != schema.fingerprint {
+                let start = DispatchTime.now().uptimeNanoseconds
+                let from = try DeviceStore.meta("schema_version", in: db).integerValue ?? 0
                 try migrateProjection(db, to: schema, projection, libraryID: libraryID, clock: clock)
+                migrated = (from, Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
             }
         }
         try db.execute(ProjectionSchema.unreadableStatement)
         try installCaps(caps, schema, projection, in: db)
         return try ServerLibrary(path: path, libraryID: libraryID, schema: schema, clock: clock,
-                                 ids: ids ?? SystemIDGenerator(clock: clock), projection: projection, writer: db, capped: !caps.isEmpty)
+                                 ids: ids ?? SystemIDGenerator(clock: clock), projection: projection, writer: db, capped: !caps.isEmpty,
+                                 schemaMigration: migrated)
     }
 
     /// The library was made by a build with another version of its schema (the server was
@@ -182,8 +190,10 @@ public final class ServerLibrary: Sendable {
     }
 
     private init(path: String, libraryID: UUID, schema: Schema, clock: any ChronicleClock, ids: any IDGenerator,
-                 projection: ProjectionSchema, writer: Database, capped: Bool) throws {
+                 projection: ProjectionSchema, writer: Database, capped: Bool,
+                 schemaMigration: (fromVersion: Int64, seconds: Double)? = nil) throws {
         self.capped = capped
+        self.schemaMigration = schemaMigration
         self.ids = ids
         self.path = path
         self.libraryID = libraryID

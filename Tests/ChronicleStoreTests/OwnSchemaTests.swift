@@ -1,0 +1,87 @@
+import ChronicleCore
+@testable import ChronicleStore
+import Foundation
+import Testing
+
+/// An app embedding Chronicle with a schema of its own (not one compiled into this build):
+/// its store opens, and opens migrated when the app ships a new version of the schema.
+@Suite struct OwnSchemaTests {
+    static let v1 = """
+        {
+          "schema": "recipes",
+          "version": 1,
+          "entities": [
+            { "name": "recipe", "fields": [
+                { "name": "title", "type": "text", "rule": "lww", "minLength": 1, "maxLength": 200 },
+                { "name": "cook", "type": "text", "rule": "lww", "maxLength": 200 },
+                { "name": "deleted_at", "type": "timestamp", "rule": "lww" } ],
+              "search": [ { "index": "recipe_fts", "fields": ["title"], "weights": [1] } ] }
+          ],
+          "ops": [
+            { "type": "recipe.create", "version": 1, "entity": "recipe", "action": "create", "fields": ["title", "cook"], "required": ["title"] },
+            { "type": "recipe.delete", "version": 1, "entity": "recipe", "action": "delete" }
+          ]
+        }
+        """
+
+    /// v2 renames `cook` to `chef` and adds a set of ingredients.
+    static let v2 = """
+        {
+          "schema": "recipes",
+          "version": 2,
+          "entities": [
+            { "name": "recipe", "fields": [
+                { "name": "title", "type": "text", "rule": "lww", "minLength": 1, "maxLength": 200 },
+                { "name": "chef", "type": "text", "rule": "lww", "maxLength": 200 },
+                { "name": "ingredients", "type": "text", "rule": "set", "minLength": 1, "maxLength": 200 },
+                { "name": "deleted_at", "type": "timestamp", "rule": "lww" } ],
+              "search": [ { "index": "recipe_fts", "fields": ["title", "chef"], "weights": [2, 1] } ] }
+          ],
+          "ops": [
+            { "type": "recipe.create", "version": 2, "entity": "recipe", "action": "create", "fields": ["title", "chef"], "required": ["title"] },
+            { "type": "recipe.add", "version": 1, "entity": "recipe", "action": "add", "field": "ingredients", "value": "ingredient" },
+            { "type": "recipe.delete", "version": 1, "entity": "recipe", "action": "delete" }
+          ],
+          "upcasters": [ { "from": "recipe.create@1", "to": "recipe.create@2", "rename": { "cook": "chef" } } ]
+        }
+        """
+
+    func scratch() throws -> String {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-own-\(UUID().lowercased)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        return directory
+    }
+
+    @Test func aStoreOfTheAppsOwnSchemaOpensWithItAndMigratesToItsNextVersion() throws {
+        let directory = try scratch()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/recipes.chronicle"
+        let first = try Schema.load(json: Self.v1)
+        let recipe = try DeviceStore.create(at: path, schema: first)
+            .write("recipe.create", payload: ["title": .text("Soup"), "cook": .text("Ada")]).entityID
+
+        // Without the schema, the store says how to open it, and is left as it was.
+        do {
+            _ = try DeviceStore.open(at: path)
+            Issue.record("a store of a schema this build does not include opened")
+        } catch let error as ChronicleError {
+            #expect(error.code == .schemaMismatch && error.message.contains("DeviceStore.open(at:schema:)"), "\(error)")
+        }
+        // Another app's schema is refused.
+        #expect(throws: ChronicleError.self) { _ = try DeviceStore.open(at: path, schema: .fieldService) }
+
+        let reopened = try DeviceStore.open(at: path, schema: first)
+        #expect(try reopened.row(recipe)?["cook"]?.textValue == "Ada")
+
+        // The app's next version: the projection rebuilt from the log, the old op upcast.
+        let second = try Schema.load(history: [Self.v1, Self.v2])
+        #expect(try DeviceStore.migrationPlan(at: path, schema: second).rebuildsProjection)
+        let migrated = try DeviceStore.open(at: path, schema: second)
+        #expect(try migrated.row(recipe)?["chef"]?.textValue == "Ada")
+        try migrated.write("recipe.add", entity: recipe, payload: ["ingredient": .text("leek")])
+        #expect(try migrated.search("ada").map(\.id) == [recipe.lowercased])
+        #expect(try migrated.verify().passed)
+        // And an app still at v1 cannot open what v2 wrote.
+        #expect(throws: ChronicleError.self) { _ = try DeviceStore.open(at: path, schema: first) }
+    }
+}
