@@ -19,8 +19,17 @@ import Testing
         try await Self.check(seed)
     }
 
-    static func check(_ seed: UInt64) async throws {
-        let report = try #require(await SimulationSeeds.run(Simulator(seed: seed, steps: SimulationSeeds.steps, tolerating: SimulationSeeds.tolerated)))
+    /// The seed's own faults, and every other device on the app's previous version until it
+    /// updates mid-run (`FaultKind.appUpdated`): the library is shared by two app versions.
+    @Test("Seeds converge across an app update", .serialized, arguments: SimulationSeeds.appUpdateSeeds)
+    func seedConvergesAcrossAnAppUpdate(seed: UInt64) async throws {
+        try await Self.check(seed, appUpdates: true)
+    }
+
+    static func check(_ seed: UInt64, appUpdates: Bool = SimulationSeeds.appUpdates) async throws {
+        let faults = appUpdates ? FaultPlan.random(seed: seed).forcing(.appUpdated, rate: SimulationSeeds.appUpdateRate) : nil
+        let report = try #require(await SimulationSeeds.run(Simulator(seed: seed, steps: SimulationSeeds.steps, faults: faults,
+                                                                      tolerating: SimulationSeeds.tolerated)))
         #expect(report.opsWritten > 0, "seed \(seed) wrote nothing")
         #expect(report.passesToConverge <= Simulator.livenessPassesMax)
     }

@@ -9,6 +9,9 @@ import Testing
 /// lengthens each run's safety phase (a replay must use the same steps as the failing run);
 /// `CHRONICLE_SIM_VERBOSE=1` prints each report (`=trace` also a failing run's whole trace);
 /// `CHRONICLE_SIM_KEEP=1` keeps a failing run's files and writes its whole trace beside them (`trace.txt`);
+/// `CHRONICLE_SIM_APP_UPDATES=1` runs the seeds with every other device on the app's previous
+/// version until it updates mid-run (`FaultKind.appUpdated`; the default run does so for
+/// `appUpdateSeeds` only);
 /// `CHRONICLE_SIM_WIRE=<device name>` (`d0`…) prints every push of that device the server answered,
 /// op by op with the answers, on standard error.
 enum SimulationSeeds {
@@ -16,6 +19,18 @@ enum SimulationSeeds {
 
     /// Sized so the whole simulation suite takes about a minute in a debug build on two cores.
     static let defaultCount: UInt64 = 24
+
+    /// Whether `CHRONICLE_SIM_APP_UPDATES` asks for app updates in every seed.
+    static var appUpdates: Bool { environment["CHRONICLE_SIM_APP_UPDATES"] == "1" }
+
+    /// Per step, the chance an old app version is updated (about once in the default 150 steps).
+    static let appUpdateRate = 0.007
+
+    /// Seeds run with app updates in the default suite (the soak's list with `CHRONICLE_SIM_APP_UPDATES=1`).
+    static var appUpdateSeeds: [UInt64] {
+        if single != nil || environment["CHRONICLE_SIM_SEEDS"] != nil { return [] }
+        return Array(1...8)
+    }
 
     /// Safety-phase steps per seed run.
     static var steps: Int { environment["CHRONICLE_SIM_STEPS"].flatMap { Int($0) } ?? Simulator.defaultSteps }
@@ -65,7 +80,7 @@ enum SimulationSeeds {
             }
             Issue.record("\(failure)", sourceLocation: sourceLocation)
         } catch {
-            Issue.record("seed \(simulator.seed): \(error)\nreplay: CHRONICLE_SIM_STEPS=\(simulator.steps) CHRONICLE_SIM_SEED=\(simulator.seed) swift test --filter Simulation",
+            Issue.record("seed \(simulator.seed): \(error)\nreplay: CHRONICLE_SIM_STEPS=\(simulator.steps) \(simulator.plan.appUpdateRate > 0 ? "CHRONICLE_SIM_APP_UPDATES=1 " : "")CHRONICLE_SIM_SEED=\(simulator.seed) swift test --filter Simulation",
                          sourceLocation: sourceLocation)
         }
         return nil

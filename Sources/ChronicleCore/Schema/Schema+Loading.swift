@@ -236,6 +236,14 @@ extension Schema {
         }
     }
 
+    /// A built-in schema as an earlier build of Chronicle had it: its history up to `version`
+    /// (an app not updated yet, in tests and simulations); nil past its newest version.
+    public static func named(_ name: String, version: Int) -> Schema? {
+        guard let newest = named(name), (1...newest.version).contains(version) else { return nil }
+        if version == newest.version { return newest }
+        return builtin(history: (1...version).map { "\(name)/v\($0).json" })
+    }
+
     private static func builtin(history paths: [String]) -> Schema {
         let texts = paths.map { path -> String in
             guard let text = EmbeddedSchemas.files[path] else { preconditionFailure("Schemas/\(path) was not embedded in the build") }

@@ -62,7 +62,11 @@ extension DeviceStore {
             // rather than kept up to date row by row.
             let statements = projection.tableStatements
             for statement in statements where !statement.hasPrefix("CREATE INDEX") { try db.execute(statement) }
-            if let base { try Self.load(storedAt: base, from: db, into: db, projection, libraryID: libraryID) }
+            if let base, try Self.load(storedAt: base, from: db, into: db, projection, libraryID: libraryID) != nil {
+                // The state was carried over from a snapshot of an earlier schema version: the next
+                // sync starts over from the server's (`stateCarriedOver`).
+                try Self.setMeta(Self.stateCarriedOverKey, .integer(base), in: db)
+            }
             from = base
             // The log is as last committed (this transaction changes only the projection, unless
             // `beforeReplay` changed it), so another connection reads and decodes it while this one writes.

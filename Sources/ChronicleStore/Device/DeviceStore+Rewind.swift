@@ -52,6 +52,7 @@ extension DeviceStore {
             let cursor = try Self.meta("cursor", in: db).integerValue ?? 0
             try Self.forgetDisagreement(in: db)
             guard cursor > head else { return }
+            if head == 0 { try db.execute("DELETE FROM chronicle_meta WHERE key = ?1", [.text(Self.stateCarriedOverKey)]) }
             // Keep whole segments only; before a snapshot the store started from there is no op to keep.
             var point = head
             if let spanning = try db.scalarInt("SELECT first_seq FROM chronicle_segments WHERE first_seq <= ?1 AND last_seq > ?1", [.integer(point)]) {
@@ -107,6 +108,19 @@ extension DeviceStore {
             try Self.setMeta("acked_device_seq", .integer(0), in: db)
         }, alsoInTransaction: nil)
         return report
+    }
+
+    /// Meta key: the seq of the snapshot of an earlier schema version the projection's state was
+    /// carried over from (`SnapshotMigration`), where history before it was gone when the app
+    /// was updated. Such a state lacks what only the log could give (who set a field that became
+    /// `mergeOrAsk`), so it may differ from the server's; a rewind to 0 or a start from the
+    /// server's snapshot takes the server's state and clears it.
+    static let stateCarriedOverKey = "state_carried_over_from"
+
+    /// Whether the projection's state was carried over from a snapshot of an earlier schema
+    /// version (see `stateCarriedOverKey`): the sync engine then starts over from the server.
+    public func stateCarriedOver() throws -> Bool {
+        try read { db in try Self.meta(Self.stateCarriedOverKey, in: db).integerValue != nil }
     }
 
     /// Meta key: the lowest seq at which a sync found that the server holds other ops than this

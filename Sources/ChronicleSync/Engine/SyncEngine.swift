@@ -479,6 +479,13 @@ public actor SyncEngine {
                 let agreed = try await lastAgreedSeq(before: min(noted, try store.cursor() + 1))
                 roundRewind = try rewindStore(toAgreedSeq: agreed)
             }
+            // An app update carried the state over from a snapshot of the schema's earlier version
+            // (the history before it was gone): what only the log could give is missing from it, so
+            // the store starts over from the server's (its own ops queued again; a 410 then starts it
+            // from the server's snapshot).
+            if roundRewind == nil, try store.stateCarriedOver() {
+                roundRewind = try rewindStore(toAgreedSeq: 0)
+            }
             return try await pullPages(waitMilliseconds: waitMilliseconds, mayStartFromSnapshot: true)
         } catch StartFromSnapshot.requested {
             // Where the snapshot is of another version of the schema, the log is pulled instead (below).

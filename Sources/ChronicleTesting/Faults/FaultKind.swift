@@ -35,6 +35,11 @@ public enum FaultKind: String, CaseIterable, Sendable, Comparable, CustomStringC
     /// such device finds out on its next pull (`cursor_ahead`, or another op at its cursor), goes
     /// back to where the two agree and pushes its own lost ops again.
     case serverRestoredFromBackup
+    /// A device running the app's previous version (the schema's previous version) updated
+    /// mid-run: until then it writes ops of that version and sets aside what it cannot read;
+    /// updated, it opens its store with the current schema, migrating it (from a snapshot of the
+    /// old shape where its history begins at one).
+    case appUpdated
 
     public var description: String { rawValue }
 

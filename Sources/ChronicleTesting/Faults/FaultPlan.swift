@@ -44,6 +44,10 @@ public struct FaultPlan: Sendable, Equatable, CustomStringConvertible {
     /// Per step: the server's data directory is backed up (when it has no backup) or replaced by
     /// its backup (when it has one).
     public var serverRestoreRate = 0.0
+    /// Per step: a device still on the app's previous version updates. Above zero, every other
+    /// device (d1, d3, …) starts on that version; the liveness phase updates those left. Never
+    /// drawn by `random(seed:)` (the seeds' histories stay as they were): runs ask for it.
+    public var appUpdateRate = 0.0
 
     public init() {}
 
@@ -93,6 +97,7 @@ public struct FaultPlan: Sendable, Equatable, CustomStringConvertible {
         case .clockJump: plan.clockJumpRate = rate
         case .restoredFromBackup: plan.restoreRate = rate
         case .serverRestoredFromBackup: plan.serverRestoreRate = rate
+        case .appUpdated: plan.appUpdateRate = rate
         }
         return plan
     }
@@ -126,5 +131,6 @@ public struct FaultPlan: Sendable, Equatable, CustomStringConvertible {
             + "crash-in-sync \(f(crashDuringSyncRate)) crash-after-commit \(f(crashAfterCommitRate)) offline \(f(offlineRate))×≤\(offlineStepsMax) "
             + "crash \(f(crashRate)) server-restart \(f(serverRestartRate)) id-clash \(f(entityIDClashRate)) op-id-clash \(f(opIDClashRate)) "
             + "disk-full \(f(diskFullRate)) clock-jump \(f(clockJumpRate)) restore \(f(restoreRate)) server-restore \(f(serverRestoreRate))"
+            + (appUpdateRate > 0 ? " app-update \(f(appUpdateRate))" : "")
     }
 }

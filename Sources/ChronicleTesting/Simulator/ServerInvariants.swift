@@ -130,7 +130,9 @@ final class ServerInvariants {
 
     // MARK: - The independent model of forward-only fields and counters
 
-    private func fold(_ op: Op) throws(Violation) {
+    private func fold(_ written: Op) throws(Violation) {
+        // Ops of an earlier version (an app not updated yet) are read as the server reads them.
+        let op = schema.opType(written.type, version: written.version) != nil ? written : ((try? schema.upcast(written)) ?? written)
         guard let spec = schema.opType(op.type, version: op.version), let entity = schema.entity(spec.entity) else { return }
         let key = "\(entity.name)/\(op.entityID.lowercased)"
         let id = op.entityID.lowercased

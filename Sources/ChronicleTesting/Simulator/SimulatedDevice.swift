@@ -17,6 +17,9 @@ final class SimulatedDevice {
     let transport: SimulatedTransport
     let configuration: SyncEngine.Configuration
     private var process: (store: DeviceStore, engine: SyncEngine)?
+    /// The schema of the app version this device runs: the run's, or its previous version until
+    /// the app is updated (`updateApp`). The store is opened with it after a crash or a restore.
+    private(set) var schema: Schema
 
     var store: DeviceStore {
         guard let process else { preconditionFailure("\(name) is between a crash and its restart") }
@@ -46,7 +49,15 @@ final class SimulatedDevice {
         self.ids = ids
         self.transport = transport
         self.configuration = configuration
+        self.schema = store.schema
         self.process = (store, Self.makeEngine(store, transport, configuration))
+    }
+
+    /// The app is updated to a version with `newer`: the process ends, and the store is opened
+    /// with the new schema (which migrates it); a full disk stays full.
+    func updateApp(to newer: Schema) throws {
+        schema = newer
+        try crashAndRestart()
     }
 
     static func makeEngine(_ store: DeviceStore, _ transport: SimulatedTransport, _ configuration: SyncEngine.Configuration) -> SyncEngine {
@@ -122,7 +133,7 @@ final class SimulatedDevice {
         try FileManager.default.moveItem(atPath: backup.path, toPath: path)
         self.backup = nil
         diskFullPages = nil
-        let reopened = try DeviceStore.open(at: path, clock: clock, ids: ids)
+        let reopened = try DeviceStore.open(at: path, schema: schema, clock: clock, ids: ids)
         process = (reopened, Self.makeEngine(reopened, transport, configuration))
         let inBackup = Set(backup.written.map(\.opID))
         let lost = writtenOrder.filter { !inBackup.contains($0) && !serverHolds($0) }
@@ -142,7 +153,7 @@ final class SimulatedDevice {
     func crashAndRestart() throws {
         // Every object the process held is gone before the file is opened again.
         process = nil
-        let reopened = try DeviceStore.open(at: path, clock: clock, ids: ids)
+        let reopened = try DeviceStore.open(at: path, schema: schema, clock: clock, ids: ids)
         if let pages = diskFullPages { try reopened.limitFileSize(pages: pages) }
         process = (reopened, Self.makeEngine(reopened, transport, configuration))
     }

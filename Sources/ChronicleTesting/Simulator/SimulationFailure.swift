@@ -15,8 +15,12 @@ public struct SimulationFailure: Error, Sendable, CustomStringConvertible {
     /// Safety-phase steps of the failing run (a replay needs the same number).
     public var steps: Int
 
+    /// Whether the run had app updates (`FaultPlan.appUpdateRate`; a replay needs them too).
+    public var appUpdates = false
+
     public var replayCommand: String {
-        (steps == Simulator.defaultSteps ? "" : "CHRONICLE_SIM_STEPS=\(steps) ") + "CHRONICLE_SIM_SEED=\(seed) swift test --filter Simulation"
+        (steps == Simulator.defaultSteps ? "" : "CHRONICLE_SIM_STEPS=\(steps) ") + (appUpdates ? "CHRONICLE_SIM_APP_UPDATES=1 " : "")
+            + "CHRONICLE_SIM_SEED=\(seed) swift test --filter Simulation"
     }
 
     public var description: String {

@@ -22,6 +22,11 @@ extension Simulator {
                 log.record("\(device.name) back online")
             }
         }
+        // Only where the plan has app updates, so that the seeds without them draw as they always did.
+        if plan.appUpdateRate > 0, let old = devicesOnAnOldApp.first, random.chance(plan.appUpdateRate) {
+            try updateApp(old)
+            try checkDevice(old)
+        }
         let device = random.pick(devices)
         let action = chooseAction(for: device)
         var acting: SimulatedDevice? = device
@@ -82,7 +87,7 @@ extension Simulator {
     /// Writes `count` random ops; each one must show at once, and a refused one must leave nothing behind.
     func write(on device: SimulatedDevice, count: Int) throws {
         for _ in 0..<count {
-            guard let planned = try workload.plan(on: device.store) else { continue }
+            guard let planned = try workload(for: device).plan(on: device.store) else { continue }
             try write(planned, on: device)
         }
     }
@@ -100,7 +105,7 @@ extension Simulator {
             if op.deviceSeq != lastSeq + 1 {
                 throw Violation("deviceSeq is gap-free per device", "\(device.name) wrote #\(op.deviceSeq) after #\(lastSeq)")
             }
-            if let problem = try workload.ownWriteProblem(op, before: planned.before, on: store) {
+            if let problem = try workload(for: device).ownWriteProblem(op, before: planned.before, on: store) {
                 throw Violation("a device always reads its own writes", "\(device.name) #\(op.deviceSeq) \(op.typeAndVersion): \(problem)")
             }
             return op
@@ -207,6 +212,8 @@ extension Simulator {
 
     /// Settles a merge-or-ask conflict with a later, sequential edit.
     func resolveConflict(on device: SimulatedDevice) throws {
+        // An app version whose schema has no merge-or-ask field keeps no conflicts.
+        guard ProjectionSchema(schema: device.schema).hasConflicts else { return try write(on: device, count: 1) }
         let open = try device.store.conflicts()
         guard !open.isEmpty else { return try write(on: device, count: 1) }
         let conflict = random.pick(open)
@@ -216,7 +223,7 @@ extension Simulator {
             device.remember(op)
             opsWritten += 1
             log.record("\(device.name) resolves \(conflict.entity).\(conflict.field) of \(conflict.entityID.lowercased.prefix(8)) as #\(op.deviceSeq)")
-            if let problem = try workload.ownWriteProblem(op, before: nil, on: device.store) {
+            if let problem = try workload(for: device).ownWriteProblem(op, before: nil, on: device.store) {
                 throw Violation("a device always reads its own writes", "\(device.name) resolving a conflict: \(problem)")
             }
         } catch let error as ChronicleError {

@@ -84,14 +84,17 @@ extension Simulator {
     func clashEntityID(_ first: SimulatedDevice) throws {
         let others = devices.filter { $0 !== first }
         guard let second = others.isEmpty ? nil : random.pick(others) else { return }
-        let creates = workload.plainCreates
+        let creates = workload(for: first).plainCreates
         guard !creates.isEmpty else { return }
         let spec = random.pick(creates)
         let id = random.uuid()
         log.fault(.entityIDClash, "\(first.name) and \(second.name) both create \(spec.entity) \(id.lowercased.prefix(8))")
         for device in [first, second] {
             defer { device.ids.clearForced() }
-            guard let planned = try workload.plan(spec, on: device.store) else { continue }
+            // The create of that entity type in the app version the device runs.
+            let work = workload(for: device)
+            guard let own = work.plainCreates.first(where: { $0.type == spec.type }) ?? work.plainCreates.first(where: { $0.entity == spec.entity }),
+                  let planned = try work.plan(own, on: device.store) else { continue }
             device.ids.force([id])
             if let op = try write(planned, on: device), op.entityID != id {
                 throw Violation("a create takes the id its generator gives", "\(device.name) created \(op.entityID.lowercased), not \(id.lowercased)")
@@ -122,14 +125,15 @@ extension Simulator {
                 }
             }
         }
-        let creates = workload.plainCreates
+        let work = workload(for: device)
+        let creates = work.plainCreates
         guard !candidates.isEmpty, !creates.isEmpty else {
             log.record("\(device.name) finds no op id to clash with (\(candidates.count) candidates)")
             return
         }
         let (owner, opID) = random.pick(candidates)
         let spec = random.pick(creates)
-        guard let planned = try workload.plan(spec, on: device.store) else { return }
+        guard let planned = try work.plan(spec, on: device.store) else { return }
         log.fault(.opIDClash, "\(device.name) reuses \(owner.name)'s op id \(opID.lowercased.prefix(8)) for a \(spec.type)")
         defer { device.ids.clearForced() }
         device.ids.force([random.uuid(), opID])
@@ -138,8 +142,8 @@ extension Simulator {
             throw Violation("an op takes the id its generator gives", "\(device.name) wrote op \(op.opID.lowercased), not \(opID.lowercased)")
         }
         // An edit of the entity that will never exist on the server.
-        let edits = workload.deviceOps.filter { $0.entity == spec.entity && ($0.action == .set || $0.action == .add || $0.action == .delete) }
-        if !edits.isEmpty, let follow = try workload.plan(random.pick(edits), on: device.store, entityHint: op.entityID) {
+        let edits = work.deviceOps.filter { $0.entity == spec.entity && ($0.action == .set || $0.action == .add || $0.action == .delete) }
+        if !edits.isEmpty, let follow = try work.plan(random.pick(edits), on: device.store, entityHint: op.entityID) {
             try write(follow, on: device)
         }
     }

@@ -20,6 +20,10 @@ extension Simulator {
             }
         }
         log.record("every fault healed: network whole, devices online, disks freed")
+        for device in devicesOnAnOldApp {
+            try updateApp(device)
+            try checkDevice(device)
+        }
         var rounds = 0
         for pass in 1...Self.livenessPassesMax {
             begin("liveness pass \(pass)")

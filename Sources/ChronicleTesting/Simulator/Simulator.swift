@@ -203,7 +203,7 @@ public final class Simulator {
 
     func failure(_ invariant: String, _ detail: String) -> SimulationFailure {
         SimulationFailure(seed: seed, step: label, invariant: invariant, detail: detail, trace: log.tail(20),
-                          configuration: configurationSummary, steps: steps)
+                          configuration: configurationSummary, steps: steps, appUpdates: plan.appUpdateRate > 0)
     }
 
     /// Messages may name the run's temporary directory; the trace must not (it differs per run).
@@ -252,6 +252,23 @@ public final class Simulator {
         serverReader = try Database(path: library.path, options: options)
     }
 
+    /// The workload of the app version `device` runs (the same random stream).
+    func workload(for device: SimulatedDevice) -> SimulationWorkload {
+        device.schema.fingerprint == schema.fingerprint ? workload : SimulationWorkload(schema: device.schema, random: workload.random)
+    }
+
+    /// Devices still on the app's previous version.
+    var devicesOnAnOldApp: [SimulatedDevice] { devices.filter { $0.schema.fingerprint != schema.fingerprint } }
+
+    /// `device`'s app is updated to the run's schema version, and its store checked.
+    func updateApp(_ device: SimulatedDevice) throws {
+        log.fault(.appUpdated, "\(device.name) updates the app: \(device.schema.name) v\(device.schema.version) → v\(schema.version)")
+        try device.updateApp(to: schema)
+        if !(try device.store.unreadableOps().isEmpty) {
+            throw Violation("an updated app reads every op its schema knows", "\(device.name) still sets aside \(try device.store.unreadableOps().map(\.type))")
+        }
+    }
+
     /// A new device signed in to the library, with its clock skewed as the seed says.
     func makeDevice(index: Int, name: String, plan: FaultPlan) throws -> SimulatedDevice {
         let year: Int64 = 365 * 86_400_000
@@ -264,13 +281,17 @@ public final class Simulator {
         let clock = SimulatedClock(time: time, offsetMilliseconds: skew)
         let ids = SimulatedIDGenerator(random: random.fork(label: 0x1D5 &+ UInt64(index)))
         let deviceID = random.uuid()
-        let store = try DeviceStore.create(at: "\(directory)/\(name).chronicle", schema: schema, libraryID: libraryID,
+        // With app updates in the plan, every other device starts on the app's previous version.
+        let previous = plan.appUpdateRate > 0 && index % 2 == 1 && schema.version > 1
+            ? Schema.named(schema.name, version: schema.version - 1) : nil
+        let store = try DeviceStore.create(at: "\(directory)/\(name).chronicle", schema: previous ?? schema, libraryID: libraryID,
                                            deviceID: deviceID, clock: clock, ids: ids)
         let token = try server.service.accounts.registerDevice(user: "sim", password: Self.password, deviceID: deviceID).token
         let transport = SimulatedTransport(deviceName: name, deviceID: deviceID, library: libraryID, token: token, server: server,
                                            plan: plan, random: random.fork(label: 0x7A45 &+ UInt64(index)), log: log,
                                            snapshotStartOpsMin: engineConfiguration.snapshotStartOpsMin)
-        log.record("\(name) joins (\(deviceID.lowercased.suffix(6))), clock off by \(skew / 1000) s")
+        log.record("\(name) joins (\(deviceID.lowercased.suffix(6))), clock off by \(skew / 1000) s"
+                   + (previous.map { ", on the app's previous version (\($0.name) v\($0.version))" } ?? ""))
         return SimulatedDevice(index: index, name: name, store: store, clock: clock, ids: ids, transport: transport,
                                configuration: engineConfiguration)
     }
