@@ -163,8 +163,9 @@ import Testing
 
     /// The server is updated after its horizon dropped history: the library's state is carried
     /// over from the snapshot history begins at, and devices start from a snapshot of the new shape.
-    @Test func aServerUpdatedPastItsHorizonCarriesTheStateOverAndDevicesStartFromTheNewShape() async throws {
-        let h = try SyncHarness(.inMemory)
+    @Test(arguments: TransportKind.allCases)
+    func aServerUpdatedPastItsHorizonCarriesTheStateOverAndDevicesStartFromTheNewShape(kind: TransportKind) async throws {
+        let h = try SyncHarness(kind)
         let path = (h.directory + "/server" as NSString).appendingPathComponent("libraries/\(h.user.libraryID.lowercased).sqlite")
         let writer = try DeviceStore.create(at: h.directory + "/writer.chronicle", schema: Self.oldSchema, libraryID: h.user.libraryID)
         var articles: [UUID] = []
@@ -174,21 +175,27 @@ import Testing
         let collection = try writer.write("collection.create", payload: ["name": .text("Old")]).entityID
         try writer.write("collection.add", entity: collection, payload: ["article_id": .text(articles[0].lowercased)])
         try writer.write("article.tag", entity: articles[1], payload: ["tag": .text("kept")])
+        // A highlight's note, merge-or-ask in v3: who set it is known only from the log.
+        let highlight = try writer.write("highlight.create", payload: ["article_id": .text(articles[2].lowercased), "quote": .text("q"),
+                                                                     "note": .text("n")]).entityID
+        // A device of the old app that synced the whole history before the horizon dropped it.
+        let full = try h.device("full", schema: Self.oldSchema)
         do {
             let earlier = try ServerLibrary.openOrCreate(at: path, libraryID: h.user.libraryID, schema: Self.oldSchema)
             _ = try earlier.push(try writer.pendingOps(), from: writer.deviceID)
+            try full.store.applyConfirmed(try earlier.pull(after: 0, limit: 1_000).ops)
             usleep(5_000)
             var policy = CompactionPolicy()
             policy.keepOps = 0
             policy.segmentOpsMax = 10
             policy.horizonMilliseconds = 1
             let report = try earlier.compact(policy)
-            #expect(report.historyDroppedThrough == 33)
+            #expect(report.historyDroppedThrough == 34)
         }
         // The updated server opens it: the state is the old snapshot's, in the new shape.
         let new = try h.device("new")
         let first = await new.sync()
-        #expect(first.bootstrappedAt == 33)
+        #expect(first.bootstrappedAt == 34)
         #expect(try new.store.row(collection)?.sets.first { $0.name == "members" }?.values.compactMap(\.textValue) == [articles[0].lowercased])
         #expect(try new.tags(articles[1]) == ["kept"])
         #expect(try h.library.verdict(articles[2]).fields["title"]?.textValue == "Old 2")
@@ -196,8 +203,15 @@ import Testing
                                                                      "audio_ref": .text("a")]).entityID
         try new.store.write("collection.add_episode", entity: collection, payload: ["episode_id": .text(episode.lowercased)])
         await new.sync()
+        #expect(try h.library.read { db in try db.scalarInt("SELECT note__seq FROM highlight WHERE id = ?1", [.text(highlight.lowercased)]) } == nil)
+        // The old app's device is updated: it replays its whole log, which knows who set the note,
+        // where the server's state does not; it takes the server's state.
+        let updated = try h.device("full", opening: full.store.path, token: full.token)
+        let back = await updated.sync()
+        #expect(back.bootstrappedAt == 34, "\(back)")
         try h.expectConverged()
         #expect(try new.store.verify().passed)
+        #expect(try updated.store.verify().passed)
     }
 
     /// A snapshot made with v1 (where the article's author was its `byline`) read by this build.

@@ -86,6 +86,14 @@ public struct PullPage: Sendable, Equatable {
     /// (`Chronicle-Incarnation` over HTTP; nil from a server that does not send it).
     public var incarnation: UUID?
     public static let incarnationHeader = "Chronicle-Incarnation"
+    /// Where the server's state was carried over from a snapshot of an earlier schema version
+    /// when the server was updated (history before that snapshot was gone): the head at that
+    /// moment, where the server wrote a snapshot of the new shape. Such a state lacks what only
+    /// the log could give, so a device whose state did not come from the server's since then
+    /// starts over from the server's snapshot (`Chronicle-State-Carried-Over-At` over HTTP;
+    /// nil otherwise).
+    public var stateCarriedOverAt: Int64?
+    public static let stateCarriedOverHeader = "Chronicle-State-Carried-Over-At"
 
     public init(segment: Segment, nextCursor: Int64, more: Bool, head: Int64, snapshotSeq: Int64? = nil,
                 encoded: SegmentBytes? = nil) {
@@ -99,7 +107,7 @@ public struct PullPage: Sendable, Equatable {
 
     public static func == (a: PullPage, b: PullPage) -> Bool {
         a.segment == b.segment && a.nextCursor == b.nextCursor && a.more == b.more && a.head == b.head && a.snapshotSeq == b.snapshotSeq
-            && a.afterOpID == b.afterOpID && a.incarnation == b.incarnation
+            && a.afterOpID == b.afterOpID && a.incarnation == b.incarnation && a.stateCarriedOverAt == b.stateCarriedOverAt
     }
 }
 

@@ -149,6 +149,7 @@ public struct SyncRoutes: HTTPHandler {
                     if let seq = page.snapshotSeq { headers.append(("Chronicle-Snapshot-Seq", String(seq))) }
                     if let op = page.afterOpID { headers.append((PullPage.afterOpHeader, op.lowercased)) }
                     if let incarnation = page.incarnation { headers.append((PullPage.incarnationHeader, incarnation.lowercased)) }
+                    if let at = page.stateCarriedOverAt { headers.append((PullPage.stateCarriedOverHeader, String(at))) }
                     respond(HTTPResponse(status: 200, headers: headers, body: body))
                 }
             }

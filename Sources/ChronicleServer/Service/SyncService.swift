@@ -258,6 +258,7 @@ public final class SyncService: SyncEndpoint {
                                 encoded: encoded)
             page.afterOpID = afterOpID
             page.incarnation = library.incarnation
+            page.stateCarriedOverAt = library.stateCarriedOverAt
             return page
         } catch let error as ProtocolError {
             throw error

@@ -138,6 +138,7 @@ extension DeviceStore {
             // incarnation of the server's file is the one the next pull names.
             try DeviceStore.forgetDisagreement(in: db)
             try db.execute("DELETE FROM chronicle_meta WHERE key = ?1", [.text(DeviceStore.stateCarriedOverKey)])
+            try DeviceStore.setMeta(DeviceStore.serverSnapshotKey, .integer(seq), in: db)
             try db.execute("DELETE FROM chronicle_meta WHERE key = ?1", [.text(DeviceStore.serverIncarnationKey)])
             // Every queued op is pushed again: the answers say which ones the snapshot already holds.
             try DeviceStore.setMeta("acked_device_seq", .integer(0), in: db)

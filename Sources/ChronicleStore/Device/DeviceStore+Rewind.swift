@@ -53,6 +53,9 @@ extension DeviceStore {
             try Self.forgetDisagreement(in: db)
             guard cursor > head else { return }
             if head == 0 { try db.execute("DELETE FROM chronicle_meta WHERE key = ?1", [.text(Self.stateCarriedOverKey)]) }
+            if let started = try Self.meta(Self.serverSnapshotKey, in: db).integerValue, head < started {
+                try db.execute("DELETE FROM chronicle_meta WHERE key = ?1", [.text(Self.serverSnapshotKey)])
+            }
             // Keep whole segments only; before a snapshot the store started from there is no op to keep.
             var point = head
             if let spanning = try db.scalarInt("SELECT first_seq FROM chronicle_segments WHERE first_seq <= ?1 AND last_seq > ?1", [.integer(point)]) {
@@ -121,6 +124,16 @@ extension DeviceStore {
     /// version (see `stateCarriedOverKey`): the sync engine then starts over from the server.
     public func stateCarriedOver() throws -> Bool {
         try read { db in try Self.meta(Self.stateCarriedOverKey, in: db).integerValue != nil }
+    }
+
+    /// Meta key: the seq of the server's snapshot this store started from, while its state still
+    /// comes from it (a rewind below it removes it).
+    static let serverSnapshotKey = "server_snapshot_seq"
+
+    /// The seq of the server's snapshot this store's state comes from, if it started from one
+    /// (and has not gone back before it since).
+    public func serverSnapshotSeq() throws -> Int64? {
+        try read { db in try Self.meta(Self.serverSnapshotKey, in: db).integerValue }
     }
 
     /// Meta key: the lowest seq at which a sync found that the server holds other ops than this

@@ -23,6 +23,11 @@ public final class ServerLibrary: Sendable {
     /// compares its history with the server's op by op (`PullPage.incarnation`), rather than
     /// trusting one op at its cursor that may match by chance.
     public let incarnation: UUID
+    /// Where this library's state was carried over from a snapshot of an earlier schema version
+    /// (`PullPage.stateCarriedOverAt`); nil where its state is a replay of its log.
+    public let stateCarriedOverAt: Int64?
+    /// The meta key that holds `stateCarriedOverAt`.
+    static let stateCarriedOverKey = "state_carried_over_at"
     /// The meta key that holds `incarnation`.
     public static let incarnationKey = "incarnation"
     public let schema: Schema
@@ -162,9 +167,15 @@ public final class ServerLibrary: Sendable {
             for statement in statements where !statement.hasPrefix("CREATE INDEX") { try db.execute(statement) }
             try db.execute(ProjectionSchema.unreadableStatement)
             let base = try DeviceStore.replayBase(in: db, projection, preferLatest: false)
-            if let base { try DeviceStore.load(storedAt: base, from: db, into: db, projection, libraryID: libraryID) }
+            var carriedOver = false
+            if let base { carriedOver = try DeviceStore.load(storedAt: base, from: db, into: db, projection, libraryID: libraryID) != nil }
             _ = try DeviceStore.replay(from: db, into: db, Materializer(schema: schema), projection, after: base ?? 0, upTo: nil,
                                        includePending: false, progress: nil)
+            if carriedOver {
+                // Devices that replay the log themselves would know more than this state: pulls name
+                // where it began, and such devices start over from the snapshot written below.
+                try DeviceStore.setMeta(stateCarriedOverKey, .integer(try Self.head(in: db)), in: db)
+            }
             for statement in statements where statement.hasPrefix("CREATE INDEX") { try db.execute(statement) }
             if try db.scalarInt("SELECT count(*) FROM chronicle_snapshots") ?? 0 > 0 {
                 let head = try Self.head(in: db)
@@ -204,6 +215,7 @@ public final class ServerLibrary: Sendable {
             try DeviceStore.setMeta(Self.incarnationKey, .text(incarnation.lowercased), in: writer)
         }
         self.schema = schema
+        self.stateCarriedOverAt = try DeviceStore.meta(Self.stateCarriedOverKey, in: writer).integerValue
         self.clock = clock
         self.materializer = Materializer(schema: schema)
         self.projection = projection

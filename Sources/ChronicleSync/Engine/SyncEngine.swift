@@ -510,6 +510,9 @@ public actor SyncEngine {
             let agreed = try await lastAgreedSeq(before: disagreed)
             roundRewind = try rewindStore(toAgreedSeq: agreed)
             return try await pullAll(waitMilliseconds: 0)
+        } catch is StartOverFromServer {
+            roundRewind = try rewindStore(toAgreedSeq: 0)
+            return try await pullAll(waitMilliseconds: 0)
         } catch let diverged as Diverged {
             // The server holds another op at this store's cursor (the same, with the server's head
             // past it), or it is another incarnation of the library's file (restored from a backup).
@@ -538,6 +541,9 @@ public actor SyncEngine {
     }
 
     enum StartFromSnapshot: Error { case requested }
+
+    /// The server's state is not one this store's state came from (`PullPage.stateCarriedOverAt`).
+    struct StartOverFromServer: Error {}
 
     /// The first page's `afterOpID` is not the op this store holds at its cursor, or a page holds
     /// an op this store holds at another seq: the two disagree from `cursor` on at the latest.
@@ -734,6 +740,12 @@ public actor SyncEngine {
                 // synced with: its data was restored from a backup. The op at the cursor may match by
                 // chance (others' lost ops pushed again can land where they were), so the whole
                 // history is compared first (once a round; then the new incarnation is kept).
+                // The server's state was carried over from a snapshot of an earlier schema version when
+                // it was updated: a store whose state is not the server's since then (it replays its own
+                // log, which knows more) starts over from the server's snapshot, once a round.
+                if count == 0, let at = page.stateCarriedOverAt, roundRewind == nil, (try store.serverSnapshotSeq() ?? -1) < at {
+                    throw StartOverFromServer()
+                }
                 if count == 0, let theirs = page.incarnation, case let ours = try store.serverIncarnation(), ours != theirs {
                     if ours != nil, roundRewind == nil, roundBootstrap == nil, cursor > 0 { throw Diverged(cursor: cursor + 1) }
                     try store.setServerIncarnation(theirs)

@@ -114,6 +114,7 @@ public final class HTTPTransport: SyncTransport {
                             snapshotSeq: header("Chronicle-Snapshot-Seq").flatMap(Int64.init), encoded: SegmentBytes(body: inflated, frame: [UInt8](body)))
         page.afterOpID = header(PullPage.afterOpHeader).flatMap { UUID(uuidString: $0) }
         page.incarnation = header(PullPage.incarnationHeader).flatMap { UUID(uuidString: $0) }
+        page.stateCarriedOverAt = header(PullPage.stateCarriedOverHeader).flatMap(Int64.init)
         return page
     }
 
