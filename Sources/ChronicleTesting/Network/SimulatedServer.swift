@@ -15,14 +15,26 @@ public final class SimulatedServer: @unchecked Sendable {
     private let lock = NSLock()
     private var current: SyncService
     private var restarts = 0
+    /// Schemas the service is given beyond its build's (an app schema as an earlier server build had it).
+    private var givenSchemas: [Schema]
 
+    /// `schemas`: as `SyncService`'s (an earlier version of a built-in schema runs the server as
+    /// an earlier build of it; `update(schemas:)` later).
     public init(directory: String, clock: SimulatedClock, limits: ServiceLimits,
-                maintenance: MaintenancePolicy = MaintenancePolicy()) throws {
+                maintenance: MaintenancePolicy = MaintenancePolicy(), schemas: [Schema] = []) throws {
         self.directory = directory
         self.clock = clock
         self.limits = limits
         self.maintenance = maintenance
-        current = try SyncService(dataDirectory: directory, limits: limits, maintenance: maintenance, clock: clock)
+        givenSchemas = schemas
+        current = try SyncService(dataDirectory: directory, limits: limits, maintenance: maintenance, clock: clock, schemas: schemas)
+    }
+
+    /// The server is updated: it restarts with `schemas` (the build's own where empty), and opens
+    /// each library with its schema's version there, migrating it.
+    public func update(schemas: [Schema]) throws {
+        lock.withLock { givenSchemas = schemas }
+        try restart()
     }
 
     /// The service running now.
@@ -50,7 +62,8 @@ public final class SimulatedServer: @unchecked Sendable {
         // The old process is gone before its files are: nothing runs between simulation steps.
         try FileManager.default.removeItem(atPath: directory)
         try FileManager.default.moveItem(atPath: copy, toPath: directory)
-        let fresh = try SyncService(dataDirectory: directory, limits: limits, maintenance: maintenance, clock: clock)
+        let fresh = try SyncService(dataDirectory: directory, limits: limits, maintenance: maintenance, clock: clock,
+                                    schemas: lock.withLock { givenSchemas })
         lock.withLock {
             backup = nil
             restarts += 1
@@ -62,7 +75,8 @@ public final class SimulatedServer: @unchecked Sendable {
     public func restart() throws {
         // The new process opens the files; the old one (and the libraries it holds open) is gone
         // as soon as a request still running on it, if any, returns.
-        let fresh = try SyncService(dataDirectory: directory, limits: limits, maintenance: maintenance, clock: clock)
+        let fresh = try SyncService(dataDirectory: directory, limits: limits, maintenance: maintenance, clock: clock,
+                                    schemas: lock.withLock { givenSchemas })
         lock.withLock {
             restarts += 1
             current = fresh

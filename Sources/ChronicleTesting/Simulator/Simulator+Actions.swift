@@ -23,9 +23,13 @@ extension Simulator {
             }
         }
         // Only where the plan has app updates, so that the seeds without them draw as they always did.
-        if plan.appUpdateRate > 0, let old = devicesOnAnOldApp.first, random.chance(plan.appUpdateRate) {
-            try updateApp(old)
-            try checkDevice(old)
+        if plan.appUpdateRate > 0, serverOnOldApp || !devicesOnAnOldApp.isEmpty, random.chance(plan.appUpdateRate) {
+            if serverOnOldApp {
+                try updateServer()
+            } else if let old = devicesOnAnOldApp.first {
+                try updateApp(old)
+                try checkDevice(old)
+            }
         }
         let device = random.pick(devices)
         let action = chooseAction(for: device)

@@ -20,6 +20,7 @@ extension Simulator {
             }
         }
         log.record("every fault healed: network whole, devices online, disks freed")
+        if serverOnOldApp { try updateServer() }
         for device in devicesOnAnOldApp {
             try updateApp(device)
             try checkDevice(device)

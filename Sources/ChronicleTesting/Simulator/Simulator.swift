@@ -53,6 +53,8 @@ public final class Simulator {
     /// How compactions run (whole segments only, VACUUM or not): a stream of its own, so a
     /// seed's other choices stay what they were before these knobs existed.
     let lifecycleRandom: SimulationRandom
+    /// Whether the server still runs the build before the run's schema version.
+    var serverOnOldApp = false
     let workload: SimulationWorkload
     let log = SimulationLog()
     let time = SimulatedTime()
@@ -234,12 +236,15 @@ public final class Simulator {
         maintenance.compaction?.horizonMilliseconds = lifecycleRandom.chance(0.3) ? lifecycleRandom.pick([60_000, 3_600_000]) : nil
         maintenance.horizonCheckSeconds = 0
         maintenance.compaction?.snapshotEveryOps = lifecycleRandom.pick([nil, 1, 10, 40])
-        server = try SimulatedServer(directory: directory + "/server", clock: serverClock, limits: limits, maintenance: maintenance)
+        // With app updates in the plan, the server too starts as the build before (and is updated first).
+        serverOnOldApp = previousSchema != nil
+        server = try SimulatedServer(directory: directory + "/server", clock: serverClock, limits: limits, maintenance: maintenance,
+                                     schemas: previousSchema.map { [$0] } ?? [])
         let user = try server.service.accounts.addUser("sim", password: Self.password, schema: schema, libraryID: random.uuid())
         libraryID = user.libraryID
         log.record("server up; library \(libraryID.lowercased.prefix(8)); \(configurationSummary)")
         for index in 0..<deviceCount {
-            devices.append(try makeDevice(index: index, name: "d\(index)", plan: plan))
+            devices.append(try makeDevice(index: index, name: "d\(index)", plan: plan, onPreviousApp: index % 2 == 1))
         }
         try openServerReader()
     }
@@ -260,6 +265,22 @@ public final class Simulator {
     /// Devices still on the app's previous version.
     var devicesOnAnOldApp: [SimulatedDevice] { devices.filter { $0.schema.fingerprint != schema.fingerprint } }
 
+    /// With app updates in the plan: the schema's previous version, which the server and every
+    /// other device start on.
+    var previousSchema: Schema? {
+        plan.appUpdateRate > 0 && schema.version > 1 ? Schema.named(schema.name, version: schema.version - 1) : nil
+    }
+
+    /// The server is updated to the run's schema version (it restarts and migrates the library).
+    func updateServer() throws {
+        log.fault(.appUpdated, "the server updates: \(schema.name) v\(schema.version - 1) → v\(schema.version)")
+        try server.update(schemas: [])
+        serverOnOldApp = false
+        if let carried = try server.service.library(libraryID).stateCarriedOverAt {
+            log.record("the server carried its state over from its snapshot (new one at \(carried))")
+        }
+    }
+
     /// `device`'s app is updated to the run's schema version, and its store checked.
     func updateApp(_ device: SimulatedDevice) throws {
         log.fault(.appUpdated, "\(device.name) updates the app: \(device.schema.name) v\(device.schema.version) → v\(schema.version)")
@@ -270,7 +291,8 @@ public final class Simulator {
     }
 
     /// A new device signed in to the library, with its clock skewed as the seed says.
-    func makeDevice(index: Int, name: String, plan: FaultPlan) throws -> SimulatedDevice {
+    /// `onPreviousApp`: on the schema's previous version, where the plan has app updates.
+    func makeDevice(index: Int, name: String, plan: FaultPlan, onPreviousApp: Bool = false) throws -> SimulatedDevice {
         let year: Int64 = 365 * 86_400_000
         let skew: Int64 = switch random.below(4) {
         case 0: 0
@@ -282,8 +304,7 @@ public final class Simulator {
         let ids = SimulatedIDGenerator(random: random.fork(label: 0x1D5 &+ UInt64(index)))
         let deviceID = random.uuid()
         // With app updates in the plan, every other device starts on the app's previous version.
-        let previous = plan.appUpdateRate > 0 && index % 2 == 1 && schema.version > 1
-            ? Schema.named(schema.name, version: schema.version - 1) : nil
+        let previous = onPreviousApp ? previousSchema : nil
         let store = try DeviceStore.create(at: "\(directory)/\(name).chronicle", schema: previous ?? schema, libraryID: libraryID,
                                            deviceID: deviceID, clock: clock, ids: ids)
         let token = try server.service.accounts.registerDevice(user: "sim", password: Self.password, deviceID: deviceID).token
