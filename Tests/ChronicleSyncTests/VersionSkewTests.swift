@@ -112,6 +112,24 @@ import Testing
         try h.expectConverged()
     }
 
+    /// An old app's bulk apply was interrupted (its indexes set aside, `search_stale`) before the
+    /// update: the updated app opens the store (it failed with an SQL error, building the new
+    /// version's indexes on the old tables; simulation seeds 11 and 187 with app updates).
+    @Test func anInterruptedBulkApplyOfAnOldAppOpensUpdated() async throws {
+        let h = try SyncHarness(.inMemory)
+        let old = try Self.oldDevice(h, "old")
+        let article = try old.save("Kept")
+        await old.sync()
+        try old.store.writer.withLock { db in
+            try db.execute("DROP INDEX IF EXISTS collection_members_by_value")
+            try db.execute("INSERT OR REPLACE INTO chronicle_meta(key, value) VALUES ('search_stale', 1)")
+        }
+        let updated = try h.device("old", opening: old.store.path, token: old.token)
+        #expect(try updated.title(article) == "Kept")
+        #expect(try updated.store.verify().passed)
+        #expect(try updated.store.search("kept").count == 1)
+    }
+
     /// The server is updated: a library file its earlier build made (schema v2) is opened by this one.
     @Test func aLibraryAnEarlierServerBuildMadeOpensWithTheCurrentSchema() async throws {
         let h = try SyncHarness(.inMemory)

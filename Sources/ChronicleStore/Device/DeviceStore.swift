@@ -121,15 +121,17 @@ public final class DeviceStore: Sendable {
         if format < StoreFormat.currentVersion { try migrateFormat(db, from: format) }
         try db.execute(ProjectionSchema.unreadableStatement)
         let store = try DeviceStore(path: path, schema: schema, deviceID: device, libraryID: library, clock: clock, ids: ids, writer: db)
-        if meta["search_stale"]?.integerValue == 1 {
+        let schemaChanged = meta["schema_fingerprint"]?.textValue != schema.fingerprint
+        if meta["search_stale"]?.integerValue == 1, !schemaChanged {
             // A bulk apply was interrupted before it rebuilt the search indexes and the log's entity index.
+            // (Where the schema changed, the rebuild below builds them all, in the new projection's shape.)
             try store.writeTransaction(spillToFiles: true) { db in try store.rebuildBulkIndexes(in: db) }
         }
         if meta[StoreFormat.logEntityIndexAsideKey]?.integerValue == 1 {
             // A compaction was interrupted while it had the log's entity index set aside.
             try store.writeTransaction { db in try StoreFormat.restoreLogEntityIndex(in: db) }
         }
-        if meta["schema_fingerprint"]?.textValue != schema.fingerprint {
+        if schemaChanged {
             // The projection's shape is derived from the schema: rebuild it from the log (ops of
             // earlier versions are upcast as they are read), and record the schema in the same
             // transaction, so an interrupted migration simply rebuilds again on the next open.
