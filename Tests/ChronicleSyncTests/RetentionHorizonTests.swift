@@ -461,4 +461,54 @@ import Testing
         #expect(try a.store.row(part)?["quantity"] == .integer(5))
         try h.expectConverged()
     }
+
+    /// D started from the server's snapshot at 12. The server is then restored from a backup taken
+    /// at 10: B's new op takes seq 11, and C's lost op, pushed again, lands at 12 where it was. The
+    /// op at D's base matches, but the state at 12 D started from holds A's lost op and not B's:
+    /// the file's incarnation says the server was restored, so D cannot trust what lies below its
+    /// base and starts over (simulator seed 138 of 400 steps with app updates: D kept the old state
+    /// and never saw seq 11).
+    @Test func aStoreThatStartedFromASnapshotStartsOverWhenTheServerWasRestoredBelowIt() async throws {
+        let h = try SyncHarness(.inMemory)
+        let a = try h.device("A")
+        let b = try h.device("B")
+        let c = try h.device("C")
+        var snapshotFirst = SyncEngine.Configuration()
+        snapshotFirst.snapshotStartOpsMin = 1
+        let d = try h.device("D", configuration: snapshotFirst)                         // signed in, not synced yet
+        for i in 0..<10 { try a.save("Before the backup \(i)") }
+        await a.sync()                                                                    // seqs 1…10
+        await b.sync()
+        await c.sync()
+        let backup = h.directory + "/server-backup"
+        _ = try ServerBackup.run(dataDirectory: h.directory + "/server", to: backup)
+        try a.save("A's, lost with the server")
+        await a.sync()                                                                    // seq 11
+        try c.save("C's, lost and then back at 12")
+        await c.sync()                                                                    // seq 12
+        var policy = CompactionPolicy()
+        policy.keepOps = 0
+        policy.segmentOpsMax = 4
+        #expect(try h.service.compact(library: h.user.libraryID, policy: policy).snapshotSeq == 12)
+        #expect(await d.sync().bootstrappedAt == 12)
+
+        let restored = try SyncService(dataDirectory: backup)
+        func engine(_ device: TestDevice) -> SyncEngine {
+            SyncEngine(store: device.store, transport: InMemoryTransport(endpoint: restored, library: h.user.libraryID, token: device.token),
+                       random: { 0.5 })
+        }
+        let bs = try b.save("B's, at 11 on the restored server")
+        #expect(await engine(b).syncOnce().outcome == .synced)                           // seq 11
+        #expect(await engine(c).syncOnce().outcome == .synced)                           // C's again, at 12
+        let library = try restored.library(h.user.libraryID)
+        #expect(try library.allOps().map(\.deviceID) == Array(repeating: a.store.deviceID, count: 10) + [b.store.deviceID, c.store.deviceID])
+
+        let back = await engine(d).syncOnce()
+        #expect(back.outcome == .synced, "\(back.outcome)")
+        #expect(try d.title(bs) == "B's, at 11 on the restored server", "D sees the op below its old base")
+        #expect(await engine(a).syncOnce().outcome == .synced)                           // A's lost op again, at 13
+        for device in [b, c, d] { #expect(await engine(device).syncOnce().outcome == .synced) }
+        for device in [a, b, c, d] { #expect(try device.store.digest() == library.digest(), "\(device.name)") }
+        #expect(try d.store.verify().passed)
+    }
 }

@@ -597,6 +597,11 @@ public actor SyncEngine {
             // At the base of a store that started from a snapshot, the op the server named then.
             if baseToCompare {
                 baseToCompare = false
+                // The server's data was restored from a backup since this store synced (another
+                // incarnation): the state at the base came from history the server may have replaced
+                // below it, even where the op at the base is the same (others' lost ops, pushed again,
+                // can land where they were). It cannot be compared, so the store starts over.
+                if let theirs = page.incarnation, let ours = try store.serverIncarnation(), ours != theirs { return base - 1 }
                 if let theirs = page.afterOpID, try store.holdsConfirmed(theirs, at: base) == false { return base - 1 }
                 if cursor >= disagreed - 1 { break }
             }
