@@ -6,45 +6,13 @@ import Testing
 /// An app embedding Chronicle with a schema of its own (not one compiled into this build):
 /// its store opens, and opens migrated when the app ships a new version of the schema.
 @Suite struct OwnSchemaTests {
-    static let v1 = """
-        {
-          "schema": "recipes",
-          "version": 1,
-          "entities": [
-            { "name": "recipe", "fields": [
-                { "name": "title", "type": "text", "rule": "lww", "minLength": 1, "maxLength": 200 },
-                { "name": "cook", "type": "text", "rule": "lww", "maxLength": 200 },
-                { "name": "deleted_at", "type": "timestamp", "rule": "lww" } ],
-              "search": [ { "index": "recipe_fts", "fields": ["title"], "weights": [1] } ] }
-          ],
-          "ops": [
-            { "type": "recipe.create", "version": 1, "entity": "recipe", "action": "create", "fields": ["title", "cook"], "required": ["title"] },
-            { "type": "recipe.delete", "version": 1, "entity": "recipe", "action": "delete" }
-          ]
-        }
-        """
-
-    /// v2 renames `cook` to `chef` and adds a set of ingredients.
-    static let v2 = """
-        {
-          "schema": "recipes",
-          "version": 2,
-          "entities": [
-            { "name": "recipe", "fields": [
-                { "name": "title", "type": "text", "rule": "lww", "minLength": 1, "maxLength": 200 },
-                { "name": "chef", "type": "text", "rule": "lww", "maxLength": 200 },
-                { "name": "ingredients", "type": "text", "rule": "set", "minLength": 1, "maxLength": 200 },
-                { "name": "deleted_at", "type": "timestamp", "rule": "lww" } ],
-              "search": [ { "index": "recipe_fts", "fields": ["title", "chef"], "weights": [2, 1] } ] }
-          ],
-          "ops": [
-            { "type": "recipe.create", "version": 2, "entity": "recipe", "action": "create", "fields": ["title", "chef"], "required": ["title"] },
-            { "type": "recipe.add", "version": 1, "entity": "recipe", "action": "add", "field": "ingredients", "value": "ingredient" },
-            { "type": "recipe.delete", "version": 1, "entity": "recipe", "action": "delete" }
-          ],
-          "upcasters": [ { "from": "recipe.create@1", "to": "recipe.create@2", "rename": { "cook": "chef" } } ]
-        }
-        """
+    /// A recipes app's schema, v1 and v2 (v2 renames `cook` to `chef` and adds a set of ingredients):
+    /// `Tests/Fixtures/schemas/recipes-v*.json`.
+    static func recipes(_ version: Int) throws -> String {
+        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/schemas/recipes-v\(version).json")
+        return try String(contentsOf: url, encoding: .utf8)
+    }
 
     func scratch() throws -> String {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-own-\(UUID().lowercased)").path
@@ -56,7 +24,7 @@ import Testing
         let directory = try scratch()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let path = directory + "/recipes.chronicle"
-        let first = try Schema.load(json: Self.v1)
+        let first = try Schema.load(json: Self.recipes(1))
         let recipe = try DeviceStore.create(at: path, schema: first)
             .write("recipe.create", payload: ["title": .text("Soup"), "cook": .text("Ada")]).entityID
 
@@ -74,7 +42,7 @@ import Testing
         #expect(try reopened.row(recipe)?["cook"]?.textValue == "Ada")
 
         // The app's next version: the projection rebuilt from the log, the old op upcast.
-        let second = try Schema.load(history: [Self.v1, Self.v2])
+        let second = try Schema.load(history: [Self.recipes(1), Self.recipes(2)])
         #expect(try DeviceStore.migrationPlan(at: path, schema: second).rebuildsProjection)
         let migrated = try DeviceStore.open(at: path, schema: second)
         #expect(try migrated.row(recipe)?["chef"]?.textValue == "Ada")

@@ -272,7 +272,7 @@ import Testing
 
     /// An app with a schema of its own syncs through a server that is given it, over HTTP.
     @Test func anAppsOwnSchemaSyncsThroughAServerGivenIt() async throws {
-        let schema = try Schema.load(json: OwnSchema.v1)
+        let schema = try Schema.load(json: try OwnSchema.v1)
         let h = try SyncHarness(.http, schema: schema)
         let a = try h.device("A")
         let b = try h.device("B")
@@ -284,21 +284,13 @@ import Testing
     }
 }
 
-/// A schema no build includes, as an app would ship its own.
+/// A schema no build includes, as an app would ship its own (`Tests/Fixtures/schemas/recipes-v1.json`).
 enum OwnSchema {
-    static let v1 = """
-        {
-          "schema": "recipes",
-          "version": 1,
-          "entities": [
-            { "name": "recipe", "fields": [
-                { "name": "title", "type": "text", "rule": "lww", "minLength": 1, "maxLength": 200 },
-                { "name": "cook", "type": "text", "rule": "lww", "maxLength": 200 },
-                { "name": "deleted_at", "type": "timestamp", "rule": "lww" } ] }
-          ],
-          "ops": [
-            { "type": "recipe.create", "version": 1, "entity": "recipe", "action": "create", "fields": ["title", "cook"], "required": ["title"] }
-          ]
+    static var v1: String {
+        get throws {
+            let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .appendingPathComponent("Fixtures/schemas/recipes-v1.json")
+            return try String(contentsOf: url, encoding: .utf8)
         }
-        """
+    }
 }
