@@ -81,8 +81,10 @@ extension Simulator {
     }
 
     /// Before a device's round: its ops the server lost (restored from a backup) whose content the
-    /// device itself has dropped since (past its retention horizon: only the id is left) can never
-    /// be sent again. They are gone with the server's data and are no longer expected anywhere.
+    /// device itself no longer holds (dropped past its retention horizon, where only the id is
+    /// left, or not yet pulled back after a start over from the server) can never be sent again.
+    /// They are gone with the server's data and are no longer expected anywhere. (One the engine
+    /// drops in the round itself is still caught: this runs before the round.)
     func forgetOpsLostForGood(_ device: SimulatedDevice) throws {
         guard !opsLostByServer.isEmpty else { return }
         let base = try device.store.historyBaseSeq()
@@ -93,7 +95,11 @@ extension Simulator {
         var ownHeld: Set<UUID>?
         for id in device.writtenOrder where opsLostByServer.contains(id) && !held.contains(id) {
             guard let logged = invariants.logged(id) else {
-                if let seq = try device.store.confirmedSeq(of: id), seq <= base { gone.append(id) }
+                // Its content is gone from the device: dropped past its horizon (only the id is
+                // left), or never pulled back since the device started over from the server (a
+                // rewind to 0 keeps only what it still queues).
+                let seq = try device.store.confirmedSeq(of: id)
+                if seq.map({ $0 <= base }) ?? true { gone.append(id) }
                 continue
             }
             // Another device's op took the id on the restored server (an op id clash the server
