@@ -511,4 +511,47 @@ import Testing
         for device in [a, b, c, d] { #expect(try device.store.digest() == library.digest(), "\(device.name)") }
         #expect(try d.store.verify().passed)
     }
+
+    /// B's op took seq 2 under an id A had also made (an op id clash). The server is restored from
+    /// a backup taken at 1, and A, whose op never reached it before, pushes first: A's op takes seq
+    /// 2 under that id, and B's is refused as a clash. C pulled B's op at 2 before the restore. The
+    /// same id at the same seq is not the same op: C and B go back to 1 and take A's (simulator
+    /// seed 498 with app updates: C kept B's op and never saw A's, its state different for good).
+    @Test func anOpOfAnotherDeviceUnderTheSameIDAtTheSameSeqIsNotAgreement() async throws {
+        let h = try SyncHarness(.inMemory)
+        let clash = UUID()
+        let a = try h.device("A", ids: ScriptedIDs([UUID(), UUID(), UUID(), clash]))
+        let b = try h.device("B", ids: ScriptedIDs([UUID(), clash]))
+        let c = try h.device("C")
+        try a.save("A's first")
+        await a.sync()                                                                    // seq 1
+        let backup = h.directory + "/server-backup"
+        _ = try ServerBackup.run(dataDirectory: h.directory + "/server", to: backup)
+        let bs = try b.save("B's, lost with the server")
+        await b.sync()                                                                    // seq 2: B's, under `clash`
+        await c.sync()
+        #expect(try c.title(bs) == "B's, lost with the server")
+        let aSecond = try a.save("A's second, under the same id")
+        #expect(try a.store.pendingOps().last?.opID == clash)
+
+        let restored = try SyncService(dataDirectory: backup)
+        func engine(_ device: TestDevice) -> SyncEngine {
+            SyncEngine(store: device.store, transport: InMemoryTransport(endpoint: restored, library: h.user.libraryID, token: device.token),
+                       random: { 0.5 })
+        }
+        #expect(await engine(a).syncOnce().outcome == .synced)                           // seq 2: A's, under `clash`
+        let library = try restored.library(h.user.libraryID)
+        #expect(try library.allOps().map(\.deviceID) == [a.store.deviceID, a.store.deviceID])
+        #expect(await engine(b).syncOnce().outcome == .synced)
+        #expect(try b.store.notices(limit: 10).map(\.op.opID) == [clash], "B's op is refused as a clash")
+        let back = await engine(c).syncOnce()
+        #expect(back.outcome == .synced, "\(back.outcome)")
+        #expect(try c.title(aSecond) == "A's second, under the same id", "C takes A's op at 2")
+        #expect(try c.title(bs) == nil, "B's op, refused, is not in C's state")
+        for device in [a, b, c] {
+            #expect(await engine(device).syncOnce().outcome == .synced)
+            #expect(try device.store.digest() == library.digest(), "\(device.name)")
+            #expect(try device.store.verify().passed, "\(device.name)")
+        }
+    }
 }

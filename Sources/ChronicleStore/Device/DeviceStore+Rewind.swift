@@ -274,14 +274,26 @@ extension DeviceStore {
         }
     }
 
-    /// The ids of the confirmed ops after `after` up to `upTo` that this store holds, by seq (from
-    /// its log and sealed segments, which are decoded for it).
-    public func confirmedOpIDs(after: Int64, upTo: Int64) throws -> [Int64: UUID] {
+    /// Which op a confirmed op is: its id and its author. Two ops can share an id (a device that
+    /// reused another's: the server refuses the second as a clash, but after a restore from a
+    /// backup the other one can land first), so an id alone does not say two logs agree.
+    public struct ConfirmedOpIdentity: Hashable, Sendable {
+        public var opID: UUID
+        public var deviceID: UUID
+        public init(opID: UUID, deviceID: UUID) {
+            self.opID = opID
+            self.deviceID = deviceID
+        }
+    }
+
+    /// The confirmed ops after `after` up to `upTo` that this store holds, by seq (from its log
+    /// and sealed segments, which are decoded for it).
+    public func confirmedOpIdentities(after: Int64, upTo: Int64) throws -> [Int64: ConfirmedOpIdentity] {
         let libraryID = self.libraryID
         return try read { db in
-            var ids: [Int64: UUID] = [:]
+            var ids: [Int64: ConfirmedOpIdentity] = [:]
             try Self.forEachConfirmedOp(in: db, libraryID: libraryID, after: max(after, try Self.historyBase(in: db)), upTo: upTo) { op in
-                if let seq = op.serverSeq { ids[seq] = op.opID }
+                if let seq = op.serverSeq { ids[seq] = ConfirmedOpIdentity(opID: op.opID, deviceID: op.deviceID) }
             }
             return ids
         }

@@ -607,9 +607,14 @@ public actor SyncEngine {
             }
             let ops = page.segment.ops
             guard let last = ops.last?.serverSeq, ops.first?.serverSeq == cursor + 1 else { return cursor }
-            let ours = try store.confirmedOpIDs(after: cursor, upTo: min(last, disagreed - 1))
+            let ours = try store.confirmedOpIdentities(after: cursor, upTo: min(last, disagreed - 1))
             for op in ops {
-                guard let seq = op.serverSeq, seq < disagreed, ours[seq] == op.opID else { return (op.serverSeq ?? cursor + 1) - 1 }
+                // Same id and same author: an op of another device under the same id (a clash the
+                // server refused while it held ours, landed first on a restored server) is not ours.
+                guard let seq = op.serverSeq, seq < disagreed,
+                      ours[seq] == DeviceStore.ConfirmedOpIdentity(opID: op.opID, deviceID: op.deviceID) else {
+                    return (op.serverSeq ?? cursor + 1) - 1
+                }
             }
             cursor = last
         }
