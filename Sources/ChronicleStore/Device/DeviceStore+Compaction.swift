@@ -332,8 +332,7 @@ extension LogLifecycle {
             }
             let frame = LZ4Frame.compress(body)
             try writeTransaction { db in
-                try db.statement("INSERT OR REPLACE INTO chronicle_snapshots(seq, body, state_digest, body_bytes, created_at) VALUES (?1, ?2, ?3, ?4, ?5)")
-                    .execute([.integer(seq), .null, .text(stateDigest), .integer(Int64(frame.count)), .integer(now)], blob: frame, at: 2)
+                try DeviceStore.insertSnapshot(at: seq, frame: frame, stateDigest: stateDigest, createdAt: now, in: db)
                 if deletingOlder {
                     try db.execute("DELETE FROM chronicle_snapshots WHERE seq < ?1 AND seq <> ?2 AND seq <> ?3",
                                    [.integer(seq), .integer(try DeviceStore.historyBase(in: db)), .integer(plan.dropThrough ?? -1)])
@@ -499,4 +498,14 @@ extension LogLifecycle {
         return size(path) + size(path + "-wal")
     }
 
+}
+
+extension DeviceStore {
+    /// Keeps a snapshot's LZ4 frame at `seq` (replacing one already there), streamed into its blob.
+    /// Compaction writes one this way, and so does a server that rebuilt its projection for a
+    /// newer schema (`ServerLibrary.migrateProjection`).
+    static func insertSnapshot(at seq: Int64, frame: [UInt8], stateDigest: String, createdAt: Int64, in db: Database) throws {
+        try db.statement("INSERT OR REPLACE INTO chronicle_snapshots(seq, body, state_digest, body_bytes, created_at) VALUES (?1, ?2, ?3, ?4, ?5)")
+            .execute([.integer(seq), .null, .text(stateDigest), .integer(Int64(frame.count)), .integer(createdAt)], blob: frame, at: 2)
+    }
 }

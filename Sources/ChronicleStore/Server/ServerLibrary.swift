@@ -181,9 +181,7 @@ public final class ServerLibrary: Sendable {
                 let head = try Self.head(in: db)
                 let (body, digest) = try DeviceStore.snapshotBody(projection, from: db, seq: head, libraryID: libraryID)
                 let frame = LZ4Frame.compress(body)
-                try db.statement("INSERT OR REPLACE INTO chronicle_snapshots(seq, body, state_digest, body_bytes, created_at) VALUES (?1, ?2, ?3, ?4, ?5)")
-                    .execute([.integer(head), .null, .text(digest), .integer(Int64(frame.count)), .integer(clock.nowMilliseconds())],
-                             blob: frame, at: 2)
+                try DeviceStore.insertSnapshot(at: head, frame: frame, stateDigest: digest, createdAt: clock.nowMilliseconds(), in: db)
             }
             try DeviceStore.setMeta("schema_version", .integer(Int64(schema.version)), in: db)
             try DeviceStore.setMeta("schema_fingerprint", .text(schema.fingerprint), in: db)
