@@ -112,6 +112,48 @@ import Testing
         try h.expectConverged()
     }
 
+    /// An old app wrote a snapshot (v2) and kept its history. Updated, the store replays its log
+    /// in v3's shape; a later compaction drops history through that snapshot. History may be
+    /// dropped only where a snapshot of the current version holds the state: one of v2 carried
+    /// over lacks what only the log knew (the v3 note's bookkeeping), and the store's replay no
+    /// longer gave its state (simulator seed 71 of 2,000 steps with app updates).
+    @Test func historyIsDroppedOnlyAtASnapshotOfTheCurrentVersion() async throws {
+        let h = try SyncHarness(.inMemory)
+        let old = try Self.oldDevice(h, "old")
+        let article = try old.save("Highlighted")
+        for i in 0..<8 { try old.save("Saved \(i)") }
+        let highlight = try old.store.write("highlight.create", payload: ["article_id": .text(article.lowercased), "quote": .text("q"),
+                                                                          "note": .text("mine")]).entityID
+        await old.sync()
+        var keep = CompactionPolicy()
+        keep.keepOps = 0
+        keep.segmentOpsMax = 4
+        let first = try old.store.compact(keep)
+        let snapshotSeq = try #require(first.snapshotSeq)
+        #expect(first.historyDroppedThrough == nil)
+
+        let updated = try h.device("old", opening: old.store.path, token: old.token)
+        #expect(try !updated.store.stateCarriedOver(), "history was there to replay")
+        usleep(5_000)
+        var drop = keep
+        drop.horizonMilliseconds = 1
+        let second = try updated.store.compact(drop)
+        #expect(second.historyDroppedThrough == snapshotSeq)
+        let verified = try updated.store.verify()
+        #expect(verified.passed, "\(verified)")
+        let noteSeq = try updated.store.read { db in
+            try db.scalarInt("SELECT note__seq FROM highlight WHERE id = ?1", [.text(highlight.lowercased)])
+        }
+        #expect(noteSeq != nil)
+        // Rebuilt from the snapshot at the new base, the note's bookkeeping is still there.
+        _ = try updated.store.rebuild()
+        #expect(try updated.store.read { db in
+            try db.scalarInt("SELECT note__seq FROM highlight WHERE id = ?1", [.text(highlight.lowercased)])
+        } == noteSeq)
+        await updated.sync()
+        try h.expectConverged()
+    }
+
     /// An old app's bulk apply was interrupted (its indexes set aside, `search_stale`) before the
     /// update: the updated app opens the store (it failed with an SQL error, building the new
     /// version's indexes on the old tables; simulation seeds 11 and 187 with app updates).

@@ -43,8 +43,8 @@ public struct CompactionPlan: Sendable, Equatable {
     public var snapshotAt: Int64?
     /// Sealed history up to this seq will be dropped (horizon policy); nil when none.
     public var dropThrough: Int64?
-    /// A snapshot is written at `dropThrough` first, where none is and the new one is later:
-    /// history then begins at a known state.
+    /// A snapshot is written at `dropThrough` first, where none of the current schema version is
+    /// and the new one is later: history then begins at a known state.
     public var snapshotAtDrop: Int64?
     public var hotOpsAfter: Int64
     /// The new snapshot is read from the projection tables as they are, at the head (seq
@@ -254,8 +254,10 @@ extension LogLifecycle {
             }
             // History is dropped only up to a snapshot, so the state there is known: where there is
             // none, compaction writes one first (a library still in use has its newest snapshot later;
-            // the server's newest is of its head, whatever the seal point).
-            if let drop = dropThrough, drop != snapshotAt || projectsConfirmedStateOnly, try db.scalarInt("SELECT 1 FROM chronicle_snapshots WHERE seq = ?1", [.integer(drop)]) == nil {
+            // the server's newest is of its head, whatever the seal point). So it does where the one
+            // there was made with an earlier version of the schema: carried over, it would lack what
+            // only the log knew, and a replay from it would no longer give the state (it replaces it).
+            if let drop = dropThrough, drop != snapshotAt || projectsConfirmedStateOnly, try !holdsCurrentSnapshot(at: drop, in: db) {
                 snapshotAtDrop = drop
             }
         }
@@ -263,6 +265,12 @@ extension LogLifecycle {
                               segmentsToWrite: Int((ops + segmentOps - 1) / segmentOps), snapshotAt: snapshotAt,
                               dropThrough: dropThrough, snapshotAtDrop: snapshotAtDrop, hotOpsAfter: cursor - through,
                               snapshotAtHead: try snapshotAt.map { try snapshotAtHead(at: $0, dropThrough: dropThrough, in: db) } ?? false)
+    }
+
+    /// Whether a snapshot of the current schema version is saved at exactly `seq`.
+    func holdsCurrentSnapshot(at seq: Int64, in db: Database) throws -> Bool {
+        guard let saved = try DeviceStore.storedSnapshot(atMost: seq, in: db), saved.seq == seq else { return false }
+        return saved.header.schemaFingerprint == projection.schema.fingerprint
     }
 
     /// Whether the newest snapshot, due at `at`, is read from the projection at its head (`CompactionPlan.snapshotAtHead`).
