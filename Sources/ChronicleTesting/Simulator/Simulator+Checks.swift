@@ -113,7 +113,7 @@ extension Simulator {
         guard !gone.isEmpty else { return }
         device.forget(gone)
         opsLostWithServer += gone.count
-        log.record("\(device.name): \(gone.count) of its ops the server lost were dropped past its horizon here too; gone")
+        log.record("\(device.name): \(gone.count) of its ops the server lost are no longer held here either (dropped past its horizon, or not pulled back since it started over); gone")
     }
 
     /// When the server was restored from a backup and lost `lost`: ops among them that a restore

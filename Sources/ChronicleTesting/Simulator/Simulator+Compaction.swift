@@ -81,6 +81,9 @@ extension Simulator {
         } catch let error as SQLiteError where error.isDiskFull && device.diskFullPages != nil {
             log.record("\(device.name) cannot compact: disk full (\(error.extendedCode))")
         }
+        // History dropped past the horizon may hold ops the server lost in a restore that the
+        // device has not heard of yet: with their content gone from it, they are gone for good.
+        try forgetOpsLostForGood(device)
     }
 }
 
