@@ -80,11 +80,12 @@ extension Simulator {
         }
     }
 
-    /// Before a device's round: its ops the server lost (restored from a backup) whose content the
-    /// device itself no longer holds (dropped past its retention horizon, where only the id is
-    /// left, or not yet pulled back after a start over from the server) can never be sent again.
-    /// They are gone with the server's data and are no longer expected anywhere. (One the engine
-    /// drops in the round itself is still caught: this runs before the round.)
+    /// Before a device's round, at a server restore and after the device compacts: its ops the
+    /// server lost (restored from a backup) whose content the device itself no longer holds
+    /// (dropped past its retention horizon, where only the id is left, or not yet pulled back
+    /// after a start over from the server) can never be sent again. They are gone with the
+    /// server's data and are no longer expected anywhere. (One the engine drops in a round is
+    /// still caught: this runs before the round, not after it.)
     func forgetOpsLostForGood(_ device: SimulatedDevice) throws {
         guard !opsLostByServer.isEmpty else { return }
         let base = try device.store.historyBaseSeq()
