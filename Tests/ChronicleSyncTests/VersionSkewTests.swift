@@ -141,15 +141,14 @@ import Testing
         #expect(second.historyDroppedThrough == snapshotSeq)
         let verified = try updated.store.verify()
         #expect(verified.passed, "\(verified)")
-        let noteSeq = try updated.store.read { db in
-            try db.scalarInt("SELECT note__seq FROM highlight WHERE id = ?1", [.text(highlight.lowercased)])
+        func noteSeq() throws -> Int64? {
+            try updated.store.read { db in try db.scalarInt("SELECT note__seq FROM highlight WHERE id = ?1", [.text(highlight.lowercased)]) }
         }
-        #expect(noteSeq != nil)
+        let before = try noteSeq()
+        #expect(before != nil)
         // Rebuilt from the snapshot at the new base, the note's bookkeeping is still there.
         _ = try updated.store.rebuild()
-        #expect(try updated.store.read { db in
-            try db.scalarInt("SELECT note__seq FROM highlight WHERE id = ?1", [.text(highlight.lowercased)])
-        } == noteSeq)
+        #expect(try noteSeq() == before)
         await updated.sync()
         try h.expectConverged()
     }
