@@ -143,30 +143,65 @@ import Testing
 
     /// An own op confirmed under another number than the one it is queued with (a copy of this
     /// store numbered it again, and this one was restored from a backup older than that): its
-    /// queued number is left without an op, and is given up, so `verify` still accounts for every
-    /// number. When the server asks for that number, the queue behind it takes it, and nothing is
-    /// counted as lost (the op is confirmed).
-    @Test func anOwnOpConfirmedUnderAnotherNumberGivesUpItsQueuedOneAndTheQueueClosesOverIt() throws {
+    /// queued number is left without an op. The number it was confirmed under is queued here for
+    /// another op, which moves after it with the ops behind it, in their order; the numbers stay
+    /// accounted for, so `verify` passes, and the queue holds every number after the server's.
+    @Test func anOwnOpConfirmedUnderAnotherNumberMovesTheQueueAfterIt() throws {
         let f = try Fixture()
         let server = ServerLog(library: f.store.libraryID)
         let a = try f.save("https://e.com/a", title: "A")
         try confirmOwn(f, server)                                                                  // seq 1, own #1
-        try f.store.write("article.tag", entity: a, payload: ["tag": .text("queued")])             // #2
+        let queued = try f.store.write("article.tag", entity: a, payload: ["tag": .text("queued")])  // #2
         var moved = try f.store.write("article.tag", entity: a, payload: ["tag": .text("moved")])  // #3
         try f.store.write("article.progress", entity: a, payload: ["progress": .real(0.5)])        // #4
         moved.deviceSeq = 2                                                                        // as the other copy numbered it
         try f.store.applyConfirmed([server.confirm(moved)])                                        // seq 2
-        #expect(try f.store.pendingOps().map(\.deviceSeq) == [2, 4])
-        #expect(try f.store.read { db in try DeviceStore.deviceSeqSkips(in: db) } == [[3, 3]])
+        #expect(try f.store.pendingOps().map(\.deviceSeq) == [3, 4], "#3 left empty is taken by the op queued at #2")
+        #expect(try f.store.pendingOps().first?.opID == queued.opID)
+        #expect(try f.store.read { db in try DeviceStore.deviceSeqSkips(in: db) } == [[2, 2]])
+        let verified = try f.store.verify()
+        #expect(verified.passed, "\(verified.checks.filter { !$0.passed }.map(\.detail))")
+        #expect(try f.store.closeOutboxGap(after: 2) == nil, "the queue holds every number after the server's #2")
+        #expect(try f.tags(a) == ["moved", "queued"])
+        #expect(try f.field(a, "progress")?.realValue == 0.5)
+    }
+
+    /// Seed 205 of 2,000 steps with app updates: a store restored from a backup pulled back its
+    /// own ops numbered past its last write (the older copy had pushed them before the backup
+    /// was replaced). Its next write took #3, a number it held confirmed; then the server was
+    /// restored and lost both, and the rewind, queuing its own ops again, kept only one of the
+    /// two #3s: an op the person wrote vanished. Now a confirmed own number is taken as used: a
+    /// write follows it, and queued ops under such a number move after it.
+    @Test func ownOpsConfirmedPastTheLastNumberAreTakenAsUsed() throws {
+        let f = try Fixture()
+        let server = ServerLog(library: f.store.libraryID)
+        let a = try f.save("https://e.com/a", title: "A")
+        try confirmOwn(f, server)                                                                  // seq 1, own #1
+        // The other copy of this store (before its file was restored) wrote and pushed #2 and #3.
+        func fromTheOtherCopy(_ deviceSeq: Int64, tag: String) -> Op {
+            var op = server.op("article.tag", entity: a, from: f.store.deviceID, payload: ["tag": .text(tag)])
+            op.deviceSeq = deviceSeq
+            return op
+        }
+        try f.store.applyConfirmed([fromTheOtherCopy(2, tag: "two")])                               // seq 2
+        #expect(try f.store.status().lastDeviceSeq == 2)
+        let written = try f.store.write("article.tag", entity: a, payload: ["tag": .text("written-after")])
+        #expect(written.deviceSeq == 3, "the write follows the confirmed #2")
+        // The other copy's #3 arrives while this store's #3 is queued: the queued one moves after it.
+        try f.store.applyConfirmed([fromTheOtherCopy(3, tag: "three")])                             // seq 3
+        #expect(try f.store.pendingOps().map(\.opID) == [written.opID])
+        #expect(try f.store.pendingOps().map(\.deviceSeq) == [4])
+        #expect(try f.store.read { db in try DeviceStore.deviceSeqSkips(in: db) } == [[2, 2], [3, 3]])
         let verified = try f.store.verify()
         #expect(verified.passed, "\(verified.checks.filter { !$0.passed }.map(\.detail))")
 
-        #expect(try f.store.closeOutboxGap(after: 2) == 0, "#3 was given up, not lost")
-        #expect(try f.store.pendingOps().map(\.deviceSeq) == [2, 3])
-        #expect(try f.store.read { db in try DeviceStore.deviceSeqSkips(in: db) } == [])
-        #expect(try f.store.closeOutboxGap(after: 2) == nil, "the queue holds every number")
+        // The server is restored to seq 1: every own op after it is queued again, none lost.
+        let report = try f.store.rewind(toAgreedSeq: 1)
+        #expect(report.requeued == 2)
+        #expect(try f.store.pendingOps().map(\.deviceSeq) == [2, 3, 4])
+        #expect(Set(try f.store.pendingOps().map(\.opID)).contains(written.opID))
+        #expect(try f.tags(a) == ["three", "two", "written-after"])
         #expect(try f.store.verify().passed)
-        #expect(try f.tags(a) == ["moved", "queued"])
     }
 
     /// A refused op queued again sits ahead of this device's ops confirmed since; when those are

@@ -98,30 +98,61 @@ extension DeviceStore {
         guard reused >= 1, last >= reused else {
             throw ChronicleError(.invalidValue, "Renumbering the outbox needs a reused deviceSeq of at least 1 and a last one at least as high (got \(reused) and \(last)).")
         }
-        return try writeTransaction { db in
-            let current = try Self.meta("last_device_seq", in: db).integerValue ?? 0
-            let seqs = try db.query("SELECT device_seq FROM chronicle_outbox WHERE device_seq >= ?1 ORDER BY device_seq", [.integer(reused)]) { $0.int(0) }
-            let skip: ClosedRange<Int64>
-            if seqs.isEmpty {
-                // Nothing queued from there on: the next write follows the server's last.
-                guard last > current else { return 0 }
-                skip = (current + 1)...last
-            } else {
-                skip = reused...last
-                // Queued ops are immutable (a trigger refuses any change); this is the one change
-                // allowed, so the trigger is set aside inside this transaction and put back as it was.
-                // A refused op queued again takes its first refusal's record along to its new number,
-                // so that the record and the queue never name one number for two ops.
-                try Self.withTriggersAside(["chronicle_outbox_fixed", "chronicle_rejected_fixed"], in: db) {
-                    try Self.moveQueue(seqs, toFollow: last, in: db)
-                }
+        return try writeTransaction { db in try Self.renumberQueue(from: reused, after: last, in: db) }
+    }
+
+    /// `renumberOutbox` inside the caller's transaction.
+    @discardableResult
+    static func renumberQueue(from reused: Int64, after last: Int64, in db: Database) throws -> Int {
+        let current = try meta("last_device_seq", in: db).integerValue ?? 0
+        let seqs = try db.query("SELECT device_seq FROM chronicle_outbox WHERE device_seq >= ?1 ORDER BY device_seq", [.integer(reused)]) { $0.int(0) }
+        let skip: ClosedRange<Int64>
+        if seqs.isEmpty {
+            // Nothing queued from there on: the next write follows the server's last.
+            guard last > current else { return 0 }
+            skip = (current + 1)...last
+        } else {
+            skip = reused...last
+            // Queued ops are immutable (a trigger refuses any change); this is the one change
+            // allowed, so the trigger is set aside inside this transaction and put back as it was.
+            // A refused op queued again takes its first refusal's record along to its new number,
+            // so that the record and the queue never name one number for two ops.
+            try withTriggersAside(["chronicle_outbox_fixed", "chronicle_rejected_fixed"], in: db) {
+                try moveQueue(seqs, toFollow: last, in: db)
             }
-            var skips = try Self.deviceSeqSkips(in: db)
-            skips.append([skip.lowerBound, skip.upperBound])
-            try Self.setDeviceSeqSkips(skips, in: db)
-            try Self.setMeta("last_device_seq", .integer(last + Int64(seqs.count)), in: db)
-            return seqs.count
         }
+        var skips = try deviceSeqSkips(in: db)
+        skips.append([skip.lowerBound, skip.upperBound])
+        try setDeviceSeqSkips(skips, in: db)
+        try setMeta("last_device_seq", .integer(last + Int64(seqs.count)), in: db)
+        return seqs.count
+    }
+
+    /// This device's ops just confirmed under `numbers` (in the caller's transaction, after they
+    /// left the outbox): where the store has queued other ops under those numbers, or wrote no
+    /// op under them yet, it is an older copy (restored from a backup) of a store that went on
+    /// writing and syncing, and the server holds the other copy's ops there. The store takes the
+    /// numbers as used, as `renumberOutbox` does when the server refuses a number used again:
+    /// its queued ops from the first such number on follow the confirmed ones, and its next
+    /// write follows them. Without this a write after such a pull took a number the store held
+    /// confirmed, and once a restored server lost both, the store queued only one of the two
+    /// again (seed 205 of 2,000 steps with app updates). Returns the first number given up (the
+    /// queue's numbers from it on changed), or nil where nothing changed.
+    static func takeConfirmedNumbers(_ numbers: [Int64], in db: Database) throws -> Int64? {
+        guard let highest = numbers.max() else { return nil }
+        if let lowestQueued = try db.scalarInt("SELECT min(device_seq) FROM chronicle_outbox"), lowestQueued <= highest {
+            let confirmed = Set(numbers)
+            let queued = try db.query("SELECT device_seq FROM chronicle_outbox WHERE device_seq BETWEEN ?1 AND ?2 ORDER BY device_seq",
+                                      [.integer(lowestQueued), .integer(highest)]) { $0.int(0) }
+            if let clash = queued.first(where: confirmed.contains) {
+                try renumberQueue(from: clash, after: highest, in: db)
+                return clash
+            }
+        }
+        let last = try meta("last_device_seq", in: db).integerValue ?? 0
+        guard highest > last else { return nil }
+        try renumberQueue(from: last + 1, after: highest, in: db)
+        return last + 1
     }
 
     /// The server expects this device's op `last + 1` next, and the queue after `last` does not
