@@ -204,6 +204,33 @@ import Testing
         #expect(try f.store.verify().passed)
     }
 
+    /// A store written before 12-04 can hold an op queued under the number of one of its own
+    /// confirmed ops (see above). A rewind queues both: the queued one moves after it.
+    @Test func aRewindQueuesAnOwnOpAndAnOpQueuedUnderItsNumberBoth() throws {
+        let f = try Fixture()
+        let server = ServerLog(library: f.store.libraryID)
+        let a = try f.save("https://e.com/a", title: "A")
+        try confirmOwn(f, server)                                                                  // seq 1, own #1
+        var other = server.op("article.tag", entity: a, from: f.store.deviceID, payload: ["tag": .text("the-other-copy's")])
+        other.deviceSeq = 2
+        try f.store.applyConfirmed([other])                                                        // seq 2, own #2
+        // As a store of before 12-04 left it: the next write took #2 again.
+        try f.store.writeTransaction { db in
+            try DeviceStore.setMeta("last_device_seq", .integer(1), in: db)
+            try db.execute("DELETE FROM chronicle_meta WHERE key = ?1", [.text(DeviceStore.deviceSeqSkipsKey)])
+        }
+        let written = try f.store.write("article.tag", entity: a, payload: ["tag": .text("written")])
+        #expect(written.deviceSeq == 2)
+
+        let report = try f.store.rewind(toAgreedSeq: 1)
+        #expect(report.requeued == 1)
+        #expect(try f.store.pendingOps().map(\.opID) == [other.opID, written.opID])
+        #expect(try f.store.pendingOps().map(\.deviceSeq) == [2, 3])
+        #expect(try f.tags(a) == ["the-other-copy's", "written"])
+        let verified = try f.store.verify()
+        #expect(verified.passed, "\(verified.checks.filter { !$0.passed }.map(\.detail))")
+    }
+
     /// A refused op queued again sits ahead of this device's ops confirmed since; when those are
     /// sealed (a pull's pages are sealed on arrival), they still account for their numbers:
     /// `verify` took them for a gap in the outbox (simulator seed 12495).

@@ -138,6 +138,7 @@ extension DeviceStore {
     /// confirmed, and once a restored server lost both, the store queued only one of the two
     /// again (seed 205 of 2,000 steps with app updates). Returns the first number given up (the
     /// queue's numbers from it on changed), or nil where nothing changed.
+    @discardableResult
     static func takeConfirmedNumbers(_ numbers: [Int64], in db: Database) throws -> Int64? {
         guard let highest = numbers.max() else { return nil }
         if let lowestQueued = try db.scalarInt("SELECT min(device_seq) FROM chronicle_outbox"), lowestQueued <= highest {
