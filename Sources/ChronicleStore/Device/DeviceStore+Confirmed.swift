@@ -160,19 +160,15 @@ extension DeviceStore {
     /// another number than the one it was confirmed with (numbered again in a copy of this store
     /// that went on syncing, then this store restored from a backup older than that) leaves its
     /// queued number empty: the number is given up (`device_seq_skips`), and the queue behind it
-    /// takes it when the server asks for it (`closeOutboxGap`). Numbers confirmed here that the
-    /// store has queued other ops under, or not written yet, are taken as used
-    /// (`takeConfirmedNumbers`).
+    /// takes it when the server asks for it (`closeOutboxGap`). Numbers confirmed here past the
+    /// last one the store wrote are taken as used (`takeConfirmedNumbers`).
     private func settle(_ own: [(opID: String, deviceSeq: Int64)], cursor: Int64, in db: Database) throws {
         var emptied: [Int64] = []
         for op in own {
             let queued = try db.query("DELETE FROM chronicle_outbox WHERE op_id = ?1 RETURNING device_seq", [.text(op.opID)]) { $0.int(0) }
             if let number = queued.first, number != op.deviceSeq { emptied.append(number) }
         }
-        // Queued ops under numbers the confirmed ones hold move after them; an emptied number among
-        // those they leave is accounted for by the renumbering.
-        let renumberedFrom = try Self.takeConfirmedNumbers(own.map(\.deviceSeq), in: db) ?? .max
-        emptied = emptied.filter { $0 < renumberedFrom }
+        try Self.takeConfirmedNumbers(own.map(\.deviceSeq), in: db)
         if !emptied.isEmpty {
             try Self.setDeviceSeqSkips(try Self.deviceSeqSkips(in: db) + emptied.map { [$0, $0] }, in: db)
         }

@@ -85,13 +85,12 @@ extension DeviceStore {
                     try db.execute("DELETE FROM chronicle_meta WHERE key IN ('history_dropped_at', 'history_base_op_id')")
                 }
                 // Own ops back in the queue, ahead of the ops queued since (their numbers are lower).
-                // An op queued under the number of one of them (a store that wrote it before 12-04, when
-                // a pulled own op's number was not yet taken as used) moves after them with the queue
-                // behind it, so that both are queued.
+                // An op queued under the number of one of them (written before the server refused that
+                // number as used again) moves after them where there is room, so that both are queued.
                 let unqueued = try own.filter { op in
                     try db.scalarInt("SELECT 1 FROM chronicle_outbox WHERE op_id = ?1", [.text(op.opID.lowercased)]) == nil
                 }
-                try Self.takeConfirmedNumbers(unqueued.map(\.deviceSeq), in: db)
+                try Self.makeRoomInQueue(for: unqueued.map(\.deviceSeq), in: db)
                 let queue = try db.statement("""
                     INSERT INTO chronicle_outbox(device_seq, op_id, type, version, entity_id, payload, device_time, base_seq)
                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)

@@ -129,31 +129,54 @@ extension DeviceStore {
     }
 
     /// This device's ops just confirmed under `numbers` (in the caller's transaction, after they
-    /// left the outbox): where the store has queued other ops under those numbers, or wrote no
-    /// op under them yet, it is an older copy (restored from a backup) of a store that went on
-    /// writing and syncing, and the server holds the other copy's ops there. The store takes the
-    /// numbers as used, as `renumberOutbox` does when the server refuses a number used again:
-    /// its queued ops from the first such number on follow the confirmed ones, and its next
-    /// write follows them. Without this a write after such a pull took a number the store held
-    /// confirmed, and once a restored server lost both, the store queued only one of the two
-    /// again (seed 205 of 2,000 steps with app updates). Returns the first number given up (the
-    /// queue's numbers from it on changed), or nil where nothing changed.
+    /// left the outbox): where the store wrote no op under the highest of them yet, it is an older
+    /// copy (restored from a backup) of a store that went on writing and syncing, and the server
+    /// holds the other copy's ops there. The store takes the numbers up to it as used, as
+    /// `renumberOutbox` does when the server refuses a number used again: its next write follows
+    /// them (its queued ops are all numbered below them, and stay). Without this a write after such
+    /// a pull took a number the store held confirmed, and once a restored server lost both, the
+    /// store queued only one of the two again (seed 205 of 2,000 steps with app updates). An op
+    /// queued before the pull under such a number stays where it is: the server refuses it as
+    /// `device_seq_reused` and the queue moves after the server's last then (moving it here could
+    /// only lower the numbers of ops queued after it, which the server may hold). Returns the
+    /// first number given up, or nil where nothing changed.
     @discardableResult
     static func takeConfirmedNumbers(_ numbers: [Int64], in db: Database) throws -> Int64? {
         guard let highest = numbers.max() else { return nil }
-        if let lowestQueued = try db.scalarInt("SELECT min(device_seq) FROM chronicle_outbox"), lowestQueued <= highest {
-            let confirmed = Set(numbers)
-            let queued = try db.query("SELECT device_seq FROM chronicle_outbox WHERE device_seq BETWEEN ?1 AND ?2 ORDER BY device_seq",
-                                      [.integer(lowestQueued), .integer(highest)]) { $0.int(0) }
-            if let clash = queued.first(where: confirmed.contains) {
-                try renumberQueue(from: clash, after: highest, in: db)
-                return clash
-            }
-        }
         let last = try meta("last_device_seq", in: db).integerValue ?? 0
         guard highest > last else { return nil }
         try renumberQueue(from: last + 1, after: highest, in: db)
         return last + 1
+    }
+
+    /// Before own ops numbered `numbers` go back into the outbox (a rewind), queued ops under
+    /// those numbers (written after this store, restored from a backup, pulled them, and before
+    /// the server answered with `device_seq_reused`) move after the highest of them with the
+    /// queued ops between, in their order, where that leaves every number as high as it was and
+    /// below the next queued op's; and the next write follows them. Otherwise nothing changes.
+    /// In the caller's transaction.
+    static func makeRoomInQueue(for numbers: [Int64], in db: Database) throws {
+        guard let highest = numbers.max() else { return }
+        let own = Set(numbers)
+        let queued = try db.query("SELECT device_seq FROM chronicle_outbox ORDER BY device_seq") { $0.int(0) }
+        guard let clash = queued.first(where: own.contains) else { return }
+        let moving = queued.filter { $0 >= clash && $0 <= highest }
+        if let next = queued.first(where: { $0 > highest }), highest + Int64(moving.count) >= next { return }
+        // A refused op queued again keeps its refusal's record under its number: left as it is.
+        let bounds: [Value] = [.integer(clash), .integer(highest)]
+        if try db.scalarInt("""
+            SELECT 1 FROM chronicle_rejected r JOIN chronicle_outbox o ON o.op_id = r.op_id
+            WHERE o.device_seq BETWEEN ?1 AND ?2 LIMIT 1
+            """, bounds) != nil { return }
+        // The new numbers lie above every moving one and below the next queued op: no two meet.
+        try withTriggersAside(["chronicle_outbox_fixed"], in: db) {
+            let move = try db.statement("UPDATE chronicle_outbox SET device_seq = ?1 WHERE device_seq = ?2")
+            for (rank, old) in moving.enumerated().reversed() {
+                try move.execute([.integer(highest + 1 + Int64(rank)), .integer(old)])
+            }
+        }
+        let last = try meta("last_device_seq", in: db).integerValue ?? 0
+        try setMeta("last_device_seq", .integer(max(last, highest + Int64(moving.count))), in: db)
     }
 
     /// The server expects this device's op `last + 1` next, and the queue after `last` does not
