@@ -138,15 +138,11 @@ extension DeviceStore {
     /// store queued only one of the two again (seed 205 of 2,000 steps with app updates). An op
     /// queued before the pull under such a number stays where it is: the server refuses it as
     /// `device_seq_reused` and the queue moves after the server's last then (moving it here could
-    /// only lower the numbers of ops queued after it, which the server may hold). Returns the
-    /// first number given up, or nil where nothing changed.
-    @discardableResult
-    static func takeConfirmedNumbers(_ numbers: [Int64], in db: Database) throws -> Int64? {
-        guard let highest = numbers.max() else { return nil }
+    /// only lower the numbers of ops queued after it, which the server may hold).
+    static func takeConfirmedNumbers(_ numbers: [Int64], in db: Database) throws {
+        guard let highest = numbers.max() else { return }
         let last = try meta("last_device_seq", in: db).integerValue ?? 0
-        guard highest > last else { return nil }
-        try renumberQueue(from: last + 1, after: highest, in: db)
-        return last + 1
+        if highest > last { try renumberQueue(from: last + 1, after: highest, in: db) }
     }
 
     /// Before own ops numbered `numbers` go back into the outbox (a rewind), queued ops under
