@@ -15,6 +15,14 @@ import Testing
         return op
     }
 
+    /// A tag this device's other copy (the store before it was restored from a backup) wrote as
+    /// its `deviceSeq`, confirmed at the server's next seq.
+    func fromTheOtherCopy(_ f: Fixture, _ server: ServerLog, _ deviceSeq: Int64, tag: String, on article: UUID) -> Op {
+        var op = server.op("article.tag", entity: article, from: f.store.deviceID, payload: ["tag": .text(tag)])
+        op.deviceSeq = deviceSeq
+        return op
+    }
+
     @Test func ownOpsAfterTheHeadAreQueuedAgainAndOthersOpsGo() throws {
         let f = try Fixture()
         let server = ServerLog(library: f.store.libraryID)
@@ -182,19 +190,14 @@ import Testing
         let a = try f.save("https://e.com/a", title: "A")
         try confirmOwn(f, server)                                                                  // seq 1, own #1
         // The other copy of this store (before its file was restored) wrote and pushed #2 and #3.
-        func fromTheOtherCopy(_ deviceSeq: Int64, tag: String) -> Op {
-            var op = server.op("article.tag", entity: a, from: f.store.deviceID, payload: ["tag": .text(tag)])
-            op.deviceSeq = deviceSeq
-            return op
-        }
-        try f.store.applyConfirmed([fromTheOtherCopy(2, tag: "two")])                               // seq 2
+        try f.store.applyConfirmed([fromTheOtherCopy(f, server, 2, tag: "two", on: a)])                               // seq 2
         #expect(try f.store.status().lastDeviceSeq == 2)
         let written = try f.store.write("article.tag", entity: a, payload: ["tag": .text("written-after")])
         #expect(written.deviceSeq == 3, "the write follows the confirmed #2")
         #expect(try f.store.read { db in try DeviceStore.deviceSeqSkips(in: db) } == [[2, 2]])
         // The other copy's #3 arrives while this store's #3 is queued: the queued one stays (the
         // server refuses its number as used again, and the queue then moves after the server's last).
-        try f.store.applyConfirmed([fromTheOtherCopy(3, tag: "three")])                             // seq 3
+        try f.store.applyConfirmed([fromTheOtherCopy(f, server, 3, tag: "three", on: a)])                             // seq 3
         #expect(try f.store.pendingOps().map(\.opID) == [written.opID])
         #expect(try f.store.pendingOps().map(\.deviceSeq) == [3])
         let verified = try f.store.verify()
@@ -223,9 +226,7 @@ import Testing
         try f.store.write("article.tag", entity: a, payload: ["tag": .text("three")])             // #3
         #expect(try f.store.renumberOutbox(from: 3, after: 9) == 1)                                // as the server asked: #3 → #10
         #expect(try f.store.pendingOps().map(\.deviceSeq) == [2, 10])
-        var other = server.op("article.tag", entity: a, from: f.store.deviceID, payload: ["tag": .text("the-other-copy's")])
-        other.deviceSeq = 2
-        try f.store.applyConfirmed([other])                                                        // seq 2, own #2 of the other copy
+        try f.store.applyConfirmed([fromTheOtherCopy(f, server, 2, tag: "the-other-copy's", on: a)])  // seq 2, own #2 of the other copy
         #expect(try f.store.pendingOps().map(\.deviceSeq) == [2, 10], "no queued number goes down")
         #expect(try f.store.status().lastDeviceSeq == 10)
         #expect(try f.store.verify().passed)
@@ -239,8 +240,7 @@ import Testing
         let server = ServerLog(library: f.store.libraryID)
         let a = try f.save("https://e.com/a", title: "A")
         try confirmOwn(f, server)                                                                  // seq 1, own #1
-        var other = server.op("article.tag", entity: a, from: f.store.deviceID, payload: ["tag": .text("the-other-copy's")])
-        other.deviceSeq = 2
+        let other = fromTheOtherCopy(f, server, 2, tag: "the-other-copy's", on: a)
         try f.store.applyConfirmed([other])                                                        // seq 2, own #2
         // As a store of before 12-04 left it: the next write took #2 again.
         try f.store.writeTransaction { db in
