@@ -91,6 +91,59 @@ import Testing
         } catch let error as SQLiteError {
             #expect(error.message.contains("chronicle_snippet: expects"))
         }
+        // Over a table of two columns, the text of one column is neither four arguments nor four and two texts.
+        do {
+            _ = try db.query("SELECT chronicle_snippet(d, '[', ']', '…', 12, a) FROM d WHERE d MATCH 'fox'") { $0.text(0) }
+            Issue.record("five arguments were accepted")
+        } catch let error as SQLiteError {
+            #expect(error.message.contains("chronicle_snippet: expects"))
+        }
+    }
+
+    /// `d`'s rows as a phrase index: `p(a, b)`, contentless, the word pairs of each column.
+    func pairs(_ db: Database) throws {
+        try db.execute("CREATE VIRTUAL TABLE p USING fts5(a, b, content='', tokenize=\"\(SearchPairs.pairTokenize)\")")
+        try db.execute("INSERT INTO p(rowid, a, b) SELECT rowid, chronicle_pairs(a), chronicle_pairs(b) FROM d")
+    }
+
+    @Test("Over a phrase index, with the columns' text given, a phrase's passage is the word index's")
+    func passagesOverAPhraseIndex() throws {
+        // Words that fold (diacritics, case), split at `_` and apostrophes, a phrase at a text's
+        // start and end, in either column, once or many times, and texts short and long.
+        let vocabulary = ["tunnel", "Plane", "plane", "snake_case", "don't", "Déjà", "vu", "basement", "van", "tunnel,", "(plane)"]
+        var rng = SplitMix64(seed: 11)
+        func text(_ count: Int) -> String { (0..<count).map { _ in vocabulary[rng.below(vocabulary.count)] }.joined(separator: " ") }
+        var rows: [(String, String)] = [("tunnel plane", "plane tunnel"), ("the snake_case plane", "déjà vu, again: deja VU")]
+        for n in 0..<120 { rows.append((text(1 + n % 9), text(n % 3 == 0 ? 0 : 5 + (n * 7) % 60))) }
+        let (db, dir) = try scratch(rows)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try pairs(db)
+        var compared = 0
+        for phrase in ["tunnel plane", "plane tunnel", "snake case plane", "case plane", "deja vu", "don t", "t basement van",
+                       "plane plane", "tunnel plane tunnel", "van van van"] {
+            let words = try #require(SearchPairs.words(of: phrase, on: db.handle))
+            let fromWords = try db.query("SELECT rowid, chronicle_snippet(d, '[', ']', '…', 12) FROM d WHERE d MATCH ?1 ORDER BY rowid",
+                                         [.text("\"" + phrase + "\"")]) { "\($0.int(0)): \($0.text(1))" }
+            let fromPairs = try db.query("""
+                SELECT p.rowid, chronicle_snippet(p, '[', ']', '…', 12, d.a, d.b) FROM p CROSS JOIN d ON d.rowid = p.rowid
+                WHERE p MATCH ?1 ORDER BY p.rowid
+                """, [.text(SearchPairs.phraseMatch(words))]) { "\($0.int(0)): \($0.text(1))" }
+            #expect(fromPairs == fromWords, "\(phrase)")
+            compared += fromWords.count
+        }
+        #expect(compared > 100, "phrases matched \(compared) rows")
+        #expect(try db.query("SELECT chronicle_snippet(p, '[', ']', '…', 12, d.a, d.b) FROM p CROSS JOIN d ON d.rowid = p.rowid WHERE p MATCH 'snake_case case_plane' AND p.rowid = 2") { $0.text(0) }
+                == ["the [snake_case plane]"])
+    }
+
+    @Test("A phrase's snippets are read in one pass per run of nearby hits; other queries' in one over them all")
+    func snippetPasses() {
+        let gap = SearchSnippet.phrasePassGap
+        #expect(SearchSnippet.passes(over: [], phraseOfWords: true).isEmpty)
+        #expect(SearchSnippet.passes(over: [90, 5, 5 + gap + 1, 40], phraseOfWords: false) == [5...(5 + gap + 1)])
+        // A gap of exactly `phrasePassGap` stays in the run.
+        #expect(SearchSnippet.passes(over: [90, 5, 5 + 3 * gap, 40, 90 + gap, 7 * gap], phraseOfWords: true)
+                == [5...(90 + gap), (5 + 3 * gap)...(5 + 3 * gap), (7 * gap)...(7 * gap)])
     }
 }
 

@@ -11,7 +11,8 @@ import Foundation
 /// findable rows, see `ProjectionSchema.contentView`), ranked in memory, then
 /// the owner of each candidate from the index's content view until the index
 /// has given `limit` distinct rows; the best per owning row across indexes;
-/// then the snippets of each index's hits in one range pass, and a title per hit. A phrase of
+/// then the snippets of each index's hits in one range pass (a phrase of several words in one per
+/// run of nearby hits, `SearchSnippet.passes`), and a title per hit. A phrase of
 /// several words is read from the phrase index of an index over documents, as the engine reads
 /// it once that index is complete (`SearchPairs.phraseMatch`).
 ///
@@ -31,6 +32,8 @@ final class RawSearch {
         let phrase: (termWindow: OpaquePointer, restCount: OpaquePointer)?
         let owner: OpaquePointer
         let snippet: OpaquePointer
+        /// The snippets of a phrase read from the phrase index (`SearchSnippet.phraseIndexSQL`).
+        let phraseSnippet: OpaquePointer?
         let title: OpaquePointer?
     }
 
@@ -47,7 +50,6 @@ final class RawSearch {
             entity.field("title")?.name ?? entity.field("name")?.name ?? entity.scalarFields.first(where: { $0.type == .text })?.name
         }
         plans = try projection.searchIndexes.map { entity, index in
-            let fts = q(index.index)
             let owner = projection.ownerEntity(of: index, in: entity) ?? entity
             return Plan(
                 ownerKind: owner.name,
@@ -61,7 +63,8 @@ final class RawSearch {
                     (try raw.prepare(SearchRank.termWindowSQL(index, table: table)), try raw.prepare(SearchRank.restCountSQL(index, table: table)))
                 },
                 owner: try raw.prepare("SELECT owner_id FROM \(q(projection.contentView(of: index, in: entity).name)) WHERE rid = ?1"),
-                snippet: try raw.prepare("SELECT rowid, \(SearchSnippet.functionName)(\(fts), ?1, ?2, '…', 12) FROM \(fts) WHERE \(fts) MATCH ?3 AND rowid BETWEEN ?4 AND ?5 AND +rowid IN (SELECT value FROM json_each(?6))"),
+                snippet: try raw.prepare(SearchSnippet.sql(over: index)),
+                phraseSnippet: try SearchSnippet.phraseIndexSQL(over: index).map { try raw.prepare($0) },
                 title: try titleField(of: owner).map { try raw.prepare("SELECT \(q($0)) FROM \(q(owner.table)) WHERE id = ?1") })
         }
         begin = try raw.prepare("BEGIN DEFERRED")
@@ -150,16 +153,23 @@ final class RawSearch {
         let top = best.values.sorted { ($0.score, $1.id, $0.kind) < ($1.score, $0.id, $1.kind) }.prefix(limit)
         // Snippets: one range pass per index over its hits' rowids.
         var byRowid: [Int: [Int64: String]] = [:]
+        let phraseOfWords = SearchSnippet.isPhraseOfWords(SearchQuery(match), on: raw.handle)
         for (number, group) in Dictionary(grouping: top, by: \.plan) {
             let plan = plans[number]
             let rowids = group.map(\.rowid)
             let list = "[" + rowids.map(String.init).joined(separator: ",") + "]"
-            try raw.bind(plan.snippet, [.text(markers.0), .text(markers.1), .text(match), .integer(rowids.min()!), .integer(rowids.max()!), .text(list)])
             var found: [Int64: String] = [:]
-            while sqlite3_step(plan.snippet) == SQLITE_ROW {
-                found[sqlite3_column_int64(plan.snippet, 0)] = sqlite3_column_text(plan.snippet, 1).map { String(cString: $0) } ?? ""
+            // A phrase read from the phrase index: its passages from there too.
+            let (snippet, snippetMatch) = phrases == 1 ? pairs.flatMap { pairs in plan.phraseSnippet.map { ($0, pairs) } } ?? (plan.snippet, match)
+                : (plan.snippet, match)
+            for range in SearchSnippet.passes(over: rowids, phraseOfWords: phraseOfWords) {
+                try raw.bind(snippet, [.text(markers.0), .text(markers.1), .text(snippetMatch), .integer(range.lowerBound),
+                                       .integer(range.upperBound), .text(list)])
+                while sqlite3_step(snippet) == SQLITE_ROW {
+                    found[sqlite3_column_int64(snippet, 0)] = sqlite3_column_text(snippet, 1).map { String(cString: $0) } ?? ""
+                }
+                sqlite3_reset(snippet)
             }
-            sqlite3_reset(plan.snippet)
             byRowid[number] = found
         }
         var hits: [String] = [], snippets: [String] = []

@@ -49,8 +49,8 @@ extension DeviceStore {
     /// indexes' size on each, when both can be given the same snapshot (no write is committing at that
     /// instant); otherwise, and with `parallel` false, on one. The results are the same.
     ///
-    /// A query of one phrase of several words is read from the phrase indexes of the indexes over
-    /// documents (`PhraseIndex`) once they hold every row; `phraseIndexes` false reads it from the
+    /// A query of one phrase of several words is read from the phrase indexes (`PhraseIndex`), and
+    /// its passages too, once they hold every row; `phraseIndexes` false reads it from the
     /// word indexes, as before they are complete. The results are the same.
     public func search(_ text: String, limit: Int = 20, markers: (String, String) = ("[", "]"),
                        rankWindow: Int = searchRankWindow, parallel: Bool = true, phraseIndexes: Bool = true) throws -> [SearchHit] {
@@ -59,19 +59,29 @@ extension DeviceStore {
         let window = max(rankWindow, limit)
         let match = Value.text(query.match)
         return try read { db in
+            let plans = searchPlans
+            let pairsOfPlan = phraseIndexes ? try phraseIndexMatches(query, plans: plans, in: db) : Array(repeating: nil, count: plans.count)
             let best = try candidates(on: db, query: query, match: match, window: window, limit: limit, parallel: parallel,
-                                      phraseIndexes: phraseIndexes)
+                                      pairsOfPlan: pairsOfPlan)
             // Equal scores: the newer row first (ids are time-ordered), as within each index.
             let top = best.values.sorted { ($0.score, $1.id, $0.kind) < ($1.score, $0.id, $1.kind) }.prefix(limit)
             // Snippets: one pass per index over the rowid range of its hits (seeking each hit's
-            // rowid separately costs more than reading the range on common words).
+            // rowid separately costs more than reading the range on common words); a phrase of
+            // several words in a pass per run of nearby hits (`SearchSnippet.passes`), from the
+            // phrase index where the phrase was read from it.
             var snippets: [String: String] = [:]
+            let phraseOfWords = SearchSnippet.isPhraseOfWords(query, on: db.handle)
             for (index, hits) in Dictionary(grouping: top, by: \.plan.index) {
+                let plan = hits[0].plan
                 let rowids = hits.map(\.rowid)
                 let list = "[" + rowids.map(String.init).joined(separator: ",") + "]"
-                try db.statement(hits[0].plan.snippet).forEach([.text(markers.0), .text(markers.1), match, .integer(rowids.min()!),
-                                                                .integer(rowids.max()!), .text(list)]) { row in
-                    snippets[index + "/" + String(row.int(0))] = row.text(1)
+                let (sql, snippetMatch) = plans.firstIndex { $0.index == index }
+                    .flatMap { i in pairsOfPlan[i].flatMap { pairs in plan.phrase.map { ($0.snippet, pairs) } } } ?? (plan.snippet, match)
+                for range in SearchSnippet.passes(over: rowids, phraseOfWords: phraseOfWords) {
+                    try db.statement(sql).forEach([.text(markers.0), .text(markers.1), snippetMatch, .integer(range.lowerBound),
+                                                   .integer(range.upperBound), .text(list)]) { row in
+                        snippets[index + "/" + String(row.int(0))] = row.text(1)
+                    }
                 }
             }
             return try top.map { candidate in
@@ -114,8 +124,10 @@ extension DeviceStore {
 
     /// Every index's best candidates, keyed by kind and id, read in `db`'s read transaction.
     /// On a second read connection at once when it can be given the same snapshot (`sameSnapshot`).
+    /// `pairsOfPlan`: for each plan, the phrase as a phrase of word pairs where it is read from the
+    /// plan's phrase index (`phraseIndexMatches`), else nil.
     func candidates(on db: Database, query: SearchQuery, match: Value, window: Int, limit: Int,
-                    parallel: Bool, phraseIndexes: Bool = true) throws -> [String: SearchCandidate] {
+                    parallel: Bool, pairsOfPlan: [Value?]) throws -> [String: SearchCandidate] {
         let plans = searchPlans
         var perPlan = [[String: SearchCandidate]](repeating: [:], count: plans.count)
         var done = false
@@ -128,7 +140,6 @@ extension DeviceStore {
             guard query.terms.count == 1 else { return nil }
             return layout.longRows[i] && SearchRank.readsOn(query, prefixLengths: plans[i].prefixLengths) ? .readingOn : .windowed
         }
-        let pairsOfPlan = phraseIndexes ? try phraseIndexMatches(query, plans: plans, in: db) : Array(repeating: nil, count: plans.count)
         // The second connection is an extra: if it cannot be had (no file descriptor left, say)
         // or anything fails on it, the first ranks every index alone, where a real error shows again.
         if parallel, plans.count > 1 {
@@ -333,6 +344,8 @@ extension DeviceStore {
         let termWindow: String
         let restCount: String
         let rangeCount: String
+        /// `?3` the phrase of pairs → passages as the word index gives them (`SearchSnippet.phraseIndexSQL`).
+        let snippet: String
     }
 
     /// For each plan, the MATCH expression of `query` in its phrase index, where a search reads
@@ -361,7 +374,6 @@ extension DeviceStore {
     static func searchPlans(_ projection: ProjectionSchema) -> [SearchPlan] {
         let q = ProjectionSchema.quoted
         return projection.searchIndexes.map { entity, index in
-            let fts = q(index.index)
             let owner = projection.ownerEntity(of: index, in: entity) ?? entity
             return SearchPlan(
                 index: index.index, ownerKind: owner.name, prefixLengths: ProjectionSchema.prefixIndexLengths(of: index),
@@ -370,13 +382,13 @@ extension DeviceStore {
                 restCount: SearchRank.restCountSQL(index),
                 rangeCount: SearchRank.rangeCountSQL(index),
                 owner: "SELECT owner_id FROM \(q(projection.contentView(of: index, in: entity).name)) WHERE rid = ?1",
-                // `+rowid`: the list filters the range scan instead of becoming one seek per rowid.
-                snippet: "SELECT rowid, \(SearchSnippet.functionName)(\(fts), ?1, ?2, '…', 12) FROM \(fts) WHERE \(fts) MATCH ?3 AND rowid BETWEEN ?4 AND ?5 AND +rowid IN (SELECT value FROM json_each(?6))",
+                snippet: SearchSnippet.sql(over: index),
                 title: titleField(of: owner).map { "SELECT \(q($0)) FROM \(q(owner.table)) WHERE id = ?1" },
                 phrase: PhraseIndex(of: index).map { phrase in
                     PhrasePlan(index: phrase, termWindow: SearchRank.termWindowSQL(index, table: phrase.table),
                                restCount: SearchRank.restCountSQL(index, table: phrase.table),
-                               rangeCount: SearchRank.rangeCountSQL(index, table: phrase.table))
+                               rangeCount: SearchRank.rangeCountSQL(index, table: phrase.table),
+                               snippet: SearchSnippet.phraseIndexSQL(over: index)!)
                 })
         }
     }

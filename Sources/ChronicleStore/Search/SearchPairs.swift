@@ -113,6 +113,14 @@ final class WordTokenizer {
         return writer.finish()
     }
 
+    /// Tokenizes `bytes` of UTF-8 `text` as a document, calling `callback` with `context` for each
+    /// token as FTS5's `xTokenize` does (a callback's `SQLITE_DONE` stops it early).
+    func tokenize(_ text: UnsafePointer<CChar>, _ bytes: Int32, _ context: UnsafeMutableRawPointer,
+                  _ callback: @convention(c) (UnsafeMutableRawPointer?, Int32, UnsafePointer<CChar>?, Int32, Int32, Int32) -> Int32) -> Int32 {
+        guard let tokenize = tokenizer.xTokenize else { return SQLITE_ERROR }
+        return tokenize(instance, context, FTS5_TOKENIZE_DOCUMENT, text, bytes, callback)
+    }
+
     /// The words of UTF-8 `text`, folded as the indexes fold them. Colocated tokens (synonyms,
     /// which `unicode61` never emits) would share a position and are skipped.
     func words(_ text: [UInt8]) -> [[UInt8]] {
