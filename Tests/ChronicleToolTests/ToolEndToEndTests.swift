@@ -105,11 +105,11 @@ import Testing
     @Test func futureStoreIsRefusedAndLeftUntouched() throws {
         let t = try Tool()
         try t.ok("init")
-        _ = try Tool.exec(URL(fileURLWithPath: "/usr/bin/sqlite3"), [t.store, "UPDATE chronicle_meta SET value = 7 WHERE key = 'format_version'; PRAGMA journal_mode=DELETE;"])
+        _ = try Tool.exec(URL(fileURLWithPath: "/usr/bin/sqlite3"), [t.store, "UPDATE chronicle_meta SET value = 97 WHERE key = 'format_version'; PRAGMA journal_mode=DELETE;"])
         let before = try Data(contentsOf: URL(fileURLWithPath: t.store))
         let result = try t.run("status")
         #expect(result.status == 4)
-        #expect(result.stderr.contains("format v7") && result.stderr.contains("[future_store_version]"))
+        #expect(result.stderr.contains("format v97") && result.stderr.contains("[future_store_version]"))
         #expect(try Data(contentsOf: URL(fileURLWithPath: t.store)) == before)
     }
 

@@ -65,6 +65,7 @@ extension DeviceStore {
         3: "snapshot frames stored last in their row, so a downloaded one streams in; entity filters beside sealed segments",
         4: "sealed op ids kept as 16 bytes with their seq (chronicle_sealed_ids), about a third of their size as text",
         5: "phrase indexes (word pairs) beside the search indexes over documents, made when the store opens and filled in the background",
+        6: "phrase indexes beside each entity's own search index too (titles, names), made when the store opens and filled in the background",
     ]
 
     /// Migrates the store at `path` to this build's versions, step by step: a backup first,

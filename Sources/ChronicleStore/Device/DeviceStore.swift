@@ -31,7 +31,7 @@ public final class DeviceStore: Sendable {
     let readers: ReaderPool
     /// True between `beginBulk` and the end of `finishBulk`: the search indexes are meant to be stale.
     let bulkInProgress = Locked(false)
-    /// The indexes of word pairs beside the search indexes over documents (`PhraseIndex`).
+    /// The indexes of word pairs beside the search indexes over documents and entities' own (`PhraseIndex`).
     let phraseIndexes: [PhraseIndex]
     /// The background filler of the phrase indexes: running, asked to look again before it
     /// stops, when it last failed (`startPhraseIndexing`).
@@ -144,7 +144,7 @@ public final class DeviceStore: Sendable {
         // Best effort: if it cannot be done now (a full disk), the transaction leaves the old index as
         // it was, which answers every query the same, only slower; the next open tries again.
         _ = try? store.recreateRedefinedSearchIndexes()
-        // Phrase indexes this store lacks (made before format v6): best effort, as above. Until
+        // Phrase indexes this store lacks (made before format v6, or v7 for titles): best effort, as above. Until
         // they are complete, searches read phrases from the word indexes.
         try? store.openPhraseIndexes()
         return store

@@ -17,7 +17,7 @@ import Foundation
 /// - every column keeps its length in tokens (the last word's `c_` counts), so bm25() sees the
 ///   same lengths and averages, and scores the same.
 ///
-/// The store keeps such indexes beside its indexes over documents (`PhraseIndex`) and writes
+/// The store keeps such indexes beside its indexes over documents and entities' own (`PhraseIndex`) and writes
 /// them through this function, which every connection of the store registers.
 public enum SearchPairs {
     /// The SQL name.
@@ -26,9 +26,10 @@ public enum SearchPairs {
     public static let pairTokenize = (ProjectionSchema.searchTokenizer + ["tokenchars", "'_'"]).joined(separator: " ")
 
     /// The phrase index the store keeps beside `index` (`PhraseIndex`): its FTS5 table; nil for
-    /// an index that holds no documents (`SearchIndexSpec.holdsDocuments`).
+    /// an index over a set (tags) and for one whose hits count for another row (`owner`: notes,
+    /// highlights) unless it holds documents (`SearchIndexSpec.holdsDocuments`).
     public static func phraseIndexTable(of index: SearchIndexSpec) -> String? {
-        index.holdsDocuments && index.setField == nil ? index.index + "_pairs" : nil
+        index.setField == nil && (index.holdsDocuments || index.owner == nil) ? index.index + "_pairs" : nil
     }
 
     /// The `chronicle_meta` key of that phrase index's watermark (`PhraseIndex`).
