@@ -11,7 +11,7 @@ extension Command {
                     It starts from the newest snapshot and replays the ops after it; --from-genesis replays every op
                     from the first (sealed segments included). Both give the same state digest.
                     --verify compares the state digest before and after and fails (exit 1) on any difference.
-                    Then the phrase indexes (word pairs of article text and transcripts, which answer phrase
+                    Then the phrase indexes (word pairs of titles, article text and transcripts, which answer phrase
                     searches) are filled again, in short transactions: the store is usable meanwhile, and if
                     interrupted the app's next open carries on in the background.
                     """) { args, ctx in
