@@ -34,8 +34,8 @@ struct PhraseIndex: Sendable {
     /// The phrase indexes of a projection: one per search index over documents or over an
     /// entity's own rows (`SearchPairs.phraseIndexTable`). Tags (a set), notes and highlights
     /// (hits counted for their article) have none: each is written with every annotation, and
-    /// their phrases are cheap (short rows, few of them). A title's costs every save of an article
-    /// one more FTS5 row: measured 12-04 (night), alternating builds, the local write's median
+    /// their phrases are cheap (short rows, few of them). The titles' phrase index costs every save
+    /// of an article one more FTS5 row: measured 12-05, alternating builds, the local write's median
     /// 0.303–0.307 against 0.276–0.292 ms and p99 0.81–0.87 against 0.73–0.78 ms, where the
     /// phrases' p99 went from 6.8 to 3.1 ms.
     static func all(_ projection: ProjectionSchema) -> [PhraseIndex] {

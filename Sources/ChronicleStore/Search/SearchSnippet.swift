@@ -28,7 +28,7 @@ public enum SearchSnippet {
     @discardableResult
     public static func register(on handle: OpaquePointer) -> Bool {
         guard let api = chronicle_fts5_api(handle), let create = api.pointee.xCreateFunction else { return false }
-        // The words' tokenizer, for passages read through a phrase index (`pairTextArguments`).
+        // The words' tokenizer, for passages read through a phrase index (given the columns' text).
         let words = WordTokenizer(handle: handle).map { Unmanaged.passRetained($0).toOpaque() }
         let rc = create(api, functionName, words, chronicleSnippet, words == nil ? nil : releaseWordTokenizer)
         // On failure FTS5 has already called the destructor.
