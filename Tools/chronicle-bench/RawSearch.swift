@@ -13,8 +13,8 @@ import Foundation
 /// has given `limit` distinct rows; the best per owning row across indexes;
 /// then the snippets of each index's hits in one range pass (a phrase of several words in one per
 /// run of nearby hits, `SearchSnippet.passes`), and a title per hit. A phrase of
-/// several words is read from the phrase index of an index over documents, as the engine reads
-/// it once that index is complete (`SearchPairs.phraseMatch`).
+/// several words is read from an index's phrase index where it has one, its passages too, as the
+/// engine reads it once that index is complete (`SearchPairs.phraseMatch`).
 ///
 /// Keep in step with `searchPlans` when the engine changes its queries.
 final class RawSearch {
