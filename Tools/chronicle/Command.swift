@@ -32,7 +32,7 @@ enum ExitCode {
     static let usage: Int32 = 2
     /// The store refused the request (unknown id, invalid value, …).
     static let refused: Int32 = 3
-    /// The store could not be opened (missing, not a store, future version).
+    /// The store could not be opened (missing, not a store, future version) or is damaged.
     static let store: Int32 = 4
     /// `sync`: the server could not be reached (nothing is lost; try again later).
     static let offline: Int32 = 5
@@ -44,7 +44,7 @@ enum ExitCode {
     static func of(_ error: ChronicleError) -> Int32 {
         switch error.code {
         case .usage: usage
-        case .storeMissing, .storeExists, .futureStoreVersion, .notAChronicleStore, .schemaMismatch: store
+        case .storeMissing, .storeExists, .futureStoreVersion, .notAChronicleStore, .schemaMismatch, .storeDamaged: store
         case .digestMismatch: verificationFailed
         case .offline: offline
         case .serverRefused: serverRefused

@@ -3,7 +3,7 @@ import ChronicleStore
 import Foundation
 
 extension Command {
-    static let maintenanceCommands: [Command] = [compact, migrate,
+    static let maintenanceCommands: [Command] = [compact, migrate, salvage,
         Command(name: "rebuild", summary: "Drop every projection table and search index and replay the log.",
                 usage: "chronicle rebuild [--verify] [--from-genesis]",
                 details: """
@@ -193,5 +193,66 @@ extension Command {
         try DeviceStore.migrate(at: path) { step, _ in if step == stopAfter { _exit(137) } }
         emit(true)
         return ExitCode.success
+    }
+}
+
+extension Command {
+    static let salvage = Command(
+        name: "salvage", summary: "Keep what can still be read of a damaged store, in a new one; set the damaged file aside.",
+        usage: "chronicle salvage",
+        details: """
+            For a store SQLite finds damaged (error store_damaged: a disk, file system or copy broke one of its
+            pages). Close the app first: no other process may have the store open.
+            It copies the store's own tables (the confirmed log, changes waiting to sync, sealed segments,
+            snapshots, refusals, ids) into a new file, leaving out only the rows on pages that cannot be read,
+            then rebuilds the tables and search indexes from them and runs every check of `chronicle verify`.
+            Only then is the damaged file renamed to PATH.damaged-TIME (with its -wal) and the new store put at PATH;
+            if anything fails before, the damaged file is left as it was.
+            The confirmed history is kept up to its first op that cannot be read: the next `chronicle sync`
+            pulls the rest from the server again. Changes waiting to sync that cannot be read are lost and
+            listed by number. Exit 0 when nothing was lost, 1 when something was, 4 when the store cannot be
+            salvaged at all (its list of tables or its ids cannot be read): sign in again with a new store.
+            """) { args, ctx in
+        try args.finish(usage: "chronicle salvage")
+        let path = try ctx.requirePath()
+        let json = ctx.output.json
+        let report = try DeviceStore.salvage(at: path) { step in
+            if !json { FileHandle.standardError.write(Data("\(step)\n".utf8)) }
+        }
+        func ranges(_ list: [ClosedRange<Int64>]) -> String {
+            list.map { $0.lowerBound == $0.upperBound ? "\($0.lowerBound)" : "\($0.lowerBound)…\($0.upperBound)" }.joined(separator: ", ")
+        }
+        if json {
+            ctx.output.emit([
+                "lost_nothing": report.lostNothing, "digest": report.digest, "damaged_path": report.damagedPath,
+                "confirmed_before": report.confirmedBefore, "confirmed_kept": report.confirmedKept,
+                "pending_kept": report.pendingKept, "pending_lost": report.pendingLost.map { [$0.lowerBound, $0.upperBound] },
+                "segments_dropped": report.segmentsDropped, "snapshots_dropped": report.snapshotsDropped, "seconds": report.seconds,
+                "tables": report.tables.map { ["name": $0.name, "rows_copied": $0.rowsCopied, "lost_whole": $0.lostWhole,
+                                               "unreadable": $0.unreadable.map { [$0.lowerBound, $0.upperBound] }] as [String: Any] },
+            ])
+        } else {
+            for table in report.tables {
+                let lost = table.lostWhole ? "; could not be read, nothing kept"
+                    : table.unreadable.isEmpty ? "" : "; unreadable row ids \(ranges(table.unreadable))"
+                ctx.output.line("  \(table.name): \(table.rowsCopied) rows\(lost)")
+            }
+            if report.confirmedKept < report.confirmedBefore {
+                ctx.output.line("Confirmed history kept through seq \(report.confirmedKept) of \(report.confirmedBefore); `chronicle sync` pulls the rest from the server again.")
+            } else {
+                ctx.output.line("Confirmed history kept whole (through seq \(report.confirmedKept)).")
+            }
+            if report.pendingLost.isEmpty {
+                ctx.output.line("Changes waiting to sync: all \(report.pendingKept) kept.")
+            } else {
+                ctx.output.line("Changes waiting to sync: \(report.pendingKept) kept; LOST: numbers \(ranges(report.pendingLost)) could not be read.")
+            }
+            if report.segmentsDropped + report.snapshotsDropped > 0 {
+                ctx.output.line("Dropped past the kept history: \(report.segmentsDropped) sealed segments, \(report.snapshotsDropped) snapshots.")
+            }
+            ctx.output.line("Rebuilt and verified in \(String(format: "%.2f", report.seconds)) s; digest \(report.digest).")
+            ctx.output.line("The damaged file is now \(report.damagedPath).")
+        }
+        return report.lostNothing ? ExitCode.success : ExitCode.verificationFailed
     }
 }

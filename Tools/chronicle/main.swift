@@ -18,7 +18,7 @@ let overview = """
     Run `chronicle COMMAND --help` for a command's options.
 
     Exit codes: 0 ok, 1 verification failed, 2 bad command line, 3 refused (unknown id, invalid value, …),
-    4 store cannot be opened (missing, not a store, from a newer version), 5 offline (sync could not reach the server),
+    4 store cannot be opened (missing, not a store, from a newer version, damaged), 5 offline (sync could not reach the server),
     6 the server refused (bad password, signed out), 70 unexpected failure.
     """
 
@@ -31,6 +31,7 @@ let overview = """
         if wantsJSON { output.emit(["error": ["code": error.code.rawValue, "message": error.message]]) }
         return ExitCode.of(error)
     }
+    var storePath: String?
     do {
         var args = try Arguments(raw)
         _ = args.flag("json")
@@ -48,10 +49,13 @@ let overview = """
             return ExitCode.success
         }
         let path = args.option("store") ?? ProcessInfo.processInfo.environment["CHRONICLE_STORE"]
+        storePath = path
         let context = Context(output: output, storePath: path)
         return try command.run(&args, context)
     } catch let error as ChronicleError {
         return fail(error)
+    } catch let error as SQLiteError where error.isCorrupt {
+        return fail(DeviceStore.damaged(storePath ?? "The store", error))
     } catch let error as SQLiteError {
         if error.isDiskFull { return fail(ChronicleError(.diskFull, "The disk is full; nothing was written.")) }
         return fail(ChronicleError(.database, error.description))

@@ -23,6 +23,9 @@ public struct ChronicleError: Error, Sendable, Equatable, CustomStringConvertibl
         public static let storeExists = Code(rawValue: "store_exists")
         public static let futureStoreVersion = Code(rawValue: "future_store_version")
         public static let notAChronicleStore = Code(rawValue: "not_a_chronicle_store")
+        /// SQLite cannot read part of the store's file (a page is malformed): the disk, the file
+        /// system or a copy damaged it. `chronicle salvage` (`DeviceStore.salvage`) keeps what can be read.
+        public static let storeDamaged = Code(rawValue: "store_damaged")
         public static let schemaMismatch = Code(rawValue: "schema_mismatch")
         /// Something (a snapshot, a server's history) was made by a later version of the schema
         /// than this build knows: update the app (or server) to read it.

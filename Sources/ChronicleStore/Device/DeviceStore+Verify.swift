@@ -71,8 +71,22 @@ extension DeviceStore {
     /// Checks everything the store promises: SQLite's own integrity, every FTS5
     /// index against its content, the log's invariants, and that the projection
     /// equals a fresh replay of the log (digest).
+    ///
+    /// A damaged file is a failed check, not an error: SQLite's integrity check says what it
+    /// found, and a check that meets an unreadable page ends the report there (`chronicle
+    /// salvage` keeps what can still be read).
     public func verify(progress: ProgressHandler? = nil) throws -> VerifyReport {
         var checks: [VerifyCheck] = []
+        do {
+            return try verify(into: &checks, progress: progress)
+        } catch let error as SQLiteError where error.isCorrupt {
+            checks.append(VerifyCheck(name: "the store can be read", passed: false,
+                                      detail: "SQLite cannot read part of the file (\(error.message)); `chronicle salvage` keeps what can still be read"))
+            return VerifyReport(checks: checks, digest: "")
+        }
+    }
+
+    private func verify(into checks: inout [VerifyCheck], progress: ProgressHandler?) throws -> VerifyReport {
         let integrity = try read { db in try db.query("PRAGMA integrity_check") { $0.text(0) } }
         checks.append(VerifyCheck(name: "sqlite integrity_check", passed: integrity == ["ok"], detail: integrity.prefix(5).joined(separator: "; ")))
 

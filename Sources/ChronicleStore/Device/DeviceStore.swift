@@ -86,21 +86,15 @@ public final class DeviceStore: Sendable {
     public static func open(at path: String, schema given: Schema? = nil, clock: any ChronicleClock = SystemClock(),
                             ids: (any IDGenerator)? = nil) throws -> DeviceStore {
         let ids = ids ?? SystemIDGenerator(clock: clock)
-        guard FileManager.default.fileExists(atPath: path) else {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
             throw ChronicleError(.storeMissing, "No store at \(path). Create one with `chronicle init --store \(path)`.")
         }
-        // Look before touching: a store from a future version must be left exactly as it is.
-        let meta: [String: Value]
-        do {
-            var options = Database.Options()
-            options.readOnly = true
-            let probe = try Database(path: path, options: options)
-            meta = Dictionary(uniqueKeysWithValues: try probe.query("SELECT key, value FROM chronicle_meta") { ($0.text(0), $0.value(1)) })
-        } catch let error as SQLiteError where error.primaryCode == 26 /* SQLITE_NOTADB */ {
-            throw ChronicleError(.notAChronicleStore, "\(path) is not a SQLite database, so not a Chronicle store.")
-        } catch is SQLiteError {
-            throw ChronicleError(.notAChronicleStore, "\(path) is a SQLite database but not a Chronicle store (it has no chronicle_meta table).")
+        guard !isDirectory.boolValue else {
+            throw ChronicleError(.notAChronicleStore, "\(path) is a directory, not a store; a store is one file.")
         }
+        // Look before touching: a store from a future version must be left exactly as it is.
+        let meta = try probeMeta(at: path)
         guard let format = meta["format_version"]?.integerValue else {
             throw ChronicleError(.notAChronicleStore, "\(path) has no store format version; it is not a Chronicle store.")
         }
@@ -117,6 +111,16 @@ public final class DeviceStore: Sendable {
               let device = meta["device_id"]?.textValue.flatMap(UUID.init(uuidString:)) else {
             throw ChronicleError(.notAChronicleStore, "\(path) lacks its library or device id.")
         }
+        do {
+            return try openChecked(at: path, schema: schema, meta: meta, format: format, library: library, device: device, clock: clock, ids: ids)
+        } catch let error as SQLiteError where error.isCorrupt {
+            throw damaged(path, error)
+        }
+    }
+
+    /// `open` once the store's meta has been read and checked.
+    private static func openChecked(at path: String, schema: Schema, meta: [String: Value], format: Int64, library: UUID, device: UUID,
+                                    clock: any ChronicleClock, ids: any IDGenerator) throws -> DeviceStore {
         let db = try Database(path: path, options: { var o = Database.Options(); o.create = false; return o }())
         if format < StoreFormat.currentVersion { try migrateFormat(db, from: format) }
         try db.execute(ProjectionSchema.unreadableStatement)
@@ -148,6 +152,40 @@ public final class DeviceStore: Sendable {
         // they are complete, searches read phrases from the word indexes.
         try? store.openPhraseIndexes()
         return store
+    }
+
+    /// The store's `chronicle_meta`, read on a read-only connection, with what is wrong said plainly:
+    /// not a database, a database of something else, or a damaged store.
+    static func probeMeta(at path: String) throws -> [String: Value] {
+        let probe: Database
+        do {
+            var options = Database.Options()
+            options.readOnly = true
+            probe = try Database(path: path, options: options)
+            // The schema is read on first use; a header SQLite does not recognize fails here.
+            _ = try probe.scalarInt("SELECT count(*) FROM sqlite_schema")
+        } catch let error as SQLiteError where error.primaryCode == 26 /* SQLITE_NOTADB */ {
+            throw ChronicleError(.notAChronicleStore, "\(path) is not a SQLite database, so not a Chronicle store.")
+        } catch let error as SQLiteError where error.isCorrupt {
+            throw damaged(path, error)
+        } catch let error as SQLiteError {
+            throw ChronicleError(.database, "\(path) cannot be read: \(error.message).")
+        }
+        let hasMeta: Bool
+        do {
+            hasMeta = try probe.scalarInt("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'chronicle_meta'") == 1
+            guard hasMeta else {
+                throw ChronicleError(.notAChronicleStore, "\(path) is a SQLite database but not a Chronicle store (it has no chronicle_meta table).")
+            }
+            return Dictionary(try probe.query("SELECT key, value FROM chronicle_meta") { ($0.text(0), $0.value(1)) }, uniquingKeysWith: { a, _ in a })
+        } catch let error as SQLiteError where error.isCorrupt {
+            throw damaged(path, error)
+        }
+    }
+
+    /// The error for a store SQLite found damaged (`SQLiteError.isCorrupt`).
+    public static func damaged(_ path: String, _ error: SQLiteError) -> ChronicleError {
+        ChronicleError(.storeDamaged, "\(path) is damaged: SQLite cannot read part of it (\(error.message)). Nothing more was written to it. `chronicle salvage` keeps everything that can still be read in a new store and sets the damaged file aside.")
     }
 
     /// The schema a store named `name` opens with: `given` (which must be of that name), else the built-in one.

@@ -19,4 +19,7 @@ public struct SQLiteError: Error, Sendable, CustomStringConvertible {
     public var isDiskFull: Bool { primaryCode == SQLITE_FULL }
     public var isBusy: Bool { primaryCode == SQLITE_BUSY || primaryCode == SQLITE_LOCKED }
     public var isConstraint: Bool { primaryCode == SQLITE_CONSTRAINT }
+    /// The file is damaged: a page SQLite reads is malformed (`SQLITE_CORRUPT`), or what should be
+    /// a database page is not one (`SQLITE_NOTADB`, met past the header of a damaged file).
+    public var isCorrupt: Bool { primaryCode == SQLITE_CORRUPT || primaryCode == SQLITE_NOTADB }
 }

@@ -1,0 +1,340 @@
+import ChronicleCore
+import Foundation
+
+/// What `DeviceStore.salvage` kept of a damaged store, and what it could not read.
+public struct SalvageReport: Sendable {
+    /// One of the store's own tables (the log, the outbox, …) as it was copied.
+    public struct Table: Sendable, Equatable {
+        public var name: String
+        public var rowsCopied: Int64
+        /// Row ids (the log's server seqs, the outbox's device seqs, …) in pages SQLite could not
+        /// read. A range may hold ids no row had.
+        public var unreadable: [ClosedRange<Int64>]
+        /// A table keyed otherwise (`WITHOUT ROWID`) that could not be read whole: nothing of it was kept.
+        public var lostWhole: Bool
+    }
+
+    public var tables: [Table]
+    /// The last server seq the damaged store had confirmed (its cursor).
+    public var confirmedBefore: Int64
+    /// The last server seq kept: the confirmed history up to the first op that could not be read.
+    /// The next sync pulls the ops after it from the server again.
+    public var confirmedKept: Int64
+    /// Ops of this device still waiting to sync, kept.
+    public var pendingKept: Int
+    /// The device seqs of waiting ops that could not be read: those changes are lost, and their
+    /// numbers are recorded as given up.
+    public var pendingLost: [ClosedRange<Int64>]
+    /// Sealed segments and snapshots past the kept history, dropped.
+    public var segmentsDropped: Int
+    public var snapshotsDropped: Int
+    /// Where the damaged file (and its WAL) now are.
+    public var damagedPath: String
+    /// The salvaged store's state digest, after a rebuild from what was kept and a full verify.
+    public var digest: String
+    public var seconds: Double
+
+    /// Nothing was lost: every row of every table was read, and the history is whole.
+    public var lostNothing: Bool {
+        tables.allSatisfy { $0.unreadable.isEmpty && !$0.lostWhole } && confirmedKept == confirmedBefore && pendingLost.isEmpty
+    }
+}
+
+extension DeviceStore {
+    /// Keeps everything that can still be read of a damaged store (`store_damaged`), in a new one.
+    ///
+    /// The store's own tables (the confirmed log, the outbox, sealed segments, snapshots, refusals,
+    /// metadata) are copied into a new file, range by range; a range SQLite cannot read is split
+    /// until only the unreadable rows are left out. The confirmed history is kept up to its first
+    /// op that could not be read (the next sync pulls the rest from the server again), queued
+    /// changes that could not be read are reported and their numbers given up, and the projection
+    /// and search indexes, which are derived, are rebuilt from what was kept and verified. Only then
+    /// is the damaged file (with its WAL) renamed to `<path>.damaged-<time>` and the new one put in
+    /// its place; if anything fails before, the damaged file is left as it was.
+    ///
+    /// Run it with no other process using the store. Refused, with the store untouched, when
+    /// even the store's list of tables or its metadata cannot be read, or when the history it
+    /// started from (a snapshot past a retention horizon) is unreadable.
+    public static func salvage(at path: String, schema: Schema? = nil, clock: any ChronicleClock = SystemClock(),
+                               progress: ((String) -> Void)? = nil) throws -> SalvageReport {
+        let start = DispatchTime.now().uptimeNanoseconds
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue else {
+            throw ChronicleError(.storeMissing, "No store at \(path).")
+        }
+        let salvaged = path + ".salvage"
+        removeStoreFiles(salvaged)
+        var report = SalvageReport(tables: [], confirmedBefore: 0, confirmedKept: 0, pendingKept: 0, pendingLost: [],
+                                   segmentsDropped: 0, snapshotsDropped: 0, damagedPath: "", digest: "", seconds: 0)
+        do {
+            try copyOwnTables(from: path, into: salvaged, report: &report, progress: progress)
+            progress?("Rebuilding the tables and search indexes from what was kept…")
+            report.digest = try rebuildAndVerify(salvaged, path: path, schema: schema, clock: clock)
+            try closeIntoOneFile(salvaged)
+        } catch let error as ChronicleError where error.code == .invariantViolated {
+            throw error
+        } catch {
+            removeStoreFiles(salvaged)
+            throw error
+        }
+        // The new store is complete and closed (its WAL checkpointed into it). Set the damaged files
+        // aside, WAL first (a stale WAL beside the new file would be read as the new file's), then
+        // put the new one in place.
+        let stamp = ISO8601DateFormatter().string(from: Date()).replacingOccurrences(of: ":", with: "")
+        let aside = "\(path).damaged-\(stamp)"
+        let files = FileManager.default
+        for suffix in ["-wal", "-shm"] where files.fileExists(atPath: path + suffix) {
+            try files.moveItem(atPath: path + suffix, toPath: aside + suffix)
+        }
+        try files.moveItem(atPath: path, toPath: aside)
+        try files.moveItem(atPath: salvaged, toPath: path)
+        for suffix in ["-wal", "-shm"] { try? files.removeItem(atPath: salvaged + suffix) }
+        report.damagedPath = aside
+        report.seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        return report
+    }
+
+    /// Opens the copy (the open rebuilds its projection), completes its phrase indexes and
+    /// verifies it; returns its digest. The store is closed when this returns, but for threads
+    /// of its own that may still be letting go of it (`closeIntoOneFile` waits for them).
+    private static func rebuildAndVerify(_ salvaged: String, path: String, schema: Schema?, clock: any ChronicleClock) throws -> String {
+        let store = try DeviceStore.open(at: salvaged, schema: schema, clock: clock)
+        try store.completePhraseIndexes()
+        _ = store.waitForPhraseIndexing()
+        let verified = try store.verify()
+        guard verified.passed else {
+            let failed = verified.checks.filter { !$0.passed }.map { "\($0.name): \($0.detail)" }.joined(separator: "; ")
+            throw ChronicleError(.invariantViolated, "The salvaged store did not pass verify (\(failed)); \(path) was left as it was, the attempt is at \(salvaged).")
+        }
+        return verified.digest
+    }
+
+    /// Merges the store's WAL into its file and leaves it one file (rollback journal mode; the
+    /// next open turns WAL back on), so that it can be renamed. SQLite changes the journal mode
+    /// only when no other connection has the file open: that also makes sure every connection
+    /// of the store just used is closed.
+    private static func closeIntoOneFile(_ path: String) throws {
+        for attempt in 0..<100 {
+            let db = try Database(path: path, options: { var o = Database.Options(); o.create = false; return o }())
+            if try db.scalarText("PRAGMA journal_mode = DELETE") == "delete" { return }
+            if attempt < 99 { Thread.sleep(forTimeInterval: 0.05) }
+        }
+        throw ChronicleError(.database, "The salvaged store at \(path) is still open elsewhere after 5 s; the damaged store was left as it was.")
+    }
+
+    private static func removeStoreFiles(_ path: String) {
+        for suffix in ["", "-wal", "-shm", "-journal"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+    }
+
+    /// Tables the projection derives from the log (rebuilt, never copied): the rebuild drops and
+    /// makes them again. Everything else named `chronicle_*` is the store's own (`chronicle_shadowed`
+    /// is copied too: the store's format makes it, and the rebuild empties and refills it).
+    private static func isDerived(_ table: String) -> Bool {
+        table.hasPrefix("chronicle_shadow_") || [ProjectionSchema.conflictsTable, ProjectionSchema.unreadableTable].contains(table)
+    }
+
+    /// Copies the store's own tables, their indexes and triggers into a new file at `salvaged`,
+    /// then cuts the confirmed history at its first gap and records what was lost.
+    private static func copyOwnTables(from path: String, into salvaged: String, report: inout SalvageReport,
+                                      progress: ((String) -> Void)?) throws {
+        var options = Database.Options()
+        options.synchronousFull = false
+        let out = try Database(path: salvaged, options: options)
+        let uri = "file:" + (path.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? path) + "?mode=ro"
+        do {
+            try run("ATTACH DATABASE ?1 AS damaged", in: out, [.text(uri)])
+        } catch let error as SQLiteError where error.isCorrupt {
+            throw beyondSalvage(path, "even its header and list of tables cannot be read", error)
+        }
+        defer { try? out.execute("DETACH DATABASE damaged") }
+
+        let objects: [(type: String, name: String, table: String, sql: String)]
+        do {
+            objects = try out.query("SELECT type, name, tbl_name, sql FROM damaged.sqlite_schema WHERE sql IS NOT NULL ORDER BY rowid") {
+                ($0.text(0), $0.text(1), $0.text(2), $0.text(3))
+            }
+        } catch let error as SQLiteError where error.isCorrupt {
+            throw beyondSalvage(path, "even its list of tables cannot be read", error)
+        }
+        let own = objects.filter { $0.type == "table" && $0.name.hasPrefix("chronicle_") && !isDerived($0.name) }
+        guard own.contains(where: { $0.name == "chronicle_meta" }), own.contains(where: { $0.name == "chronicle_log" }) else {
+            throw ChronicleError(.notAChronicleStore, "\(path) is not a Chronicle store (it has no chronicle_meta or chronicle_log table).")
+        }
+        for table in own { try out.execute(table.sql) }
+
+        // The metadata first: without it (the library, the device, the format) nothing else means anything.
+        do {
+            try run("INSERT INTO main.chronicle_meta SELECT * FROM damaged.chronicle_meta", in: out)
+        } catch let error as SQLiteError where error.isCorrupt {
+            throw beyondSalvage(path, "its metadata (library, device, format) cannot be read", error)
+        }
+        let format = try meta("format_version", in: out).integerValue ?? 0
+        if format > StoreFormat.currentVersion {
+            throw ChronicleError(.futureStoreVersion, "\(path) uses store format v\(format), but this build of Chronicle reads up to v\(StoreFormat.currentVersion). Salvage it with a build that reads it; the store was left untouched.")
+        }
+        report.confirmedBefore = try meta("cursor", in: out).integerValue ?? 0
+
+        for table in own where table.name != "chronicle_meta" {
+            progress?("Copying \(table.name)…")
+            let withoutRowID = table.sql.uppercased().contains("WITHOUT ROWID")
+            report.tables.append(withoutRowID ? try copyWhole(table.name, in: out) : try copyByRowID(table.name, in: out))
+        }
+        report.tables.insert(SalvageReport.Table(name: "chronicle_meta", rowsCopied: try out.scalarInt("SELECT count(*) FROM main.chronicle_meta") ?? 0,
+                                                 unreadable: [], lostWhole: false), at: 0)
+
+        try out.transaction { db in
+            try cutHistory(in: db, path: path, report: &report)
+            // Queued changes that could not be read: their numbers are given up, as a renumbering
+            // gives them up, so the ops queued after them still go out (`closeOutboxGap`).
+            let last = try meta("last_device_seq", in: db).integerValue ?? 0
+            let lost = report.tables.first { $0.name == "chronicle_outbox" }?.unreadable ?? []
+            report.pendingLost = lost.compactMap { range in range.lowerBound <= last ? range.lowerBound...min(range.upperBound, last) : nil }
+            if !report.pendingLost.isEmpty {
+                var skips = try deviceSeqSkips(in: db)
+                skips += report.pendingLost.map { [$0.lowerBound, $0.upperBound] }
+                try setDeviceSeqSkips(skips, in: db)
+            }
+            report.pendingKept = Int(try db.scalarInt("SELECT count(*) FROM chronicle_outbox") ?? 0)
+            // The projection is made again from what was kept: whatever the damaged store said of
+            // its derived tables (search indexes left stale, phrase indexes filled so far, the
+            // log's entity index set aside) no longer holds. A fingerprint that matches no schema
+            // has the open rebuild the projection.
+            try db.execute("DELETE FROM chronicle_meta WHERE key IN ('search_stale', ?1) OR key LIKE 'phrase_index_through:%'",
+                           [.text(StoreFormat.logEntityIndexAsideKey)])
+            try setMeta("schema_fingerprint", .text("salvaged"), in: db)
+        }
+        // The indexes and guard triggers of the copied tables, as the damaged store defined them.
+        let names = Set(own.map(\.name))
+        for object in objects where (object.type == "index" || object.type == "trigger") && names.contains(object.table) {
+            try out.execute(object.sql)
+        }
+    }
+
+    private static func beyondSalvage(_ path: String, _ what: String, _ error: SQLiteError) -> ChronicleError {
+        ChronicleError(.storeDamaged, "\(path) is damaged beyond salvage: \(what) (\(error.message)). It was left as it was. Sign this device in again with a new store; the server holds everything it confirmed.")
+    }
+
+    /// A table keyed otherwise than by row id: copied in one statement, or not at all.
+    private static func copyWhole(_ table: String, in out: Database) throws -> SalvageReport.Table {
+        let quoted = ProjectionSchema.quoted(table)
+        do {
+            try run("INSERT INTO main.\(quoted) SELECT * FROM damaged.\(quoted)", in: out)
+            return SalvageReport.Table(name: table, rowsCopied: Int64(out.changes), unreadable: [], lostWhole: false)
+        } catch let error as SQLiteError where error.isCorrupt {
+            return SalvageReport.Table(name: table, rowsCopied: 0, unreadable: [], lostWhole: true)
+        }
+    }
+
+    /// A row-id table, copied a range of row ids at a time. A range SQLite cannot read is split in
+    /// two until each unreadable part is a single row id; those are reported, merged into ranges.
+    private static func copyByRowID(_ table: String, in out: Database) throws -> SalvageReport.Table {
+        let quoted = ProjectionSchema.quoted(table)
+        var result = SalvageReport.Table(name: table, rowsCopied: 0, unreadable: [], lostWhole: false)
+        // The ends are found through the table's first and last pages; if either cannot be read,
+        // the row ids the log, the outbox and the segments use (small, counting up) are searched.
+        guard let first = try rowIDEnd("min", of: quoted, in: out, orElse: 1),
+              let last = try rowIDEnd("max", of: quoted, in: out, orElse: Self.rowIDSearchEnd), first <= last else { return result }
+        // Ranges still to copy, the next one last.
+        var pending: [ClosedRange<Int64>] = []
+        var low = last
+        while true {
+            let high = low
+            low = max(first, high - (Self.salvageChunk - 1))
+            pending.append(low...high)
+            if low == first { break }
+            low -= 1
+        }
+        while let range = pending.popLast() {
+            if let count = try copyRange(range, of: quoted, in: out) {
+                result.rowsCopied += count
+            } else if range.lowerBound == range.upperBound {
+                let id = range.lowerBound
+                if let previous = result.unreadable.last, previous.upperBound == id - 1 {
+                    result.unreadable[result.unreadable.count - 1] = previous.lowerBound...id
+                } else {
+                    result.unreadable.append(id...id)
+                }
+            } else {
+                let middle = range.lowerBound + (range.upperBound - range.lowerBound) / 2
+                pending.append((middle + 1)...range.upperBound)
+                pending.append(range.lowerBound...middle)
+            }
+        }
+        return result
+    }
+
+    /// `min(rowid)` or `max(rowid)` of a damaged table, or `fallback` if its end cannot be read.
+    private static func rowIDEnd(_ function: String, of quoted: String, in out: Database, orElse fallback: Int64) throws -> Int64? {
+        do {
+            return try out.scalarInt("SELECT \(function)(rowid) FROM damaged.\(quoted)")
+        } catch let error as SQLiteError where error.isCorrupt {
+            return fallback
+        }
+    }
+
+    /// Copies the rows of `range`; nil (and nothing copied) if SQLite cannot read it.
+    private static func copyRange(_ range: ClosedRange<Int64>, of quoted: String, in out: Database) throws -> Int64? {
+        do {
+            try run("INSERT INTO main.\(quoted) SELECT * FROM damaged.\(quoted) WHERE rowid BETWEEN ?1 AND ?2", in: out,
+                    [.integer(range.lowerBound), .integer(range.upperBound)])
+            return Int64(out.changes)
+        } catch let error as SQLiteError where error.isCorrupt {
+            return nil
+        }
+    }
+
+    /// `execute` with an untyped throw, so that callers can catch one kind of SQLite error
+    /// (a typed `catch … where` here crashes the Swift 6.3 compiler).
+    private static func run(_ sql: String, in db: Database, _ arguments: [Value] = []) throws {
+        try db.execute(sql, arguments)
+    }
+
+    /// Row ids copied per statement while the pages read well.
+    static let salvageChunk: Int64 = 4_096
+    /// How far row ids are searched when a table's last page cannot be read.
+    static let rowIDSearchEnd: Int64 = 1 << 24
+
+    /// Keeps the confirmed history up to its first op that cannot be read: sealed segments that
+    /// follow each other and whose bytes match their digests, then log rows without a gap. What lies
+    /// past that point (segments, log rows, sealed op ids, snapshots) is dropped, and the cursor
+    /// moves back to it: the next sync pulls the rest from the server again.
+    private static func cutHistory(in db: Database, path: String, report: inout SalvageReport) throws {
+        let libraryID = try meta("library_id", in: db).textValue.flatMap(UUID.init(uuidString:))
+        let base = try historyBase(in: db)
+        var kept = base
+        var previous: String?
+        let segments = try db.query("SELECT first_seq, last_seq, body, digest, previous_digest FROM chronicle_segments ORDER BY first_seq") { row in
+            (first: row.int(0), last: row.int(1), frame: row.withBytes(2) { Array($0) }, digest: row.text(3), previous: row.text(4))
+        }
+        for segment in segments {
+            guard segment.first == kept + 1, previous.map({ $0 == segment.previous }) ?? true,
+                  let body = try? LZ4Frame.decompress(segment.frame, maxBytes: SegmentCodec.Limits().maxDecodedBytes),
+                  chainDigest(previous: segment.previous, body: body) == segment.digest,
+                  let decoded = try? SegmentCodec.decodeBody(body), decoded.libraryID == libraryID,
+                  decoded.firstSeq == segment.first, decoded.lastSeq == segment.last else { break }
+            kept = segment.last
+            previous = segment.digest
+        }
+        let sealedEnd = kept
+        let logSeqs = try db.query("SELECT server_seq FROM chronicle_log WHERE server_seq > ?1 ORDER BY server_seq", [.integer(sealedEnd)]) { $0.int(0) }
+        for seq in logSeqs {
+            guard seq == kept + 1 else { break }
+            kept = seq
+        }
+        report.segmentsDropped = Int(try db.scalarInt("SELECT count(*) FROM chronicle_segments WHERE first_seq > ?1", [.integer(sealedEnd)]) ?? 0)
+        try db.execute("DELETE FROM chronicle_segments WHERE first_seq > ?1", [.integer(sealedEnd)])
+        try db.execute("DELETE FROM chronicle_segment_filters WHERE first_seq > ?1", [.integer(sealedEnd)])
+        try db.execute("DELETE FROM chronicle_log WHERE server_seq > ?1 OR server_seq <= ?2", [.integer(kept), .integer(sealedEnd)])
+        for table in ["chronicle_sealed_ids", "chronicle_sealed_ops"]
+        where try db.scalarInt("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?1", [.text(table)]) == 1 {
+            try db.execute("DELETE FROM \(table) WHERE server_seq > ?1", [.integer(sealedEnd)])
+        }
+        report.snapshotsDropped = Int(try db.scalarInt("SELECT count(*) FROM chronicle_snapshots WHERE seq > ?1", [.integer(kept)]) ?? 0)
+        try db.execute("DELETE FROM chronicle_snapshots WHERE seq > ?1", [.integer(kept)])
+        if base > 0, try db.scalarInt("SELECT count(*) FROM chronicle_snapshots WHERE seq >= ?1", [.integer(base)]) == 0 {
+            throw ChronicleError(.storeDamaged, "\(path) is damaged beyond salvage: it started from a snapshot at seq \(base), and that snapshot cannot be read. Sign this device in again with a new store; the server holds everything it confirmed.")
+        }
+        try setMeta("cursor", .integer(kept), in: db)
+        report.confirmedKept = kept
+    }
+}

@@ -1,0 +1,195 @@
+import ChronicleCore
+import ChronicleServer
+@testable import ChronicleStore
+@testable import ChronicleSync
+import Foundation
+import Testing
+
+/// Damage to a store's file (a page the disk or a copy broke), told plainly (`store_damaged`),
+/// reported by `verify`, and salvaged: everything still readable is kept, the projection is
+/// rebuilt, and the server gives back what the log lost.
+@Suite struct SalvageTests {
+    /// Pages of a store file, damaged the way a failing disk does: the page's bytes overwritten.
+    enum Pages {
+        /// Merges the WAL into the file, so that the pages on disk are the store's.
+        static func checkpoint(_ path: String) throws {
+            let db = try Database(path: path, options: { var o = Database.Options(); o.create = false; return o }())
+            _ = try db.query("PRAGMA wal_checkpoint(TRUNCATE)") { $0.int(0) }
+        }
+
+        static func pageSize(_ path: String) throws -> Int {
+            let db = try Database(path: path, options: { var o = Database.Options(); o.readOnly = true; return o }())
+            return Int(try db.scalarInt("PRAGMA page_size") ?? 4096)
+        }
+
+        static func rootPage(of table: String, in path: String) throws -> Int {
+            let db = try Database(path: path, options: { var o = Database.Options(); o.readOnly = true; return o }())
+            return Int(try #require(try db.scalarInt("SELECT rootpage FROM sqlite_schema WHERE name = ?1", [.text(table)])))
+        }
+
+        /// The children of an interior table page, in key order (the file format's b-tree pages:
+        /// type 5, the cell count at offset 3, the right-most child at 8, the cell pointers from 12).
+        static func children(of page: Int, in path: String) throws -> [Int] {
+            let size = try pageSize(path)
+            let bytes = try Array(Data(contentsOf: URL(fileURLWithPath: path)))
+            let start = (page - 1) * size
+            let header = start + (page == 1 ? 100 : 0)
+            guard bytes[header] == 5 else { return [] }
+            func u16(_ at: Int) -> Int { Int(bytes[at]) << 8 | Int(bytes[at + 1]) }
+            func u32(_ at: Int) -> Int { Int(bytes[at]) << 24 | Int(bytes[at + 1]) << 16 | Int(bytes[at + 2]) << 8 | Int(bytes[at + 3]) }
+            let cells = u16(header + 3)
+            return (0..<cells).map { u32(start + u16(header + 12 + 2 * $0)) } + [u32(header + 8)]
+        }
+
+        /// Overwrites the header of `page` (its first bytes after the file header on page 1).
+        static func damage(page: Int, in path: String) throws {
+            let size = try pageSize(path)
+            let handle = try #require(FileHandle(forUpdatingAtPath: path))
+            defer { try? handle.close() }
+            try handle.seek(toOffset: UInt64((page - 1) * size + (page == 1 ? 100 : 0)))
+            handle.write(Data(repeating: 0xEE, count: 16))
+        }
+
+        /// A leaf page from the middle of `table`, damaged; the table must span several pages.
+        static func damageMiddleLeaf(of table: String, in path: String) throws {
+            let children = try children(of: try rootPage(of: table, in: path), in: path)
+            #expect(children.count >= 3, "\(table) spans several pages")
+            try damage(page: children[children.count / 2], in: path)
+        }
+    }
+
+    /// A device with history of its own and another's, and changes waiting to sync.
+    static func library(_ h: SyncHarness, confirmed: Int, pending: Int) async throws -> (a: TestDevice, b: TestDevice) {
+        let a = try h.device("A")
+        let b = try h.device("B")
+        try Workload(seed: 21).run(confirmed, on: a)
+        await a.sync()
+        try Workload(seed: 22).run(confirmed / 4, on: b)
+        await b.sync()
+        await a.sync()
+        try Workload(seed: 23).run(pending, on: a)
+        return (a, b)
+    }
+
+    @Test func aDamagedProjectionPageLosesNothing() async throws {
+        let h = try SyncHarness(.inMemory)
+        let (a, b) = try await Self.library(h, confirmed: 300, pending: 40)
+        let digest = try a.store.digest()
+        let pending = try a.store.pendingOps().map(\.opID)
+        let path = a.store.path
+        try Pages.checkpoint(path)
+        try Pages.damage(page: try Pages.rootPage(of: "article", in: path), in: path)
+
+        let damaged = try DeviceStore.open(at: path)
+        let verified = try damaged.verify()
+        #expect(!verified.passed)
+        #expect(verified.checks.contains { !$0.passed && $0.detail.contains("chronicle salvage") })
+        #expect(throws: (any Error).self) { _ = try damaged.rows("article") }
+
+        let report = try DeviceStore.salvage(at: path)
+        #expect(report.lostNothing)
+        #expect(report.digest == digest, "the projection rebuilt from the kept log and outbox is the one before the damage")
+        #expect(report.pendingKept == pending.count && report.pendingLost.isEmpty)
+        #expect(FileManager.default.fileExists(atPath: report.damagedPath))
+
+        let back = try h.device("A2", opening: path, token: a.token)
+        #expect(try back.store.pendingOps().map(\.opID) == pending)
+        #expect(try back.store.verify().passed)
+        let synced = await back.sync()
+        #expect(synced.pushed == pending.count)
+        await b.sync()
+        #expect(try back.store.digest() == (try h.library.digest()))
+        #expect(try b.store.digest() == (try h.library.digest()))
+    }
+
+    @Test func aDamagedLogPageIsPulledAgainFromTheServer() async throws {
+        let h = try SyncHarness(.inMemory)
+        let (a, b) = try await Self.library(h, confirmed: 800, pending: 30)
+        let pending = try a.store.pendingOps().map(\.opID)
+        let path = a.store.path
+        try Pages.checkpoint(path)
+        try Pages.damageMiddleLeaf(of: "chronicle_log", in: path)
+
+        let report = try DeviceStore.salvage(at: path)
+        #expect(!report.lostNothing)
+        let log = try #require(report.tables.first { $0.name == "chronicle_log" })
+        let lost = try #require(log.unreadable.first)
+        #expect(report.confirmedKept == lost.lowerBound - 1, "the history is kept up to the first op that cannot be read")
+        #expect(report.confirmedKept < report.confirmedBefore)
+        #expect(report.pendingKept == pending.count && report.pendingLost.isEmpty)
+
+        let back = try h.device("A2", opening: path, token: a.token)
+        #expect(try back.store.verify().passed)
+        let synced = await back.sync()
+        #expect(synced.pulled >= Int(report.confirmedBefore - report.confirmedKept), "the server gives back what the log lost")
+        #expect(synced.pushed == pending.count)
+        await b.sync()
+        let server = try h.library
+        #expect(try back.store.digest() == (try server.digest()))
+        #expect(try b.store.digest() == (try server.digest()))
+        #expect(Set(try server.allOps().map(\.opID)).isSuperset(of: pending))
+        #expect(try back.store.verify().passed)
+    }
+
+    @Test func queuedChangesOnADamagedPageAreReportedLostAndTheRestSync() async throws {
+        let h = try SyncHarness(.inMemory)
+        let (a, b) = try await Self.library(h, confirmed: 20, pending: 600)
+        let pending = try a.store.pendingOps()
+        let path = a.store.path
+        try Pages.checkpoint(path)
+        try Pages.damageMiddleLeaf(of: "chronicle_outbox", in: path)
+
+        let report = try DeviceStore.salvage(at: path)
+        #expect(!report.lostNothing)
+        let lost = report.pendingLost.reduce(0) { $0 + $1.count }
+        #expect(lost > 0 && report.pendingKept + lost == pending.count, "every queued op is kept or named lost")
+        #expect(report.confirmedKept == report.confirmedBefore)
+        let lostSeqs = Set(report.pendingLost.flatMap { Array($0) })
+        let kept = pending.filter { !lostSeqs.contains($0.deviceSeq) }.map(\.opID)
+
+        let back = try h.device("A2", opening: path, token: a.token)
+        #expect(try back.store.pendingOps().map(\.opID) == kept)
+        #expect(try back.store.verify().passed, "the numbers of the lost ops are given up")
+        await back.sync()
+        await back.sync()
+        #expect(try back.store.pendingOps().isEmpty)
+        await b.sync()
+        let server = try h.library
+        // Each kept op reached the server, or was refused there with a notice (an op on a row that
+        // one of the lost ops created: the server has no such row).
+        let logged = Set(try server.allOps().map(\.opID))
+        let refused = try back.store.notices()
+        #expect(refused.allSatisfy { $0.code == "unknown_entity" }, "\(refused.map(\.code))")
+        #expect(logged.union(refused.map(\.op.opID)).isSuperset(of: kept))
+        #expect(refused.count < kept.count / 2)
+        #expect(try back.store.digest() == (try server.digest()))
+        #expect(try b.store.digest() == (try server.digest()))
+    }
+
+    @Test func aStoreWhoseListOfTablesIsDamagedIsRefusedAndLeftAsItWas() throws {
+        let directory = NSTemporaryDirectory() + "chronicle-salvage-\(UUID().lowercased)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/s.chronicle"
+        do {
+            let store = try DeviceStore.create(at: path, schema: .readItLater, libraryID: UUID(), deviceID: UUID())
+            for i in 0..<5 { _ = try store.write("article.save", payload: ["url": .text("https://example.org/\(i)")]) }
+        }
+        try Pages.checkpoint(path)
+        try Pages.damage(page: 1, in: path)
+        let before = try Data(contentsOf: URL(fileURLWithPath: path))
+
+        #expect { _ = try DeviceStore.open(at: path) } throws: { ($0 as? ChronicleError)?.code == .storeDamaged }
+        #expect { _ = try DeviceStore.salvage(at: path) } throws: { error in
+            guard let error = error as? ChronicleError else { return false }
+            return error.code == .storeDamaged && error.message.contains("beyond salvage")
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before, "the damaged file is left exactly as it was")
+        #expect(!FileManager.default.fileExists(atPath: path + ".salvage"))
+
+        #expect { _ = try DeviceStore.open(at: directory) } throws: { error in
+            guard let error = error as? ChronicleError else { return false }
+            return error.code == .notAChronicleStore && error.message.contains("directory")
+        }
+    }
+}

@@ -1,0 +1,45 @@
+import ChronicleCore
+import ChronicleStore
+import Foundation
+import Testing
+
+/// `chronicle` on a damaged store: a stable code and exit 4, `verify` says so, and `salvage`
+/// puts a whole store back in its place.
+@Suite struct SalvageToolTests {
+    @Test func aDamagedStoreIsNamedSoVerifiedAndSalvaged() throws {
+        let t = try Tool()
+        do {
+            let store = try DeviceStore.create(at: t.store, schema: .readItLater, libraryID: UUID(), deviceID: UUID())
+            for i in 0..<300 {
+                _ = try store.write("article.save", payload: ["url": .text("https://example.org/\(i)"), "title": .text("Article number \(i) about tunnels")])
+            }
+        }
+        let sqlite = URL(fileURLWithPath: "/usr/bin/sqlite3")
+        _ = try Tool.exec(sqlite, [t.store, "PRAGMA journal_mode=DELETE;"])
+        let root = try #require(Int(try Tool.exec(sqlite, [t.store, "SELECT rootpage FROM sqlite_schema WHERE name = 'article'"])
+            .stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
+        let handle = try #require(FileHandle(forUpdatingAtPath: t.store))
+        try handle.seek(toOffset: UInt64((root - 1) * 4096))
+        handle.write(Data(repeating: 0xEE, count: 16))
+        try handle.close()
+
+        let listed = try t.run("list")
+        #expect(listed.status == 4)
+        #expect(listed.stderr.contains("[store_damaged]") && listed.stderr.contains("chronicle salvage"), "\(listed.stderr)")
+        let verified = try t.run("verify")
+        #expect(verified.status == 1)
+        #expect(verified.stdout.contains("FAIL the store can be read"), "\(verified.stdout)")
+
+        let salvaged = try t.run("salvage", "--json")
+        #expect(salvaged.status == 0, "\(salvaged.stderr)")
+        let report = try salvaged.object()
+        #expect(report["lost_nothing"] as? Bool == true)
+        #expect(report["pending_kept"] as? Int == 300)
+        let aside = try #require(report["damaged_path"] as? String)
+        #expect(FileManager.default.fileExists(atPath: aside))
+        #expect(try t.run("verify").status == 0)
+        let articles = try #require(try t.run("list", "--limit", "1000", "--json").json() as? [Any])
+        #expect(articles.count == 300)
+        #expect(try t.run("salvage", "--help").stdout.contains("damaged"))
+    }
+}
