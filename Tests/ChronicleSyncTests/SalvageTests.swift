@@ -166,6 +166,48 @@ import Testing
         #expect(try b.store.digest() == (try server.digest()))
     }
 
+    /// A compacted store: the ids of its sealed ops are made again from its segments, and a
+    /// damaged segment cuts the history there (the server gives the rest back).
+    @Test func sealedHistoryIsKeptOrCutAtItsFirstDamagedSegment() async throws {
+        let h = try SyncHarness(.inMemory)
+        let (a, b) = try await Self.library(h, confirmed: 1_200, pending: 10)
+        var policy = CompactionPolicy()
+        policy.keepOps = 100
+        policy.segmentOpsMax = 50
+        _ = try a.store.compact(policy)
+        let digest = try a.store.digest()
+        let path = a.store.path
+        try Pages.checkpoint(path)
+        let copy = path + ".copy"
+        try FileManager.default.copyItem(atPath: path, toPath: copy)
+        func sealedIDs(_ path: String) throws -> Int64 {
+            let db = try Database(path: path, options: { var o = Database.Options(); o.readOnly = true; return o }())
+            return try db.scalarInt("SELECT count(*) FROM chronicle_sealed_ids WHERE server_seq > 0") ?? 0
+        }
+        let ids = try sealedIDs(path)
+        #expect(ids > 1_000)
+
+        // The table of sealed op ids unreadable: made again from the segments, nothing lost.
+        try Pages.damage(page: try Pages.rootPage(of: "chronicle_sealed_ids", in: path), in: path)
+        let report = try DeviceStore.salvage(at: path)
+        #expect(report.lostNothing, "\(report.tables)")
+        #expect(report.tables.first { $0.name == "chronicle_sealed_ids" }?.madeAgain == true)
+        #expect(report.digest == digest)
+        #expect(try sealedIDs(path) == ids, "every sealed op's id is kept")
+
+        // A segment unreadable: the history is kept up to it, and pulled again after it.
+        try Pages.damageMiddleLeaf(of: "chronicle_segments", in: copy)
+        let cut = try DeviceStore.salvage(at: copy)
+        #expect(cut.segmentsDropped > 0)
+        #expect(cut.confirmedKept < cut.confirmedBefore)
+        let back = try h.device("A2", opening: copy, token: a.token)
+        #expect(try back.store.verify().passed)
+        await back.sync()
+        await b.sync()
+        #expect(try back.store.digest() == (try h.library.digest()))
+        #expect(try back.store.verify().passed)
+    }
+
     @Test func aStoreWhoseListOfTablesIsDamagedIsRefusedAndLeftAsItWas() throws {
         let directory = NSTemporaryDirectory() + "chronicle-salvage-\(UUID().lowercased)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)

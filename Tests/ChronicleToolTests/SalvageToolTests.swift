@@ -30,6 +30,13 @@ import Testing
         #expect(verified.status == 1)
         #expect(verified.stdout.contains("FAIL the store can be read"), "\(verified.stdout)")
 
+        let before = try Data(contentsOf: URL(fileURLWithPath: t.store))
+        let dry = try t.run("salvage", "--dry-run")
+        #expect(dry.status == 0, "\(dry.stderr)")
+        #expect(dry.stdout.contains("all 300 kept") && dry.stdout.contains("dry run: nothing was changed"), "\(dry.stdout)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: t.store)) == before)
+        #expect(try t.run("list").status == 4, "still the damaged store")
+
         let salvaged = try t.run("salvage", "--json")
         #expect(salvaged.status == 0, "\(salvaged.stderr)")
         let report = try salvaged.object()

@@ -199,7 +199,7 @@ extension Command {
 extension Command {
     static let salvage = Command(
         name: "salvage", summary: "Keep what can still be read of a damaged store, in a new one; set the damaged file aside.",
-        usage: "chronicle salvage",
+        usage: "chronicle salvage [--dry-run]",
         details: """
             For a store SQLite finds damaged (error store_damaged: a disk, file system or copy broke one of its
             pages). Close the app first: no other process may have the store open.
@@ -212,11 +212,14 @@ extension Command {
             pulls the rest from the server again. Changes waiting to sync that cannot be read are lost and
             listed by number. Exit 0 when nothing was lost, 1 when something was, 4 when the store cannot be
             salvaged at all (its list of tables or its ids cannot be read): sign in again with a new store.
+            --dry-run does all of it but the last step: it says what would be kept and lost, deletes the
+            new store and leaves the damaged one where it is.
             """) { args, ctx in
-        try args.finish(usage: "chronicle salvage")
+        let dryRun = args.flag("dry-run")
+        try args.finish(usage: "chronicle salvage [--dry-run]")
         let path = try ctx.requirePath()
         let json = ctx.output.json
-        let report = try DeviceStore.salvage(at: path) { step in
+        let report = try DeviceStore.salvage(at: path, dryRun: dryRun) { step in
             if !json { FileHandle.standardError.write(Data("\(step)\n".utf8)) }
         }
         func ranges(_ list: [ClosedRange<Int64>]) -> String {
@@ -228,6 +231,7 @@ extension Command {
                 "confirmed_before": report.confirmedBefore, "confirmed_kept": report.confirmedKept,
                 "pending_kept": report.pendingKept, "pending_lost": report.pendingLost.map { [$0.lowerBound, $0.upperBound] },
                 "segments_dropped": report.segmentsDropped, "snapshots_dropped": report.snapshotsDropped, "seconds": report.seconds,
+                "dry_run": dryRun,
                 "tables": report.tables.map { ["name": $0.name, "rows_copied": $0.rowsCopied, "lost_whole": $0.lostWhole,
                                                "unreadable": $0.unreadable.map { [$0.lowerBound, $0.upperBound] }] as [String: Any] },
             ])
@@ -251,7 +255,11 @@ extension Command {
                 ctx.output.line("Dropped past the kept history: \(report.segmentsDropped) sealed segments, \(report.snapshotsDropped) snapshots.")
             }
             ctx.output.line("Rebuilt and verified in \(String(format: "%.2f", report.seconds)) s; digest \(report.digest).")
-            ctx.output.line("The damaged file is now \(report.damagedPath).")
+            if dryRun {
+                ctx.output.line("(dry run: nothing was changed; \(path) is still the damaged store)")
+            } else {
+                ctx.output.line("The damaged file is now \(report.damagedPath).")
+            }
         }
         return report.lostNothing ? ExitCode.success : ExitCode.verificationFailed
     }

@@ -12,6 +12,8 @@ public struct SalvageReport: Sendable {
         public var unreadable: [ClosedRange<Int64>]
         /// A table keyed otherwise (`WITHOUT ROWID`) that could not be read whole: nothing of it was kept.
         public var lostWhole: Bool
+        /// Made again from what was kept instead (the ids of sealed ops, from the sealed segments).
+        public var madeAgain = false
     }
 
     public var tables: [Table]
@@ -36,7 +38,7 @@ public struct SalvageReport: Sendable {
 
     /// Nothing was lost: every row of every table was read, and the history is whole.
     public var lostNothing: Bool {
-        tables.allSatisfy { $0.unreadable.isEmpty && !$0.lostWhole } && confirmedKept == confirmedBefore && pendingLost.isEmpty
+        tables.allSatisfy { $0.unreadable.isEmpty && (!$0.lostWhole || $0.madeAgain) } && confirmedKept == confirmedBefore && pendingLost.isEmpty
     }
 }
 
@@ -55,8 +57,11 @@ extension DeviceStore {
     /// Run it with no other process using the store. Refused, with the store untouched, when
     /// even the store's list of tables or its metadata cannot be read, or when the history it
     /// started from (a snapshot past a retention horizon) is unreadable.
+    ///
+    /// `dryRun`: everything but the last step; the new store is deleted and the damaged one left
+    /// where it is (`damagedPath` is empty), so the report says what a salvage would keep.
     public static func salvage(at path: String, schema: Schema? = nil, clock: any ChronicleClock = SystemClock(),
-                               progress: ((String) -> Void)? = nil) throws -> SalvageReport {
+                               dryRun: Bool = false, progress: ((String) -> Void)? = nil) throws -> SalvageReport {
         let start = DispatchTime.now().uptimeNanoseconds
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue else {
@@ -76,6 +81,11 @@ extension DeviceStore {
         } catch {
             removeStoreFiles(salvaged)
             throw error
+        }
+        if dryRun {
+            removeStoreFiles(salvaged)
+            report.seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+            return report
         }
         // The new store is complete and closed (its WAL checkpointed into it). Set the damaged files
         // aside, WAL first (a stale WAL beside the new file would be read as the new file's), then
@@ -303,6 +313,10 @@ extension DeviceStore {
         let base = try historyBase(in: db)
         var kept = base
         var previous: String?
+        // The ids of sealed ops, if their table could not be read, are made again from the segments
+        // kept (all of them, unless the store started from a snapshot, whose ops' ids are gone).
+        let idsLost = report.tables.firstIndex { $0.name == "chronicle_sealed_ids" && $0.lostWhole }
+        let remember = try idsLost.map { _ in try db.statement("INSERT OR IGNORE INTO chronicle_sealed_ids(op_id, server_seq) VALUES (?1, ?2)") }
         let segments = try db.query("SELECT first_seq, last_seq, body, digest, previous_digest FROM chronicle_segments ORDER BY first_seq") { row in
             (first: row.int(0), last: row.int(1), frame: row.withBytes(2) { Array($0) }, digest: row.text(3), previous: row.text(4))
         }
@@ -312,9 +326,11 @@ extension DeviceStore {
                   chainDigest(previous: segment.previous, body: body) == segment.digest,
                   let decoded = try? SegmentCodec.decodeBody(body), decoded.libraryID == libraryID,
                   decoded.firstSeq == segment.first, decoded.lastSeq == segment.last else { break }
+            for op in decoded.ops { try remember?.execute([.null, .integer(op.serverSeq ?? 0)], uuid: op.opID, at: 1) }
             kept = segment.last
             previous = segment.digest
         }
+        if let idsLost, base == 0 { report.tables[idsLost].madeAgain = true }
         let sealedEnd = kept
         let logSeqs = try db.query("SELECT server_seq FROM chronicle_log WHERE server_seq > ?1 ORDER BY server_seq", [.integer(sealedEnd)]) { $0.int(0) }
         for seq in logSeqs {
