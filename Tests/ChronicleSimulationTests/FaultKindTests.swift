@@ -19,6 +19,7 @@ import Testing
         case .restoredFromBackup: 0.2   // every other one takes the backup the next restores
         case .serverRestoredFromBackup: 0.16   // every other one takes the backup the next restores
         case .appUpdated: 0.01   // d1 starts on the app's previous version and updates once
+        case .storeDamaged: 0.06
         }
     }
 

@@ -27,7 +27,8 @@ import Testing
     }
 
     static func check(_ seed: UInt64, appUpdates: Bool = SimulationSeeds.appUpdates) async throws {
-        let faults = appUpdates ? FaultPlan.random(seed: seed).forcing(.appUpdated, rate: SimulationSeeds.appUpdateRate) : nil
+        var faults = appUpdates ? FaultPlan.random(seed: seed).forcing(.appUpdated, rate: SimulationSeeds.appUpdateRate) : nil
+        if SimulationSeeds.damage { faults = (faults ?? FaultPlan.random(seed: seed)).forcing(.storeDamaged, rate: SimulationSeeds.damageRate) }
         let report = try #require(await SimulationSeeds.run(Simulator(seed: seed, steps: SimulationSeeds.steps, faults: faults,
                                                                       tolerating: SimulationSeeds.tolerated)))
         #expect(report.opsWritten > 0, "seed \(seed) wrote nothing")

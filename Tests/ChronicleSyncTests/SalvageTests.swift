@@ -166,6 +166,27 @@ import Testing
         #expect(try b.store.digest() == (try server.digest()))
     }
 
+    /// The outbox's last page broken: its end cannot be read, so the row ids up to the last
+    /// device seq are searched (not without bound), and the ops on that page are named lost.
+    @Test func theOutboxsLastPageDamaged() async throws {
+        let h = try SyncHarness(.inMemory)
+        let (a, _) = try await Self.library(h, confirmed: 20, pending: 600)
+        let pending = try a.store.pendingOps()
+        let path = a.store.path
+        try Pages.checkpoint(path)
+        let children = try Pages.children(of: try Pages.rootPage(of: "chronicle_outbox", in: path), in: path)
+        try Pages.damage(page: try #require(children.last), in: path)
+
+        let report = try DeviceStore.salvage(at: path)
+        let lost = report.pendingLost.reduce(0) { $0 + $1.count }
+        #expect(lost > 0 && report.pendingKept + lost == pending.count)
+        #expect(report.pendingLost.last?.upperBound == pending.last?.deviceSeq, "the lost ops run to the last one queued")
+        let back = try h.device("A2", opening: path, token: a.token)
+        #expect(try back.store.verify().passed)
+        await back.sync()
+        #expect(try back.store.pendingOps().isEmpty)
+    }
+
     /// A compacted store: the ids of its sealed ops are made again from its segments, and a
     /// damaged segment cuts the history there (the server gives the rest back).
     @Test func sealedHistoryIsKeptOrCutAtItsFirstDamagedSegment() async throws {
@@ -228,6 +249,10 @@ import Testing
         }
         #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before, "the damaged file is left exactly as it was")
         #expect(!FileManager.default.fileExists(atPath: path + ".salvage"))
+
+        let text = directory + "/notes.txt"
+        try Data("not a store at all".utf8).write(to: URL(fileURLWithPath: text))
+        #expect { _ = try DeviceStore.salvage(at: text) } throws: { ($0 as? ChronicleError)?.code == .notAChronicleStore }
 
         #expect { _ = try DeviceStore.open(at: directory) } throws: { error in
             guard let error = error as? ChronicleError else { return false }

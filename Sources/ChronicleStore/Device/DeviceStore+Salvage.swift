@@ -67,6 +67,11 @@ extension DeviceStore {
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue else {
             throw ChronicleError(.storeMissing, "No store at \(path).")
         }
+        // A file that does not begin as every SQLite database does is not a damaged store but something else.
+        let header = (try? FileHandle(forReadingFrom: URL(fileURLWithPath: path)).read(upToCount: 16)) ?? nil
+        guard header == Data("SQLite format 3\u{0}".utf8) else {
+            throw ChronicleError(.notAChronicleStore, "\(path) is not a SQLite database, so not a Chronicle store; there is nothing to salvage.")
+        }
         let salvaged = path + ".salvage"
         removeStoreFiles(salvaged)
         var report = SalvageReport(tables: [], confirmedBefore: 0, confirmedKept: 0, pendingKept: 0, pendingLost: [],
@@ -125,8 +130,15 @@ extension DeviceStore {
     /// of the store just used is closed.
     private static func closeIntoOneFile(_ path: String) throws {
         for attempt in 0..<100 {
-            let db = try Database(path: path, options: { var o = Database.Options(); o.create = false; return o }())
-            if try db.scalarText("PRAGMA journal_mode = DELETE") == "delete" { return }
+            do {
+                var options = Database.Options()
+                options.create = false
+                options.busyTimeoutMilliseconds = 50
+                let db = try Database(path: path, options: options)
+                if try db.scalarText("PRAGMA journal_mode = DELETE") == "delete" { return }
+            } catch let error as SQLiteError where error.isBusy {
+                // Another connection of the store is still closing: its thread lets go of it soon.
+            }
             if attempt < 99 { Thread.sleep(forTimeInterval: 0.05) }
         }
         throw ChronicleError(.database, "The salvaged store at \(path) is still open elsewhere after 5 s; the damaged store was left as it was.")
@@ -184,10 +196,14 @@ extension DeviceStore {
         }
         report.confirmedBefore = try meta("cursor", in: out).integerValue ?? 0
 
+        // Every row id of the store's own tables is a server seq (the log, segments, snapshots) or a
+        // device seq (the outbox, refusals): none lies past the cursor or the last device seq. That
+        // bounds the search where a table's last page cannot be read.
+        let bound = max(report.confirmedBefore, try meta("last_device_seq", in: out).integerValue ?? 0, 1)
         for table in own where table.name != "chronicle_meta" {
             progress?("Copying \(table.name)…")
             let withoutRowID = table.sql.uppercased().contains("WITHOUT ROWID")
-            report.tables.append(withoutRowID ? try copyWhole(table.name, in: out) : try copyByRowID(table.name, in: out))
+            report.tables.append(withoutRowID ? try copyWhole(table.name, in: out) : try copyByRowID(table.name, in: out, bound: bound))
         }
         report.tables.insert(SalvageReport.Table(name: "chronicle_meta", rowsCopied: try out.scalarInt("SELECT count(*) FROM main.chronicle_meta") ?? 0,
                                                  unreadable: [], lostWhole: false), at: 0)
@@ -237,13 +253,13 @@ extension DeviceStore {
 
     /// A row-id table, copied a range of row ids at a time. A range SQLite cannot read is split in
     /// two until each unreadable part is a single row id; those are reported, merged into ranges.
-    private static func copyByRowID(_ table: String, in out: Database) throws -> SalvageReport.Table {
+    private static func copyByRowID(_ table: String, in out: Database, bound: Int64) throws -> SalvageReport.Table {
         let quoted = ProjectionSchema.quoted(table)
         var result = SalvageReport.Table(name: table, rowsCopied: 0, unreadable: [], lostWhole: false)
         // The ends are found through the table's first and last pages; if either cannot be read,
-        // the row ids the log, the outbox and the segments use (small, counting up) are searched.
+        // the row ids from 1 to `bound` are searched.
         guard let first = try rowIDEnd("min", of: quoted, in: out, orElse: 1),
-              let last = try rowIDEnd("max", of: quoted, in: out, orElse: Self.rowIDSearchEnd), first <= last else { return result }
+              let last = try rowIDEnd("max", of: quoted, in: out, orElse: bound), first <= last else { return result }
         // Ranges still to copy, the next one last.
         var pending: [ClosedRange<Int64>] = []
         var low = last
@@ -301,8 +317,6 @@ extension DeviceStore {
 
     /// Row ids copied per statement while the pages read well.
     static let salvageChunk: Int64 = 4_096
-    /// How far row ids are searched when a table's last page cannot be read.
-    static let rowIDSearchEnd: Int64 = 1 << 24
 
     /// Keeps the confirmed history up to its first op that cannot be read: sealed segments that
     /// follow each other and whose bytes match their digests, then log rows without a gap. What lies

@@ -40,6 +40,11 @@ public enum FaultKind: String, CaseIterable, Sendable, Comparable, CustomStringC
     /// updated, it opens its store with the current schema, migrating it (from a snapshot of the
     /// old shape where its history begins at one).
     case appUpdated
+    /// A page of a device's store broken (a leaf of its log, outbox, sealed segments or an entity
+    /// table, overwritten as a failing disk leaves it) and the store salvaged (`DeviceStore.salvage`):
+    /// queued ops on the page are lost unless the server already holds them, confirmed history
+    /// past it is pulled again.
+    case storeDamaged
 
     public var description: String { rawValue }
 

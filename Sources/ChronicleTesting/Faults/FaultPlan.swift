@@ -48,6 +48,9 @@ public struct FaultPlan: Sendable, Equatable, CustomStringConvertible {
     /// device (d1, d3, …) starts on that version; the liveness phase updates those left. Never
     /// drawn by `random(seed:)` (the seeds' histories stay as they were): runs ask for it.
     public var appUpdateRate = 0.0
+    /// Per step: a page of the acting device's store is damaged and the store salvaged. Never
+    /// drawn by `random(seed:)` either: runs ask for it.
+    public var damageRate = 0.0
 
     public init() {}
 
@@ -98,6 +101,7 @@ public struct FaultPlan: Sendable, Equatable, CustomStringConvertible {
         case .restoredFromBackup: plan.restoreRate = rate
         case .serverRestoredFromBackup: plan.serverRestoreRate = rate
         case .appUpdated: plan.appUpdateRate = rate
+        case .storeDamaged: plan.damageRate = rate
         }
         return plan
     }
@@ -131,6 +135,6 @@ public struct FaultPlan: Sendable, Equatable, CustomStringConvertible {
             + "crash-in-sync \(f(crashDuringSyncRate)) crash-after-commit \(f(crashAfterCommitRate)) offline \(f(offlineRate))×≤\(offlineStepsMax) "
             + "crash \(f(crashRate)) server-restart \(f(serverRestartRate)) id-clash \(f(entityIDClashRate)) op-id-clash \(f(opIDClashRate)) "
             + "disk-full \(f(diskFullRate)) clock-jump \(f(clockJumpRate)) restore \(f(restoreRate)) server-restore \(f(serverRestoreRate))"
-            + (appUpdateRate > 0 ? " app-update \(f(appUpdateRate))" : "")
+            + (appUpdateRate > 0 ? " app-update \(f(appUpdateRate))" : "") + (damageRate > 0 ? " damage \(f(damageRate))" : "")
     }
 }

@@ -148,6 +148,50 @@ final class SimulatedDevice {
         return (lost.count, back.count)
     }
 
+    /// Kills the process, breaks a leaf page of `table` in the store's file (the `pick`-th in key
+    /// order, so that the same seed breaks the same rows whatever page numbers SQLite gave them)
+    /// and salvages the store (`DeviceStore.salvage`), then starts again from the salvaged store.
+    /// Queued ops on the page are gone, except what the server holds (`serverHolds`), which comes
+    /// back with a pull. A full disk is lifted (the salvage wrote a new file). Nil if the table
+    /// has no page (the store is reopened as it was).
+    func damageAndSalvage(_ table: String, pick: (Int) -> Int, serverHolds: (UUID) -> Bool) throws -> (SalvageReport, lost: Int)? {
+        let queued = try store.pendingOps()
+        // Nothing of the store may be left open: its WAL is merged into the file first, or the
+        // page broken in the file could be read from the WAL instead.
+        _ = store.waitForPhraseIndexing()
+        process = nil
+        let leaves: [Int64]
+        do {
+            let db = try Database(path: path, options: { var o = Database.Options(); o.create = false; return o }())
+            let busy = try db.query("PRAGMA wal_checkpoint(TRUNCATE)") { $0.int(0) }.first ?? 1
+            guard busy == 0 else { throw Violation("a closed store's WAL merges into its file", "\(name)'s store is still open elsewhere") }
+            leaves = try db.query("SELECT pageno FROM dbstat WHERE name = ?1 AND pagetype = 'leaf' ORDER BY path", [.text(table)]) { $0.int(0) }
+        }
+        guard !leaves.isEmpty else {
+            try crashAndRestart()
+            return nil
+        }
+        let page = leaves[pick(leaves.count)]
+        let pageSize = try Database(path: path, options: { var o = Database.Options(); o.readOnly = true; return o }()).scalarInt("PRAGMA page_size") ?? 4096
+        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: path))
+        try handle.seek(toOffset: UInt64((page - 1) * pageSize))
+        handle.write(Data(repeating: 0xEE, count: 16))
+        try handle.close()
+
+        let report = try DeviceStore.salvage(at: path, schema: schema, clock: clock)
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: report.damagedPath + suffix) }
+        diskFullPages = nil
+        let reopened = try DeviceStore.open(at: path, schema: schema, clock: clock, ids: ids)
+        process = (reopened, Self.makeEngine(reopened, transport, configuration))
+        let lostSeqs = report.pendingLost
+        let gone = queued.filter { op in lostSeqs.contains { $0.contains(op.deviceSeq) } }.map(\.opID)
+        let lost = gone.filter { !serverHolds($0) }
+        restoredAway.formUnion(gone.filter { serverHolds($0) })
+        for id in lost { givenUp[id] = written.removeValue(forKey: id).map { ($0, false) } }
+        writtenOrder = writtenOrder.filter { written[$0] != nil }
+        return (report, lost.count)
+    }
+
     /// Kills the process and starts it again: the store is reopened from its file with the
     /// same clock and id source; a full disk stays full.
     func crashAndRestart() throws {

@@ -17,9 +17,12 @@ public struct SimulationFailure: Error, Sendable, CustomStringConvertible {
 
     /// Whether the run had app updates (`FaultPlan.appUpdateRate`; a replay needs them too).
     public var appUpdates = false
+    /// Whether the run damaged and salvaged stores (`FaultPlan.damageRate`; a replay needs that too).
+    public var damage = false
 
     public var replayCommand: String {
         (steps == Simulator.defaultSteps ? "" : "CHRONICLE_SIM_STEPS=\(steps) ") + (appUpdates ? "CHRONICLE_SIM_APP_UPDATES=1 " : "")
+            + (damage ? "CHRONICLE_SIM_DAMAGE=1 " : "")
             + "CHRONICLE_SIM_SEED=\(seed) swift test --filter Simulation"
     }
 

@@ -34,6 +34,21 @@ extension Simulator {
                   + (back > 0 ? "; \(back) it had given up as lost with the server's data come back with it" : ""))
     }
 
+    /// Breaks a page of the device's store and salvages it (`SimulatedDevice.damageAndSalvage`).
+    func damageAndSalvage(_ device: SimulatedDevice) throws {
+        let tables = ["chronicle_log", "chronicle_outbox", "chronicle_segments", schema.entities[0].table]
+        let table = random.pick(tables)
+        guard let (report, lost) = try device.damageAndSalvage(table, pick: { self.random.below($0) },
+                                                                serverHolds: { self.invariants.logged($0)?.device == device.deviceID }) else {
+            log.record("\(device.name)'s \(table) has no page to damage")
+            return
+        }
+        let unreadable = report.tables.flatMap(\.unreadable).reduce(0) { $0 + $1.count }
+        log.fault(.storeDamaged, "\(device.name)'s store has a page of \(table) broken and is salvaged: \(unreadable) row ids unreadable, "
+                  + "history kept through seq \(report.confirmedKept) of \(report.confirmedBefore), \(report.pendingKept) queued ops kept, "
+                  + "\(lost) lost with the page")
+    }
+
     /// Backs the server's data directory up (`ServerBackup`, as `chronicle server backup` does),
     /// or, when it has a backup, puts the backup in its place and starts the server on it: the ops
     /// it ordered since are gone from it. The invariants go back to what they were at the backup;
