@@ -24,6 +24,10 @@ public struct SalvageReport: Sendable {
     public var confirmedKept: Int64
     /// Ops of this device still waiting to sync, kept.
     public var pendingKept: Int
+    /// This device's own ops found in readable history past the kept point, queued again (as a
+    /// rewind does): should the server have lost one (restored from a backup), this may be its
+    /// last copy; the server answers those it holds as duplicates. Counted in `pendingKept`.
+    public var requeued = 0
     /// The device seqs of waiting ops that could not be read: those changes are lost, and their
     /// numbers are recorded as given up.
     public var pendingLost: [ClosedRange<Int64>]
@@ -351,6 +355,21 @@ extension DeviceStore {
             guard seq == kept + 1 else { break }
             kept = seq
         }
+        // This device's own ops past the kept point, in readable segments whose bytes match their
+        // digest and in readable log rows, are queued again below, before that history goes.
+        let deviceID = try meta("device_id", in: db).textValue.flatMap(UUID.init(uuidString:))
+        var own: [Op] = []
+        if let deviceID, let libraryID {
+            for segment in segments where segment.first > sealedEnd {
+                guard let body = try? LZ4Frame.decompress(segment.frame, maxBytes: SegmentCodec.Limits().maxDecodedBytes),
+                      chainDigest(previous: segment.previous, body: body) == segment.digest,
+                      let decoded = try? SegmentCodec.decodeBody(body), decoded.libraryID == libraryID else { continue }
+                own += decoded.ops.filter { $0.deviceID == deviceID && ($0.serverSeq ?? 0) > kept }
+            }
+            try db.uncached("SELECT \(logColumns) FROM chronicle_log WHERE server_seq > ?1 ORDER BY server_seq").forEach([.integer(kept)]) { row in
+                if let op = try? logOp(row, libraryID: libraryID), op.deviceID == deviceID { own.append(op) }
+            }
+        }
         report.segmentsDropped = Int(try db.scalarInt("SELECT count(*) FROM chronicle_segments WHERE first_seq > ?1", [.integer(sealedEnd)]) ?? 0)
         try db.execute("DELETE FROM chronicle_segments WHERE first_seq > ?1", [.integer(sealedEnd)])
         try db.execute("DELETE FROM chronicle_segment_filters WHERE first_seq > ?1", [.integer(sealedEnd)])
@@ -366,5 +385,25 @@ extension DeviceStore {
         }
         try setMeta("cursor", .integer(kept), in: db)
         report.confirmedKept = kept
+        // Own ops back in the queue with their ids, numbers and content, ahead of the ops queued
+        // since, as `rewind(toAgreedSeq:)` puts them (the guard triggers are not made yet here).
+        var seen = Set<UUID>()
+        let unqueued = try own.filter { op in
+            try seen.insert(op.opID).inserted && db.scalarInt("SELECT 1 FROM chronicle_outbox WHERE op_id = ?1", [.text(op.opID.lowercased)]) == nil
+        }
+        guard !unqueued.isEmpty else { return }
+        try makeRoomInQueue(for: unqueued.map(\.deviceSeq), in: db)
+        let queue = try db.statement("""
+            INSERT INTO chronicle_outbox(device_seq, op_id, type, version, entity_id, payload, device_time, base_seq)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+            """)
+        for op in unqueued where try db.scalarInt("SELECT 1 FROM chronicle_outbox WHERE device_seq = ?1", [.integer(op.deviceSeq)]) == nil {
+            try queue.execute([.integer(op.deviceSeq), .text(op.opID.lowercased), .text(op.type), .integer(Int64(op.version)),
+                               .text(op.entityID.lowercased), .text(CanonicalJSON.encode(op.payload)), .integer(op.deviceTime),
+                               .integer(op.baseSeq)])
+            report.requeued += 1
+        }
+        // Every queued op is pushed again: the answers say which ones the server holds.
+        try setMeta("acked_device_seq", .integer(0), in: db)
     }
 }

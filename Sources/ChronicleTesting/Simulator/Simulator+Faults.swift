@@ -43,10 +43,13 @@ extension Simulator {
             log.record("\(device.name)'s \(table) has no page to damage")
             return
         }
+        // Its ops the server lost (restored from a backup) whose only copy was on the broken page
+        // are gone from everywhere now (a readable copy past the kept history was queued again).
+        try forgetOpsLostForGood(device)
         let unreadable = report.tables.flatMap(\.unreadable).reduce(0) { $0 + $1.count }
         log.fault(.storeDamaged, "\(device.name)'s store has a page of \(table) broken and is salvaged: \(unreadable) row ids unreadable, "
                   + "history kept through seq \(report.confirmedKept) of \(report.confirmedBefore), \(report.pendingKept) queued ops kept, "
-                  + "\(lost) lost with the page")
+                  + "\(lost) lost with the page, \(report.requeued) of its own queued again")
     }
 
     /// Backs the server's data directory up (`ServerBackup`, as `chronicle server backup` does),
