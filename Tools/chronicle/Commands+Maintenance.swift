@@ -229,7 +229,7 @@ extension Command {
             ctx.output.emit([
                 "lost_nothing": report.lostNothing, "digest": report.digest, "damaged_path": report.damagedPath,
                 "confirmed_before": report.confirmedBefore, "confirmed_kept": report.confirmedKept,
-                "pending_kept": report.pendingKept, "pending_lost": report.pendingLost.map { [$0.lowerBound, $0.upperBound] },
+                "pending_kept": report.pendingKept, "requeued": report.requeued, "pending_lost": report.pendingLost.map { [$0.lowerBound, $0.upperBound] },
                 "segments_dropped": report.segmentsDropped, "snapshots_dropped": report.snapshotsDropped, "seconds": report.seconds,
                 "dry_run": dryRun,
                 "tables": report.tables.map { ["name": $0.name, "rows_copied": $0.rowsCopied, "lost_whole": $0.lostWhole,
@@ -245,6 +245,9 @@ extension Command {
                 ctx.output.line("Confirmed history kept through seq \(report.confirmedKept) of \(report.confirmedBefore); `chronicle sync` pulls the rest from the server again.")
             } else {
                 ctx.output.line("Confirmed history kept whole (through seq \(report.confirmedKept)).")
+            }
+            if report.requeued > 0 {
+                ctx.output.line("\(report.requeued) of this device's own ops past that point are queued again (the server answers those it holds as duplicates).")
             }
             if report.pendingLost.isEmpty {
                 ctx.output.line("Changes waiting to sync: all \(report.pendingKept) kept.")
