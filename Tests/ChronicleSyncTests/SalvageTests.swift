@@ -102,6 +102,32 @@ import Testing
         #expect(try b.store.digest() == (try h.library.digest()))
     }
 
+    /// A sync that meets a broken page stops with the store's own code, not as a refusal by the
+    /// server, and the store salvaged syncs on.
+    @Test func aSyncThatMeetsABrokenPageSaysTheStoreIsDamaged() async throws {
+        let h = try SyncHarness(.inMemory)
+        let (a, b) = try await Self.library(h, confirmed: 300, pending: 0)
+        await a.sync()
+        let path = a.store.path
+        try Pages.checkpoint(path)
+        try Pages.damage(page: try Pages.rootPage(of: "article", in: path), in: path)
+        try Workload(seed: 24).run(60, on: b)
+        await b.sync()
+
+        let damaged = try h.device("A2", opening: path, token: a.token)
+        let report = await damaged.engine.syncOnce()
+        guard case .blocked(let reason) = report.outcome else {
+            Issue.record("a sync over a broken page ended \(report.outcome)")
+            return
+        }
+        #expect(reason.hasSuffix("[store_damaged]") && reason.contains("chronicle salvage"), "\(reason)")
+
+        _ = try DeviceStore.salvage(at: path)
+        let back = try h.device("A3", opening: path, token: a.token)
+        await back.sync()
+        #expect(try back.store.digest() == (try h.library.digest()))
+    }
+
     @Test func aDamagedLogPageIsPulledAgainFromTheServer() async throws {
         let h = try SyncHarness(.inMemory)
         let (a, b) = try await Self.library(h, confirmed: 800, pending: 30)

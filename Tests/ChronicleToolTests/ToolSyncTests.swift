@@ -60,6 +60,40 @@ import Testing
         try expectConverged(server, [a, restored], expectedOps: 4)
     }
 
+    /// `chronicle sync` over a store with a broken page says the store is damaged (exit 4), not
+    /// that the server refused; salvaged, it syncs and converges.
+    @Test func aSyncOverABrokenPageSaysSoAndTheSalvagedStoreSyncs() throws {
+        let a = try Tool(), b = try Tool()
+        let server = try server(a)
+        try a.signIn(server)
+        try b.signIn(server)
+        var ids: [String] = []
+        for i in 0..<40 { ids.append(try a.id("save", "https://example.com/\(i)", "--title", "Article \(i)")) }
+        try a.ok("sync")
+        try b.ok("sync")
+        for id in ids.prefix(20) { try b.ok("tag", id, "from-b") }
+        try b.ok("sync")
+
+        let sqlite = URL(fileURLWithPath: "/usr/bin/sqlite3")
+        _ = try Tool.exec(sqlite, [a.store, "PRAGMA journal_mode=DELETE;"])
+        let root = try #require(Int(try Tool.exec(sqlite, [a.store, "SELECT rootpage FROM sqlite_schema WHERE name = 'chronicle_log'"])
+            .stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
+        let handle = try #require(FileHandle(forUpdatingAtPath: a.store))
+        try handle.seek(toOffset: UInt64((root - 1) * 4096))
+        handle.write(Data(repeating: 0xEE, count: 16))
+        try handle.close()
+
+        let synced = try a.run("sync")
+        #expect(synced.status == 4, "\(synced.stdout) \(synced.stderr)")
+        #expect(synced.stderr.contains("[store_damaged]") && !synced.stderr.contains("[server_refused]"), "\(synced.stderr)")
+        let salvaged = try a.run("salvage")
+        #expect(salvaged.status == 1, "the log's history was cut: \(salvaged.stdout) \(salvaged.stderr)")
+        #expect(salvaged.stdout.contains("`chronicle sync` pulls the rest from the server again"), "\(salvaged.stdout)")
+        try a.ok("sync")
+        try a.ok("verify")
+        try expectConverged(server, [a, b], expectedOps: 60)
+    }
+
     @Test func twoDevicesSignInSyncAndTellTheTruthWhenOffline() throws {
         let a = try Tool(), b = try Tool()
         let server = try server(a)

@@ -379,7 +379,7 @@ extension Command {
             switch report.outcome {
             case .synced: object["outcome"] = "synced"
             case .offline(let reason): object["outcome"] = "offline"; object["reason"] = reason
-            case .blocked(let reason): object["outcome"] = "refused"; object["reason"] = reason
+            case .blocked(let reason): object["outcome"] = Self.isStoreDamaged(reason) ? "store_damaged" : "refused"; object["reason"] = reason
             }
             output.emit(object)
         } else {
@@ -390,10 +390,18 @@ extension Command {
         case .offline(let reason):
             if !output.json { output.error(reason + " [offline]") }
             return ExitCode.offline
+        case .blocked(let reason) where Self.isStoreDamaged(reason):
+            if !output.json { output.error(reason) }
+            return ExitCode.store
         case .blocked(let reason):
             if !output.json { output.error(reason + " [server_refused]") }
             return ExitCode.serverRefused
         }
+    }
+
+    /// A round blocked by a damaged store (`SyncEngine` ends its reason with the code), not by the server.
+    static func isStoreDamaged(_ reason: String) -> Bool {
+        reason.hasSuffix("[\(ChronicleError.Code.storeDamaged.rawValue)]")
     }
 
     static let notices = Command(

@@ -242,6 +242,13 @@ public actor SyncEngine {
                 try? store.recordSyncAttempt(error: reason)
                 report.outcome = .blocked(reason: reason)
                 break
+            } catch let error as SQLiteError where error.isCorrupt {
+                // Nothing a retry mends: the app (or `chronicle salvage`) has to salvage the store.
+                let damaged = DeviceStore.damaged(store.path, error)
+                let reason = "\(damaged.message) [\(damaged.code.rawValue)]"
+                try? store.recordSyncAttempt(error: reason)
+                report.outcome = .blocked(reason: reason)
+                break
             } catch {
                 let reason = "The local store failed: \(error)"
                 try? store.recordSyncAttempt(error: reason)
