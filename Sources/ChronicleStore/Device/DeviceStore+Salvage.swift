@@ -83,7 +83,7 @@ extension DeviceStore {
         do {
             try copyOwnTables(from: path, into: salvaged, report: &report, progress: progress)
             progress?("Rebuilding the tables and search indexes from what was kept…")
-            report.digest = try rebuildAndVerify(salvaged, path: path, schema: schema, clock: clock)
+            report.digest = try rebuildAndVerify(salvaged, path: path, schema: schema, clock: clock, progress: progress)
             try closeIntoOneFile(salvaged)
         } catch let error as ChronicleError where error.code == .invariantViolated {
             throw error
@@ -116,10 +116,13 @@ extension DeviceStore {
     /// Opens the copy (the open rebuilds its projection), completes its phrase indexes and
     /// verifies it; returns its digest. The store is closed when this returns, but for threads
     /// of its own that may still be letting go of it (`closeIntoOneFile` waits for them).
-    private static func rebuildAndVerify(_ salvaged: String, path: String, schema: Schema?, clock: any ChronicleClock) throws -> String {
+    private static func rebuildAndVerify(_ salvaged: String, path: String, schema: Schema?, clock: any ChronicleClock,
+                                         progress: ((String) -> Void)?) throws -> String {
         let store = try DeviceStore.open(at: salvaged, schema: schema, clock: clock)
+        progress?("Filling the phrase indexes…")
         try store.completePhraseIndexes()
         _ = store.waitForPhraseIndexing()
+        progress?("Verifying the new store (SQLite and FTS5 integrity, log invariants, digest against a replay)…")
         let verified = try store.verify()
         guard verified.passed else {
             let failed = verified.checks.filter { !$0.passed }.map { "\($0.name): \($0.detail)" }.joined(separator: "; ")
