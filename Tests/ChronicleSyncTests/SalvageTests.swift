@@ -261,6 +261,40 @@ import Testing
         #expect(try back.store.verify().passed)
     }
 
+    /// A library whose file on the server is damaged: 503 `library_damaged` with a Retry-After
+    /// (devices keep what they sent and try again), not a 500 with SQLite's words.
+    @Test func aDamagedLibraryOnTheServerAnswers503LibraryDamaged() async throws {
+        let h = try SyncHarness(.inMemory)
+        let a = try h.device("A")
+        try Workload(seed: 31).run(300, on: a)
+        await a.sync()
+        let path = try h.library.path
+        let libraryID = h.user.libraryID
+        try Pages.checkpoint(path)
+        try Pages.damage(page: try Pages.rootPage(of: "chronicle_log", in: path), in: path)
+        // A server started over the damaged file (the harness's own has its pages cached).
+        let fresh = try SyncService(dataDirectory: h.directory + "/server", schemas: [h.schema])
+        func expectDamaged(_ error: ProtocolError, sourceLocation: SourceLocation = #_sourceLocation) {
+            #expect(error.status == 503 && error.code == ProtocolError.libraryDamagedCode, "\(error)", sourceLocation: sourceLocation)
+            #expect(error.retryAfterSeconds != nil && error.message.contains("backup"), sourceLocation: sourceLocation)
+        }
+        do {
+            _ = try await fresh.pull(library: libraryID, after: 0, limit: 100, waitMilliseconds: 0, token: a.token)
+            Issue.record("a pull from a damaged library was answered")
+        } catch {
+            expectDamaged(error)
+        }
+        try Workload(seed: 32).run(5, on: a)
+        let segment = try Segment(libraryID: libraryID, ops: try a.store.pendingOps())
+        do {
+            _ = try await fresh.push(segment, token: a.token)
+            Issue.record("a push into a damaged library was answered")
+        } catch {
+            expectDamaged(error)
+        }
+        #expect(try a.store.pendingOps().count == segment.ops.count, "the device keeps what it could not send")
+    }
+
     @Test func aStoreWhoseListOfTablesIsDamagedIsRefusedAndLeftAsItWas() throws {
         let directory = NSTemporaryDirectory() + "chronicle-salvage-\(UUID().lowercased)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)

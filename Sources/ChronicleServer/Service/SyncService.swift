@@ -130,7 +130,7 @@ public final class SyncService: SyncEndpoint {
         } catch let error as ProtocolError {
             throw error
         } catch {
-            throw ProtocolError(500, "server_store", "The server could not open library \(id.lowercased): \(error)")
+            throw ProtocolError.serverStore("The server could not open library \(id.lowercased)", library: id, error)
         }
     }
 
@@ -263,7 +263,7 @@ public final class SyncService: SyncEndpoint {
         } catch let error as ProtocolError {
             throw error
         } catch {
-            throw ProtocolError(500, "server_store", "The server could not read library \(library.libraryID.lowercased): \(error)")
+            throw ProtocolError.serverStore("The server could not read library \(library.libraryID.lowercased)", library: library.libraryID, error)
         }
     }
 
@@ -282,7 +282,7 @@ public final class SyncService: SyncEndpoint {
         do {
             return try library.verdict(entity)
         } catch {
-            throw ProtocolError(500, "server_store", "The server could not read library \(id.lowercased): \(error)")
+            throw ProtocolError.serverStore("The server could not read library \(id.lowercased)", library: id, error)
         }
     }
 
@@ -318,7 +318,7 @@ public final class SyncService: SyncEndpoint {
         } catch let error as ProtocolError {
             throw error
         } catch {
-            throw ProtocolError(500, "server_store", "The server could not read library \(id.lowercased): \(error)")
+            throw ProtocolError.serverStore("The server could not read library \(id.lowercased)", library: id, error)
         }
     }
 

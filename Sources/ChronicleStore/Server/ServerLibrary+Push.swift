@@ -37,7 +37,7 @@ extension ServerLibrary {
         } catch let error as SQLiteError where error.isDiskFull {
             throw ProtocolError(507, "server_disk_full", "The server's disk is full; nothing was written. Try again later.", retryAfterSeconds: 30)
         } catch {
-            throw ProtocolError(500, "server_store", "The server could not write the batch: \(error)")
+            throw ProtocolError.serverStore("The server could not write the batch", library: libraryID, error)
         }
     }
 
