@@ -171,10 +171,8 @@ public final class DeviceStore: Sendable {
         } catch let error as SQLiteError {
             throw ChronicleError(.database, "\(path) cannot be read: \(error.message).")
         }
-        let hasMeta: Bool
         do {
-            hasMeta = try probe.scalarInt("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'chronicle_meta'") == 1
-            guard hasMeta else {
+            guard try probe.scalarInt("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'chronicle_meta'") == 1 else {
                 throw ChronicleError(.notAChronicleStore, "\(path) is a SQLite database but not a Chronicle store (it has no chronicle_meta table).")
             }
             return Dictionary(try probe.query("SELECT key, value FROM chronicle_meta") { ($0.text(0), $0.value(1)) }, uniquingKeysWith: { a, _ in a })
