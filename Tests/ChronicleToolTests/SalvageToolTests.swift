@@ -14,14 +14,7 @@ import Testing
                 _ = try store.write("article.save", payload: ["url": .text("https://example.org/\(i)"), "title": .text("Article number \(i) about tunnels")])
             }
         }
-        let sqlite = URL(fileURLWithPath: "/usr/bin/sqlite3")
-        _ = try Tool.exec(sqlite, [t.store, "PRAGMA journal_mode=DELETE;"])
-        let root = try #require(Int(try Tool.exec(sqlite, [t.store, "SELECT rootpage FROM sqlite_schema WHERE name = 'article'"])
-            .stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
-        let handle = try #require(FileHandle(forUpdatingAtPath: t.store))
-        try handle.seek(toOffset: UInt64((root - 1) * 4096))
-        handle.write(Data(repeating: 0xEE, count: 16))
-        try handle.close()
+        try t.breakRootPage(of: "article")
 
         let listed = try t.run("list")
         #expect(listed.status == 4)

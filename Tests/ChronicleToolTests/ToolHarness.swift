@@ -84,3 +84,18 @@ final class Tool {
                           stderr: String(decoding: errData, as: UTF8.self))
     }
 }
+
+extension Tool {
+    /// Breaks the root page of `table` in this tool's store, as a failing disk leaves a page
+    /// (its header overwritten), after merging the WAL into the file with the `sqlite3` shell.
+    func breakRootPage(of table: String) throws {
+        let sqlite = URL(fileURLWithPath: "/usr/bin/sqlite3")
+        _ = try Self.exec(sqlite, [store, "PRAGMA journal_mode=DELETE;"])
+        let root = try #require(Int(try Self.exec(sqlite, [store, "SELECT rootpage FROM sqlite_schema WHERE name = '\(table)'"])
+            .stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
+        let handle = try #require(FileHandle(forUpdatingAtPath: store))
+        try handle.seek(toOffset: UInt64((root - 1) * 4096))
+        handle.write(Data(repeating: 0xEE, count: 16))
+        try handle.close()
+    }
+}

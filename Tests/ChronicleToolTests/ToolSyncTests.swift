@@ -74,14 +74,7 @@ import Testing
         for id in ids.prefix(20) { try b.ok("tag", id, "from-b") }
         try b.ok("sync")
 
-        let sqlite = URL(fileURLWithPath: "/usr/bin/sqlite3")
-        _ = try Tool.exec(sqlite, [a.store, "PRAGMA journal_mode=DELETE;"])
-        let root = try #require(Int(try Tool.exec(sqlite, [a.store, "SELECT rootpage FROM sqlite_schema WHERE name = 'chronicle_log'"])
-            .stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
-        let handle = try #require(FileHandle(forUpdatingAtPath: a.store))
-        try handle.seek(toOffset: UInt64((root - 1) * 4096))
-        handle.write(Data(repeating: 0xEE, count: 16))
-        try handle.close()
+        try a.breakRootPage(of: "chronicle_log")
 
         let synced = try a.run("sync")
         #expect(synced.status == 4, "\(synced.stdout) \(synced.stderr)")
