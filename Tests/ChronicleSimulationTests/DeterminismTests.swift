@@ -23,11 +23,11 @@ import Testing
     /// (which background work can change), so a run that damages and salvages stores replays too.
     @Test("The same seed twice gives the same run, stores damaged and salvaged")
     func sameSeedSameRunWithDamage() async throws {
-        let plan = FaultPlan.storm.forcing(.storeDamaged, rate: 0.05)
+        let plan = FaultPlan.storm.forcing(.storeDamaged, rate: 0.05).forcing(.libraryDamaged, rate: 0.03)
         func run() -> Simulator { Simulator(seed: 13, devices: 4, steps: 80, faults: plan, tolerating: SimulationSeeds.tolerated) }
         let first = try #require(await SimulationSeeds.run(run()))
         let second = try #require(await SimulationSeeds.run(run()))
-        #expect(first.faults[.storeDamaged, default: 0] >= 2, "\(first.faults)")
+        #expect(first.faults[.storeDamaged, default: 0] >= 2 && first.faults[.libraryDamaged, default: 0] >= 1, "\(first.faults)")
         #expect(first.traceHash == second.traceHash)
         #expect(first.finalDigest == second.finalDigest)
         #expect(first == second)

@@ -28,7 +28,10 @@ import Testing
 
     static func check(_ seed: UInt64, appUpdates: Bool = SimulationSeeds.appUpdates) async throws {
         var faults = appUpdates ? FaultPlan.random(seed: seed).forcing(.appUpdated, rate: SimulationSeeds.appUpdateRate) : nil
-        if SimulationSeeds.damage { faults = (faults ?? FaultPlan.random(seed: seed)).forcing(.storeDamaged, rate: SimulationSeeds.damageRate) }
+        if SimulationSeeds.damage {
+            faults = (faults ?? FaultPlan.random(seed: seed)).forcing(.storeDamaged, rate: SimulationSeeds.damageRate)
+                .forcing(.libraryDamaged, rate: SimulationSeeds.libraryDamageRate)
+        }
         let report = try #require(await SimulationSeeds.run(Simulator(seed: seed, steps: SimulationSeeds.steps, faults: faults,
                                                                       tolerating: SimulationSeeds.tolerated)))
         #expect(report.opsWritten > 0, "seed \(seed) wrote nothing")

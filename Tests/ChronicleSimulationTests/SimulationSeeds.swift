@@ -11,7 +11,7 @@ import Testing
 /// `CHRONICLE_SIM_KEEP=1` keeps a failing run's files and writes its whole trace beside them (`trace.txt`);
 /// `CHRONICLE_SIM_APP_UPDATES=1` runs the seeds with every other device on the app's previous
 /// version until it updates mid-run (`FaultKind.appUpdated`; the default run does so for
-/// `appUpdateSeeds` only); `CHRONICLE_SIM_DAMAGE=1` has devices' stores damaged and salvaged now and
+/// `appUpdateSeeds` only); `CHRONICLE_SIM_DAMAGE=1` has devices' stores and the server's library damaged and salvaged now and
 /// then (`FaultKind.storeDamaged`);
 /// `CHRONICLE_SIM_WIRE=<device name>` (`d0`…) prints every push of that device the server answered,
 /// op by op with the answers, on standard error.
@@ -24,11 +24,14 @@ enum SimulationSeeds {
     /// Whether `CHRONICLE_SIM_APP_UPDATES` asks for app updates in every seed.
     static var appUpdates: Bool { environment["CHRONICLE_SIM_APP_UPDATES"] == "1" }
 
-    /// Whether `CHRONICLE_SIM_DAMAGE` asks every seed to damage and salvage stores (`FaultKind.storeDamaged`).
+    /// Whether `CHRONICLE_SIM_DAMAGE` asks every seed to damage and salvage stores and the server's
+    /// library (`FaultKind.storeDamaged`, `.libraryDamaged`).
     static var damage: Bool { environment["CHRONICLE_SIM_DAMAGE"] == "1" }
 
     /// Per step, the chance a device's store is damaged and salvaged (about once in 150 steps).
     static let damageRate = 0.007
+    /// Per step, the chance the server's library file is damaged and salvaged (about once in 300 steps).
+    static let libraryDamageRate = 0.003
 
     /// Per step, the chance an old app version is updated (about once in the default 150 steps).
     static let appUpdateRate = 0.007

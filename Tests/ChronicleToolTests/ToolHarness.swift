@@ -89,11 +89,16 @@ extension Tool {
     /// Breaks the root page of `table` in this tool's store, as a failing disk leaves a page
     /// (its header overwritten), after merging the WAL into the file with the `sqlite3` shell.
     func breakRootPage(of table: String) throws {
+        try Self.breakRootPage(of: table, in: store)
+    }
+
+    /// The same in any SQLite file (a server's library).
+    static func breakRootPage(of table: String, in file: String) throws {
         let sqlite = URL(fileURLWithPath: "/usr/bin/sqlite3")
-        _ = try Self.exec(sqlite, [store, "PRAGMA journal_mode=DELETE;"])
-        let root = try #require(Int(try Self.exec(sqlite, [store, "SELECT rootpage FROM sqlite_schema WHERE name = '\(table)'"])
+        _ = try exec(sqlite, [file, "PRAGMA journal_mode=DELETE;"])
+        let root = try #require(Int(try exec(sqlite, [file, "SELECT rootpage FROM sqlite_schema WHERE name = '\(table)'"])
             .stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
-        let handle = try #require(FileHandle(forUpdatingAtPath: store))
+        let handle = try #require(FileHandle(forUpdatingAtPath: file))
         try handle.seek(toOffset: UInt64((root - 1) * 4096))
         handle.write(Data(repeating: 0xEE, count: 16))
         try handle.close()

@@ -44,7 +44,7 @@ enum ExitCode {
     static func of(_ error: ChronicleError) -> Int32 {
         switch error.code {
         case .usage: usage
-        case .storeMissing, .storeExists, .futureStoreVersion, .notAChronicleStore, .schemaMismatch, .storeDamaged: store
+        case .storeMissing, .storeExists, .futureStoreVersion, .notAChronicleStore, .schemaMismatch, .storeDamaged, .dataDirectoryInUse: store
         case .digestMismatch: verificationFailed
         case .offline: offline
         case .serverRefused: serverRefused

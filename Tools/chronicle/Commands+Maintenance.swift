@@ -1,4 +1,5 @@
 import ChronicleCore
+import ChronicleServer
 import ChronicleStore
 import Foundation
 
@@ -222,25 +223,16 @@ extension Command {
         let report = try DeviceStore.salvage(at: path, dryRun: dryRun) { step in
             if !json { FileHandle.standardError.write(Data("\(step)\n".utf8)) }
         }
-        func ranges(_ list: [ClosedRange<Int64>]) -> String {
-            list.map { $0.lowerBound == $0.upperBound ? "\($0.lowerBound)" : "\($0.lowerBound)…\($0.upperBound)" }.joined(separator: ", ")
-        }
         if json {
             ctx.output.emit([
                 "lost_nothing": report.lostNothing, "digest": report.digest, "damaged_path": report.damagedPath,
                 "confirmed_before": report.confirmedBefore, "confirmed_kept": report.confirmedKept,
                 "pending_kept": report.pendingKept, "requeued": report.requeued, "pending_lost": report.pendingLost.map { [$0.lowerBound, $0.upperBound] },
                 "segments_dropped": report.segmentsDropped, "snapshots_dropped": report.snapshotsDropped, "seconds": report.seconds,
-                "dry_run": dryRun,
-                "tables": report.tables.map { ["name": $0.name, "rows_copied": $0.rowsCopied, "lost_whole": $0.lostWhole,
-                                               "unreadable": $0.unreadable.map { [$0.lowerBound, $0.upperBound] }] as [String: Any] },
+                "dry_run": dryRun, "tables": tablesJSON(report.tables),
             ])
         } else {
-            for table in report.tables {
-                let lost = table.lostWhole ? "; could not be read, nothing kept"
-                    : table.unreadable.isEmpty ? "" : "; unreadable row ids \(ranges(table.unreadable))"
-                ctx.output.line("  \(table.name): \(table.rowsCopied) rows\(lost)")
-            }
+            printTables(report.tables, ctx)
             if report.confirmedKept < report.confirmedBefore {
                 ctx.output.line("Confirmed history kept through seq \(report.confirmedKept) of \(report.confirmedBefore); `chronicle sync` pulls the rest from the server again.")
             } else {
@@ -265,5 +257,61 @@ extension Command {
             }
         }
         return report.lostNothing ? ExitCode.success : ExitCode.verificationFailed
+    }
+
+    /// `chronicle server salvage --data DIR NAME [--dry-run]`.
+    static func salvageLibrary(data: String, user: String, dryRun: Bool, _ ctx: Context) throws -> Int32 {
+        let json = ctx.output.json
+        let report = try ServerSalvage.run(dataDirectory: data, user: user, dryRun: dryRun) { step in
+            if !json { FileHandle.standardError.write(Data("\(step)\n".utf8)) }
+        }
+        if json {
+            ctx.output.emit([
+                "user": user, "lost_nothing": report.lostNothing, "digest": report.digest, "damaged_path": report.damagedPath,
+                "head_before": report.headBefore, "head_kept": report.headKept, "incarnation": report.incarnation.lowercased,
+                "refusals_kept": report.refusalsKept, "refusals_dropped": report.refusalsDropped, "devices": report.devices,
+                "old_op_ids_lost": report.oldOpIDsLost, "segments_dropped": report.segmentsDropped,
+                "snapshots_dropped": report.snapshotsDropped, "seconds": report.seconds, "dry_run": dryRun,
+                "tables": tablesJSON(report.tables),
+            ])
+        } else {
+            printTables(report.tables, ctx)
+            if report.headKept < report.headBefore {
+                ctx.output.line("History kept through seq \(report.headKept) of \(report.headBefore). Devices that synced past it push their own ops again when they next sync; ops only the server held (its own, or from devices that never sync again) are lost.")
+            } else {
+                ctx.output.line("History kept whole (through seq \(report.headKept)).")
+            }
+            ctx.output.line("Refusals kept: \(report.refusalsKept)" + (report.refusalsDropped > 0 ? "; \(report.refusalsDropped) dropped (a repeat of those ops is answered anew)." : "."))
+            if report.oldOpIDsLost {
+                ctx.output.line("The ids of ops before the library's snapshot could not be read: a device that pushes one of those again has it taken as new.")
+            }
+            if report.segmentsDropped + report.snapshotsDropped > 0 {
+                ctx.output.line("Dropped past the kept history: \(report.segmentsDropped) sealed segments, \(report.snapshotsDropped) snapshots.")
+            }
+            ctx.output.line("Rebuilt and checked in \(String(format: "%.2f", report.seconds)) s; digest \(report.digest); new incarnation \(report.incarnation.lowercased).")
+            if dryRun {
+                ctx.output.line("(dry run: nothing was changed)")
+            } else {
+                ctx.output.line("The damaged file is now \(report.damagedPath). Start the server again.")
+            }
+        }
+        return report.lostNothing ? ExitCode.success : ExitCode.verificationFailed
+    }
+
+    static func ranges(_ list: [ClosedRange<Int64>]) -> String {
+        list.map { $0.lowerBound == $0.upperBound ? "\($0.lowerBound)" : "\($0.lowerBound)…\($0.upperBound)" }.joined(separator: ", ")
+    }
+
+    static func tablesJSON(_ tables: [SalvageReport.Table]) -> [[String: Any]] {
+        tables.map { ["name": $0.name, "rows_copied": $0.rowsCopied, "lost_whole": $0.lostWhole, "made_again": $0.madeAgain,
+                      "unreadable": $0.unreadable.map { [$0.lowerBound, $0.upperBound] }] as [String: Any] }
+    }
+
+    static func printTables(_ tables: [SalvageReport.Table], _ ctx: Context) {
+        for table in tables {
+            let lost = table.lostWhole ? (table.madeAgain ? "; could not be read, made again from what was kept" : "; could not be read, nothing kept")
+                : table.unreadable.isEmpty ? "" : "; unreadable row ids \(ranges(table.unreadable))"
+            ctx.output.line("  \(table.name): \(table.rowsCopied) rows\(lost)")
+        }
     }
 }

@@ -128,6 +128,9 @@ extension Command {
         // Fault tests run a real server that fails a fraction of sync requests with 503.
         let faultRate = ProcessInfo.processInfo.environment["CHRONICLE_FAULT_503_RATE"].flatMap(Double.init) ?? 0
         let termination = TerminationSignal()
+        // One server on a data directory at a time; `server salvage` waits for it to stop.
+        let lock = try DataDirectoryLock(dataDirectory: data, purpose: "chronicle serve")
+        defer { withExtendedLifetime(lock) {} }
         let server = try SyncServer(dataDirectory: data, configuration: configuration, limits: limits, maintenance: maintenance,
                                     log: ServerLog(to: .standardError), fault503Rate: faultRate)
         FileHandle.standardOutput.write(Data("Chronicle server listening on \(server.url.absoluteString) (data in \(data))\n".utf8))
@@ -165,8 +168,8 @@ extension Command {
     }
 
     static let server = Command(
-        name: "server", summary: "Administer a server's data directory (add-user, users, set-plan, compact, backup).",
-        usage: "chronicle server add-user --data DIR NAME [--schema readitlater] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST",
+        name: "server", summary: "Administer a server's data directory (add-user, users, set-plan, compact, backup, salvage).",
+        usage: "chronicle server add-user --data DIR NAME [--schema readitlater] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | salvage --data DIR NAME [--dry-run]",
         details: """
             add-user reads the password from the first line of stdin (at least 8 characters) and creates the user's library.
             users lists users and their library ids. set-plan changes a library's plan tier with a server-authored op:
@@ -182,9 +185,18 @@ extension Command {
             flushed to disk and only then given its name. `chronicle serve --data DEST` runs on the copy. Files are
             copied one after another, so a library pushed to during the backup is copied as of its turn; a server
             restored from a backup has lost what came after it (devices that synced since get cursor_ahead, 409).
+            salvage keeps what can still be read of NAME's library file when the disk or a copy damaged it (the server
+            answers 503 library_damaged for it and logs which file): its history up to the first op that cannot be read,
+            the sealed segments and snapshots before it, each device's place and the refusals given until then; the
+            server's tables are rebuilt from that, and the file takes a new incarnation, so devices that synced past that
+            point push their own ops the server lost again, as after a restore from a backup (ops only the server held are
+            lost: restore a backup instead if you have a recent one). The damaged file is renamed <file>.damaged-<time>
+            only once the new one has passed its checks. Stop the server first (it is refused with data_directory_in_use
+            while one runs on DIR). --dry-run says what it would keep and changes nothing. Exit 0: nothing was lost;
+            1: something was; 4: refused (beyond salvage, or not a library's file).
             """) { args, ctx in
-        let usage = "chronicle server add-user --data DIR NAME [--schema readitlater] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST"
-        let action = try args.requirePositional("an action (add-user, users, set-plan, compact or backup)", usage: usage)
+        let usage = "chronicle server add-user --data DIR NAME [--schema readitlater] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | salvage --data DIR NAME [--dry-run]"
+        let action = try args.requirePositional("an action (add-user, users, set-plan, compact, backup or salvage)", usage: usage)
         guard let data = args.option("data") else { throw ChronicleError(.usage, "--data DIR is required. Usage: \(usage)") }
         switch action {
         case "add-user":
@@ -279,6 +291,11 @@ extension Command {
                                 + "(\(report.bytes) bytes) to \(destination) in \(String(format: "%.2f", report.seconds)) s. "
                                 + "Run a server on it with `chronicle serve --data \(destination)`.")
             }
+        case "salvage":
+            let name = try args.requirePositional("the user name", usage: usage)
+            let dryRun = args.flag("dry-run")
+            try args.finish(usage: usage)
+            return try salvageLibrary(data: data, user: name, dryRun: dryRun, ctx)
         case "users":
             try args.finish(usage: usage)
             let users = try Accounts(dataDirectory: data).libraries()

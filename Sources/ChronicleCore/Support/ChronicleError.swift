@@ -26,6 +26,9 @@ public struct ChronicleError: Error, Sendable, Equatable, CustomStringConvertibl
         /// SQLite cannot read part of the store's file (a page is malformed): the disk, the file
         /// system or a copy damaged it. `chronicle salvage` (`DeviceStore.salvage`) keeps what can be read.
         public static let storeDamaged = Code(rawValue: "store_damaged")
+        /// A server's data directory is held by a running server (`chronicle serve`); the command
+        /// asked for needs it stopped (`chronicle server salvage`), or a second server was started on it.
+        public static let dataDirectoryInUse = Code(rawValue: "data_directory_in_use")
         public static let schemaMismatch = Code(rawValue: "schema_mismatch")
         /// Something (a snapshot, a server's history) was made by a later version of the schema
         /// than this build knows: update the app (or server) to read it.

@@ -71,43 +71,30 @@ extension DeviceStore {
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue else {
             throw ChronicleError(.storeMissing, "No store at \(path).")
         }
-        // A file that does not begin as every SQLite database does is not a damaged store but something else.
-        let header = (try? FileHandle(forReadingFrom: URL(fileURLWithPath: path)).read(upToCount: 16)) ?? nil
-        guard header == Data("SQLite format 3\u{0}".utf8) else {
+        guard SalvageCopy.isSQLiteFile(path) else {
             throw ChronicleError(.notAChronicleStore, "\(path) is not a SQLite database, so not a Chronicle store; there is nothing to salvage.")
         }
         let salvaged = path + ".salvage"
-        removeStoreFiles(salvaged)
         var report = SalvageReport(tables: [], confirmedBefore: 0, confirmedKept: 0, pendingKept: 0, pendingLost: [],
                                    segmentsDropped: 0, snapshotsDropped: 0, damagedPath: "", digest: "", seconds: 0)
         do {
             try copyOwnTables(from: path, into: salvaged, report: &report, progress: progress)
             progress?("Rebuilding the tables and search indexes from what was kept…")
             report.digest = try rebuildAndVerify(salvaged, path: path, schema: schema, clock: clock, progress: progress)
-            try closeIntoOneFile(salvaged)
+            try SalvageCopy.closeIntoOneFile(salvaged, damaged: path)
         } catch let error as ChronicleError where error.code == .invariantViolated {
             throw error
         } catch {
-            removeStoreFiles(salvaged)
+            SalvageCopy.removeFiles(salvaged)
             throw error
         }
         if dryRun {
-            removeStoreFiles(salvaged)
+            SalvageCopy.removeFiles(salvaged)
             report.seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
             return report
         }
-        // The new store is complete and closed (its WAL checkpointed into it). Set the damaged files
-        // aside, WAL first (a stale WAL beside the new file would be read as the new file's), then
-        // put the new one in place.
-        let stamp = ISO8601DateFormatter().string(from: Date()).replacingOccurrences(of: ":", with: "")
-        let aside = "\(path).damaged-\(stamp)"
-        let files = FileManager.default
-        for suffix in ["-wal", "-shm"] where files.fileExists(atPath: path + suffix) {
-            try files.moveItem(atPath: path + suffix, toPath: aside + suffix)
-        }
-        try files.moveItem(atPath: path, toPath: aside)
-        try files.moveItem(atPath: salvaged, toPath: path)
-        for suffix in ["-wal", "-shm"] { try? files.removeItem(atPath: salvaged + suffix) }
+        // The new store is complete and closed (its WAL checkpointed into it).
+        let aside = try SalvageCopy.replace(path, with: salvaged)
         report.damagedPath = aside
         report.seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
         return report
@@ -131,61 +118,13 @@ extension DeviceStore {
         return verified.digest
     }
 
-    /// Merges the store's WAL into its file and leaves it one file (rollback journal mode; the
-    /// next open turns WAL back on), so that it can be renamed. SQLite changes the journal mode
-    /// only when no other connection has the file open: that also makes sure every connection
-    /// of the store just used is closed.
-    private static func closeIntoOneFile(_ path: String) throws {
-        for attempt in 0..<100 {
-            do {
-                var options = Database.Options()
-                options.create = false
-                options.busyTimeoutMilliseconds = 50
-                let db = try Database(path: path, options: options)
-                if try db.scalarText("PRAGMA journal_mode = DELETE") == "delete" { return }
-            } catch let error as SQLiteError where error.isBusy {
-                // Another connection of the store is still closing: its thread lets go of it soon.
-            }
-            if attempt < 99 { Thread.sleep(forTimeInterval: 0.05) }
-        }
-        throw ChronicleError(.database, "The salvaged store at \(path) is still open elsewhere after 5 s; the damaged store was left as it was.")
-    }
-
-    private static func removeStoreFiles(_ path: String) {
-        for suffix in ["", "-wal", "-shm", "-journal"] { try? FileManager.default.removeItem(atPath: path + suffix) }
-    }
-
-    /// Tables the projection derives from the log (rebuilt, never copied): the rebuild drops and
-    /// makes them again. Everything else named `chronicle_*` is the store's own (`chronicle_shadowed`
-    /// is copied too: the store's format makes it, and the rebuild empties and refills it).
-    private static func isDerived(_ table: String) -> Bool {
-        table.hasPrefix("chronicle_shadow_") || [ProjectionSchema.conflictsTable, ProjectionSchema.unreadableTable].contains(table)
-    }
-
     /// Copies the store's own tables, their indexes and triggers into a new file at `salvaged`,
     /// then cuts the confirmed history at its first gap and records what was lost.
     private static func copyOwnTables(from path: String, into salvaged: String, report: inout SalvageReport,
                                       progress: ((String) -> Void)?) throws {
-        var options = Database.Options()
-        options.synchronousFull = false
-        let out = try Database(path: salvaged, options: options)
-        let uri = "file:" + (path.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? path) + "?mode=ro"
-        do {
-            try run("ATTACH DATABASE ?1 AS damaged", in: out, [.text(uri)])
-        } catch let error as SQLiteError where error.isCorrupt {
-            throw beyondSalvage(path, "even its header and list of tables cannot be read", error)
-        }
+        let (out, objects) = try SalvageCopy.open(path, into: salvaged) { beyondSalvage(path, $0, $1) }
         defer { try? out.execute("DETACH DATABASE damaged") }
-
-        let objects: [(type: String, name: String, table: String, sql: String)]
-        do {
-            objects = try out.query("SELECT type, name, tbl_name, sql FROM damaged.sqlite_schema WHERE sql IS NOT NULL ORDER BY rowid") {
-                ($0.text(0), $0.text(1), $0.text(2), $0.text(3))
-            }
-        } catch let error as SQLiteError where error.isCorrupt {
-            throw beyondSalvage(path, "even its list of tables cannot be read", error)
-        }
-        let own = objects.filter { $0.type == "table" && $0.name.hasPrefix("chronicle_") && !isDerived($0.name) }
+        let own = objects.filter { $0.type == "table" && $0.name.hasPrefix("chronicle_") && !SalvageCopy.isDerived($0.name) }
         guard own.contains(where: { $0.name == "chronicle_meta" }), own.contains(where: { $0.name == "chronicle_log" }) else {
             throw ChronicleError(.notAChronicleStore, "\(path) is not a Chronicle store (it has no chronicle_meta or chronicle_log table).")
         }
@@ -193,7 +132,7 @@ extension DeviceStore {
 
         // The metadata first: without it (the library, the device, the format) nothing else means anything.
         do {
-            try run("INSERT INTO main.chronicle_meta SELECT * FROM damaged.chronicle_meta", in: out)
+            try SalvageCopy.run("INSERT INTO main.chronicle_meta SELECT * FROM damaged.chronicle_meta", in: out)
         } catch let error as SQLiteError where error.isCorrupt {
             throw beyondSalvage(path, "its metadata (library, device, format) cannot be read", error)
         }
@@ -209,8 +148,9 @@ extension DeviceStore {
         let bound = max(report.confirmedBefore, try meta("last_device_seq", in: out).integerValue ?? 0, 1)
         for table in own where table.name != "chronicle_meta" {
             progress?("Copying \(table.name)…")
-            let withoutRowID = table.sql.uppercased().contains("WITHOUT ROWID")
-            report.tables.append(withoutRowID ? try copyWhole(table.name, in: out) : try copyByRowID(table.name, in: out, bound: bound))
+            let indexes = objects.filter { $0.type == "index" && $0.table == table.name }.map(\.name)
+            report.tables.append(table.withoutRowID ? try SalvageCopy.copyWhole(table.name, in: out)
+                                                    : try SalvageCopy.copyByRowID(table.name, in: out, indexes: indexes, bound: bound))
         }
         report.tables.insert(SalvageReport.Table(name: "chronicle_meta", rowsCopied: try out.scalarInt("SELECT count(*) FROM main.chronicle_meta") ?? 0,
                                                  unreadable: [], lostWhole: false), at: 0)
@@ -247,84 +187,6 @@ extension DeviceStore {
         ChronicleError(.storeDamaged, "\(path) is damaged beyond salvage: \(what) (\(error.message)). It was left as it was. Sign this device in again with a new store; the server holds everything it confirmed.")
     }
 
-    /// A table keyed otherwise than by row id: copied in one statement, or not at all.
-    private static func copyWhole(_ table: String, in out: Database) throws -> SalvageReport.Table {
-        let quoted = ProjectionSchema.quoted(table)
-        do {
-            try run("INSERT INTO main.\(quoted) SELECT * FROM damaged.\(quoted)", in: out)
-            return SalvageReport.Table(name: table, rowsCopied: Int64(out.changes), unreadable: [], lostWhole: false)
-        } catch let error as SQLiteError where error.isCorrupt {
-            return SalvageReport.Table(name: table, rowsCopied: 0, unreadable: [], lostWhole: true)
-        }
-    }
-
-    /// A row-id table, copied a range of row ids at a time. A range SQLite cannot read is split in
-    /// two until each unreadable part is a single row id; those are reported, merged into ranges.
-    private static func copyByRowID(_ table: String, in out: Database, bound: Int64) throws -> SalvageReport.Table {
-        let quoted = ProjectionSchema.quoted(table)
-        var result = SalvageReport.Table(name: table, rowsCopied: 0, unreadable: [], lostWhole: false)
-        // The ends are found through the table's first and last pages; if either cannot be read,
-        // the row ids from 1 to `bound` are searched.
-        guard let first = try rowIDEnd("min", of: quoted, in: out, orElse: 1),
-              let last = try rowIDEnd("max", of: quoted, in: out, orElse: bound), first <= last else { return result }
-        // Ranges still to copy, the next one last.
-        var pending: [ClosedRange<Int64>] = []
-        var low = last
-        while true {
-            let high = low
-            low = max(first, high - (Self.salvageChunk - 1))
-            pending.append(low...high)
-            if low == first { break }
-            low -= 1
-        }
-        while let range = pending.popLast() {
-            if let count = try copyRange(range, of: quoted, in: out) {
-                result.rowsCopied += count
-            } else if range.lowerBound == range.upperBound {
-                let id = range.lowerBound
-                if let previous = result.unreadable.last, previous.upperBound == id - 1 {
-                    result.unreadable[result.unreadable.count - 1] = previous.lowerBound...id
-                } else {
-                    result.unreadable.append(id...id)
-                }
-            } else {
-                let middle = range.lowerBound + (range.upperBound - range.lowerBound) / 2
-                pending.append((middle + 1)...range.upperBound)
-                pending.append(range.lowerBound...middle)
-            }
-        }
-        return result
-    }
-
-    /// `min(rowid)` or `max(rowid)` of a damaged table, or `fallback` if its end cannot be read.
-    private static func rowIDEnd(_ function: String, of quoted: String, in out: Database, orElse fallback: Int64) throws -> Int64? {
-        do {
-            return try out.scalarInt("SELECT \(function)(rowid) FROM damaged.\(quoted)")
-        } catch let error as SQLiteError where error.isCorrupt {
-            return fallback
-        }
-    }
-
-    /// Copies the rows of `range`; nil (and nothing copied) if SQLite cannot read it.
-    private static func copyRange(_ range: ClosedRange<Int64>, of quoted: String, in out: Database) throws -> Int64? {
-        do {
-            try run("INSERT INTO main.\(quoted) SELECT * FROM damaged.\(quoted) WHERE rowid BETWEEN ?1 AND ?2", in: out,
-                    [.integer(range.lowerBound), .integer(range.upperBound)])
-            return Int64(out.changes)
-        } catch let error as SQLiteError where error.isCorrupt {
-            return nil
-        }
-    }
-
-    /// `execute` with an untyped throw, so that callers can catch one kind of SQLite error
-    /// (a typed `catch … where` here crashes the Swift 6.3 compiler).
-    private static func run(_ sql: String, in db: Database, _ arguments: [Value] = []) throws {
-        try db.execute(sql, arguments)
-    }
-
-    /// Row ids copied per statement while the pages read well.
-    static let salvageChunk: Int64 = 4_096
-
     /// Keeps the confirmed history up to its first op that cannot be read: sealed segments that
     /// follow each other and whose bytes match their digests, then log rows without a gap. What lies
     /// past that point (segments, log rows, sealed op ids, snapshots) is dropped, and the cursor
@@ -332,27 +194,16 @@ extension DeviceStore {
     private static func cutHistory(in db: Database, path: String, report: inout SalvageReport) throws {
         let libraryID = try meta("library_id", in: db).textValue.flatMap(UUID.init(uuidString:))
         let base = try historyBase(in: db)
-        var kept = base
-        var previous: String?
         // The ids of sealed ops, if their table could not be read, are made again from the segments
         // kept (all of them, unless the store started from a snapshot, whose ops' ids are gone).
         let idsLost = report.tables.firstIndex { $0.name == "chronicle_sealed_ids" && $0.lostWhole }
         let remember = try idsLost.map { _ in try db.statement("INSERT OR IGNORE INTO chronicle_sealed_ids(op_id, server_seq) VALUES (?1, ?2)") }
-        let segments = try db.query("SELECT first_seq, last_seq, body, digest, previous_digest FROM chronicle_segments ORDER BY first_seq") { row in
-            (first: row.int(0), last: row.int(1), frame: row.withBytes(2) { Array($0) }, digest: row.text(3), previous: row.text(4))
-        }
-        for segment in segments {
-            guard segment.first == kept + 1, previous.map({ $0 == segment.previous }) ?? true,
-                  let body = try? LZ4Frame.decompress(segment.frame, maxBytes: SegmentCodec.Limits().maxDecodedBytes),
-                  chainDigest(previous: segment.previous, body: body) == segment.digest,
-                  let decoded = try? SegmentCodec.decodeBody(body), decoded.libraryID == libraryID,
-                  decoded.firstSeq == segment.first, decoded.lastSeq == segment.last else { break }
+        let segments = try SalvageCopy.segments(in: db)
+        let sealedEnd = try SalvageCopy.keptSegments(segments, from: base, libraryID: libraryID) { decoded in
             for op in decoded.ops { try remember?.execute([.null, .integer(op.serverSeq ?? 0)], uuid: op.opID, at: 1) }
-            kept = segment.last
-            previous = segment.digest
         }
+        var kept = sealedEnd
         if let idsLost, base == 0 { report.tables[idsLost].madeAgain = true }
-        let sealedEnd = kept
         let logSeqs = try db.query("SELECT server_seq FROM chronicle_log WHERE server_seq > ?1 ORDER BY server_seq", [.integer(sealedEnd)]) { $0.int(0) }
         for seq in logSeqs {
             guard seq == kept + 1 else { break }
@@ -364,9 +215,7 @@ extension DeviceStore {
         var own: [Op] = []
         if let deviceID, let libraryID {
             for segment in segments where segment.first > sealedEnd {
-                guard let body = try? LZ4Frame.decompress(segment.frame, maxBytes: SegmentCodec.Limits().maxDecodedBytes),
-                      chainDigest(previous: segment.previous, body: body) == segment.digest,
-                      let decoded = try? SegmentCodec.decodeBody(body), decoded.libraryID == libraryID else { continue }
+                guard let decoded = SalvageCopy.sound(segment, libraryID: libraryID) else { continue }
                 own += decoded.ops.filter { $0.deviceID == deviceID && ($0.serverSeq ?? 0) > kept }
             }
             try db.uncached("SELECT \(logColumns) FROM chronicle_log WHERE server_seq > ?1 ORDER BY server_seq").forEach([.integer(kept)]) { row in

@@ -45,6 +45,11 @@ public enum FaultKind: String, CaseIterable, Sendable, Comparable, CustomStringC
     /// queued ops on the page are lost unless the server already holds them, confirmed history
     /// past it is pulled again.
     case storeDamaged
+    /// A page of the server's library file broken (a leaf of its log, sealed segments, refusals or
+    /// devices' numbers) and the library salvaged with the server stopped (`ServerLibrary.salvage`):
+    /// its history past the first unreadable op is gone from it, as after a restore from a backup
+    /// taken then, and the devices that hold those ops push their own again.
+    case libraryDamaged
 
     public var description: String { rawValue }
 

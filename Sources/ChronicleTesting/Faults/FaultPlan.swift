@@ -51,6 +51,9 @@ public struct FaultPlan: Sendable, Equatable, CustomStringConvertible {
     /// Per step: a page of the acting device's store is damaged and the store salvaged. Never
     /// drawn by `random(seed:)` either: runs ask for it.
     public var damageRate = 0.0
+    /// Per step: a page of the server's library file is damaged and the library salvaged. Never
+    /// drawn by `random(seed:)` either.
+    public var libraryDamageRate = 0.0
 
     public init() {}
 
@@ -102,6 +105,7 @@ public struct FaultPlan: Sendable, Equatable, CustomStringConvertible {
         case .serverRestoredFromBackup: plan.serverRestoreRate = rate
         case .appUpdated: plan.appUpdateRate = rate
         case .storeDamaged: plan.damageRate = rate
+        case .libraryDamaged: plan.libraryDamageRate = rate
         }
         return plan
     }
@@ -136,5 +140,6 @@ public struct FaultPlan: Sendable, Equatable, CustomStringConvertible {
             + "crash \(f(crashRate)) server-restart \(f(serverRestartRate)) id-clash \(f(entityIDClashRate)) op-id-clash \(f(opIDClashRate)) "
             + "disk-full \(f(diskFullRate)) clock-jump \(f(clockJumpRate)) restore \(f(restoreRate)) server-restore \(f(serverRestoreRate))"
             + (appUpdateRate > 0 ? " app-update \(f(appUpdateRate))" : "") + (damageRate > 0 ? " damage \(f(damageRate))" : "")
+            + (libraryDamageRate > 0 ? " library-damage \(f(libraryDamageRate))" : "")
     }
 }

@@ -71,6 +71,48 @@ public final class SimulatedServer: @unchecked Sendable {
         }
     }
 
+    /// The server stops, a leaf of `table` in the library's file is broken (the one at `pick(leaves)`
+    /// in key order, so that a seed replays), the library is salvaged (`ServerLibrary.salvage`, as
+    /// `chronicle server salvage` does) and the server starts again. A backup taken before is
+    /// dropped: it holds the history the salvage cut, at its old seqs.
+    public func damageAndSalvage(library: UUID, table: String, pick: (Int) -> Int) throws -> LibrarySalvageReport {
+        let path = (directory as NSString).appendingPathComponent("libraries/\(library.lowercased).sqlite")
+        // The old process and every connection it held are gone before the file is touched (its
+        // last connection's close would delete the WAL by name, the new file's by then): the
+        // service in its place opens no library until asked.
+        let schema = try lock.withLock { () throws -> Schema in
+            let record = try current.accounts.libraries().first { $0.libraryID == library }
+            current = try SyncService(dataDirectory: directory, limits: limits, maintenance: maintenance, clock: clock, schemas: givenSchemas)
+            return givenSchemas.first { $0.name == record?.schemaName } ?? Schema.named(record?.schemaName ?? "") ?? .readItLater
+        }
+        // The WAL merged into the file first, or the page broken in the file could be read from the WAL
+        // instead; this connection is closed before the salvage.
+        let (leaves, pageSize) = try { () throws -> ([Int64], Int64) in
+            let db = try Database(path: path, options: { var o = Database.Options(); o.create = false; return o }())
+            let busy = try db.query("PRAGMA wal_checkpoint(TRUNCATE)") { $0.int(0) }.first ?? 1
+            guard busy == 0 else { throw ChronicleError(.invariantViolated, "The stopped server's library file is still open elsewhere.") }
+            return (try db.query("SELECT pageno FROM dbstat WHERE name = ?1 AND pagetype = 'leaf' ORDER BY path", [.text(table)]) { $0.int(0) },
+                    try db.scalarInt("PRAGMA page_size") ?? 4096)
+        }()
+        if !leaves.isEmpty {
+            let handle = try FileHandle(forUpdating: URL(fileURLWithPath: path))
+            try handle.seek(toOffset: UInt64((leaves[pick(leaves.count)] - 1) * pageSize))
+            handle.write(Data(repeating: 0xEE, count: 16))
+            try handle.close()
+        }
+        let report = try ServerLibrary.salvage(at: path, libraryID: library, schema: schema, clock: clock)
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: report.damagedPath + suffix) }
+        if let copy = lock.withLock({ backup }) { try? FileManager.default.removeItem(atPath: copy) }
+        let fresh = try SyncService(dataDirectory: directory, limits: limits, maintenance: maintenance, clock: clock,
+                                    schemas: lock.withLock { givenSchemas })
+        lock.withLock {
+            backup = nil
+            restarts += 1
+            current = fresh
+        }
+        return report
+    }
+
     /// Drops the running service (its open libraries close) and starts a new one on the same files.
     public func restart() throws {
         // The new process opens the files; the old one (and the libraries it holds open) is gone

@@ -30,6 +30,8 @@ final class ServerInvariants {
 
     let schema: Schema
     private(set) var log: [Logged] = []
+    /// The ops absorbed, in order (what `truncated(to:)` folds again).
+    private var ops: [Op] = []
     private var seqByOpID: [UUID: Int64] = [:]
     private var lastDeviceSeq: [UUID: Int64] = [:]
     private var answeredSeq: [UUID: Int64] = [:]
@@ -45,6 +47,7 @@ final class ServerInvariants {
     func copy() -> ServerInvariants {
         let copy = ServerInvariants(schema: schema)
         copy.log = log
+        copy.ops = ops
         copy.seqByOpID = seqByOpID
         copy.lastDeviceSeq = lastDeviceSeq
         copy.answeredSeq = answeredSeq
@@ -55,6 +58,15 @@ final class ServerInvariants {
     }
 
     var head: Int64 { Int64(log.count) }
+
+    /// What the invariants were when the log ended at `head` (a server whose history past it is
+    /// gone, salvaged from a damaged file): its ops folded again, and the answers given for them.
+    func truncated(to head: Int64) throws(Violation) -> ServerInvariants {
+        let kept = ServerInvariants(schema: schema)
+        try kept.absorb(Array(ops.prefix(Int(head))))
+        kept.answeredSeq = answeredSeq.filter { $0.value <= head }
+        return kept
+    }
 
     /// The device that wrote the op at `seq` with this op id, if the log holds it.
     func logged(_ opID: UUID) -> (seq: Int64, device: UUID)? {
@@ -80,6 +92,7 @@ final class ServerInvariants {
             lastDeviceSeq[op.deviceID] = op.deviceSeq
             seqByOpID[op.opID] = seq
             log.append(Logged(opID: op.opID, deviceID: op.deviceID, deviceSeq: op.deviceSeq))
+            self.ops.append(op)
             try fold(op)
         }
     }

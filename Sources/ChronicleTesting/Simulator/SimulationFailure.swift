@@ -17,7 +17,8 @@ public struct SimulationFailure: Error, Sendable, CustomStringConvertible {
 
     /// Whether the run had app updates (`FaultPlan.appUpdateRate`; a replay needs them too).
     public var appUpdates = false
-    /// Whether the run damaged and salvaged stores (`FaultPlan.damageRate`; a replay needs that too).
+    /// Whether the run damaged and salvaged stores or the server's library (`FaultPlan.damageRate`,
+    /// `libraryDamageRate`; a replay needs that too).
     public var damage = false
 
     public var replayCommand: String {

@@ -9,7 +9,7 @@ extension Simulator {
     enum Action {
         case write, sync, search, serverOp, resolveConflict, compactServer, compactDevice
         case restartServer, crash, goOffline, comeOnline, toggleDiskFull, jumpClock, clashEntityID, clashOpID, backupOrRestore, backupOrRestoreServer
-        case damageAndSalvage
+        case damageAndSalvage, damageLibrary
     }
 
     /// One safety-phase step: time passes, a device acts (or a fault strikes), invariants are checked.
@@ -66,6 +66,7 @@ extension Simulator {
         case .backupOrRestore: try backupOrRestore(device)
         case .backupOrRestoreServer: try backupOrRestoreServer(); acting = nil
         case .damageAndSalvage: try damageAndSalvage(device)
+        case .damageLibrary: try damageLibrary(); acting = nil
         }
         try checkServer(recheckWholeLog: step % 25 == 0)
         if let acting { try checkDevice(acting) }
@@ -84,6 +85,7 @@ extension Simulator {
         if plan.restoreRate > 0, random.chance(plan.restoreRate) { return .backupOrRestore }
         if plan.serverRestoreRate > 0, random.chance(plan.serverRestoreRate) { return .backupOrRestoreServer }
         if plan.damageRate > 0, random.chance(plan.damageRate) { return .damageAndSalvage }
+        if plan.libraryDamageRate > 0, random.chance(plan.libraryDamageRate) { return .damageLibrary }
         let weights: [(Action, Double)] = [(.write, 45), (.sync, 40), (.search, 4), (.serverOp, 3), (.compactServer, 1.5), (.compactDevice, 1.5),
                                            (.resolveConflict, schema.entities.contains { $0.fields.contains { $0.rule == .mergeOrAsk } } ? 3 : 0)]
         return weights[random.weighted(weights.map(\.1))].0

@@ -82,6 +82,33 @@ extension Simulator {
         log.fault(.serverRestoredFromBackup, "the server is restored from its backup at head \(head): the \(lost.count) ops it ordered since are gone from it")
     }
 
+    /// Breaks a page of the server's library file and salvages it with the server stopped
+    /// (`SimulatedServer.damageAndSalvage`): its history past the first unreadable op is gone from
+    /// it, as after a restore from a backup taken at that point, and the invariants go back to
+    /// that point. The lost ops are remembered as for a restore: every one a device still holds
+    /// must be back in the log by the end.
+    func damageLibrary() throws {
+        let tables = ["chronicle_log", "chronicle_log", "chronicle_segments", "chronicle_rejected_ops", "chronicle_devices"]
+        let table = random.pick(tables)
+        serverReader = nil
+        let report = try server.damageAndSalvage(library: libraryID, table: table, pick: { self.random.below($0) })
+        serverBackup = nil
+        let lost = invariants.log.dropFirst(Int(report.headKept)).map(\.opID)
+        invariants = try invariants.truncated(to: report.headKept)
+        opsLostByServer.formUnion(lost)
+        for device in devices { try forgetOpsRestoredAway(from: device, lostByServer: Set(lost)) }
+        for device in devices { try forgetOpsLostForGood(device) }
+        try openServerReader()
+        let head = try server.service.library(libraryID).head
+        if head != invariants.head {
+            throw Violation("a salvaged library holds its history up to the first unreadable op", "its head is \(head); salvage kept \(invariants.head)")
+        }
+        let unreadable = report.tables.flatMap(\.unreadable).reduce(0) { $0 + $1.count }
+        log.fault(.libraryDamaged, "the server's library has a page of \(table) broken and is salvaged: \(unreadable) row ids unreadable, "
+                  + "history kept through seq \(report.headKept) of \(report.headBefore), \(report.refusalsDropped) refusals dropped, "
+                  + "\(lost.count) ops gone from it")
+    }
+
     /// Moves the device's clock (or, one time in ten, the server's) by seconds to years, either way.
     func jumpClock(_ device: SimulatedDevice) {
         let magnitude: Int64 = switch random.below(4) {

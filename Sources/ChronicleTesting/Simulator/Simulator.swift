@@ -205,7 +205,7 @@ public final class Simulator {
 
     func failure(_ invariant: String, _ detail: String) -> SimulationFailure {
         SimulationFailure(seed: seed, step: label, invariant: invariant, detail: detail, trace: log.tail(20),
-                          configuration: configurationSummary, steps: steps, appUpdates: plan.appUpdateRate > 0, damage: plan.damageRate > 0)
+                          configuration: configurationSummary, steps: steps, appUpdates: plan.appUpdateRate > 0, damage: plan.damageRate > 0 || plan.libraryDamageRate > 0)
     }
 
     /// Messages may name the run's temporary directory; the trace must not (it differs per run).

@@ -1,0 +1,33 @@
+import ChronicleCore
+import ChronicleStore
+import Foundation
+
+/// `chronicle server salvage`: keeps what can still be read of a user's damaged library file
+/// (one a running server answers `library_damaged`, 503, for), with the server stopped
+/// (`ServerLibrary.salvage`).
+///
+/// ```swift
+/// let report = try ServerSalvage.run(dataDirectory: "/var/lib/chronicle", user: "ada")
+/// print(report.headKept, report.damagedPath)
+/// ```
+public enum ServerSalvage {
+    /// Salvages `user`'s library in `dataDirectory`; refused (`data_directory_in_use`) while a
+    /// server runs on the directory, which holds the file open and would go on writing to the
+    /// damaged one.
+    public static func run(dataDirectory: String, user name: String, dryRun: Bool = false,
+                           progress: ((String) -> Void)? = nil) throws -> LibrarySalvageReport {
+        guard FileManager.default.fileExists(atPath: (dataDirectory as NSString).appendingPathComponent("server.sqlite")) else {
+            throw ChronicleError(.storeMissing, "\(dataDirectory) is not a Chronicle server's data directory (it has no server.sqlite).")
+        }
+        let lock = try DataDirectoryLock(dataDirectory: dataDirectory, purpose: "chronicle server salvage \(name)")
+        defer { withExtendedLifetime(lock) {} }
+        guard let user = try Accounts(dataDirectory: dataDirectory).user(name) else {
+            throw ChronicleError(.unknownEntity, "No user named '\(name)'.")
+        }
+        guard let schema = Schema.named(user.schemaName) else {
+            throw ChronicleError(.usage, "\(name)'s library uses schema '\(user.schemaName)', which this build does not include.")
+        }
+        let path = (dataDirectory as NSString).appendingPathComponent("libraries/\(user.libraryID.lowercased).sqlite")
+        return try ServerLibrary.salvage(at: path, libraryID: user.libraryID, schema: schema, dryRun: dryRun, progress: progress)
+    }
+}

@@ -1,0 +1,231 @@
+import ChronicleCore
+import Foundation
+
+/// The steps every salvage takes, whatever kind of store it keeps (a device's, a server's
+/// library): a damaged file attached read-only to a new one, its tables copied range by range
+/// around the pages SQLite cannot read, its sealed segments checked link by link, and the new
+/// file closed into one and put in the damaged one's place.
+enum SalvageCopy {
+    /// One entry of the damaged file's list of tables, indexes and triggers.
+    struct SchemaObject {
+        var type: String
+        var name: String
+        var table: String
+        var sql: String
+        var withoutRowID: Bool { sql.uppercased().contains("WITHOUT ROWID") }
+    }
+
+    /// A sealed segment as stored.
+    struct StoredSegment {
+        var first: Int64
+        var last: Int64
+        var frame: [UInt8]
+        var digest: String
+        var previous: String
+    }
+
+    /// Whether the file begins as every SQLite database does; a file that does not is not a
+    /// damaged store but something else.
+    static func isSQLiteFile(_ path: String) -> Bool {
+        let header = (try? FileHandle(forReadingFrom: URL(fileURLWithPath: path)).read(upToCount: 16)) ?? nil
+        return header == Data("SQLite format 3\u{0}".utf8)
+    }
+
+    /// A new file at `salvaged` (anything there before removed), with the damaged file attached
+    /// to it read-only as `damaged`, and the damaged file's list of objects. `beyondSalvage` makes
+    /// the error for a file whose very list of tables cannot be read.
+    static func open(_ path: String, into salvaged: String,
+                     beyondSalvage: (String, SQLiteError) -> ChronicleError) throws -> (Database, [SchemaObject]) {
+        removeFiles(salvaged)
+        var options = Database.Options()
+        options.synchronousFull = false
+        let out = try Database(path: salvaged, options: options)
+        let uri = "file:" + (path.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? path) + "?mode=ro"
+        do {
+            try run("ATTACH DATABASE ?1 AS damaged", in: out, [.text(uri)])
+        } catch let error as SQLiteError where error.isCorrupt {
+            throw beyondSalvage("even its header and list of tables cannot be read", error)
+        }
+        do {
+            let objects = try query("SELECT type, name, tbl_name, sql FROM damaged.sqlite_schema WHERE sql IS NOT NULL ORDER BY rowid", in: out) {
+                SchemaObject(type: $0.text(0), name: $0.text(1), table: $0.text(2), sql: $0.text(3))
+            }
+            return (out, objects)
+        } catch let error as SQLiteError where error.isCorrupt {
+            throw beyondSalvage("even its list of tables cannot be read", error)
+        }
+    }
+
+    /// Tables the projection derives from the log (rebuilt, never copied): the rebuild drops and
+    /// makes them again. Everything else named `chronicle_*` is the store's own (a device's
+    /// `chronicle_shadowed` is copied too: the store's format makes it, and the rebuild empties and refills it).
+    static func isDerived(_ table: String) -> Bool {
+        table.hasPrefix("chronicle_shadow_") || [ProjectionSchema.conflictsTable, ProjectionSchema.unreadableTable].contains(table)
+    }
+
+    /// A table keyed otherwise than by row id: copied in one statement, or not at all.
+    static func copyWhole(_ table: String, in out: Database) throws -> SalvageReport.Table {
+        let quoted = ProjectionSchema.quoted(table)
+        do {
+            try run("INSERT INTO main.\(quoted) SELECT * FROM damaged.\(quoted)", in: out)
+            return SalvageReport.Table(name: table, rowsCopied: Int64(out.changes), unreadable: [], lostWhole: false)
+        } catch let error as SQLiteError where error.isCorrupt {
+            return SalvageReport.Table(name: table, rowsCopied: 0, unreadable: [], lostWhole: true)
+        }
+    }
+
+    /// Row ids copied per statement while the pages read well.
+    static let chunk: Int64 = 4_096
+
+    /// A row-id table, copied a range of row ids at a time. A range SQLite cannot read is split in
+    /// two until each unreadable part is a single row id; those are reported, merged into ranges.
+    /// `bound`: the highest row id the table can hold, searched up to where its last page cannot
+    /// be read and none of its indexes says where it ends.
+    static func copyByRowID(_ table: String, in out: Database, indexes: [String], bound: Int64) throws -> SalvageReport.Table {
+        let quoted = ProjectionSchema.quoted(table)
+        var result = SalvageReport.Table(name: table, rowsCopied: 0, unreadable: [], lostWhole: false)
+        // The ends are found through the table's first and last pages, or else through an index
+        // (which holds every row id too); failing both, the row ids from 1 to `bound` are searched.
+        guard let first = try rowIDEnd("min", of: quoted, indexes: indexes, in: out) ?? Optional(1),
+              let last = try rowIDEnd("max", of: quoted, indexes: indexes, in: out) ?? Optional(bound), first <= last else { return result }
+        // Ranges still to copy, the next one last.
+        var pending: [ClosedRange<Int64>] = []
+        var low = last
+        while true {
+            let high = low
+            low = max(first, high - (chunk - 1))
+            pending.append(low...high)
+            if low == first { break }
+            low -= 1
+        }
+        while let range = pending.popLast() {
+            if let count = try copyRange(range, of: quoted, in: out) {
+                result.rowsCopied += count
+            } else if range.lowerBound == range.upperBound {
+                let id = range.lowerBound
+                if let previous = result.unreadable.last, previous.upperBound == id - 1 {
+                    result.unreadable[result.unreadable.count - 1] = previous.lowerBound...id
+                } else {
+                    result.unreadable.append(id...id)
+                }
+            } else {
+                let middle = range.lowerBound + (range.upperBound - range.lowerBound) / 2
+                pending.append((middle + 1)...range.upperBound)
+                pending.append(range.lowerBound...middle)
+            }
+        }
+        return result
+    }
+
+    /// `min(rowid)` or `max(rowid)` of a damaged table, read from the table or else from one of
+    /// its indexes; `.some(nil)` for an empty table, nil where none of them can be read.
+    private static func rowIDEnd(_ function: String, of quoted: String, indexes: [String], in out: Database) throws -> Int64?? {
+        for source in [""] + indexes.map({ " INDEXED BY \(ProjectionSchema.quoted($0))" }) {
+            do {
+                return .some(try scalar("SELECT \(function)(rowid) FROM damaged.\(quoted)\(source)", in: out))
+            } catch let error as SQLiteError where error.isCorrupt || !source.isEmpty {
+                continue   // an index SQLite will not scan for it is passed over too
+            }
+        }
+        return nil
+    }
+
+    /// Copies the rows of `range`; nil (and nothing copied) if SQLite cannot read it.
+    private static func copyRange(_ range: ClosedRange<Int64>, of quoted: String, in out: Database) throws -> Int64? {
+        do {
+            try run("INSERT INTO main.\(quoted) SELECT * FROM damaged.\(quoted) WHERE rowid BETWEEN ?1 AND ?2", in: out,
+                    [.integer(range.lowerBound), .integer(range.upperBound)])
+            return Int64(out.changes)
+        } catch let error as SQLiteError where error.isCorrupt {
+            return nil
+        }
+    }
+
+    /// `execute`, `query` and `scalarInt` with an untyped throw, so that callers can catch one kind
+    /// of SQLite error (a typed `catch … where` here crashes the Swift 6.3 compiler).
+    static func run(_ sql: String, in db: Database, _ arguments: [Value] = []) throws {
+        try db.execute(sql, arguments)
+    }
+
+    static func query<T>(_ sql: String, in db: Database, _ arguments: [Value] = [], _ row: (Row) throws -> T) throws -> [T] {
+        try db.query(sql, arguments, row)
+    }
+
+    static func scalar(_ sql: String, in db: Database, _ arguments: [Value] = []) throws -> Int64? {
+        try db.scalarInt(sql, arguments)
+    }
+
+    /// The sealed segments kept (copied into `db`), in order.
+    static func segments(in db: Database) throws -> [StoredSegment] {
+        try db.query("SELECT first_seq, last_seq, body, digest, previous_digest FROM chronicle_segments ORDER BY first_seq") { row in
+            StoredSegment(first: row.int(0), last: row.int(1), frame: row.withBytes(2) { Array($0) }, digest: row.text(3), previous: row.text(4))
+        }
+    }
+
+    /// A segment's ops, where its frame decompresses, its body matches its digest, and it is of
+    /// `libraryID` and covers the seqs it is stored under; nil otherwise.
+    static func sound(_ segment: StoredSegment, libraryID: UUID?) -> Segment? {
+        guard let body = try? LZ4Frame.decompress(segment.frame, maxBytes: SegmentCodec.Limits().maxDecodedBytes),
+              DeviceStore.chainDigest(previous: segment.previous, body: body) == segment.digest,
+              let decoded = try? SegmentCodec.decodeBody(body), decoded.libraryID == libraryID,
+              decoded.firstSeq == segment.first, decoded.lastSeq == segment.last else { return nil }
+        return decoded
+    }
+
+    /// The sealed segments that follow each other from `base` on, each sound and chained to the
+    /// one before; `each` sees every kept segment's ops. Returns the last seq they reach (`base`
+    /// if none).
+    static func keptSegments(_ segments: [StoredSegment], from base: Int64, libraryID: UUID?,
+                             _ each: (Segment) throws -> Void) throws -> Int64 {
+        var kept = base
+        var previous: String?
+        for segment in segments {
+            guard segment.first == kept + 1, previous.map({ $0 == segment.previous }) ?? true,
+                  let decoded = sound(segment, libraryID: libraryID) else { break }
+            try each(decoded)
+            kept = segment.last
+            previous = segment.digest
+        }
+        return kept
+    }
+
+    /// Merges the new file's WAL into it and leaves it one file (rollback journal mode; the next
+    /// open turns WAL back on), so that it can be renamed. SQLite changes the journal mode only
+    /// when no other connection has the file open: that also makes sure every connection of the
+    /// store just used is closed (a closing store's own threads let go of it soon).
+    static func closeIntoOneFile(_ path: String, damaged: String) throws {
+        for attempt in 0..<100 {
+            do {
+                var options = Database.Options()
+                options.create = false
+                options.busyTimeoutMilliseconds = 50
+                let db = try Database(path: path, options: options)
+                if try db.scalarText("PRAGMA journal_mode = DELETE") == "delete" { return }
+            } catch let error as SQLiteError where error.isBusy {
+                // Another connection is still closing.
+            }
+            if attempt < 99 { Thread.sleep(forTimeInterval: 0.05) }
+        }
+        throw ChronicleError(.database, "The salvaged copy at \(path) is still open elsewhere after 5 s; \(damaged) was left as it was.")
+    }
+
+    /// Sets the damaged file (WAL first: a stale WAL beside the new file would be read as the new
+    /// file's) aside as `<path>.damaged-<time>` and puts the salvaged one in its place. Returns
+    /// where the damaged file went.
+    static func replace(_ path: String, with salvaged: String) throws -> String {
+        let stamp = ISO8601DateFormatter().string(from: Date()).replacingOccurrences(of: ":", with: "")
+        let aside = "\(path).damaged-\(stamp)"
+        let files = FileManager.default
+        for suffix in ["-wal", "-shm"] where files.fileExists(atPath: path + suffix) {
+            try files.moveItem(atPath: path + suffix, toPath: aside + suffix)
+        }
+        try files.moveItem(atPath: path, toPath: aside)
+        try files.moveItem(atPath: salvaged, toPath: path)
+        for suffix in ["-wal", "-shm"] { try? files.removeItem(atPath: salvaged + suffix) }
+        return aside
+    }
+
+    static func removeFiles(_ path: String) {
+        for suffix in ["", "-wal", "-shm", "-journal"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+    }
+}

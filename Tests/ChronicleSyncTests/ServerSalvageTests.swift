@@ -1,0 +1,153 @@
+import ChronicleCore
+@testable import ChronicleServer
+@testable import ChronicleStore
+@testable import ChronicleSync
+import Foundation
+import Testing
+
+/// A server's library file damaged (a page the disk or a copy broke): salvaged with the server
+/// stopped, its history kept up to the first op that cannot be read, and the devices that
+/// synced past that point give the server back their own ops, as after a restore from a backup.
+@Suite struct ServerSalvageTests {
+    typealias Pages = SalvageTests.Pages
+
+    /// A library two devices wrote to, with refusals among its answers; the server's file checkpointed.
+    static func library(_ h: SyncHarness) async throws -> (a: TestDevice, b: TestDevice, path: String) {
+        // Both devices make the same article id first: B's create reaches the server first, and
+        // A's is refused (`entity_exists`).
+        let clash = UUID()
+        let a = try h.device("A", ids: ScriptedIDs([clash]))
+        let b = try h.device("B", ids: ScriptedIDs([clash]))
+        try b.store.write("article.save", payload: ["url": .text("https://example.com/b"), "title": .text("B's article")])
+        await b.sync()
+        try a.store.write("article.save", payload: ["url": .text("https://example.com/a"), "title": .text("A's article")])
+        try Workload(seed: 41).run(700, on: a)
+        #expect(await a.sync().rejected == 1)
+        try Workload(seed: 42).run(200, on: b)
+        await b.sync()
+        await a.sync()
+        let path = h.directory + "/server/libraries/\(h.user.libraryID.lowercased).sqlite"
+        try Pages.checkpoint(path)
+        return (a, b, path)
+    }
+
+    /// Engines for the devices against a server started again on the (salvaged) data directory.
+    static func restarted(_ h: SyncHarness, _ devices: [TestDevice]) throws -> (SyncService, [SyncEngine]) {
+        let service = try SyncService(dataDirectory: h.directory + "/server", maintenance: .off)
+        let engines = devices.map { device in
+            SyncEngine(store: device.store, transport: InMemoryTransport(endpoint: service, library: h.user.libraryID, token: device.token),
+                       random: { 0.5 })
+        }
+        return (service, engines)
+    }
+
+    @Test func anIntactLibraryIsKeptWholeUnderANewIncarnation() async throws {
+        let h = try SyncHarness(.inMemory)
+        let (a, _, path) = try await Self.library(h)
+        let before = try h.library
+        let (digest, head, incarnation) = (try before.digest(), before.head, before.incarnation)
+        let answered = try before.read { db in try db.query("SELECT device_id, last_device_seq FROM chronicle_devices ORDER BY 1") { "\($0.text(0)) \($0.int(1))" } }
+        let refusals = try before.read { db in try db.scalarInt("SELECT count(*) FROM chronicle_rejected_ops") ?? 0 }
+
+        let report = try ServerLibrary.salvage(at: path, libraryID: h.user.libraryID, schema: .readItLater)
+        #expect(report.lostNothing, "\(report.tables)")
+        #expect(report.headKept == head && report.headBefore == head)
+        #expect(report.digest == digest)
+        #expect(report.refusalsKept == Int(refusals) && report.refusalsDropped == 0)
+        #expect(report.incarnation != incarnation)
+        #expect(FileManager.default.fileExists(atPath: report.damagedPath))
+
+        let (service, engines) = try Self.restarted(h, [a])
+        let library = try service.library(h.user.libraryID)
+        #expect(library.incarnation == report.incarnation)
+        #expect(try library.read { db in try db.query("SELECT device_id, last_device_seq FROM chronicle_devices ORDER BY 1") { "\($0.text(0)) \($0.int(1))" } } == answered)
+        try a.save("After the salvage")
+        #expect(await engines[0].syncOnce().outcome == .synced)
+        #expect(try a.store.digest() == (try library.digest()))
+    }
+
+    /// A leaf in the middle of the server's log broken: the history past it is dropped, and the
+    /// two devices, which hold every op, push theirs again. Nothing is lost; nothing is doubled.
+    @Test func aBrokenLogPageIsGivenBackByTheDevicesThatWroteIt() async throws {
+        let h = try SyncHarness(.inMemory)
+        let (a, b, path) = try await Self.library(h)
+        let ops = try h.library.allOps()
+        try Pages.damageMiddleLeaf(of: "chronicle_log", in: path)
+        #expect(throws: (any Error).self) { _ = try ServerLibrary.openOrCreate(at: path, libraryID: h.user.libraryID, schema: .readItLater).allOps() }
+
+        let report = try ServerLibrary.salvage(at: path, libraryID: h.user.libraryID, schema: .readItLater)
+        #expect(!report.lostNothing)
+        let log = try #require(report.tables.first { $0.name == "chronicle_log" })
+        let firstLost = try #require(log.unreadable.first?.lowerBound)
+        #expect(report.headKept == firstLost - 1, "history kept up to the first unreadable op")
+        #expect(report.headBefore == ops.last?.serverSeq)
+        #expect(report.devices == 2)
+
+        let (service, engines) = try Self.restarted(h, [a, b])
+        let library = try service.library(h.user.libraryID)
+        #expect(library.head == report.headKept)
+        for _ in 0..<2 { for engine in engines { _ = await engine.syncOnce() } }
+        let after = try library.allOps()
+        #expect(Set(after.map(\.opID)) == Set(ops.map(\.opID)), "every op the devices wrote is back")
+        #expect(after.count == ops.count, "once")
+        for device in [a, b] {
+            #expect(try device.store.pendingOps().isEmpty)
+            #expect(try device.store.digest() == (try library.digest()))
+            let own = after.filter { $0.deviceID == device.store.deviceID }.map(\.deviceSeq)
+            #expect(own == own.sorted(), "\(device.name)'s ops in the order it wrote them")
+        }
+    }
+
+    /// The server's answers to each device (refusals, last deviceSeqs) broken along with the log:
+    /// the devices' numbers are worked out from the kept history, and they sync on.
+    @Test func brokenAnswersAreWorkedOutFromTheKeptHistory() async throws {
+        let h = try SyncHarness(.inMemory)
+        let (a, b, path) = try await Self.library(h)
+        let ops = try h.library.allOps()
+        try Pages.damage(page: try Pages.rootPage(of: "chronicle_devices", in: path), in: path)
+        try Pages.damageMiddleLeaf(of: "chronicle_log", in: path)
+
+        let report = try ServerLibrary.salvage(at: path, libraryID: h.user.libraryID, schema: .readItLater)
+        let devices = try #require(report.tables.first { $0.name == "chronicle_devices" })
+        #expect(devices.lostWhole && devices.madeAgain)
+        let (service, engines) = try Self.restarted(h, [a, b])
+        for _ in 0..<2 { for engine in engines { _ = await engine.syncOnce() } }
+        let library = try service.library(h.user.libraryID)
+        #expect(Set(try library.allOps().map(\.opID)) == Set(ops.map(\.opID)))
+        #expect(try a.store.digest() == (try library.digest()) && b.store.digest() == (try library.digest()))
+    }
+
+    @Test func aFileWhoseListOfTablesIsBrokenIsLeftAsItWas() async throws {
+        let h = try SyncHarness(.inMemory)
+        let (_, _, path) = try await Self.library(h)
+        try Pages.damage(page: 1, in: path)
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+        do {
+            _ = try ServerLibrary.salvage(at: path, libraryID: h.user.libraryID, schema: .readItLater)
+            Issue.record("a library whose list of tables is broken was salvaged")
+        } catch let error as ChronicleError {
+            #expect(error.code == .storeDamaged && error.message.contains("beyond salvage") && error.message.contains("backup"), "\(error)")
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == bytes)
+        #expect(!FileManager.default.fileExists(atPath: path + ".salvage"))
+    }
+
+    @Test func salvageIsRefusedWhileAServerHoldsTheDataDirectory() async throws {
+        let h = try SyncHarness(.inMemory)
+        _ = try await Self.library(h)
+        let data = h.directory + "/server"
+        try {
+            let held = try DataDirectoryLock(dataDirectory: data, purpose: "chronicle serve")
+            defer { withExtendedLifetime(held) {} }
+            do {
+                _ = try ServerSalvage.run(dataDirectory: data, user: "ada", dryRun: true)
+                Issue.record("salvage ran beside a server")
+            } catch let error as ChronicleError {
+                #expect(error.code == .dataDirectoryInUse && error.message.contains("chronicle serve"), "\(error)")
+            }
+        }()
+        let report = try ServerSalvage.run(dataDirectory: data, user: "ada", dryRun: true)
+        #expect(report.lostNothing && report.damagedPath.isEmpty)
+        #expect(throws: ChronicleError.self) { _ = try ServerSalvage.run(dataDirectory: data, user: "nobody") }
+    }
+}
