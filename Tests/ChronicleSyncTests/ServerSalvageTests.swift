@@ -117,6 +117,36 @@ import Testing
         #expect(try a.store.digest() == (try library.digest()) && b.store.digest() == (try library.digest()))
     }
 
+    /// History dropped past a retention horizon and the devices' numbers broken: the numbers of
+    /// the authors of that history (the server itself among them, which numbers its plan changes
+    /// by it) are set above any they used, so that their next ops still follow their earlier ones.
+    @Test func numbersLostWithHistoryPastTheHorizonAreSetAboveAnyUsed() async throws {
+        let h = try SyncHarness(.inMemory)
+        let a = try h.device("A")
+        try Workload(seed: 43).run(300, on: a)
+        await a.sync()
+        _ = try h.service.setPlan(library: h.user.libraryID, plan: "premium")
+        _ = try h.service.setPlan(library: h.user.libraryID, plan: "free")
+        let before = try h.library.allOps()
+        #expect(try RetentionHorizonTests.compactWithHorizon(h).historyDroppedThrough != nil)
+        let path = h.directory + "/server/libraries/\(h.user.libraryID.lowercased).sqlite"
+        try Pages.checkpoint(path)
+        try Pages.damage(page: try Pages.rootPage(of: "chronicle_devices", in: path), in: path)
+
+        let report = try ServerLibrary.salvage(at: path, libraryID: h.user.libraryID, schema: .readItLater)
+        #expect(report.headKept == report.headBefore, "the history itself is whole")
+        let (service, engines) = try Self.restarted(h, [a])
+        let plan = try service.setPlan(library: h.user.libraryID, plan: "premium")
+        let serverOps = before.filter { $0.deviceID == Op.serverDeviceID }.map(\.deviceSeq)
+        #expect(serverOps.count == 2 && plan.deviceSeq > serverOps.max()!, "the server's next op follows its earlier ones: \(plan.deviceSeq)")
+        try Workload(seed: 44).run(20, on: a)
+        #expect(await engines[0].syncOnce().outcome == .synced)
+        let ops = try service.library(h.user.libraryID).allOps().filter { $0.deviceID == a.store.deviceID }.map(\.deviceSeq)
+        #expect(ops.count == 20 && ops.min()! > before.filter { $0.deviceID == a.store.deviceID }.map(\.deviceSeq).max()!,
+                "A's new ops follow its earlier ones: \(ops)")
+        #expect(try a.store.pendingOps().isEmpty && a.store.digest() == service.library(h.user.libraryID).digest())
+    }
+
     @Test func aFileWhoseListOfTablesIsBrokenIsLeftAsItWas() async throws {
         let h = try SyncHarness(.inMemory)
         let (_, _, path) = try await Self.library(h)

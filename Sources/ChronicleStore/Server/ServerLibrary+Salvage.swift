@@ -273,6 +273,13 @@ extension ServerLibrary {
         if base > 0 {
             let old = try db.query("SELECT device_id, last_device_seq FROM chronicle_devices") { ($0.text(0), $0.int(1)) }
             for (device, last) in old where lastOfDevice[device] == nil { lastOfDevice[device] = last }
+            // Where that table could not be read, the authors of the history before the snapshot (and
+            // the server itself, which numbers its own ops by it and has no way to mend a number too
+            // low) get a number above any they can have been answered for: each answer took a seq
+            // or left a refusal. A device numbers its next ops after it (`device_seq_reused`).
+            let above = report.headBefore + Int64(report.refusalsKept)
+            let authors = try db.query("SELECT DISTINCT device_id FROM chronicle_sealed_ops WHERE server_seq <= ?1", [.integer(base)]) { $0.text(0) }
+            for device in authors + [Op.serverDeviceID.lowercased] where lastOfDevice[device] == nil { lastOfDevice[device] = above }
         }
         try db.execute("DELETE FROM chronicle_devices")
         let insert = try db.statement("INSERT INTO chronicle_devices(device_id, last_device_seq) VALUES (?1, ?2)")
