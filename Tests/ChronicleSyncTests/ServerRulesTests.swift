@@ -50,6 +50,24 @@ import Testing
         try h.expectConverged()
     }
 
+    /// `chronicle server compact`, `set-plan` and `verify` open the libraries of a server that
+    /// may be running, with limits of their own: opening one dropped the caps the server had
+    /// installed in its file, and the running server took every article past the cap.
+    @Test func aToolBesideTheRunningServerLeavesItsCapsInPlace() async throws {
+        let h = try SyncHarness(.inMemory, limits: Self.capped())
+        let a = try h.device("A")
+        try a.save("One")
+        await a.sync()
+        let tool = try SyncService(dataDirectory: h.directory + "/server", limits: .besideARunningServer, maintenance: .off)
+        _ = try tool.compact(library: h.user.libraryID, policy: CompactionPolicy())
+        #expect(try tool.library(h.user.libraryID).verify().passed)
+        _ = try tool.setPlan(library: h.user.libraryID, plan: "free")
+        for title in ["Two", "Three", "Four: past the cap"] { try a.save(title) }
+        let report = await a.sync()
+        #expect(report.rejected == 1 && report.pushed == 2, "the running server still enforces its cap: \(report)")
+        #expect(try a.store.notices().map(\.code) == ["free_tier_cap"])
+    }
+
     @Test func premiumTurnsOnFullTextSearchOnEveryDeviceAfterItsNextPull() async throws {
         let h = try SyncHarness(.inMemory)
         let a = try h.device("A")

@@ -60,6 +60,7 @@ import Testing
         let (service, engines) = try Self.restarted(h, [a])
         let library = try service.library(h.user.libraryID)
         #expect(library.incarnation == report.incarnation)
+        #expect(try library.verify().passed)
         #expect(try library.read { db in try db.query("SELECT device_id, last_device_seq FROM chronicle_devices ORDER BY 1") { "\($0.text(0)) \($0.int(1))" } } == answered)
         try a.save("After the salvage")
         #expect(await engines[0].syncOnce().outcome == .synced)
@@ -72,7 +73,12 @@ import Testing
         let h = try SyncHarness(.inMemory)
         let (a, b, path) = try await Self.library(h)
         let ops = try h.library.allOps()
+        #expect(try h.library.verify().passed)
         try Pages.damageMiddleLeaf(of: "chronicle_log", in: path)
+        let damaged = try ServerLibrary.openOrCreate(at: path, libraryID: h.user.libraryID, schema: .readItLater).verify()
+        // SQLite's own check either says what it found, or cannot read on: the report ends there.
+        #expect(!damaged.passed && damaged.checks.contains { !$0.passed && ($0.name == "sqlite integrity_check" || $0.detail.contains("chronicle server salvage")) },
+                "\(damaged.checks)")
         #expect(throws: (any Error).self) { _ = try ServerLibrary.openOrCreate(at: path, libraryID: h.user.libraryID, schema: .readItLater).allOps() }
 
         let report = try ServerLibrary.salvage(at: path, libraryID: h.user.libraryID, schema: .readItLater)

@@ -25,9 +25,18 @@ import Testing
         let beside = try Tool.exec(Tool.binary, ["server", "salvage", "--data", data, "ada"])
         #expect(beside.status == 4 && beside.stderr.contains("[data_directory_in_use]"), "\(beside.stderr)")
 
+        // Verified beside the running server.
+        let verified = try Tool.exec(Tool.binary, ["server", "verify", "--data", data, "ada"])
+        #expect(verified.status == 0 && verified.stdout.contains("ok   digest equals a replay of the log") && verified.stdout.contains("400 ops"),
+                "\(verified.stdout)\(verified.stderr)")
+
         server.stop()
         let path = "\(data)/libraries/\(library).sqlite"
         try Tool.breakRootPage(of: "chronicle_log", in: path)
+        let failed = try Tool.exec(Tool.binary, ["server", "verify", "--data", data, "--all", "--json"])
+        #expect(failed.status == 1, "\(failed.stdout)\(failed.stderr)")
+        let checks = try #require(try failed.json() as? [[String: Any]]).first?["checks"] as? [[String: Any]] ?? []
+        #expect(checks.contains { $0["passed"] as? Bool == false && ($0["detail"] as? String ?? "").contains("chronicle server salvage") }, "\(checks)")
         let dry = try Tool.exec(Tool.binary, ["server", "salvage", "--data", data, "ada", "--dry-run"])
         #expect(dry.status == 1 && dry.stdout.contains("History kept through seq 0 of 400") && dry.stdout.contains("dry run"),
                 "\(dry.stdout)\(dry.stderr)")
@@ -53,6 +62,7 @@ import Testing
         #expect(ops.map(\.deviceSeq) == Array(1...402), "in the order it wrote them")
         let digest = try restarted.library(library).digest()
         #expect(try DeviceStore.open(at: t.store).digest() == digest && DeviceStore.open(at: other.store).digest() == digest)
+        #expect(try Tool.exec(Tool.binary, ["server", "verify", "--data", data, "--all"]).stdout.contains("All 1 libraries passed."))
         #expect(try Tool.exec(Tool.binary, ["server", "--help"]).stdout.contains("salvage keeps what can still be read"))
     }
 }

@@ -259,6 +259,47 @@ extension Command {
         return report.lostNothing ? ExitCode.success : ExitCode.verificationFailed
     }
 
+    /// `chronicle server verify --data DIR (NAME | --all)`: each library's checks, beside a running server.
+    static func verifyLibraries(data: String, user: String?, _ ctx: Context) throws -> Int32 {
+        let service = try SyncService(dataDirectory: data, limits: .besideARunningServer, maintenance: .off)
+        let targets: [(name: String, library: UUID)]
+        if let user {
+            guard let record = try service.accounts.user(user) else { throw ChronicleError(.unknownEntity, "No user named '\(user)'.") }
+            targets = [(user, record.libraryID)]
+        } else {
+            targets = try service.accounts.libraries().map { ($0.name, $0.libraryID) }
+        }
+        var results: [[String: Any]] = []
+        var failed: [String] = []
+        for target in targets {
+            let report: VerifyReport
+            do {
+                let bar = ProgressBar("Replaying \(target.name)'s library")
+                report = try service.library(target.library).verify { bar.update($0, $1) }
+                bar.finish()
+            } catch let error as ProtocolError {
+                // A library so damaged it does not open: a failed check too.
+                report = VerifyReport(checks: [VerifyCheck(name: "the file can be opened", passed: false, detail: "\(error.message) [\(error.code)]")], digest: "")
+            }
+            if !report.passed { failed.append(target.name) }
+            if ctx.output.json {
+                results.append(["user": target.name, "library_id": target.library.lowercased, "passed": report.passed, "digest": report.digest,
+                                "checks": report.checks.map { ["name": $0.name, "passed": $0.passed, "detail": $0.detail] }])
+            } else {
+                ctx.output.line("\(target.name)'s library \(target.library.lowercased):")
+                for check in report.checks { ctx.output.line("  \(check.passed ? "ok  " : "FAIL") \(check.name): \(check.detail)") }
+            }
+        }
+        if ctx.output.json {
+            ctx.output.emit(user == nil ? results as Any : results.first as Any)
+        } else if targets.count > 1 || user == nil {
+            ctx.output.line(failed.isEmpty ? "All \(targets.count) libraries passed." : "FAILED: \(failed.joined(separator: ", ")) (\(failed.count) of \(targets.count)).")
+        } else {
+            ctx.output.line(failed.isEmpty ? "All checks passed." : "Some checks FAILED.")
+        }
+        return failed.isEmpty ? ExitCode.success : ExitCode.verificationFailed
+    }
+
     /// `chronicle server salvage --data DIR NAME [--dry-run]`.
     static func salvageLibrary(data: String, user: String, dryRun: Bool, _ ctx: Context) throws -> Int32 {
         let json = ctx.output.json

@@ -168,8 +168,8 @@ extension Command {
     }
 
     static let server = Command(
-        name: "server", summary: "Administer a server's data directory (add-user, users, set-plan, compact, backup, salvage).",
-        usage: "chronicle server add-user --data DIR NAME [--schema readitlater] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | salvage --data DIR NAME [--dry-run]",
+        name: "server", summary: "Administer a server's data directory (add-user, users, set-plan, compact, backup, verify, salvage).",
+        usage: "chronicle server add-user --data DIR NAME [--schema readitlater] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR NAME [--dry-run]",
         details: """
             add-user reads the password from the first line of stdin (at least 8 characters) and creates the user's library.
             users lists users and their library ids. set-plan changes a library's plan tier with a server-authored op:
@@ -185,6 +185,10 @@ extension Command {
             flushed to disk and only then given its name. `chronicle serve --data DEST` runs on the copy. Files are
             copied one after another, so a library pushed to during the backup is copied as of its turn; a server
             restored from a backup has lost what came after it (devices that synced since get cursor_ahead, 409).
+            verify checks a library's file while the server runs, on read connections: SQLite's integrity, the sealed
+            segments' chain and the log that continues it, each op id once, every device's last answered number
+            covering its ops, the guard triggers, and the server's tables against a fresh replay (digest). Exit 1 if a
+            check fails; --all checks every library and says which failed.
             salvage keeps what can still be read of NAME's library file when the disk or a copy damaged it (the server
             answers 503 library_damaged for it and logs which file): its history up to the first op that cannot be read,
             the sealed segments and snapshots before it, each device's place and the refusals given until then; the
@@ -195,8 +199,8 @@ extension Command {
             while one runs on DIR). --dry-run says what it would keep and changes nothing. Exit 0: nothing was lost;
             1: something was; 4: refused (beyond salvage, or not a library's file).
             """) { args, ctx in
-        let usage = "chronicle server add-user --data DIR NAME [--schema readitlater] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | salvage --data DIR NAME [--dry-run]"
-        let action = try args.requirePositional("an action (add-user, users, set-plan, compact, backup or salvage)", usage: usage)
+        let usage = "chronicle server add-user --data DIR NAME [--schema readitlater] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR NAME [--dry-run]"
+        let action = try args.requirePositional("an action (add-user, users, set-plan, compact, backup, verify or salvage)", usage: usage)
         guard let data = args.option("data") else { throw ChronicleError(.usage, "--data DIR is required. Usage: \(usage)") }
         switch action {
         case "add-user":
@@ -218,7 +222,7 @@ extension Command {
             let plan = try args.requirePositional("the plan (free or premium)", usage: usage)
             try args.finish(usage: usage)
             guard plan == "free" || plan == "premium" else { throw ChronicleError(.usage, "The plan is free or premium (got '\(plan)').") }
-            let service = try SyncService(dataDirectory: data)
+            let service = try SyncService(dataDirectory: data, limits: .besideARunningServer)
             guard let user = try service.accounts.user(name) else { throw ChronicleError(.unknownEntity, "No user named '\(name)'.") }
             let op: Op
             do { op = try service.setPlan(library: user.libraryID, plan: plan) } catch let error as ProtocolError {
@@ -242,7 +246,7 @@ extension Command {
                 policy.horizonMilliseconds = n * 86_400_000
             }
             try args.finish(usage: usage)
-            let service = try SyncService(dataDirectory: data, maintenance: .off)
+            let service = try SyncService(dataDirectory: data, limits: .besideARunningServer, maintenance: .off)
             let targets: [(name: String, library: UUID)]
             if let name {
                 guard let user = try service.accounts.user(name) else { throw ChronicleError(.unknownEntity, "No user named '\(name)'.") }
@@ -291,6 +295,11 @@ extension Command {
                                 + "(\(report.bytes) bytes) to \(destination) in \(String(format: "%.2f", report.seconds)) s. "
                                 + "Run a server on it with `chronicle serve --data \(destination)`.")
             }
+        case "verify":
+            let all = args.flag("all")
+            let name = all ? nil : try args.requirePositional("the user name (or --all)", usage: usage)
+            try args.finish(usage: usage)
+            return try verifyLibraries(data: data, user: name, ctx)
         case "salvage":
             let name = try args.requirePositional("the user name", usage: usage)
             let dryRun = args.flag("dry-run")

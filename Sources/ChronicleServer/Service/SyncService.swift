@@ -20,12 +20,24 @@ public struct ServiceLimits: Sendable {
     public var workerThreadsMax = 64
     /// Limits free libraries live under (premium ones have none); empty = no caps.
     public var freeTierCaps: [FreeTierCap] = []
+    /// Whether opening a library installs `freeTierCaps` in its file, in place of the cap
+    /// triggers it has. False for a tool working beside a running server (`besideARunningServer`):
+    /// its own empty list would drop the caps that server enforces.
+    public var installsFreeTierCaps = true
     /// How long a push that would leave a gap in its device's sequence waits for the push
     /// ahead of it, before it is refused with `device_seq_gap`. A device keeps two pushes in
     /// flight (`SyncEngine.Configuration.pushRequestsInFlightMax`), and the second can reach
     /// the server first; it waits, holding no lock, until the first commits. 0: refused at once.
     public var pushGapWaitMilliseconds = 1_000
     public init() {}
+
+    /// For `chronicle server compact`, `set-plan` and `verify`, which open libraries while a
+    /// server may be running on them: the caps in each file are left as the server installed them.
+    public static var besideARunningServer: ServiceLimits {
+        var limits = ServiceLimits()
+        limits.installsFreeTierCaps = false
+        return limits
+    }
 
     var segmentLimits: SegmentCodec.Limits {
         var limits = SegmentCodec.Limits()
@@ -119,7 +131,7 @@ public final class SyncService: SyncEndpoint {
             return try libraries.withLock { open in
                 if let existing = open[id] { return existing }
                 let library = try ServerLibrary.openOrCreate(at: path, libraryID: id, schema: schema, clock: clock,
-                                                             caps: limits.freeTierCaps)
+                                                             caps: limits.installsFreeTierCaps ? limits.freeTierCaps : nil)
                 if let migration = library.schemaMigration {
                     log.log("schema", ["library": .text(id.lowercased), "schema": .text(schema.name), "from": .integer(migration.fromVersion),
                                        "to": .integer(Int64(schema.version)), "rebuilt_s": .real((migration.seconds * 1000).rounded() / 1000)])

@@ -7,11 +7,22 @@ public struct VerifyCheck: Sendable {
     public var name: String
     public var passed: Bool
     public var detail: String
+
+    public init(name: String, passed: Bool, detail: String) {
+        self.name = name
+        self.passed = passed
+        self.detail = detail
+    }
 }
 
 public struct VerifyReport: Sendable {
     public var checks: [VerifyCheck]
     public var digest: String
+
+    public init(checks: [VerifyCheck], digest: String) {
+        self.checks = checks
+        self.digest = digest
+    }
     public var passed: Bool { checks.allSatisfy(\.passed) }
 }
 

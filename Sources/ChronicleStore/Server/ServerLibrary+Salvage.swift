@@ -54,8 +54,8 @@ extension ServerLibrary {
     /// (`cursor_ahead`) and push their own ops the server lost again. Ops whose only copy was on
     /// the server (authored by it, or by a device that is gone) are lost.
     ///
-    /// The projection is rebuilt from the kept history and the new file checked (SQLite's
-    /// integrity, the segment chain, a log without gaps) before the damaged file (with its WAL)
+    /// The projection is rebuilt from the kept history and the new file must pass `verify` (SQLite's
+    /// integrity, the segment chain, a log without gaps, a replay's digest) before the damaged file (with its WAL)
     /// is renamed to `<path>.damaged-<time>` and the new one put in its place; if anything fails
     /// before, the damaged file is left as it was. Run it with the server stopped.
     ///
@@ -100,25 +100,17 @@ extension ServerLibrary {
     }
 
     /// Opens the copy (which rebuilds its projection from the kept history: its fingerprint
-    /// matches no schema) and checks it; returns its digest.
+    /// matches no schema) and verifies it (`verify`); returns its digest.
     private static func rebuildAndCheck(_ salvaged: String, path: String, libraryID: UUID, schema: Schema, clock: any ChronicleClock,
                                         head: Int64) throws -> String {
         let library = try ServerLibrary.openOrCreate(at: salvaged, libraryID: libraryID, schema: schema, clock: clock)
-        let problems = try library.read { db -> [String] in
-            var problems = try db.query("PRAGMA integrity_check") { $0.text(0) }.filter { $0 != "ok" }.prefix(3).map { "SQLite: \($0)" }
-            problems += try DeviceStore.verifySegments(in: db, libraryID: libraryID)
-            let sealed = try DeviceStore.sealedUpTo(in: db)
-            let (count, first, last) = try db.query("SELECT count(*), min(server_seq), max(server_seq) FROM chronicle_log") {
-                ($0.int(0), $0.isNull(1) ? sealed + 1 : $0.int(1), $0.isNull(2) ? sealed : $0.int(2))
-            }[0]
-            if first != sealed + 1 || last - first + 1 != count { problems.append("the log is not gap-free from seq \(sealed + 1)") }
-            if try Self.head(in: db) != head { problems.append("its head is \(try Self.head(in: db)), not \(head)") }
-            return problems
-        }
+        let verified = try library.verify()
+        var problems = verified.checks.filter { !$0.passed }.map { "\($0.name): \($0.detail)" }
+        if library.head != head { problems.append("its head is \(library.head), not \(head)") }
         guard problems.isEmpty else {
             throw ChronicleError(.invariantViolated, "The salvaged library did not pass its checks (\(problems.joined(separator: "; "))); \(path) was left as it was, the attempt is at \(salvaged).")
         }
-        return try library.digest()
+        return verified.digest
     }
 
     /// Copies the library's own tables, their indexes and triggers into a new file at

@@ -91,9 +91,13 @@ public final class ServerLibrary: Sendable {
     ]
 
     /// Opens the library's file, creating it (and its directory) on first use.
+    ///
+    /// `caps`: the free-tier caps to enforce, installed as triggers in the file in place of those
+    /// it has; nil leaves the file's as they are (a tool working beside a running server, which
+    /// enforces its own).
     public static func openOrCreate(at path: String, libraryID: UUID, schema: Schema,
                                     clock: any ChronicleClock = SystemClock(), ids: (any IDGenerator)? = nil,
-                                    caps: [FreeTierCap] = []) throws -> ServerLibrary {
+                                    caps: [FreeTierCap]? = nil) throws -> ServerLibrary {
         let fresh = !FileManager.default.fileExists(atPath: path)
         var migrated: (Int64, Double)?
         if fresh {
@@ -141,9 +145,11 @@ public final class ServerLibrary: Sendable {
             }
         }
         try db.execute(ProjectionSchema.unreadableStatement)
-        try installCaps(caps, schema, projection, in: db)
+        if let caps { try installCaps(caps, schema, projection, in: db) }
+        let capped = try caps.map { !$0.isEmpty }
+            ?? (db.scalarInt("SELECT count(*) FROM sqlite_schema WHERE type = 'trigger' AND name LIKE 'chronicle\\_cap\\_%' ESCAPE '\\'") ?? 0 > 0)
         return try ServerLibrary(path: path, libraryID: libraryID, schema: schema, clock: clock,
-                                 ids: ids ?? SystemIDGenerator(clock: clock), projection: projection, writer: db, capped: !caps.isEmpty,
+                                 ids: ids ?? SystemIDGenerator(clock: clock), projection: projection, writer: db, capped: capped,
                                  schemaMigration: migrated)
     }
 
