@@ -201,12 +201,14 @@ extension ServerLibrary {
             try db.statement("INSERT OR IGNORE INTO chronicle_sealed_ops(op_id, server_seq, device_id) VALUES (?1, ?2, ?3)")
         }
         var lastOfDevice: [String: Int64] = [:]
+        var withOpsKept = Set<String>()
         var lastTime: Int64?
         let sealedEnd = try SalvageCopy.keptSegments(try SalvageCopy.segments(in: db), from: base, libraryID: libraryID) { decoded in
             for op in decoded.ops {
                 let device = op.deviceID.lowercased
                 try remember?.execute([.text(op.opID.lowercased), .integer(op.serverSeq ?? 0), .text(device)])
                 lastOfDevice[device] = max(lastOfDevice[device] ?? 0, op.deviceSeq)
+                withOpsKept.insert(device)
                 lastTime = op.serverTime
             }
         }
@@ -232,6 +234,7 @@ extension ServerLibrary {
         report.headKept = kept
         _ = try db.query("SELECT device_id, max(device_seq), max(server_time) FROM chronicle_log GROUP BY device_id") { row in
             lastOfDevice[row.text(0)] = max(lastOfDevice[row.text(0)] ?? 0, row.int(1))
+            withOpsKept.insert(row.text(0))
             lastTime = max(lastTime ?? 0, row.int(2))
         }
 
@@ -258,20 +261,25 @@ extension ServerLibrary {
             lastOfDevice[row.text(0)] = max(lastOfDevice[row.text(0)] ?? 0, row.int(1))
         }
 
-        // Each device's last answered deviceSeq, from the kept history and refusals. A device none
-        // of whose ops are kept keeps the damaged file's number where the history before the
-        // library's snapshot (whose ops are gone) may hold its ops. A number too high or too low is
-        // mended by the device on its next push (`device_seq_reused`, `device_seq_gap`): no op is lost.
+        // Each device's last answered deviceSeq, from the kept history and refusals. A number too
+        // high or too low is mended by the device on its next push (`device_seq_reused`,
+        // `device_seq_gap`): no op is lost.
         if base > 0 {
-            let old = try db.query("SELECT device_id, last_device_seq FROM chronicle_devices") { ($0.text(0), $0.int(1)) }
-            for (device, last) in old where lastOfDevice[device] == nil { lastOfDevice[device] = last }
-            // Where that table could not be read, the authors of the history before the snapshot (and
-            // the server itself, which numbers its own ops by it and has no way to mend a number too
-            // low) get a number above any they can have been answered for: each answer took a seq
-            // or left a refusal. A device numbers its next ops after it (`device_seq_reused`).
+            // A device none of whose ops are kept past the library's snapshot may have ops in the
+            // history before it, whose numbers went with that history (a refusal kept says nothing
+            // of them): it keeps the damaged file's number. Where that table could not be read, the
+            // authors of that history, and the server itself (which numbers its own ops by it and
+            // has no way to mend a number too low), get a number above any they can have been
+            // answered for: each answer took a seq or left a refusal. A device numbers its next
+            // ops after it.
+            let old = Dictionary(try db.query("SELECT device_id, last_device_seq FROM chronicle_devices") { ($0.text(0), $0.int(1)) },
+                                 uniquingKeysWith: max)
             let above = report.headBefore + Int64(report.refusalsKept)
-            let authors = try db.query("SELECT DISTINCT device_id FROM chronicle_sealed_ops WHERE server_seq <= ?1", [.integer(base)]) { $0.text(0) }
-            for device in authors + [Op.serverDeviceID.lowercased] where lastOfDevice[device] == nil { lastOfDevice[device] = above }
+            let authors = Set(try db.query("SELECT DISTINCT device_id FROM chronicle_sealed_ops WHERE server_seq <= ?1", [.integer(base)]) { $0.text(0) })
+                .union([Op.serverDeviceID.lowercased])
+            for device in authors.union(old.keys) where !withOpsKept.contains(device) {
+                lastOfDevice[device] = max(lastOfDevice[device] ?? 0, old[device] ?? (authors.contains(device) ? above : 0))
+            }
         }
         try db.execute("DELETE FROM chronicle_devices")
         let insert = try db.statement("INSERT INTO chronicle_devices(device_id, last_device_seq) VALUES (?1, ?2)")
