@@ -27,14 +27,15 @@ import Testing
             return Int(try #require(try db.scalarInt("SELECT rootpage FROM sqlite_schema WHERE name = ?1", [.text(table)])))
         }
 
-        /// The children of an interior table page, in key order (the file format's b-tree pages:
-        /// type 5, the cell count at offset 3, the right-most child at 8, the cell pointers from 12).
+        /// The children of an interior page, in key order (the file format's b-tree pages: type 5
+        /// for a table, 2 for an index or a `WITHOUT ROWID` table; the cell count at offset 3, the
+        /// right-most child at 8, the cell pointers from 12, each cell starting with its child).
         static func children(of page: Int, in path: String) throws -> [Int] {
             let size = try pageSize(path)
             let bytes = try Array(Data(contentsOf: URL(fileURLWithPath: path)))
             let start = (page - 1) * size
             let header = start + (page == 1 ? 100 : 0)
-            guard bytes[header] == 5 else { return [] }
+            guard bytes[header] == 5 || bytes[header] == 2 else { return [] }
             func u16(_ at: Int) -> Int { Int(bytes[at]) << 8 | Int(bytes[at + 1]) }
             func u32(_ at: Int) -> Int { Int(bytes[at]) << 24 | Int(bytes[at + 1]) << 16 | Int(bytes[at + 2]) << 8 | Int(bytes[at + 3]) }
             let cells = u16(header + 3)

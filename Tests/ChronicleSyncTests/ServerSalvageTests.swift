@@ -164,6 +164,37 @@ import Testing
         #expect(try a.store.pendingOps().isEmpty && a.store.digest() == service.library(h.user.libraryID).digest())
     }
 
+    /// A leaf in the middle of a table keyed by op id (the sealed ops' ids) broken: the rest of
+    /// the table is read range of keys by range, and the ids on the broken page are made again
+    /// from the sealed segments, so a repeat of any sealed op is still answered as one.
+    @Test func aBrokenLeafOfSealedOpIdsLosesOnlyItsKeysAndTheyAreMadeAgain() async throws {
+        let h = try SyncHarness(.inMemory)
+        let a = try h.device("A")
+        try Workload(seed: 45).run(1_500, on: a)
+        await a.sync()
+        var policy = CompactionPolicy()
+        policy.keepOps = 0
+        policy.segmentOpsMax = 250
+        #expect(try h.service.compact(library: h.user.libraryID, policy: policy).opsSealed == 1_500)
+        let digest = try h.library.digest()
+        let sealed = try h.library.read { db in try db.query("SELECT op_id, server_seq FROM chronicle_sealed_ops ORDER BY op_id") { "\($0.text(0)) \($0.int(1))" } }
+        let path = h.directory + "/server/libraries/\(h.user.libraryID.lowercased).sqlite"
+        try Pages.checkpoint(path)
+        try Pages.damageMiddleLeaf(of: "chronicle_sealed_ops", in: path)
+
+        let report = try ServerLibrary.salvage(at: path, libraryID: h.user.libraryID, schema: .readItLater)
+        let ids = try #require(report.tables.first { $0.name == "chronicle_sealed_ops" })
+        #expect(!ids.lostWhole && !ids.unreadableKeys.isEmpty && ids.madeAgain, "\(ids)")
+        #expect(ids.rowsCopied > 1_000 && ids.rowsCopied < 1_500, "only the broken page's ids were not read: \(ids)")
+        #expect(report.lostNothing && report.digest == digest && report.headKept == 1_500)
+        let (service, engines) = try Self.restarted(h, [a])
+        #expect(try service.library(h.user.libraryID).read { db in
+            try db.query("SELECT op_id, server_seq FROM chronicle_sealed_ops ORDER BY op_id") { "\($0.text(0)) \($0.int(1))" }
+        } == sealed)
+        try Workload(seed: 46).run(10, on: a)
+        #expect(await engines[0].syncOnce().outcome == .synced)
+    }
+
     @Test func aFileWhoseListOfTablesIsBrokenIsLeftAsItWas() async throws {
         let h = try SyncHarness(.inMemory)
         let (_, _, path) = try await Self.library(h)

@@ -345,13 +345,16 @@ extension Command {
 
     static func tablesJSON(_ tables: [SalvageReport.Table]) -> [[String: Any]] {
         tables.map { ["name": $0.name, "rows_copied": $0.rowsCopied, "lost_whole": $0.lostWhole, "made_again": $0.madeAgain,
+                      "unreadable_keys": $0.unreadableKeys,
                       "unreadable": $0.unreadable.map { [$0.lowerBound, $0.upperBound] }] as [String: Any] }
     }
 
     static func printTables(_ tables: [SalvageReport.Table], _ ctx: Context) {
         for table in tables {
+            let again = table.madeAgain ? ", made again from what was kept" : ""
             let lost = table.lostWhole ? (table.madeAgain ? "; could not be read, made again from what was kept" : "; could not be read, nothing kept")
-                : table.unreadable.isEmpty ? "" : "; unreadable row ids \(ranges(table.unreadable))"
+                : !table.unreadable.isEmpty ? "; unreadable row ids \(ranges(table.unreadable))\(again)"
+                : !table.unreadableKeys.isEmpty ? "; unreadable keys \(table.unreadableKeys.joined(separator: ", "))\(again)" : ""
             ctx.output.line("  \(table.name): \(table.rowsCopied) rows\(lost)")
         }
     }

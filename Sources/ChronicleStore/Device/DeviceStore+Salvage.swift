@@ -10,10 +10,16 @@ public struct SalvageReport: Sendable {
         /// Row ids (the log's server seqs, the outbox's device seqs, …) in pages SQLite could not
         /// read. A range may hold ids no row had.
         public var unreadable: [ClosedRange<Int64>]
-        /// A table keyed otherwise (`WITHOUT ROWID`) that could not be read whole: nothing of it was kept.
+        /// A table keyed otherwise (`WITHOUT ROWID`) none of whose rows could be read.
         public var lostWhole: Bool
         /// Made again from what was kept instead (the ids of sealed ops, from the sealed segments).
         public var madeAgain = false
+        /// Ranges of keys of a table keyed otherwise (`WITHOUT ROWID`) that could not be read,
+        /// written as the key prefixes they cover; their rows are lost, the rest were copied.
+        public var unreadableKeys: [String] = []
+
+        /// Rows of it could not be read (a range of row ids, of keys, or the whole table).
+        public var incomplete: Bool { !unreadable.isEmpty || lostWhole || !unreadableKeys.isEmpty }
     }
 
     public var tables: [Table]
@@ -42,7 +48,7 @@ public struct SalvageReport: Sendable {
 
     /// Nothing was lost: every row of every table was read, and the history is whole.
     public var lostNothing: Bool {
-        tables.allSatisfy { $0.unreadable.isEmpty && (!$0.lostWhole || $0.madeAgain) } && confirmedKept == confirmedBefore && pendingLost.isEmpty
+        tables.allSatisfy { !$0.incomplete || $0.madeAgain } && confirmedKept == confirmedBefore && pendingLost.isEmpty
     }
 }
 
@@ -196,7 +202,7 @@ extension DeviceStore {
         let base = try historyBase(in: db)
         // The ids of sealed ops, if their table could not be read, are made again from the segments
         // kept (all of them, unless the store started from a snapshot, whose ops' ids are gone).
-        let idsLost = report.tables.firstIndex { $0.name == "chronicle_sealed_ids" && $0.lostWhole }
+        let idsLost = report.tables.firstIndex { $0.name == "chronicle_sealed_ids" && $0.incomplete }
         let remember = try idsLost.map { _ in try db.statement("INSERT OR IGNORE INTO chronicle_sealed_ids(op_id, server_seq) VALUES (?1, ?2)") }
         let segments = try SalvageCopy.segments(in: db)
         let sealedEnd = try SalvageCopy.keptSegments(segments, from: base, libraryID: libraryID) { decoded in

@@ -36,7 +36,7 @@ public struct LibrarySalvageReport: Sendable {
 
     /// Nothing was lost: every row of every table was read, and the history is whole.
     public var lostNothing: Bool {
-        tables.allSatisfy { $0.unreadable.isEmpty && (!$0.lostWhole || $0.madeAgain) } && headKept == headBefore
+        tables.allSatisfy { !$0.incomplete || $0.madeAgain } && headKept == headBefore
             && refusalsDropped == 0 && !oldOpIDsLost
     }
 }
@@ -196,7 +196,7 @@ extension ServerLibrary {
     private static func cutHistory(in db: Database, path: String, libraryID: UUID, report: inout LibrarySalvageReport) throws {
         let base = try DeviceStore.historyBase(in: db)
         // The ids of sealed ops, if their table could not be read, are made again from the segments kept.
-        let idsLost = report.tables.firstIndex { $0.name == "chronicle_sealed_ops" && $0.lostWhole }
+        let idsLost = report.tables.firstIndex { $0.name == "chronicle_sealed_ops" && $0.incomplete }
         let remember = try idsLost.map { _ in
             try db.statement("INSERT OR IGNORE INTO chronicle_sealed_ops(op_id, server_seq, device_id) VALUES (?1, ?2, ?3)")
         }
@@ -242,7 +242,7 @@ extension ServerLibrary {
         // each device; otherwise the answers are those of the kept history.
         let refusals = report.tables.first { $0.name == "chronicle_rejected_ops" }
         let devices = report.tables.firstIndex { $0.name == "chronicle_devices" }
-        guard kept < report.headBefore || refusals?.lostWhole == true || devices.map({ report.tables[$0].lostWhole }) ?? true else {
+        guard kept < report.headBefore || refusals?.incomplete == true || devices.map({ report.tables[$0].incomplete }) ?? true else {
             report.refusalsKept = Int(try db.scalarInt("SELECT count(*) FROM chronicle_rejected_ops") ?? 0)
             report.devices = Int(try db.scalarInt("SELECT count(*) FROM chronicle_devices") ?? 0)
             return

@@ -63,15 +63,104 @@ enum SalvageCopy {
         table.hasPrefix("chronicle_shadow_") || [ProjectionSchema.conflictsTable, ProjectionSchema.unreadableTable].contains(table)
     }
 
-    /// A table keyed otherwise than by row id: copied in one statement, or not at all.
+    /// A table keyed otherwise than by row id (`WITHOUT ROWID`): copied in one statement, or,
+    /// where SQLite cannot read all of it, a range of keys at a time (`copyByKey`).
     static func copyWhole(_ table: String, in out: Database) throws -> SalvageReport.Table {
         let quoted = ProjectionSchema.quoted(table)
         do {
             try run("INSERT INTO main.\(quoted) SELECT * FROM damaged.\(quoted)", in: out)
             return SalvageReport.Table(name: table, rowsCopied: Int64(out.changes), unreadable: [], lostWhole: false)
         } catch let error as SQLiteError where error.isCorrupt {
-            return SalvageReport.Table(name: table, rowsCopied: 0, unreadable: [], lostWhole: true)
+            return try copyByKey(table, in: out)
         }
+    }
+
+    /// The characters a split of a key range follows: the keys of the store's own tables keyed
+    /// otherwise than by row id are ids (lowercase hex and dashes) or blobs of them.
+    private static let textAlphabet = Array("-0123456789abcdef".utf8)
+
+    /// Copies a `WITHOUT ROWID` table by ranges of its first key column. A range SQLite cannot
+    /// read is split at the next character (text keys: an id's; blob keys: every byte value)
+    /// into ranges that together cover it, and each is tried in turn. A range none of whose parts
+    /// can be read (it lies within a broken page, or the pages above the leaves are broken) is
+    /// not split further; the others are, character by character, down to the keys' length, so
+    /// that only the rows on broken pages are left out. What cannot be read is reported as the
+    /// key prefixes it covers.
+    static func copyByKey(_ table: String, in out: Database) throws -> SalvageReport.Table {
+        let quoted = ProjectionSchema.quoted(table)
+        var result = SalvageReport.Table(name: table, rowsCopied: 0, unreadable: [], lostWhole: false)
+        let columns: [(name: String, type: String, pk: Int64)]
+        do {
+            columns = try query("PRAGMA damaged.table_info(\(quoted))", in: out) { ($0.text(1), $0.text(2).uppercased(), $0.int(5)) }
+        } catch let error as SQLiteError where error.isCorrupt {
+            result.lostWhole = true
+            return result
+        }
+        guard let key = columns.filter({ $0.pk > 0 }).min(by: { $0.pk < $1.pk }) else {
+            result.lostWhole = true
+            return result
+        }
+        let blob = key.type.contains("BLOB")
+        let alphabet: [UInt8] = blob ? Array(0...255) : textAlphabet
+        // Ids made from the clock share their first characters (a UUIDv7's are its time): a range
+        // is split as deep as its keys go, but only where some of its parts read.
+        let depthMax = blob ? 16 : 36
+        // Bounds are written into the statement as literals: only this alphabet's characters (or
+        // hex digits) ever make them.
+        func literal(_ bytes: [UInt8]) -> String {
+            blob ? "x'" + bytes.map { String(format: "%02x", $0) }.joined() + "'" : "'" + String(decoding: bytes, as: UTF8.self) + "'"
+        }
+        let column = ProjectionSchema.quoted(key.name)
+        func range(_ low: [UInt8], _ high: [UInt8]?) -> String {
+            "\(column) >= \(literal(low))" + (high.map { " AND \(column) < \(literal($0))" } ?? "")
+        }
+        /// Copies the keys in [low, high) (high nil: no end); nil where SQLite cannot read them.
+        func copy(_ low: [UInt8], _ high: [UInt8]?) throws -> Int64? {
+            do {
+                try run("INSERT INTO main.\(quoted) SELECT * FROM damaged.\(quoted) WHERE \(range(low, high))", in: out)
+                return Int64(out.changes)
+            } catch let error as SQLiteError where error.isCorrupt {
+                return nil
+            }
+        }
+        /// Whether SQLite can read the keys of [low, high), copying nothing.
+        func readable(_ low: [UInt8], _ high: [UInt8]?) throws -> Bool {
+            do {
+                _ = try scalar("SELECT count(*) FROM damaged.\(quoted) WHERE \(range(low, high))", in: out)
+                return true
+            } catch let error as SQLiteError where error.isCorrupt {
+                return false
+            }
+        }
+        /// The parts of [low, high), split at `low` followed by each character of the alphabet.
+        func parts(_ low: [UInt8], _ high: [UInt8]?) -> [(low: [UInt8], high: [UInt8]?)] {
+            let bounds = [low] + alphabet.map { low + [$0] }
+            return bounds.indices.map { i in (bounds[i], i + 1 < bounds.count ? bounds[i + 1] : high) }
+        }
+        // Keys below every text key's first character (or an empty blob) sort first: the range
+        // from nothing to the alphabet's first character covers them.
+        var pending = parts([], nil).reversed().map { ($0.low, $0.high, 1) }
+        var failedAtTop = 0
+        while let (low, high, depth) = pending.popLast() {
+            if let count = try copy(low, high) {
+                result.rowsCopied += count
+                continue
+            }
+            if depth == 1 { failedAtTop += 1 }
+            let inner = parts(low, high)
+            // Split where some parts read: that finds the broken leaves. Where none does, or
+            // deep enough, the range is reported as it is.
+            if depth < depthMax, low.count == depth, try inner.contains(where: { try readable($0.low, $0.high) }) {
+                pending += inner.reversed().map { ($0.low, $0.high, depth + 1) }
+            } else {
+                result.unreadableKeys.append(blob ? low.map { String(format: "%02x", $0) }.joined() + "…" : String(decoding: low, as: UTF8.self) + "…")
+            }
+        }
+        if result.rowsCopied == 0, failedAtTop == alphabet.count + 1 {
+            result.lostWhole = true
+            result.unreadableKeys = []
+        }
+        return result
     }
 
     /// Row ids copied per statement while the pages read well.
