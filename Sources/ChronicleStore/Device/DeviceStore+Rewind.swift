@@ -108,9 +108,12 @@ extension DeviceStore {
                 // device's op (so `chronicle_outbox_once` is set aside too): the server refuses it again.
                 let keptOwn = try Self.lastOwnDeviceSeq(in: db, deviceID: deviceID, libraryID: libraryID)
                 report.refusedRequeued = try Self.queueRefusedAgain(after: keptOwn, deviceID: deviceID, in: db)
-                // Below the history base, own ops whose content went with dropped history cannot be
-                // queued again: their numbers are given up, so the outbox still accounts for each.
-                if point < base { report.lost = try Self.giveUpUnheldNumbers(deviceID: deviceID, libraryID: libraryID, in: db) }
+                // Own ops whose content is no longer here cannot be queued again: below the history
+                // base, those that went with dropped history; anywhere, those whose last copy was on
+                // a page a salvage could not read (seed 724 of the damage soak, where the server had
+                // lost them to a restore). Their numbers are given up, so the outbox still accounts
+                // for each.
+                report.lost = try Self.giveUpUnheldNumbers(deviceID: deviceID, libraryID: libraryID, in: db)
             }
             try Self.setMeta("cursor", .integer(point), in: db)
             // Every queued op is pushed again: the answers say which ones the server holds.
