@@ -15,7 +15,7 @@ public struct SalvageReport: Sendable {
         /// Made again from what was kept instead (the ids of sealed ops, from the sealed segments).
         public var madeAgain = false
         /// Ranges of keys of a table keyed otherwise (`WITHOUT ROWID`) that could not be read,
-        /// written as the key prefixes they cover; their rows are lost, the rest were copied.
+        /// written as the ranges of keys they cover; their rows are lost, the rest were copied.
         public var unreadableKeys: [String] = []
 
         /// Rows of it could not be read (a range of row ids, of keys, or the whole table).
@@ -205,7 +205,7 @@ extension DeviceStore {
         let idsLost = report.tables.firstIndex { $0.name == "chronicle_sealed_ids" && $0.incomplete }
         let remember = try idsLost.map { _ in try db.statement("INSERT OR IGNORE INTO chronicle_sealed_ids(op_id, server_seq) VALUES (?1, ?2)") }
         let segments = try SalvageCopy.segments(in: db)
-        let sealedEnd = try SalvageCopy.keptSegments(segments, from: base, libraryID: libraryID) { decoded in
+        let sealedEnd = try SalvageCopy.keptSegments(segments, from: base, libraryID: libraryID, in: db) { decoded in
             for op in decoded.ops { try remember?.execute([.null, .integer(op.serverSeq ?? 0)], uuid: op.opID, at: 1) }
         }
         var kept = sealedEnd
@@ -221,7 +221,7 @@ extension DeviceStore {
         var own: [Op] = []
         if let deviceID, let libraryID {
             for segment in segments where segment.first > sealedEnd {
-                guard let decoded = SalvageCopy.sound(segment, libraryID: libraryID) else { continue }
+                guard let decoded = SalvageCopy.sound(segment, libraryID: libraryID, in: db) else { continue }
                 own += decoded.ops.filter { $0.deviceID == deviceID && ($0.serverSeq ?? 0) > kept }
             }
             try db.uncached("SELECT \(logColumns) FROM chronicle_log WHERE server_seq > ?1 ORDER BY server_seq").forEach([.integer(kept)]) { row in

@@ -203,7 +203,7 @@ extension ServerLibrary {
         var lastOfDevice: [String: Int64] = [:]
         var withOpsKept = Set<String>()
         var lastTime: Int64?
-        let sealedEnd = try SalvageCopy.keptSegments(try SalvageCopy.segments(in: db), from: base, libraryID: libraryID) { decoded in
+        let sealedEnd = try SalvageCopy.keptSegments(try SalvageCopy.segments(in: db), from: base, libraryID: libraryID, in: db) { decoded in
             for op in decoded.ops {
                 let device = op.deviceID.lowercased
                 try remember?.execute([.text(op.opID.lowercased), .integer(op.serverSeq ?? 0), .text(device)])

@@ -15,11 +15,10 @@ enum SalvageCopy {
         var withoutRowID: Bool { sql.uppercased().contains("WITHOUT ROWID") }
     }
 
-    /// A sealed segment as stored.
+    /// A sealed segment as stored (its frame is read when it is checked, one at a time).
     struct StoredSegment {
         var first: Int64
         var last: Int64
-        var frame: [UInt8]
         var digest: String
         var previous: String
     }
@@ -85,7 +84,7 @@ enum SalvageCopy {
     /// can be read (it lies within a broken page, or the pages above the leaves are broken) is
     /// not split further; the others are, character by character, down to the keys' length, so
     /// that only the rows on broken pages are left out. What cannot be read is reported as the
-    /// key prefixes it covers.
+    /// ranges of keys it covers, adjacent ones joined.
     static func copyByKey(_ table: String, in out: Database) throws -> SalvageReport.Table {
         let quoted = ProjectionSchema.quoted(table)
         var result = SalvageReport.Table(name: table, rowsCopied: 0, unreadable: [], lostWhole: false)
@@ -141,6 +140,8 @@ enum SalvageCopy {
         // from nothing to the alphabet's first character covers them.
         var pending = parts([], nil).reversed().map { ($0.low, $0.high, 1) }
         var failedAtTop = 0
+        // Unreadable ranges in key order; one that starts where the one before ends joins it.
+        var lost: [(low: [UInt8], high: [UInt8]?)] = []
         while let (low, high, depth) = pending.popLast() {
             if let count = try copy(low, high) {
                 result.rowsCopied += count
@@ -152,10 +153,14 @@ enum SalvageCopy {
             // deep enough, the range is reported as it is.
             if depth < depthMax, low.count == depth, try inner.contains(where: { try readable($0.low, $0.high) }) {
                 pending += inner.reversed().map { ($0.low, $0.high, depth + 1) }
+            } else if let previous = lost.last, previous.high == low {
+                lost[lost.count - 1].high = high
             } else {
-                result.unreadableKeys.append(blob ? low.map { String(format: "%02x", $0) }.joined() + "…" : String(decoding: low, as: UTF8.self) + "…")
+                lost.append((low, high))
             }
         }
+        func shown(_ bytes: [UInt8]) -> String { blob ? bytes.map { String(format: "%02x", $0) }.joined() : String(decoding: bytes, as: UTF8.self) }
+        result.unreadableKeys = lost.map { "from '\(shown($0.low))' to " + ($0.high.map { "'\(shown($0))'" } ?? "the end") }
         if result.rowsCopied == 0, failedAtTop == alphabet.count + 1 {
             result.lostWhole = true
             result.unreadableKeys = []
@@ -246,15 +251,17 @@ enum SalvageCopy {
 
     /// The sealed segments kept (copied into `db`), in order.
     static func segments(in db: Database) throws -> [StoredSegment] {
-        try db.query("SELECT first_seq, last_seq, body, digest, previous_digest FROM chronicle_segments ORDER BY first_seq") { row in
-            StoredSegment(first: row.int(0), last: row.int(1), frame: row.withBytes(2) { Array($0) }, digest: row.text(3), previous: row.text(4))
+        try db.query("SELECT first_seq, last_seq, digest, previous_digest FROM chronicle_segments ORDER BY first_seq") { row in
+            StoredSegment(first: row.int(0), last: row.int(1), digest: row.text(2), previous: row.text(3))
         }
     }
 
     /// A segment's ops, where its frame decompresses, its body matches its digest, and it is of
     /// `libraryID` and covers the seqs it is stored under; nil otherwise.
-    static func sound(_ segment: StoredSegment, libraryID: UUID?) -> Segment? {
-        guard let body = try? LZ4Frame.decompress(segment.frame, maxBytes: SegmentCodec.Limits().maxDecodedBytes),
+    static func sound(_ segment: StoredSegment, libraryID: UUID?, in db: Database) -> Segment? {
+        guard let frame = try? db.query("SELECT body FROM chronicle_segments WHERE first_seq = ?1", [.integer(segment.first)], { row in
+                  row.withBytes(0) { Array($0) } }).first,
+              let body = try? LZ4Frame.decompress(frame, maxBytes: SegmentCodec.Limits().maxDecodedBytes),
               DeviceStore.chainDigest(previous: segment.previous, body: body) == segment.digest,
               let decoded = try? SegmentCodec.decodeBody(body), decoded.libraryID == libraryID,
               decoded.firstSeq == segment.first, decoded.lastSeq == segment.last else { return nil }
@@ -264,13 +271,13 @@ enum SalvageCopy {
     /// The sealed segments that follow each other from `base` on, each sound and chained to the
     /// one before; `each` sees every kept segment's ops. Returns the last seq they reach (`base`
     /// if none).
-    static func keptSegments(_ segments: [StoredSegment], from base: Int64, libraryID: UUID?,
+    static func keptSegments(_ segments: [StoredSegment], from base: Int64, libraryID: UUID?, in db: Database,
                              _ each: (Segment) throws -> Void) throws -> Int64 {
         var kept = base
         var previous: String?
         for segment in segments {
             guard segment.first == kept + 1, previous.map({ $0 == segment.previous }) ?? true,
-                  let decoded = sound(segment, libraryID: libraryID) else { break }
+                  let decoded = sound(segment, libraryID: libraryID, in: db) else { break }
             try each(decoded)
             kept = segment.last
             previous = segment.digest
