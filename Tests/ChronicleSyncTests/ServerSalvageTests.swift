@@ -11,16 +11,21 @@ import Testing
 @Suite struct ServerSalvageTests {
     typealias Pages = SalvageTests.Pages
 
-    /// A library two devices wrote to, with refusals among its answers; the server's file checkpointed.
-    static func library(_ h: SyncHarness) async throws -> (a: TestDevice, b: TestDevice, path: String) {
-        // Both devices make the same article id first: B's create reaches the server first, and
-        // A's is refused (`entity_exists`).
+    /// Two devices that made the same article id first: B's create reached the server, and A's,
+    /// queued behind it, is refused (`entity_exists`) when A next syncs.
+    static func clashingDevices(_ h: SyncHarness) async throws -> (a: TestDevice, b: TestDevice) {
         let clash = UUID()
         let a = try h.device("A", ids: ScriptedIDs([clash]))
         let b = try h.device("B", ids: ScriptedIDs([clash]))
         try b.store.write("article.save", payload: ["url": .text("https://example.com/b"), "title": .text("B's article")])
         await b.sync()
         try a.store.write("article.save", payload: ["url": .text("https://example.com/a"), "title": .text("A's article")])
+        return (a, b)
+    }
+
+    /// A library two devices wrote to, with refusals among its answers; the server's file checkpointed.
+    static func library(_ h: SyncHarness) async throws -> (a: TestDevice, b: TestDevice, path: String) {
+        let (a, b) = try await Self.clashingDevices(h)
         try Workload(seed: 41).run(700, on: a)
         #expect(await a.sync().rejected == 1)
         try Workload(seed: 42).run(200, on: b)
@@ -129,12 +134,7 @@ import Testing
     /// a refusal kept, of an earlier number, does not stand in for them (seed 631 of the soak).
     @Test func numbersLostWithHistoryPastTheHorizonAreSetAboveAnyUsed() async throws {
         let h = try SyncHarness(.inMemory)
-        let clash = UUID()
-        let a = try h.device("A", ids: ScriptedIDs([clash]))
-        let b = try h.device("B", ids: ScriptedIDs([clash]))
-        try b.store.write("article.save", payload: ["url": .text("https://example.com/b"), "title": .text("B's article")])
-        await b.sync()
-        try a.store.write("article.save", payload: ["url": .text("https://example.com/a"), "title": .text("A's article")])
+        let (a, _) = try await Self.clashingDevices(h)
         try Workload(seed: 43).run(300, on: a)
         await a.sync()
         _ = try h.service.setPlan(library: h.user.libraryID, plan: "premium")

@@ -73,35 +73,15 @@ extension DeviceStore {
     public static func salvage(at path: String, schema: Schema? = nil, clock: any ChronicleClock = SystemClock(),
                                dryRun: Bool = false, progress: ((String) -> Void)? = nil) throws -> SalvageReport {
         let start = DispatchTime.now().uptimeNanoseconds
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue else {
-            throw ChronicleError(.storeMissing, "No store at \(path).")
-        }
-        guard SalvageCopy.isSQLiteFile(path) else {
-            throw ChronicleError(.notAChronicleStore, "\(path) is not a SQLite database, so not a Chronicle store; there is nothing to salvage.")
-        }
-        let salvaged = path + ".salvage"
         var report = SalvageReport(tables: [], confirmedBefore: 0, confirmedKept: 0, pendingKept: 0, pendingLost: [],
                                    segmentsDropped: 0, snapshotsDropped: 0, damagedPath: "", digest: "", seconds: 0)
-        do {
+        report.damagedPath = try SalvageCopy.salvage(
+            path, missing: "No store at \(path).",
+            notSQLite: "\(path) is not a SQLite database, so not a Chronicle store; there is nothing to salvage.", dryRun: dryRun) { salvaged in
             try copyOwnTables(from: path, into: salvaged, report: &report, progress: progress)
             progress?("Rebuilding the tables and search indexes from what was kept…")
             report.digest = try rebuildAndVerify(salvaged, path: path, schema: schema, clock: clock, progress: progress)
-            try SalvageCopy.closeIntoOneFile(salvaged, damaged: path)
-        } catch let error as ChronicleError where error.code == .invariantViolated {
-            throw error
-        } catch {
-            SalvageCopy.removeFiles(salvaged)
-            throw error
         }
-        if dryRun {
-            SalvageCopy.removeFiles(salvaged)
-            report.seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-            return report
-        }
-        // The new store is complete and closed (its WAL checkpointed into it).
-        let aside = try SalvageCopy.replace(path, with: salvaged)
-        report.damagedPath = aside
         report.seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
         return report
     }

@@ -63,33 +63,15 @@ extension ServerLibrary {
     public static func salvage(at path: String, libraryID: UUID, schema: Schema, clock: any ChronicleClock = SystemClock(),
                                dryRun: Bool = false, progress: ((String) -> Void)? = nil) throws -> LibrarySalvageReport {
         let start = DispatchTime.now().uptimeNanoseconds
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue else {
-            throw ChronicleError(.storeMissing, "No library file at \(path).")
-        }
-        guard SalvageCopy.isSQLiteFile(path) else {
-            throw ChronicleError(.notAChronicleStore, "\(path) is not a SQLite database, so not a library's file; there is nothing to salvage.")
-        }
-        let salvaged = path + ".salvage"
         var report = LibrarySalvageReport(tables: [], headBefore: 0, headKept: 0, segmentsDropped: 0, snapshotsDropped: 0,
                                           refusalsKept: 0, refusalsDropped: 0, devices: 0, oldOpIDsLost: false,
                                           incarnation: UUID(), damagedPath: "", digest: "", seconds: 0)
-        do {
+        report.damagedPath = try SalvageCopy.salvage(
+            path, missing: "No library file at \(path).",
+            notSQLite: "\(path) is not a SQLite database, so not a library's file; there is nothing to salvage.", dryRun: dryRun) { salvaged in
             try copyOwnTables(from: path, into: salvaged, libraryID: libraryID, report: &report, progress: progress)
             progress?("Rebuilding the library's projection from what was kept…")
-            report.digest = try rebuildAndCheck(salvaged, path: path, libraryID: libraryID, schema: schema, clock: clock,
-                                                head: report.headKept)
-            try SalvageCopy.closeIntoOneFile(salvaged, damaged: path)
-        } catch let error as ChronicleError where error.code == .invariantViolated {
-            throw error
-        } catch {
-            SalvageCopy.removeFiles(salvaged)
-            throw error
-        }
-        if dryRun {
-            SalvageCopy.removeFiles(salvaged)
-        } else {
-            report.damagedPath = try SalvageCopy.replace(path, with: salvaged)
+            report.digest = try rebuildAndCheck(salvaged, path: path, libraryID: libraryID, schema: schema, clock: clock, head: report.headKept)
         }
         report.seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
         return report

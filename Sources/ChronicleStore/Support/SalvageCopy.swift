@@ -23,9 +23,40 @@ enum SalvageCopy {
         var previous: String
     }
 
+    /// The frame of every salvage. `path` must be a file that begins as every SQLite database
+    /// does (otherwise it is not a damaged store but something else: `missing` and `notSQLite`
+    /// say so). `build` makes the new file at the path it is given, from the damaged one, and
+    /// checks it; the new file is then closed into one and put in the damaged one's place, or,
+    /// for a dry run, deleted. Returns where the damaged file (with its WAL) went, or "" after a
+    /// dry run. Where `build` fails, the damaged file is left as it was and the attempt deleted,
+    /// but for one that failed its checks (`invariant_violated`), kept to be looked at.
+    static func salvage(_ path: String, missing: String, notSQLite: String, dryRun: Bool,
+                        build: (String) throws -> Void) throws -> String {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue else {
+            throw ChronicleError(.storeMissing, missing)
+        }
+        guard isSQLiteFile(path) else { throw ChronicleError(.notAChronicleStore, notSQLite) }
+        let salvaged = path + ".salvage"
+        do {
+            try build(salvaged)
+            try closeIntoOneFile(salvaged, damaged: path)
+        } catch let error as ChronicleError where error.code == .invariantViolated {
+            throw error
+        } catch {
+            removeFiles(salvaged)
+            throw error
+        }
+        if dryRun {
+            removeFiles(salvaged)
+            return ""
+        }
+        return try replace(path, with: salvaged)
+    }
+
     /// Whether the file begins as every SQLite database does; a file that does not is not a
     /// damaged store but something else.
-    static func isSQLiteFile(_ path: String) -> Bool {
+    private static func isSQLiteFile(_ path: String) -> Bool {
         let header = (try? FileHandle(forReadingFrom: URL(fileURLWithPath: path)).read(upToCount: 16)) ?? nil
         return header == Data("SQLite format 3\u{0}".utf8)
     }
@@ -289,7 +320,7 @@ enum SalvageCopy {
     /// open turns WAL back on), so that it can be renamed. SQLite changes the journal mode only
     /// when no other connection has the file open: that also makes sure every connection of the
     /// store just used is closed (a closing store's own threads let go of it soon).
-    static func closeIntoOneFile(_ path: String, damaged: String) throws {
+    private static func closeIntoOneFile(_ path: String, damaged: String) throws {
         for attempt in 0..<100 {
             do {
                 var options = Database.Options()
@@ -308,7 +339,7 @@ enum SalvageCopy {
     /// Sets the damaged file (WAL first: a stale WAL beside the new file would be read as the new
     /// file's) aside as `<path>.damaged-<time>` and puts the salvaged one in its place. Returns
     /// where the damaged file went.
-    static func replace(_ path: String, with salvaged: String) throws -> String {
+    private static func replace(_ path: String, with salvaged: String) throws -> String {
         let stamp = ISO8601DateFormatter().string(from: Date()).replacingOccurrences(of: ":", with: "")
         let aside = "\(path).damaged-\(stamp)"
         let files = FileManager.default

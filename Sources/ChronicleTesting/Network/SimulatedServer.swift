@@ -62,13 +62,7 @@ public final class SimulatedServer: @unchecked Sendable {
         // The old process is gone before its files are: nothing runs between simulation steps.
         try FileManager.default.removeItem(atPath: directory)
         try FileManager.default.moveItem(atPath: copy, toPath: directory)
-        let fresh = try SyncService(dataDirectory: directory, limits: limits, maintenance: maintenance, clock: clock,
-                                    schemas: lock.withLock { givenSchemas })
-        lock.withLock {
-            backup = nil
-            restarts += 1
-            current = fresh
-        }
+        try startAgain(droppingBackup: true)
     }
 
     /// The server stops, a leaf of `table` in the library's file is broken (the one at `pick(leaves)`
@@ -103,23 +97,24 @@ public final class SimulatedServer: @unchecked Sendable {
         let report = try ServerLibrary.salvage(at: path, libraryID: library, schema: schema, clock: clock)
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: report.damagedPath + suffix) }
         if let copy = lock.withLock({ backup }) { try? FileManager.default.removeItem(atPath: copy) }
-        let fresh = try SyncService(dataDirectory: directory, limits: limits, maintenance: maintenance, clock: clock,
-                                    schemas: lock.withLock { givenSchemas })
-        lock.withLock {
-            backup = nil
-            restarts += 1
-            current = fresh
-        }
+        try startAgain(droppingBackup: true)
         return report
     }
 
     /// Drops the running service (its open libraries close) and starts a new one on the same files.
     public func restart() throws {
+        try startAgain(droppingBackup: false)
+    }
+
+    /// A new service on the data directory in place of the running one; `droppingBackup`: the
+    /// backup taken before no longer applies.
+    private func startAgain(droppingBackup: Bool) throws {
         // The new process opens the files; the old one (and the libraries it holds open) is gone
         // as soon as a request still running on it, if any, returns.
         let fresh = try SyncService(dataDirectory: directory, limits: limits, maintenance: maintenance, clock: clock,
                                     schemas: lock.withLock { givenSchemas })
         lock.withLock {
+            if droppingBackup { backup = nil }
             restarts += 1
             current = fresh
         }

@@ -67,18 +67,8 @@ extension Simulator {
         let lost = invariants.log.dropFirst(Int(atBackup.head)).map(\.opID)
         serverReader = nil
         try server.restoreBackup()
-        serverBackup = nil
-        invariants = atBackup
-        opsLostByServer.formUnion(lost)
-        for device in devices { try forgetOpsRestoredAway(from: device, lostByServer: Set(lost)) }
-        // Lost ops whose content their author no longer holds are gone at once, before the author's
-        // next round: a check after its next write must not expect them (seed 114 of 2,000 steps).
-        for device in devices { try forgetOpsLostForGood(device) }
-        try openServerReader()
-        let head = try server.service.library(libraryID).head
-        if head != invariants.head {
-            throw Violation("a server restored from a backup holds what it held then", "its head is \(head); at the backup it was \(invariants.head)")
-        }
+        let head = try serverLostHistory(lost, invariantsNow: atBackup,
+                                         "a server restored from a backup holds what it held then", "at the backup it was")
         log.fault(.serverRestoredFromBackup, "the server is restored from its backup at head \(head): the \(lost.count) ops it ordered since are gone from it")
     }
 
@@ -92,21 +82,34 @@ extension Simulator {
         let table = random.pick(tables)
         serverReader = nil
         let report = try server.damageAndSalvage(library: libraryID, table: table, pick: { self.random.below($0) })
-        serverBackup = nil
         let lost = invariants.log.dropFirst(Int(report.headKept)).map(\.opID)
-        invariants = try invariants.truncated(to: report.headKept)
-        opsLostByServer.formUnion(lost)
-        for device in devices { try forgetOpsRestoredAway(from: device, lostByServer: Set(lost)) }
-        for device in devices { try forgetOpsLostForGood(device) }
-        try openServerReader()
-        let head = try server.service.library(libraryID).head
-        if head != invariants.head {
-            throw Violation("a salvaged library holds its history up to the first unreadable op", "its head is \(head); salvage kept \(invariants.head)")
-        }
+        _ = try serverLostHistory(lost, invariantsNow: try invariants.truncated(to: report.headKept),
+                                  "a salvaged library holds its history up to the first unreadable op", "salvage kept")
         let unreadable = report.tables.flatMap(\.unreadable).reduce(0) { $0 + $1.count }
         log.fault(.libraryDamaged, "the server's library has a page of \(table) broken and is salvaged: \(unreadable) row ids unreadable, "
                   + "history kept through seq \(report.headKept) of \(report.headBefore), \(report.refusalsDropped) refusals dropped, "
                   + "\(lost.count) ops gone from it")
+    }
+
+    /// The server (started again) no longer holds the ops `lost`: the invariants become
+    /// `invariantsNow` (what they were when its log ended where it ends now), a backup taken
+    /// before is gone, and the lost ops are remembered, so that a device still holding them as
+    /// confirmed is not taken for one that lost them. Returns the server's head, checked against
+    /// the invariants' (`invariant`; `was` names where that head came from).
+    func serverLostHistory(_ lost: [UUID], invariantsNow: ServerInvariants, _ invariant: String, _ was: String) throws -> Int64 {
+        serverBackup = nil
+        invariants = invariantsNow
+        opsLostByServer.formUnion(lost)
+        for device in devices { try forgetOpsRestoredAway(from: device, lostByServer: Set(lost)) }
+        // Lost ops whose content their author no longer holds are gone at once, before the author's
+        // next round: a check after its next write must not expect them (seed 114 of 2,000 steps).
+        for device in devices { try forgetOpsLostForGood(device) }
+        try openServerReader()
+        let head = try server.service.library(libraryID).head
+        if head != invariants.head {
+            throw Violation(invariant, "its head is \(head); \(was) \(invariants.head)")
+        }
+        return head
     }
 
     /// Moves the device's clock (or, one time in ten, the server's) by seconds to years, either way.
