@@ -24,10 +24,10 @@ public final class DataDirectoryLock: Sendable {
             throw ChronicleError(.database, "Cannot open \(path) (\(String(cString: strerror(errno)))).")
         }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
-            let held = errno == EWOULDBLOCK
+            let code = errno
             let holder = (try? String(contentsOfFile: path, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
             close(fd)
-            guard held else { throw ChronicleError(.database, "Cannot lock \(path) (\(String(cString: strerror(errno)))).") }
+            guard code == EWOULDBLOCK else { throw ChronicleError(.database, "Cannot lock \(path) (\(String(cString: strerror(code)))).") }
             throw ChronicleError(.dataDirectoryInUse, "\(dataDirectory) is in use by another process\(holder.isEmpty ? "" : " (\(holder))"); stop it first.")
         }
         // Who holds it, for the sentence above (the lock itself is what counts, not this text).

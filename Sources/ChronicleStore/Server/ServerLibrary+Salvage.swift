@@ -20,7 +20,8 @@ public struct LibrarySalvageReport: Sendable {
     /// Refusals dropped: given after the kept head, or unreadable. A repeat of such an op is
     /// answered anew.
     public var refusalsDropped: Int
-    /// Devices whose last answered deviceSeq was worked out again from what was kept.
+    /// Devices the salvaged library knows the last answered deviceSeq of: read from the damaged
+    /// file where its history is whole, or else worked out again from what was kept.
     public var devices: Int
     /// The ids of ops sealed before the snapshot the library starts from could not be read, and
     /// cannot be made again (their segments were dropped past the retention horizon): a device
