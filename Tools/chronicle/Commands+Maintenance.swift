@@ -311,7 +311,7 @@ extension Command {
                 "user": user, "lost_nothing": report.lostNothing, "digest": report.digest, "damaged_path": report.damagedPath,
                 "head_before": report.headBefore, "head_kept": report.headKept, "incarnation": report.incarnation.lowercased,
                 "refusals_kept": report.refusalsKept, "refusals_dropped": report.refusalsDropped, "devices": report.devices,
-                "old_op_ids_lost": report.oldOpIDsLost, "segments_dropped": report.segmentsDropped,
+                "old_op_ids_lost": report.oldOpIDsLost, "server_ops_lost": report.serverOpsLost, "segments_dropped": report.segmentsDropped,
                 "snapshots_dropped": report.snapshotsDropped, "seconds": report.seconds, "dry_run": dryRun,
                 "tables": tablesJSON(report.tables),
             ])
@@ -321,6 +321,10 @@ extension Command {
                 ctx.output.line("History kept through seq \(report.headKept) of \(report.headBefore). Devices that synced past it push their own ops again when they next sync; ops only the server held (its own, or from devices that never sync again) are lost.")
             } else {
                 ctx.output.line("History kept whole (through seq \(report.headKept)).")
+            }
+            if !report.serverOpsLost.isEmpty {
+                ctx.output.line("The server's own ops past that point, which no device pushes again (do again what still matters, e.g. `chronicle server set-plan`):")
+                for op in report.serverOpsLost { ctx.output.line("  \(op)") }
             }
             ctx.output.line("Refusals kept: \(report.refusalsKept)" + (report.refusalsDropped > 0 ? "; \(report.refusalsDropped) dropped (a repeat of those ops is answered anew)." : "."))
             if report.oldOpIDsLost {

@@ -27,6 +27,10 @@ public struct LibrarySalvageReport: Sendable {
     /// cannot be made again (their segments were dropped past the retention horizon): a device
     /// that pushes one of those ops again would have it taken as new.
     public var oldOpIDsLost: Bool
+    /// The server's own ops past the kept history that could still be read, described (seq,
+    /// type, entity, payload): no device pushes them again, so what they did (a plan change, an
+    /// article's parsed text) is undone unless the operator does it again.
+    public var serverOpsLost: [String] = []
     /// The new file's incarnation: devices compare their history with it op by op.
     public var incarnation: UUID
     /// Where the damaged file (and its WAL) now are; empty after a dry run.
@@ -204,6 +208,17 @@ extension ServerLibrary {
             guard seq == kept + 1 else { break }
             kept = seq
         }
+        // The server's own ops past the kept point that can still be read (plan changes, parsed
+        // articles): no device holds them to push again, so the operator is told what they were.
+        var own: [Op] = []
+        for segment in try SalvageCopy.segments(in: db) where segment.first > sealedEnd {
+            own += SalvageCopy.sound(segment, libraryID: libraryID, in: db)?.ops.filter { $0.deviceID == Op.serverDeviceID && ($0.serverSeq ?? 0) > kept } ?? []
+        }
+        try db.uncached("SELECT \(DeviceStore.logColumns) FROM chronicle_log WHERE server_seq > ?1 AND device_id = ?2 ORDER BY server_seq")
+            .forEach([.integer(kept), .text(Op.serverDeviceID.lowercased)]) { row in
+                if let op = try? DeviceStore.logOp(row, libraryID: libraryID) { own.append(op) }
+            }
+        report.serverOpsLost = own.map { "seq \($0.serverSeq ?? 0): \($0.type) \($0.entityID.lowercased) \(CanonicalJSON.encode($0.payload))" }
         try db.execute("DELETE FROM chronicle_segments WHERE first_seq > ?1", [.integer(sealedEnd)])
         report.segmentsDropped = db.changes
         try db.execute("DELETE FROM chronicle_segment_filters WHERE first_seq > ?1", [.integer(sealedEnd)])
