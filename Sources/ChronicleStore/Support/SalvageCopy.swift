@@ -41,6 +41,11 @@ enum SalvageCopy {
         do {
             try build(salvaged)
             try closeIntoOneFile(salvaged, damaged: path)
+            guard let handle = FileHandle(forUpdatingAtPath: salvaged) else {
+                throw ChronicleError(.database, "Cannot open \(salvaged) to flush it to disk; \(path) was left as it was.")
+            }
+            try handle.synchronize()
+            try handle.close()
         } catch let error as ChronicleError where error.code == .invariantViolated {
             throw error
         } catch {
@@ -70,6 +75,12 @@ enum SalvageCopy {
         var options = Database.Options()
         options.synchronousFull = false
         let out = try Database(path: salvaged, options: options)
+        // The copy is a scratch file until it has passed its checks, and it is flushed to disk
+        // before it takes the damaged file's place (`salvage`): its many small commits (a range
+        // of keys each) need not each wait for the disk. A statement that fails still rolls back
+        // alone (the journal is kept, in memory).
+        try out.execute("PRAGMA journal_mode = MEMORY")
+        try out.execute("PRAGMA synchronous = OFF")
         let uri = "file:" + (path.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? path) + "?mode=ro"
         do {
             try run("ATTACH DATABASE ?1 AS damaged", in: out, [.text(uri)])
@@ -105,6 +116,15 @@ enum SalvageCopy {
         }
     }
 
+    /// A range of keys [low, high) (high nil: no end), `depth` levels down; `splits`: whether
+    /// it holds keys longer than `low` that a further level tells apart.
+    private struct KeyRange {
+        var low: [UInt8]
+        var high: [UInt8]?
+        var depth: Int
+        var splits: Bool
+    }
+
     /// The characters a split of a key range follows: the keys of the store's own tables keyed
     /// otherwise than by row id are ids (lowercase hex and dashes) or blobs of them.
     private static let textAlphabet = Array("-0123456789abcdef".utf8)
@@ -131,10 +151,10 @@ enum SalvageCopy {
             return result
         }
         let blob = key.type.contains("BLOB")
-        let alphabet: [UInt8] = blob ? Array(0...255) : textAlphabet
         // Ids made from the clock share their first characters (a UUIDv7's are its time): a range
-        // is split as deep as its keys go, but only where some of its parts read.
-        let depthMax = blob ? 16 : 36
+        // is split as deep as its keys go (text: a character a level; blobs: half a byte, so a
+        // level is sixteen ranges rather than 256), but only where some of its parts read.
+        let depthMax = blob ? 32 : 36
         // Bounds are written into the statement as literals: only this alphabet's characters (or
         // hex digits) ever make them.
         func literal(_ bytes: [UInt8]) -> String {
@@ -162,37 +182,53 @@ enum SalvageCopy {
                 return false
             }
         }
-        /// The parts of [low, high), split at `low` followed by each character of the alphabet.
-        func parts(_ low: [UInt8], _ high: [UInt8]?) -> [(low: [UInt8], high: [UInt8]?)] {
-            let bounds = [low] + alphabet.map { low + [$0] }
-            return bounds.indices.map { i in (bounds[i], i + 1 < bounds.count ? bounds[i + 1] : high) }
+        /// The parts of a range, together covering it: first the keys that are `low` itself (or
+        /// continue below the first split), then one part a character (or half-byte) value.
+        func parts(_ r: KeyRange) -> [KeyRange] {
+            let bounds: [[UInt8]]
+            if !blob {
+                bounds = textAlphabet.map { r.low + [$0] }
+            } else if r.depth % 2 == 0 {
+                bounds = (0..<16).map { r.low + [UInt8($0 << 4)] }
+            } else {
+                // `low` ends in a byte whose high half this range fixed: split on its low half.
+                let head = Array(r.low.dropLast()), high = r.low.last! & 0xf0
+                bounds = (1..<16).map { head + [high | UInt8($0)] }
+            }
+            let starts = [r.low] + bounds
+            let evenBlob = blob && r.depth % 2 == 0
+            return starts.indices.map { i in
+                KeyRange(low: starts[i], high: i + 1 < starts.count ? starts[i + 1] : r.high, depth: r.depth + 1,
+                         splits: i > 0 || (blob && !evenBlob))
+            }
         }
         // Keys below every text key's first character (or an empty blob) sort first: the range
-        // from nothing to the alphabet's first character covers them.
-        var pending = parts([], nil).reversed().map { ($0.low, $0.high, 1) }
+        // from nothing to the first bound covers them.
+        let top = parts(KeyRange(low: [], high: nil, depth: 0, splits: true))
+        var pending = Array(top.reversed())
         var failedAtTop = 0
         // Unreadable ranges in key order; one that starts where the one before ends joins it.
         var lost: [(low: [UInt8], high: [UInt8]?)] = []
-        while let (low, high, depth) = pending.popLast() {
-            if let count = try copy(low, high) {
+        while let r = pending.popLast() {
+            if let count = try copy(r.low, r.high) {
                 result.rowsCopied += count
                 continue
             }
-            if depth == 1 { failedAtTop += 1 }
-            let inner = parts(low, high)
+            if r.depth == 1 { failedAtTop += 1 }
             // Split where some parts read: that finds the broken leaves. Where none does, or
             // deep enough, the range is reported as it is.
-            if depth < depthMax, low.count == depth, try inner.contains(where: { try readable($0.low, $0.high) }) {
-                pending += inner.reversed().map { ($0.low, $0.high, depth + 1) }
-            } else if let previous = lost.last, previous.high == low {
-                lost[lost.count - 1].high = high
+            let inner = r.splits && r.depth < depthMax ? parts(r) : []
+            if try inner.contains(where: { try readable($0.low, $0.high) }) {
+                pending += inner.reversed()
+            } else if let previous = lost.last, previous.high == r.low {
+                lost[lost.count - 1].high = r.high
             } else {
-                lost.append((low, high))
+                lost.append((r.low, r.high))
             }
         }
         func shown(_ bytes: [UInt8]) -> String { blob ? bytes.map { String(format: "%02x", $0) }.joined() : String(decoding: bytes, as: UTF8.self) }
         result.unreadableKeys = lost.map { "from '\(shown($0.low))' to " + ($0.high.map { "'\(shown($0))'" } ?? "the end") }
-        if result.rowsCopied == 0, failedAtTop == alphabet.count + 1 {
+        if result.rowsCopied == 0, failedAtTop == top.count {
             result.lostWhole = true
             result.unreadableKeys = []
         }
