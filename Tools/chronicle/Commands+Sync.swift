@@ -190,11 +190,11 @@ extension Command {
             covering its ops, the guard triggers, and the server's tables against a fresh replay (digest). Exit 1 if a
             check fails; --all checks every library and says which failed.
             salvage keeps what can still be read of NAME's library file when the disk or a copy damaged it (the server
-            answers 503 library_damaged for it and logs which file): its history up to the first op that cannot be read,
+            answers 503 library_damaged for it, naming the library): its history up to the first op that cannot be read,
             the sealed segments and snapshots before it, each device's place and the refusals given until then; the
             server's tables are rebuilt from that, and the file takes a new incarnation, so devices that synced past that
             point push their own ops the server lost again, as after a restore from a backup (ops only the server held are
-            lost: restore a backup instead if you have a recent one). The damaged file is renamed <file>.damaged-<time>
+            lost, and those it could still read are listed: restore a backup instead if you have a recent one). The damaged file is renamed <file>.damaged-<time>
             only once the new one has passed its checks. Stop the server first (it is refused with data_directory_in_use
             while one runs on DIR). --dry-run says what it would keep and changes nothing. Exit 0: nothing was lost;
             1: something was; 4: refused (beyond salvage, or not a library's file).
