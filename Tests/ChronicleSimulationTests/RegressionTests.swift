@@ -375,6 +375,23 @@ import Testing
         #expect(report.faults[.restoredFromBackup, default: 0] > 0, "\(report)")
     }
 
+    /// Seeds of the damage soak (`CHRONICLE_SIM_DAMAGE=1`: device stores and the server's library
+    /// broken and salvaged). 978 (150 steps): the server's own next op took deviceSeq 1 after its
+    /// earlier ones went with history past the horizon; 631 (400): a kept refusal stood in for a
+    /// device's number, and the server took deviceSeq 19 after 21; 724 (400): after a rewind, the
+    /// numbers of own ops lost to a broken page and to a restored server were unaccounted, and
+    /// `verify` failed; 59 (2,000): the salvaged server answered `device_seq_reused` to a device
+    /// that held own ops numbered after the server's last, and it numbered its queue after that
+    /// last, giving their numbers to other ops, so one of them vanished. It now goes back first.
+    @Test("Seeds that met the salvages' bugs converge (damage soak)",
+          arguments: [(978, 150), (631, 400), (724, 400), (59, 2000)] as [(UInt64, Int)])
+    func damageSeeds(seed: UInt64, steps: Int) async throws {
+        let plan = FaultPlan.random(seed: seed).forcing(.storeDamaged, rate: SimulationSeeds.damageRate)
+            .forcing(.libraryDamaged, rate: SimulationSeeds.libraryDamageRate)
+        let report = try await Simulator(seed: seed, steps: steps, faults: plan).run()
+        #expect(report.faults[.storeDamaged, default: 0] + report.faults[.libraryDamaged, default: 0] > 0, "\(report)")
+    }
+
     /// The same full disk, then a rebuild (what a device that goes back to where it and a restored
     /// server agree runs, and `chronicle rebuild`): it built the search and projection indexes and
     /// cleared the stale mark, but not the log's entity index the bulk apply had dropped, so

@@ -231,6 +231,20 @@ public actor SyncEngine {
                     let reason = "The server refused the request: \(refusal.message) [\(refusal.code)]"
                     try? store.recordSyncAttempt(error: reason)
                     report.outcome = .blocked(reason: reason)
+                case .terminal(let refusal) where refusal.code == ProtocolError.deviceSeqReusedCode && roundRewind == nil:
+                    // The push met numbers the server already answered while this store holds own ops
+                    // numbered after the server's last as confirmed: the server lost them (seed 59 of the
+                    // damage soak, 2,000 steps: its library salvaged). The store goes back before them,
+                    // as for a gap, and the round runs again: they are queued with their numbers, and
+                    // the queue is numbered after the server's last only then.
+                    if let last = refusal.lastDeviceSeq, let lostAt = try? store.seqOfOwnOpsTheServerLost(after: last),
+                       let rewound = await rewind(before: lostAt) {
+                        roundRewind = rewound
+                        continue
+                    }
+                    let reason = "The server refused the request: \(refusal.message) [\(refusal.code)]"
+                    try? store.recordSyncAttempt(error: reason)
+                    report.outcome = .blocked(reason: reason)
                 case .terminal(let refusal):
                     let reason = "The server refused the request: \(refusal.message) [\(refusal.code)]"
                     try? store.recordSyncAttempt(error: reason)
@@ -433,6 +447,11 @@ public actor SyncEngine {
                         try? store.recordPushFailure(deviceSeqs: first.deviceSeq...last.deviceSeq, error: error.description)
                         throw error
                     }
+                    // Not so where this store holds own ops numbered after the server's last as
+                    // confirmed: the server lost them (restored from a backup, or salvaged), and
+                    // numbering the queue after its last would give their numbers to other ops. The
+                    // round goes back before them first (below, in `syncOnce`).
+                    if (try? store.seqOfOwnOpsTheServerLost(after: serverLast)) != nil { throw error }
                     renumberings += 1
                     try await acknowledging?.value
                     acknowledging = nil
