@@ -187,7 +187,11 @@ public actor SyncEngine {
                     let done = report.pushed + report.rejected + pulledInRound
                     attempt = done > progress ? 1 : attempt + 1
                     progress = done
-                    if attempt > configuration.retriesPerRoundMax || Task.isCancelled {
+                    // A server that asks for a longer wait than backoff ever makes (a damaged file
+                    // being salvaged: 300 s) ends the round now rather than holding `syncOnce` for it;
+                    // the schedule and the app's triggers try again.
+                    let longWait = (retryAfter ?? 0) * 1000 > Double(configuration.backoffMaxMilliseconds)
+                    if attempt > configuration.retriesPerRoundMax || longWait || Task.isCancelled {
                         report.outcome = .offline(reason: reason)
                         break
                     }
