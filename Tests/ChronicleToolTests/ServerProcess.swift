@@ -87,9 +87,9 @@ final class ServerProcess {
 
 extension Tool {
     /// `init` and `login` against a server as user `ada`.
-    func signIn(_ server: ServerProcess, password: String = "password123") throws {
+    func signIn(_ server: ServerProcess, user: String = "ada", password: String = "password123") throws {
         try ok("init")
-        let login = try run(["login", "--server", server.url, "--user", "ada"], stdin: password + "\n")
+        let login = try run(["login", "--server", server.url, "--user", user], stdin: password + "\n")
         #expect(login.status == 0, "login failed: \(login.stderr)")
     }
 

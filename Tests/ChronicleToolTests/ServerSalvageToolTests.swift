@@ -66,3 +66,81 @@ import Testing
         #expect(try Tool.exec(Tool.binary, ["server", "--help"]).stdout.contains("salvage keeps what can still be read"))
     }
 }
+
+/// `chronicle server salvage --accounts`: a server.sqlite whose users cannot be read is answered
+/// 503 (the devices keep what they hold), salvaged, and each library given back to its user with
+/// `add-user --library`, its history whole; the devices sign in again and sync.
+@Suite(.serialized) struct AccountsSalvageToolTests {
+    @Test func usersLostAreGivenTheirLibrariesBackAndTheirDevicesSignInAgain() throws {
+        let ada = try Tool(), bob = try Tool()
+        let data = ada.directory.appendingPathComponent("server").path
+        for name in ["ada", "bob"] {
+            _ = try Tool.exec(Tool.binary, ["server", "add-user", "--data", data, name], stdin: "password123\n")
+        }
+        let server = try ServerProcess(data: data)
+        try ada.signIn(server)
+        try bob.signIn(server, user: "bob")
+        try ada.write(30, prefix: "ada")
+        try bob.write(12, prefix: "bob")
+        try ada.ok("sync")
+        try bob.ok("sync")
+        server.stop()
+        let libraries = [try #require(try ada.credentials["library"] as? String), try #require(try bob.credentials["library"] as? String)]
+        try Tool.breakRootPage(of: "users", in: "\(data)/server.sqlite")
+
+        let users = try Tool.exec(Tool.binary, ["server", "users", "--data", data])
+        #expect(users.status == 4 && users.stderr.contains("[store_damaged]") && users.stderr.contains("server salvage --data \(data) --accounts"),
+                "\(users.stderr)")
+        let damaged = try ServerProcess(data: data, port: server.port)
+        try ada.write(3, prefix: "waiting")
+        let waiting = try ada.run(["sync"])
+        #expect(waiting.status == 5 && waiting.stderr.contains("accounts_damaged"), "told to wait, not signed out: \(waiting.stdout)\(waiting.stderr)")
+        let newcomer = try Tool()
+        try newcomer.ok("init")
+        let login = try newcomer.run(["login", "--server", damaged.url, "--user", "ada"], stdin: "password123\n")
+        #expect(login.status != 0 && login.stderr.contains("accounts_damaged") && !login.stderr.contains("500"), "\(login.stderr)")
+        let beside = try Tool.exec(Tool.binary, ["server", "salvage", "--data", data, "--accounts"])
+        #expect(beside.status == 4 && beside.stderr.contains("[data_directory_in_use]"), "\(beside.stderr)")
+        damaged.stop()
+
+        let salvaged = try Tool.exec(Tool.binary, ["server", "salvage", "--data", data, "--accounts", "--json"])
+        #expect(salvaged.status == 1, "\(salvaged.stdout)\(salvaged.stderr)")
+        let report = try salvaged.object()
+        #expect(report["users_kept"] as? Int == 0 && report["devices_kept"] as? Int == 0 && report["rows_dropped"] as? Int == 2, "\(report)")
+        let unowned = try #require(report["unowned_libraries"] as? [[String: Any]])
+        #expect(Set(unowned.compactMap { $0["library_id"] as? String }) == Set(libraries))
+        #expect(Set(unowned.compactMap { $0["former_user"] as? String }) == ["ada", "bob"])
+        #expect(unowned.allSatisfy { $0["schema"] as? String == "readitlater" })
+
+        // Given back: refused for the wrong schema or a library that has its user, then done.
+        let adaLibrary = try #require(unowned.first { $0["former_user"] as? String == "ada" })
+        let command = try #require(adaLibrary["give_back"] as? String)
+        #expect(command == "chronicle server add-user --data \(data) ada --library \(libraries[0]) --schema readitlater")
+        let wrong = try Tool.exec(Tool.binary, ["server", "add-user", "--data", data, "ada", "--library", libraries[0], "--schema", "fieldservice"],
+                                  stdin: "password123\n")
+        #expect(wrong.status == 4 && wrong.stderr.contains("[schema_mismatch]"), "\(wrong.stderr)")
+        for (name, library) in zip(["ada", "bob"], libraries) {
+            let added = try Tool.exec(Tool.binary, ["server", "add-user", "--data", data, name, "--library", library], stdin: "password123\n")
+            #expect(added.status == 0 && added.stdout.contains(library), "\(added.stderr)")
+        }
+        let taken = try Tool.exec(Tool.binary, ["server", "add-user", "--data", data, "cy", "--library", libraries[1]], stdin: "password123\n")
+        #expect(taken.status == 3 && taken.stderr.contains("already belongs to user bob"), "\(taken.stderr)")
+
+        // The devices' registrations went with their users: each signs in again and syncs.
+        let restarted = try ServerProcess(data: data, port: server.port)
+        defer { restarted.stop() }
+        let signedOut = try ada.run(["sync"])
+        #expect(signedOut.status == 6, "\(signedOut.stdout)\(signedOut.stderr)")
+        for (tool, name) in [(ada, "ada"), (bob, "bob")] {
+            let login = try tool.run(["login", "--server", restarted.url, "--user", name], stdin: "password123\n")
+            #expect(login.status == 0, "\(login.stderr)")
+        }
+        try ada.ok("sync")
+        try bob.ok("sync")
+        restarted.stop()
+        #expect(try restarted.library(libraries[0]).allOps().count == 33 && restarted.library(libraries[1]).allOps().count == 12)
+        #expect(try DeviceStore.open(at: ada.store).digest() == restarted.library(libraries[0]).digest())
+        #expect(try DeviceStore.open(at: bob.store).digest() == restarted.library(libraries[1]).digest())
+        #expect(try Tool.exec(Tool.binary, ["server", "verify", "--data", data, "--all"]).stdout.contains("All 2 libraries passed."))
+    }
+}

@@ -343,6 +343,41 @@ extension Command {
         return report.lostNothing ? ExitCode.success : ExitCode.verificationFailed
     }
 
+    /// `chronicle server salvage --data DIR --accounts [--dry-run]`.
+    static func salvageAccounts(data: String, dryRun: Bool, _ ctx: Context) throws -> Int32 {
+        let report = try ServerSalvage.runAccounts(dataDirectory: data, dryRun: dryRun)
+        func giveBack(_ unowned: AccountsSalvageReport.Unowned) -> String {
+            let schema = unowned.schemaName.map { " --schema \($0)" } ?? ""
+            return "chronicle server add-user --data \(data) \(unowned.formerUser ?? "NAME") --library \(unowned.libraryID.lowercased)\(schema)"
+        }
+        if ctx.output.json {
+            ctx.output.emit([
+                "lost_nothing": report.lostNothing, "users_kept": report.usersKept, "devices_kept": report.devicesKept,
+                "rows_dropped": report.rowsDropped, "damaged_path": report.damagedPath, "seconds": report.seconds, "dry_run": dryRun,
+                "tables": tablesJSON(report.tables),
+                "unowned_libraries": report.unowned.map { ["library_id": $0.libraryID.lowercased, "schema": $0.schemaName as Any? ?? NSNull(),
+                                                           "former_user": $0.formerUser as Any? ?? NSNull(), "give_back": giveBack($0)] as [String: Any] },
+            ])
+        } else {
+            printTables(report.tables, ctx)
+            ctx.output.line("Kept \(report.usersKept) user\(report.usersKept == 1 ? "" : "s") and \(report.devicesKept) device registration\(report.devicesKept == 1 ? "" : "s")"
+                            + (report.rowsDropped > 0 ? "; \(report.rowsDropped) row\(report.rowsDropped == 1 ? "" : "s") dropped (an id that does not parse, or a device whose user was not kept)." : "."))
+            if !report.lostNothing {
+                ctx.output.line("A device whose registration was lost is answered 401 and signs in again (`chronicle login`); its store and queued changes are kept.")
+            }
+            if !report.unowned.isEmpty {
+                ctx.output.line("Libraries no kept user owns (their files are untouched; give each back to its user, with a new password on stdin):")
+                for unowned in report.unowned { ctx.output.line("  \(giveBack(unowned))") }
+            }
+            if dryRun {
+                ctx.output.line("(dry run: nothing was changed)")
+            } else {
+                ctx.output.line("The damaged file is now \(report.damagedPath). Start the server again.")
+            }
+        }
+        return report.lostNothing ? ExitCode.success : ExitCode.verificationFailed
+    }
+
     static func ranges(_ list: [ClosedRange<Int64>]) -> String {
         list.map { $0.lowerBound == $0.upperBound ? "\($0.lowerBound)" : "\($0.lowerBound)…\($0.upperBound)" }.joined(separator: ", ")
     }

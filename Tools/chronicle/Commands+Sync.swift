@@ -169,9 +169,11 @@ extension Command {
 
     static let server = Command(
         name: "server", summary: "Administer a server's data directory (add-user, users, set-plan, compact, backup, verify, salvage).",
-        usage: "chronicle server add-user --data DIR NAME [--schema readitlater] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR NAME [--dry-run]",
+        usage: "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run]",
         details: """
-            add-user reads the password from the first line of stdin (at least 8 characters) and creates the user's library.
+            add-user reads the password from the first line of stdin (at least 8 characters) and creates the user's library;
+            with --library ID it gives the user a library already in DIR that no user owns (one `salvage --accounts`
+            lists), with its history, instead of a new one (--schema must be the library's).
             users lists users and their library ids. set-plan changes a library's plan tier with a server-authored op:
             premium lifts the free-tier caps and turns on full-text search of article bodies on every device after its
             next pull. All three work while the server runs (a running server's parked pulls see a plan change when
@@ -198,20 +200,32 @@ extension Command {
             only once the new one has passed its checks. Stop the server first (it is refused with data_directory_in_use
             while one runs on DIR). --dry-run says what it would keep and changes nothing. Exit 0: nothing was lost;
             1: something was; 4: refused (beyond salvage, or not a library's file).
+            salvage --accounts does the same for server.sqlite, the users, their libraries and devices' registrations
+            (every request is answered 503 accounts_damaged while it cannot be read): it keeps the rows that can be read;
+            a device whose registration was lost signs in again (401; its store and queue are kept), and a library whose
+            user was lost stays on disk and is listed with the `add-user --library` command that gives it back.
             """) { args, ctx in
-        let usage = "chronicle server add-user --data DIR NAME [--schema readitlater] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR NAME [--dry-run]"
+        let usage = "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run]"
         let action = try args.requirePositional("an action (add-user, users, set-plan, compact, backup, verify or salvage)", usage: usage)
         guard let data = args.option("data") else { throw ChronicleError(.usage, "--data DIR is required. Usage: \(usage)") }
         switch action {
         case "add-user":
             let name = try args.requirePositional("the user name", usage: usage)
             let schemaName = args.option("schema") ?? Schema.readItLater.name
+            let libraryText = args.option("library")
             try args.finish(usage: usage)
             guard let schema = Schema.named(schemaName) else {
                 throw ChronicleError(.usage, "Unknown schema '\(schemaName)'; this build has \(Schema.builtIn.map(\.name).joined(separator: ", ")).")
             }
+            let accounts = try Accounts(dataDirectory: data)
+            var library: UUID?
+            if let libraryText {
+                guard let id = UUID(text: libraryText) else { throw ChronicleError(.usage, "--library takes a library id (got '\(libraryText)').") }
+                try accounts.checkLibraryToGiveBack(id, schema: schema, dataDirectory: data)
+                library = id
+            }
             let password = try readPassword()
-            let user = try Accounts(dataDirectory: data).addUser(name, password: password, schema: schema)
+            let user = try accounts.addUser(name, password: password, schema: schema, libraryID: library)
             if ctx.output.json {
                 ctx.output.emit(["user": user.name, "library_id": user.libraryID.lowercased, "schema": user.schemaName])
             } else {
@@ -301,9 +315,11 @@ extension Command {
             try args.finish(usage: usage)
             return try verifyLibraries(data: data, user: name, ctx)
         case "salvage":
-            let name = try args.requirePositional("the user name", usage: usage)
+            let accounts = args.flag("accounts")
+            let name = accounts ? nil : try args.requirePositional("the user name (or --accounts)", usage: usage)
             let dryRun = args.flag("dry-run")
             try args.finish(usage: usage)
+            guard let name else { return try salvageAccounts(data: data, dryRun: dryRun, ctx) }
             return try salvageLibrary(data: data, user: name, dryRun: dryRun, ctx)
         case "users":
             try args.finish(usage: usage)

@@ -49,23 +49,78 @@ public final class Accounts: Sendable {
         """,
     ]
 
-    public init(dataDirectory: String, clock: any ChronicleClock = SystemClock()) throws {
+    public convenience init(dataDirectory: String, clock: any ChronicleClock = SystemClock()) throws {
         try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
-        path = (dataDirectory as NSString).appendingPathComponent("server.sqlite")
-        let database = try Database(path: path)
-        if try database.scalarInt("SELECT count(*) FROM sqlite_master WHERE name = 'chronicle_meta'") == 0 {
-            try database.transaction { db in
-                for statement in Self.statements { try db.execute(statement) }
-                try db.execute("INSERT INTO chronicle_meta(key, value) VALUES ('format_version', ?1), ('kind', 'server')",
-                               [.integer(Self.formatVersion)])
+        try self.init(path: (dataDirectory as NSString).appendingPathComponent("server.sqlite"), clock: clock)
+    }
+
+    /// The accounts file at `path` (created if missing): a data directory's `server.sqlite`, or a
+    /// salvage's new copy of it.
+    init(path: String, clock: any ChronicleClock = SystemClock()) throws {
+        self.path = path
+        do {
+            let database = try Database(path: path)
+            if try database.scalarInt("SELECT count(*) FROM sqlite_master WHERE name = 'chronicle_meta'") == 0 {
+                try database.transaction { db in
+                    for statement in Self.statements { try db.execute(statement) }
+                    try db.execute("INSERT INTO chronicle_meta(key, value) VALUES ('format_version', ?1), ('kind', 'server')",
+                                   [.integer(Self.formatVersion)])
+                }
+            } else if let format = try database.scalarInt("SELECT value FROM chronicle_meta WHERE key = 'format_version'"),
+                      format > Self.formatVersion {
+                throw ChronicleError(.futureStoreVersion, "\(path) uses server format v\(format), but this build reads up to v\(Self.formatVersion). Update Chronicle; the file was left untouched.")
             }
-        } else if let format = try database.scalarInt("SELECT value FROM chronicle_meta WHERE key = 'format_version'"),
-                  format > Self.formatVersion {
-            throw ChronicleError(.futureStoreVersion, "\(path) uses server format v\(format), but this build reads up to v\(Self.formatVersion). Update Chronicle; the file was left untouched.")
+            db = Locked(database)
+        } catch {
+            throw Self.damagedOr(error, path)
         }
-        db = Locked(database)
         self.clock = clock
         tokenCache = Locked([:])
+    }
+
+    /// The code of a server whose accounts file cannot be read.
+    public static let damagedCode = "accounts_damaged"
+
+    /// The error for an accounts file SQLite cannot read, or whose rows do not parse: the
+    /// operator salvages it (`chronicle server salvage --accounts`) or restores a backup.
+    public static func damaged(_ path: String, _ detail: String) -> ChronicleError {
+        let directory = (path as NSString).deletingLastPathComponent
+        return ChronicleError(.storeDamaged, "The server's accounts file \(path) (users, their libraries, devices' tokens) is damaged: \(detail). "
+                              + "Nothing more was written to it. Stop the server and run `chronicle server salvage --data \(directory) --accounts` "
+                              + "to keep what can still be read, or restore the data directory from a backup (`chronicle server backup`).")
+    }
+
+    /// `error` as `damaged` where SQLite found the file damaged; otherwise as it is.
+    static func damagedOr(_ error: any Error, _ path: String) -> any Error {
+        guard let sqlite = error as? SQLiteError, sqlite.isCorrupt else { return error }
+        return damaged(path, "SQLite cannot read part of it (\(sqlite.message))")
+    }
+
+    /// What a device is answered while the accounts cannot be read: 503 with a Retry-After, as
+    /// for a damaged library; devices keep what they hold and try again.
+    static func unavailable(_ error: any Error, _ what: String) -> ProtocolError {
+        if let error = error as? ChronicleError, error.code == .storeDamaged {
+            return ProtocolError(503, damagedCode,
+                                 "The server's accounts (users, devices, tokens) cannot be read: its file is damaged. Nothing was written. "
+                                 + "The server's operator salvages them (`chronicle server salvage --accounts`) or restores a backup; try again later.",
+                                 retryAfterSeconds: 300)
+        }
+        return ProtocolError(500, "server_store", "\(what): \(error)")
+    }
+
+    /// Runs `body` on the file; SQLite finding it damaged is `damaged`.
+    private func reading<T>(_ body: (Database) throws -> T) throws -> T {
+        do {
+            return try db.withLock { try body($0) }
+        } catch {
+            throw Self.damagedOr(error, path)
+        }
+    }
+
+    /// An id read from the file; one that does not parse is damage.
+    private func id(_ text: String, _ what: String) throws -> UUID {
+        guard let id = UUID(text: text) else { throw Self.damaged(path, "\(what) '\(text)' is not an id") }
+        return id
     }
 
     /// Valid user names: 1–64 of a–z, 0–9, '.', '_', '-'.
@@ -85,7 +140,7 @@ public final class Accounts: Sendable {
             throw ChronicleError(.invalidValue, "A password needs at least 8 characters.")
         }
         let hash = Secrets.hashPassword(password)
-        return try db.withLock { db in
+        return try reading { db in
             if try db.scalarInt("SELECT 1 FROM users WHERE name = ?1", [.text(name)]) != nil {
                 throw ChronicleError(.entityExists, "A user named '\(name)' already exists.")
             }
@@ -96,18 +151,18 @@ public final class Accounts: Sendable {
     }
 
     public func user(_ name: String) throws -> UserRecord? {
-        try db.withLock { db in
+        try reading { db in
             try db.query("SELECT name, library_id, schema_name FROM users WHERE name = ?1", [.text(name)]) { row in
-                UserRecord(name: row.text(0), libraryID: UUID(text: row.text(1))!, schemaName: row.text(2))
+                UserRecord(name: row.text(0), libraryID: try id(row.text(1), "user \(row.text(0))'s library id"), schemaName: row.text(2))
             }.first
         }
     }
 
     /// Every library and the schema it uses.
     public func libraries() throws -> [UserRecord] {
-        try db.withLock { db in
+        try reading { db in
             try db.query("SELECT name, library_id, schema_name FROM users ORDER BY name") { row in
-                UserRecord(name: row.text(0), libraryID: UUID(text: row.text(1))!, schemaName: row.text(2))
+                UserRecord(name: row.text(0), libraryID: try id(row.text(1), "user \(row.text(0))'s library id"), schemaName: row.text(2))
             }
         }
     }
@@ -117,13 +172,14 @@ public final class Accounts: Sendable {
     public func registerDevice(user name: String, password: String, deviceID: UUID) throws(ProtocolError) -> (token: String, user: UserRecord) {
         let found: (UserRecord, String)?
         do {
-            found = try db.withLock { db in
+            found = try reading { db in
                 try db.query("SELECT name, library_id, schema_name, password_hash FROM users WHERE name = ?1", [.text(name)]) { row in
-                    (UserRecord(name: row.text(0), libraryID: UUID(text: row.text(1))!, schemaName: row.text(2)), row.text(3))
+                    (UserRecord(name: row.text(0), libraryID: try id(row.text(1), "user \(row.text(0))'s library id"), schemaName: row.text(2)),
+                     row.text(3))
                 }.first
             }
         } catch {
-            throw ProtocolError(500, "server_store", "The server could not read its accounts: \(error)")
+            throw Self.unavailable(error, "The server could not read its accounts")
         }
         // Same work whether or not the user exists, so timing does not tell names apart.
         let ok = Secrets.verifyPassword(password, against: found?.1 ?? Secrets.hashPassword("not a password"))
@@ -133,7 +189,7 @@ public final class Accounts: Sendable {
         let token = Secrets.newToken()
         let hash = Secrets.tokenHash(token)
         do {
-            try db.withLock { db in
+            try reading { db in
                 try db.transaction { db in
                     if let owner = try db.scalarText("SELECT user_name FROM devices WHERE device_id = ?1", [.text(deviceID.lowercased)]),
                        owner != user.name {
@@ -151,22 +207,29 @@ public final class Accounts: Sendable {
         } catch let error as ProtocolError {
             throw error
         } catch {
-            throw ProtocolError(500, "server_store", "The server could not record the device: \(error)")
+            throw Self.unavailable(error, "The server could not record the device")
         }
         return (token, user)
     }
 
-    /// The device a bearer token belongs to, or nil.
-    public func authenticate(_ token: String) -> DeviceIdentity? {
+    /// The device a bearer token belongs to, or nil; 503 `accounts_damaged` (not a 401, which
+    /// would tell the device it was signed out) where the file cannot be read.
+    public func authenticate(_ token: String) throws(ProtocolError) -> DeviceIdentity? {
         guard token.hasPrefix("chr_"), token.utf8.count == 68 else { return nil }
         let hash = Secrets.tokenHash(token)
         if let cached = tokenCache.withLock({ $0[hash] }) { return cached }
-        let found = try? db.withLock { db in
-            try db.query("SELECT device_id, library_id, user_name FROM devices WHERE token_hash = ?1", [.text(hash)]) { row in
-                DeviceIdentity(deviceID: UUID(text: row.text(0))!, libraryID: UUID(text: row.text(1))!, user: row.text(2))
-            }.first
+        let found: DeviceIdentity?
+        do {
+            found = try reading { db in
+                try db.query("SELECT device_id, library_id, user_name FROM devices WHERE token_hash = ?1", [.text(hash)]) { row in
+                    DeviceIdentity(deviceID: try id(row.text(0), "a device id"), libraryID: try id(row.text(1), "device \(row.text(0))'s library id"),
+                                   user: row.text(2))
+                }.first
+            }
+        } catch {
+            throw Self.unavailable(error, "The server could not read its accounts")
         }
-        guard let identity = found ?? nil else { return nil }
+        guard let identity = found else { return nil }
         tokenCache.withLock { $0[hash] = identity }
         return identity
     }

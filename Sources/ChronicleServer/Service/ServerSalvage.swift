@@ -30,4 +30,12 @@ public enum ServerSalvage {
         let path = (dataDirectory as NSString).appendingPathComponent("libraries/\(user.libraryID.lowercased).sqlite")
         return try ServerLibrary.salvage(at: path, libraryID: user.libraryID, schema: schema, dryRun: dryRun, progress: progress)
     }
+
+    /// Salvages the accounts file (`server.sqlite`: users, devices, tokens) of `dataDirectory`
+    /// (`Accounts.salvage`); refused while a server runs on the directory.
+    public static func runAccounts(dataDirectory: String, dryRun: Bool = false) throws -> AccountsSalvageReport {
+        let lock = try DataDirectoryLock(dataDirectory: dataDirectory, purpose: "chronicle server salvage --accounts")
+        defer { withExtendedLifetime(lock) {} }
+        return try Accounts.salvage(dataDirectory: dataDirectory, dryRun: dryRun)
+    }
 }

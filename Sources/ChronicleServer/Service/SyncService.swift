@@ -103,7 +103,7 @@ public final class SyncService: SyncEndpoint {
     // MARK: - Identity and libraries
 
     func identify(_ token: String) throws(ProtocolError) -> DeviceIdentity {
-        guard let identity = accounts.authenticate(token) else {
+        guard let identity = try accounts.authenticate(token) else {
             throw ProtocolError(401, "unauthorized", "The bearer token is missing, malformed or no longer valid; sign in again with `chronicle login`.")
         }
         return identity
@@ -120,8 +120,12 @@ public final class SyncService: SyncEndpoint {
     /// The library's store, opened on first use.
     public func library(_ id: UUID) throws(ProtocolError) -> ServerLibrary {
         if let open = libraries.withLock({ $0[id] }) { return open }
+        let records: [UserRecord]
+        do { records = try accounts.libraries() } catch {
+            throw Accounts.unavailable(error, "The server could not read its accounts")
+        }
         do {
-            guard let record = try accounts.libraries().first(where: { $0.libraryID == id }) else {
+            guard let record = records.first(where: { $0.libraryID == id }) else {
                 throw ProtocolError(404, "unknown_library", "The server has no library \(id.lowercased).")
             }
             guard let schema = schemas.first(where: { $0.name == record.schemaName }) ?? Schema.named(record.schemaName) else {

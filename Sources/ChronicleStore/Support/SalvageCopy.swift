@@ -5,14 +5,14 @@ import Foundation
 /// library): a damaged file attached read-only to a new one, its tables copied range by range
 /// around the pages SQLite cannot read, its sealed segments checked link by link, and the new
 /// file closed into one and put in the damaged one's place.
-enum SalvageCopy {
+package enum SalvageCopy {
     /// One entry of the damaged file's list of tables, indexes and triggers.
-    struct SchemaObject {
-        var type: String
-        var name: String
-        var table: String
-        var sql: String
-        var withoutRowID: Bool { sql.uppercased().contains("WITHOUT ROWID") }
+    package struct SchemaObject {
+        package var type: String
+        package var name: String
+        package var table: String
+        package var sql: String
+        package var withoutRowID: Bool { sql.uppercased().contains("WITHOUT ROWID") }
     }
 
     /// A sealed segment as stored (its frame is read when it is checked, one at a time).
@@ -30,7 +30,7 @@ enum SalvageCopy {
     /// for a dry run, deleted. Returns where the damaged file (with its WAL) went, or "" after a
     /// dry run. Where `build` fails, the damaged file is left as it was and the attempt deleted,
     /// but for one that failed its checks (`invariant_violated`), kept to be looked at.
-    static func salvage(_ path: String, missing: String, notSQLite: String, dryRun: Bool,
+    package static func salvage(_ path: String, missing: String, notSQLite: String, dryRun: Bool,
                         build: (String) throws -> Void) throws -> String {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue else {
@@ -69,7 +69,7 @@ enum SalvageCopy {
     /// A new file at `salvaged` (anything there before removed), with the damaged file attached
     /// to it read-only as `damaged`, and the damaged file's list of objects. `beyondSalvage` makes
     /// the error for a file whose very list of tables cannot be read.
-    static func open(_ path: String, into salvaged: String,
+    package static func open(_ path: String, into salvaged: String,
                      beyondSalvage: (String, SQLiteError) -> ChronicleError) throws -> (Database, [SchemaObject]) {
         removeFiles(salvaged)
         var options = Database.Options()
@@ -106,13 +106,13 @@ enum SalvageCopy {
 
     /// A table keyed otherwise than by row id (`WITHOUT ROWID`): copied in one statement, or,
     /// where SQLite cannot read all of it, a range of keys at a time (`copyByKey`).
-    static func copyWhole(_ table: String, in out: Database) throws -> SalvageReport.Table {
+    package static func copyWhole(_ table: String, in out: Database, alphabet: [UInt8] = textAlphabet) throws -> SalvageReport.Table {
         let quoted = ProjectionSchema.quoted(table)
         do {
             try run("INSERT INTO main.\(quoted) SELECT * FROM damaged.\(quoted)", in: out)
             return SalvageReport.Table(name: table, rowsCopied: Int64(out.changes), unreadable: [], lostWhole: false)
         } catch let error as SQLiteError where error.isCorrupt {
-            return try copyByKey(table, in: out)
+            return try copyByKey(table, in: out, alphabet: alphabet)
         }
     }
 
@@ -126,8 +126,10 @@ enum SalvageCopy {
     }
 
     /// The characters a split of a key range follows: the keys of the store's own tables keyed
-    /// otherwise than by row id are ids (lowercase hex and dashes) or blobs of them.
-    private static let textAlphabet = Array("-0123456789abcdef".utf8)
+    /// otherwise than by row id are ids (lowercase hex and dashes) or blobs of them. A table
+    /// keyed by other text (a server's user names) is copied with the characters its keys use,
+    /// given in ascending byte order (a key with others is still copied, in the range it sorts in).
+    package static let textAlphabet = Array("-0123456789abcdef".utf8)
 
     /// Copies a `WITHOUT ROWID` table by ranges of its first key column. A range SQLite cannot
     /// read is split at the next character (text keys: an id's; blob keys: every byte value)
@@ -136,7 +138,7 @@ enum SalvageCopy {
     /// not split further; the others are, character by character, down to the keys' length, so
     /// that only the rows on broken pages are left out. What cannot be read is reported as the
     /// ranges of keys it covers, adjacent ones joined.
-    static func copyByKey(_ table: String, in out: Database) throws -> SalvageReport.Table {
+    static func copyByKey(_ table: String, in out: Database, alphabet: [UInt8] = textAlphabet) throws -> SalvageReport.Table {
         let quoted = ProjectionSchema.quoted(table)
         var result = SalvageReport.Table(name: table, rowsCopied: 0, unreadable: [], lostWhole: false)
         let columns: [(name: String, type: String, pk: Int64)]
@@ -157,6 +159,7 @@ enum SalvageCopy {
         let depthMax = blob ? 32 : 36
         // Bounds are written into the statement as literals: only this alphabet's characters (or
         // hex digits) ever make them.
+        precondition(!alphabet.contains(UInt8(ascii: "'")) && alphabet == alphabet.sorted(), "a key alphabet is sorted and has no quote")
         func literal(_ bytes: [UInt8]) -> String {
             blob ? "x'" + bytes.map { String(format: "%02x", $0) }.joined() + "'" : "'" + String(decoding: bytes, as: UTF8.self) + "'"
         }
@@ -187,7 +190,7 @@ enum SalvageCopy {
         func parts(_ r: KeyRange) -> [KeyRange] {
             let bounds: [[UInt8]]
             if !blob {
-                bounds = textAlphabet.map { r.low + [$0] }
+                bounds = alphabet.map { r.low + [$0] }
             } else if r.depth % 2 == 0 {
                 bounds = (0..<16).map { r.low + [UInt8($0 << 4)] }
             } else {
@@ -304,15 +307,15 @@ enum SalvageCopy {
 
     /// `execute`, `query` and `scalarInt` with an untyped throw, so that callers can catch one kind
     /// of SQLite error (a typed `catch … where` here crashes the Swift 6.3 compiler).
-    static func run(_ sql: String, in db: Database, _ arguments: [Value] = []) throws {
+    package static func run(_ sql: String, in db: Database, _ arguments: [Value] = []) throws {
         try db.execute(sql, arguments)
     }
 
-    static func query<T>(_ sql: String, in db: Database, _ arguments: [Value] = [], _ row: (Row) throws -> T) throws -> [T] {
+    package static func query<T>(_ sql: String, in db: Database, _ arguments: [Value] = [], _ row: (Row) throws -> T) throws -> [T] {
         try db.query(sql, arguments, row)
     }
 
-    static func scalar(_ sql: String, in db: Database, _ arguments: [Value] = []) throws -> Int64? {
+    package static func scalar(_ sql: String, in db: Database, _ arguments: [Value] = []) throws -> Int64? {
         try db.scalarInt(sql, arguments)
     }
 
@@ -388,7 +391,7 @@ enum SalvageCopy {
         return aside
     }
 
-    static func removeFiles(_ path: String) {
+    package static func removeFiles(_ path: String) {
         for suffix in ["", "-wal", "-shm", "-journal"] { try? FileManager.default.removeItem(atPath: path + suffix) }
     }
 }
