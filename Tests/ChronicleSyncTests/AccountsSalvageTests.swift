@@ -43,6 +43,8 @@ import Testing
         } catch {
             #expect(error.status == 503 && error.code == Accounts.damagedCode && error.retryAfterSeconds != nil, "\(error)")
         }
+        let check = damaged.accounts.verify()
+        #expect(!check.passed && check.detail.contains("salvage --data") && check.detail.contains("--accounts"), "\(check)")
         // Only the devices' pages are damaged: the users still read.
         #expect(try damaged.accounts.user("ada") != nil && damaged.accounts.libraries().count == 1)
 
@@ -53,6 +55,7 @@ import Testing
         #expect(FileManager.default.fileExists(atPath: report.damagedPath))
 
         let service = try SyncService(dataDirectory: h.directory + "/server", maintenance: .off)
+        #expect(service.accounts.verify().passed)
         let signedOut = await SyncEngine(store: a.store, transport: InMemoryTransport(endpoint: service, library: h.user.libraryID, token: a.token),
                                          random: { 0.5 }).syncOnce()
         guard case .blocked = signedOut.outcome else {

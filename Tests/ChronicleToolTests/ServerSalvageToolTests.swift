@@ -35,7 +35,9 @@ import Testing
         try Tool.breakRootPage(of: "chronicle_log", in: path)
         let failed = try Tool.exec(Tool.binary, ["server", "verify", "--data", data, "--all", "--json"])
         #expect(failed.status == 1, "\(failed.stdout)\(failed.stderr)")
-        let checks = try #require(try failed.json() as? [[String: Any]]).first?["checks"] as? [[String: Any]] ?? []
+        let all = try failed.object()
+        #expect((all["accounts"] as? [String: Any])?["passed"] as? Bool == true, "\(all)")
+        let checks = try #require(all["libraries"] as? [[String: Any]]).first?["checks"] as? [[String: Any]] ?? []
         #expect(checks.contains { $0["passed"] as? Bool == false && ($0["detail"] as? String ?? "").contains("chronicle server salvage") }, "\(checks)")
         let dry = try Tool.exec(Tool.binary, ["server", "salvage", "--data", data, "ada", "--dry-run"])
         #expect(dry.status == 1 && dry.stdout.contains("History kept through seq 0 of 400") && dry.stdout.contains("dry run"),
@@ -91,6 +93,8 @@ import Testing
         let users = try Tool.exec(Tool.binary, ["server", "users", "--data", data])
         #expect(users.status == 4 && users.stderr.contains("[store_damaged]") && users.stderr.contains("server salvage --data \(data) --accounts"),
                 "\(users.stderr)")
+        let verified = try Tool.exec(Tool.binary, ["server", "verify", "--data", data, "--all"])
+        #expect(verified.status == 4 && verified.stderr.contains("server salvage --data \(data) --accounts"), "\(verified.stdout)\(verified.stderr)")
         let damaged = try ServerProcess(data: data, port: server.port)
         try ada.write(3, prefix: "waiting")
         let waiting = try ada.run(["sync"])

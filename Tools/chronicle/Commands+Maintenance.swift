@@ -271,6 +271,12 @@ extension Command {
         }
         var results: [[String: Any]] = []
         var failed: [String] = []
+        // With --all, the accounts file too: which library is whose, and the devices' tokens.
+        let accounts = user == nil ? service.accounts.verify() : nil
+        if let accounts, !ctx.output.json {
+            ctx.output.line("The accounts file \(service.accounts.path):")
+            ctx.output.line("  \(accounts.passed ? "ok  " : "FAIL") \(accounts.name): \(accounts.detail)")
+        }
         for target in targets {
             let report: VerifyReport
             do {
@@ -290,14 +296,24 @@ extension Command {
                 for check in report.checks { ctx.output.line("  \(check.passed ? "ok  " : "FAIL") \(check.name): \(check.detail)") }
             }
         }
+        let accountsFailed = accounts.map { !$0.passed } ?? false
         if ctx.output.json {
-            ctx.output.emit(user == nil ? results as Any : results.first as Any)
-        } else if targets.count > 1 || user == nil {
-            ctx.output.line(failed.isEmpty ? "All \(targets.count) libraries passed." : "FAILED: \(failed.joined(separator: ", ")) (\(failed.count) of \(targets.count)).")
+            if let accounts {
+                ctx.output.emit([
+                    "accounts": ["path": service.accounts.path, "passed": accounts.passed, "detail": accounts.detail],
+                    "libraries": results,
+                ] as [String: Any])
+            } else {
+                ctx.output.emit(results.first as Any)
+            }
+        } else if user == nil {
+            var verdict = failed.isEmpty ? "All \(targets.count) libraries passed." : "FAILED: \(failed.joined(separator: ", ")) (\(failed.count) of \(targets.count))."
+            if accountsFailed { verdict += " The accounts file FAILED." }
+            ctx.output.line(verdict)
         } else {
             ctx.output.line(failed.isEmpty ? "All checks passed." : "Some checks FAILED.")
         }
-        return failed.isEmpty ? ExitCode.success : ExitCode.verificationFailed
+        return failed.isEmpty && !accountsFailed ? ExitCode.success : ExitCode.verificationFailed
     }
 
     /// `chronicle server salvage --data DIR NAME [--dry-run]`.

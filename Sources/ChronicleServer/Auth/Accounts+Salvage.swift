@@ -172,3 +172,26 @@ extension Accounts {
         }
     }
 }
+
+extension Accounts {
+    /// Whether SQLite reads every page of the accounts file and its rows hold together
+    /// (`integrity_check`, then `foreign_key_check`: each device's user exists). Read only; beside
+    /// a running server. `server verify --all` runs it before the libraries.
+    public func verify() -> VerifyCheck {
+        let name = "the accounts file can be read"
+        do {
+            let problems = try db.withLock { db in
+                try db.query("PRAGMA integrity_check(20)") { $0.text(0) }.filter { $0 != "ok" }
+                    + db.query("PRAGMA foreign_key_check") { "a row of \($0.text(0)) names a row of \($0.text(2)) that is missing" }
+            }
+            guard problems.isEmpty else {
+                return VerifyCheck(name: name, passed: false, detail: Accounts.damaged(path, problems.prefix(3).joined(separator: "; ")).message)
+            }
+            let users = try libraries().count
+            return VerifyCheck(name: name, passed: true, detail: users == 1 ? "1 user" : "\(users) users")
+        } catch {
+            let detail = (Accounts.damagedOr(error, path) as? ChronicleError)?.message ?? "\(error)"
+            return VerifyCheck(name: name, passed: false, detail: detail)
+        }
+    }
+}

@@ -21,7 +21,7 @@ public struct UserRecord: Sendable, Equatable {
 /// tokens as SHA-256 hashes: the file never holds a secret a thief could replay.
 public final class Accounts: Sendable {
     public let path: String
-    private let db: Locked<Database>
+    let db: Locked<Database>
     private let clock: any ChronicleClock
     /// token hash → identity; tokens are checked on every request.
     private let tokenCache: Locked<[String: DeviceIdentity]>
