@@ -106,6 +106,11 @@ import Testing
         let beside = try Tool.exec(Tool.binary, ["server", "salvage", "--data", data, "--accounts"])
         #expect(beside.status == 4 && beside.stderr.contains("[data_directory_in_use]"), "\(beside.stderr)")
         damaged.stop()
+        // The request log says which 503 it was.
+        let logged = try String(contentsOfFile: damaged.logPath, encoding: .utf8).split(separator: "\n")
+            .compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        #expect(logged.contains { $0["event"] as? String == "request" && $0["status"] as? Int == 503 && $0["code"] as? String == "accounts_damaged" },
+                "\(logged)")
 
         let salvaged = try Tool.exec(Tool.binary, ["server", "salvage", "--data", data, "--accounts", "--json"])
         #expect(salvaged.status == 1, "\(salvaged.stdout)\(salvaged.stderr)")

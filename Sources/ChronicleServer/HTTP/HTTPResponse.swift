@@ -17,6 +17,8 @@ public struct HTTPResponse: Sendable {
     /// Sent instead of `body` when set: bytes libmicrohttpd reads in place, without a copy,
     /// however many responses send them at once (a library's snapshot, tens of MB).
     public var shared: SharedBytes?
+    /// The stable code of an error response (`error(_:code:message:)`), for the request log.
+    public var errorCode: String?
 
     public init(status: Int, headers: [(String, String)] = [], body: [UInt8] = []) {
         self.status = status
@@ -43,7 +45,9 @@ public struct HTTPResponse: Sendable {
     public static func error(_ status: Int, code: String, message: String) -> HTTPResponse {
         let text = #"{"error":{"code":"# + CanonicalJSON.quote(code)
             + #","message":"# + CanonicalJSON.quote(message) + "}}"
-        return .json(status, Array(text.utf8))
+        var response = HTTPResponse.json(status, Array(text.utf8))
+        response.errorCode = code
+        return response
     }
 
     /// The error shape for a ``ChronicleError``: its code and message.

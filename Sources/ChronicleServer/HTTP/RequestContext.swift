@@ -39,6 +39,7 @@ final class RequestContext: Sendable {
         var requestBytes = 0
         var status = 0
         var responseBytes = 0
+        var errorCode: String?
     }
 
     let core: ServerCore
@@ -92,16 +93,16 @@ final class RequestContext: Sendable {
 
     /// The log entry for the completion notice; later `respond` calls are ignored.
     func finish(normally: Bool) -> RequestLogEntry {
-        let (status, requestBytes, responseBytes) = state.withLock { state in
+        let (status, requestBytes, responseBytes, errorCode) = state.withLock { state in
             state.phase = .finished
             state.body = []
-            return (state.status, state.requestBytes, state.responseBytes)
+            return (state.status, state.requestBytes, state.responseBytes, state.errorCode)
         }
         let elapsed = started.duration(to: .now).components
         let milliseconds = Double(elapsed.seconds) * 1_000 + Double(elapsed.attoseconds) / 1e15
         return RequestLogEntry(method: method, path: path, status: status, durationMilliseconds: milliseconds,
                                requestBytes: requestBytes, responseBytes: responseBytes,
-                               remoteAddress: remoteAddress, completedNormally: normally)
+                               remoteAddress: remoteAddress, completedNormally: normally, errorCode: errorCode)
     }
 }
 

@@ -17,9 +17,12 @@ public struct RequestLogEntry: Sendable {
     /// False when libmicrohttpd ended the request abnormally: the client
     /// closed the connection, a timeout, a socket error, or server shutdown.
     public var completedNormally: Bool
+    /// The stable code of an error answer (`HTTPResponse.errorCode`), nil for others.
+    public var errorCode: String?
 
     public init(method: String, path: String, status: Int, durationMilliseconds: Double, requestBytes: Int,
-                responseBytes: Int, remoteAddress: String?, completedNormally: Bool) {
+                responseBytes: Int, remoteAddress: String?, completedNormally: Bool, errorCode: String? = nil) {
+        self.errorCode = errorCode
         self.method = method
         self.path = path
         self.status = status

@@ -215,6 +215,7 @@ final class ServerCore: Sendable {
         context.state.withLock { state in
             state.status = status
             state.responseBytes = response.bodyCount
+            state.errorCode = response.errorCode
         }
         return MHD_queue_response(context.connection.pointer, UInt32(status), created)
     }

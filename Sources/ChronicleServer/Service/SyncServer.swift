@@ -25,9 +25,12 @@ public final class SyncServer: Sendable {
         let routes = SyncRoutes(service: service)
         let handler: any HTTPHandler = fault503Rate > 0 ? FaultInjectingHandler(wrapping: routes, rate: fault503Rate) : routes
         http = try HTTPServer(configuration: configuration, handler: handler) { entry in
-            log.log("request", ["method": .text(entry.method), "path": .text(entry.path), "status": .integer(Int64(entry.status)),
-                                "ms": .real((entry.durationMilliseconds * 1000).rounded() / 1000),
-                                "in_bytes": .integer(Int64(entry.requestBytes)), "out_bytes": .integer(Int64(entry.responseBytes))])
+            var fields: [String: Value] = ["method": .text(entry.method), "path": .text(entry.path), "status": .integer(Int64(entry.status)),
+                                           "ms": .real((entry.durationMilliseconds * 1000).rounded() / 1000),
+                                           "in_bytes": .integer(Int64(entry.requestBytes)), "out_bytes": .integer(Int64(entry.responseBytes))]
+            // An error's stable code, so an operator can tell accounts_damaged from shutting_down.
+            if let code = entry.errorCode { fields["code"] = .text(code) }
+            log.log("request", fields)
         }
         var fields: [String: Value] = ["host": .text(configuration.host), "port": .integer(Int64(http.port)), "data": .text(dataDirectory)]
         // The compaction the server will run on its own, so an operator sees it in the first lines.
