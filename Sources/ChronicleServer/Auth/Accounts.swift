@@ -123,6 +123,11 @@ public final class Accounts: Sendable {
         return id
     }
 
+    /// A user read from columns 0–2 of `row` (name, library_id, schema_name).
+    private func userRecord(_ row: Row) throws -> UserRecord {
+        UserRecord(name: row.text(0), libraryID: try id(row.text(1), "user \(row.text(0))'s library id"), schemaName: row.text(2))
+    }
+
     /// Valid user names: 1–64 of a–z, 0–9, '.', '_', '-'.
     public static func isValidUserName(_ name: String) -> Bool {
         !name.isEmpty && name.utf8.count <= 64 && name.utf8.allSatisfy { c in
@@ -153,7 +158,7 @@ public final class Accounts: Sendable {
     public func user(_ name: String) throws -> UserRecord? {
         try reading { db in
             try db.query("SELECT name, library_id, schema_name FROM users WHERE name = ?1", [.text(name)]) { row in
-                UserRecord(name: row.text(0), libraryID: try id(row.text(1), "user \(row.text(0))'s library id"), schemaName: row.text(2))
+                try userRecord(row)
             }.first
         }
     }
@@ -162,7 +167,7 @@ public final class Accounts: Sendable {
     public func libraries() throws -> [UserRecord] {
         try reading { db in
             try db.query("SELECT name, library_id, schema_name FROM users ORDER BY name") { row in
-                UserRecord(name: row.text(0), libraryID: try id(row.text(1), "user \(row.text(0))'s library id"), schemaName: row.text(2))
+                try userRecord(row)
             }
         }
     }
@@ -174,8 +179,7 @@ public final class Accounts: Sendable {
         do {
             found = try reading { db in
                 try db.query("SELECT name, library_id, schema_name, password_hash FROM users WHERE name = ?1", [.text(name)]) { row in
-                    (UserRecord(name: row.text(0), libraryID: try id(row.text(1), "user \(row.text(0))'s library id"), schemaName: row.text(2)),
-                     row.text(3))
+                    (try userRecord(row), row.text(3))
                 }.first
             }
         } catch {
