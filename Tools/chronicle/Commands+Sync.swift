@@ -81,7 +81,8 @@ extension Command {
             DIR holds server.sqlite (users, devices) and libraries/<id>.sqlite (one per library); it is created if missing.
             --port 0 (the default is 8080) picks a free port. The first line on stdout says where it listens;
             logs go to stderr, one JSON object a line. SIGINT or SIGTERM stops it cleanly.
-            Add users with `chronicle server add-user`. Endpoints: /healthz, /metrics, /v1/… (Schemas/api/openapi.yaml).
+            Add users with `chronicle server add-user`. Endpoints: /v1/… (Schemas/api/openapi.yaml), and for the operator's
+            network /healthz (liveness; lists files found damaged), /readyz (503 while server.sqlite is damaged) and /metrics.
             --free-caps sets the limits free libraries live under (premium ones have none), enforced by triggers in each
             library's database: e.g. --free-caps article=1000,highlight.article_id=50 (at most 1,000 articles, and 50
             highlights per article). An op past a cap is refused with free_tier_cap and the device shows why. Default: none.

@@ -19,6 +19,8 @@ public struct HTTPResponse: Sendable {
     public var shared: SharedBytes?
     /// The stable code of an error response (`error(_:code:message:)`), for the request log.
     public var errorCode: String?
+    /// Its sentence, for what the server records of its own damaged files (`ServerHealth`).
+    public var errorMessage: String?
 
     public init(status: Int, headers: [(String, String)] = [], body: [UInt8] = []) {
         self.status = status
@@ -47,6 +49,7 @@ public struct HTTPResponse: Sendable {
             + #","message":"# + CanonicalJSON.quote(message) + "}}"
         var response = HTTPResponse.json(status, Array(text.utf8))
         response.errorCode = code
+        response.errorMessage = message
         return response
     }
 

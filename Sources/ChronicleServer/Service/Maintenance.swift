@@ -147,6 +147,9 @@ extension SyncService {
         var seen = Set<UUID>()
         for id in ids where seen.insert(id).inserted {
             if maintenance.isStopping { break }
+            // A file found damaged is left alone until the operator salvages it (server stopped):
+            // compacting would fail on it every pass, and would write into it.
+            if health.isDamaged(id) { continue }
             if let result = compactIfDue(id, policy) { results.append(result) }
         }
         return results
@@ -177,6 +180,9 @@ extension SyncService {
             return MaintenanceResult(library: id, report: report)
         } catch {
             let message = (error as? ProtocolError)?.message ?? "\(error)"
+            if let error = error as? ProtocolError, error.code == ProtocolError.libraryDamagedCode {
+                noteDamaged(code: error.code, library: id, message: error.message)
+            }
             if !(error is MaintenanceStopped) { metrics.compactionFailed() }
             log.log(error is MaintenanceStopped ? "compact_stopped" : "compact_failed",
                     ["library": .text(id.lowercased), "error": .text(message)])

@@ -5,7 +5,7 @@ import Foundation
 
 /// The HTTP face of `SyncService` (`Schemas/api/openapi.yaml`):
 ///
-/// - `GET  /healthz`, `GET /metrics`
+/// - `GET  /healthz`, `GET /readyz`, `GET /metrics` (`ServerHealth` lists damaged files)
 /// - `POST /v1/devices` — register a device, get a bearer token
 /// - `POST /v1/libraries/{library}/ops` — push a segment (or JSON) of ops
 /// - `GET  /v1/libraries/{library}/ops?after=N&limit=M&wait=MS` — pull
@@ -27,17 +27,32 @@ public struct SyncRoutes: HTTPHandler {
         let parts = request.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
         let route = Self.routeName(parts)
         let metrics = service.metrics
+        let service = self.service
         let answer: @Sendable (HTTPResponse) -> Void = { response in
             metrics.request(method: request.method, route: route, status: response.status)
+            // A damaged file is recorded for /healthz, /readyz and /metrics (and logged once).
+            if let code = response.errorCode, code == Accounts.damagedCode || code == ProtocolError.libraryDamagedCode {
+                let library = code == Accounts.damagedCode ? nil : parts.count > 2 ? UUID(text: parts[2]) : nil
+                if code == Accounts.damagedCode || library != nil {
+                    service.noteDamaged(code: code, library: library, message: response.errorMessage ?? code)
+                }
+            }
             respond(response)
         }
         switch (request.method, parts.count) {
-        case (_, 1) where parts[0] == "healthz" || parts[0] == "metrics":
+        case (_, 1) where Self.operatorRoutes.contains(parts[0]):
             guard request.method == "GET" else { return answer(Self.methodNotAllowed(request.method, allowed: "GET")) }
-            if parts[0] == "healthz" {
-                answer(.json(200, Array(#"{"status":"ok"}"#.utf8)))
-            } else {
-                answer(HTTPResponse(status: 200, headers: [("Content-Type", "text/plain; version=0.0.4")], body: Array(service.metrics.render().utf8)))
+            switch parts[0] {
+            case "healthz":
+                // Liveness: 200 while the process answers, damaged files or not (restarting it
+                // mends nothing); the body lists them.
+                answer(.json(200, service.health.body(readiness: false)))
+            case "readyz":
+                // Readiness: 503 while no token can be checked (the accounts file is damaged).
+                answer(.json(service.health.isReady ? 200 : 503, service.health.body(readiness: true)))
+            default:
+                answer(HTTPResponse(status: 200, headers: [("Content-Type", "text/plain; version=0.0.4")],
+                                    body: Array((service.metrics.render() + service.health.renderMetrics()).utf8)))
             }
         case (_, 2) where parts == ["v1", "devices"]:
             guard request.method == "POST" else { return answer(Self.methodNotAllowed(request.method, allowed: "POST")) }
@@ -63,10 +78,13 @@ public struct SyncRoutes: HTTPHandler {
         }
     }
 
+    /// The routes for the operator's network: liveness, readiness and metrics.
+    static let operatorRoutes: Set<String> = ["healthz", "readyz", "metrics"]
+
     /// A low-cardinality route label for metrics.
     static func routeName(_ parts: [String]) -> String {
         switch parts.count {
-        case 1 where parts[0] == "healthz" || parts[0] == "metrics": "/" + parts[0]
+        case 1 where operatorRoutes.contains(parts[0]): "/" + parts[0]
         case 2 where parts == ["v1", "devices"]: "/v1/devices"
         case 4 where parts[1] == "libraries" && parts[3] == "ops": "/v1/libraries/{library}/ops"
         case 5 where parts[1] == "libraries" && parts[3] == "entities": "/v1/libraries/{library}/entities/{id}"

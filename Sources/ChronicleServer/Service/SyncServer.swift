@@ -45,6 +45,7 @@ public final class SyncServer: Sendable {
             fields["compact"] = .text("off")
         }
         log.log("listening", fields)
+        service.checkAccountsAtStart()
         service.startMaintenance()
     }
 

@@ -57,6 +57,8 @@ public final class SyncService: SyncEndpoint {
     public let dataDirectory: String
     public let accounts: Accounts
     public let metrics: Metrics
+    /// The server's own files found damaged so far (`/healthz`, `/readyz`).
+    public let health = ServerHealth()
     public let limits: ServiceLimits
     let log: ServerLog
     let clock: any ChronicleClock
