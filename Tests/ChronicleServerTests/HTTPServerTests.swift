@@ -177,6 +177,54 @@ struct HTTPServerTests {
         }
     }
 
+    /// Bodies in memory across connections have a budget: one upload half sent holds its part
+    /// of it, and a second that would go past it is read, dropped and answered 503 `server_busy`
+    /// with a Retry-After (its connection lives on). Once the first completes, the budget is back.
+    @Test func bodiesPastTheServersBudgetAre503ServerBusyUntilItIsGivenBack() async throws {
+        let echo = Echo()
+        try await withServer(handler: echo, configure: { $0.maxBodyBytes = 100_000; $0.bufferedBodyBytesMax = 150_000 }) { server in
+            let first = try RawHTTPClient.Connection(port: server.port)
+            try first.send("POST /v1/push HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100000\r\n\r\n")
+            try first.send(String(repeating: "a", count: 90_000))
+            #expect(await eventually { server.bufferedBodyByteCount >= 90_000 })
+
+            let second = try RawHTTPClient.Connection(port: server.port)
+            try second.send("POST /v1/push HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100000\r\n\r\n")
+            try second.send(String(repeating: "b", count: 100_000))
+            let busy = try #require(try second.receive(waitingMilliseconds: 10_000))
+            #expect(busy.status == 503)
+            #expect(errorCode(busy.body) == "server_busy")
+            #expect(busy.header("Retry-After") == "1")
+            #expect(echo.calls.load(ordering: .relaxed) == 0)
+            #expect(server.bufferedBodyByteCount <= 150_000)
+
+            // The first upload was never at risk, and arrives whole.
+            try first.send(String(repeating: "a", count: 10_000))
+            let whole = try #require(try first.receive(waitingMilliseconds: 10_000))
+            #expect(whole.status == 200 && whole.body.count == 100_000)
+            #expect(await eventually { server.bufferedBodyByteCount == 0 })
+
+            // The budget is back: the refused body goes through on the connection that was refused.
+            try second.send("POST /v1/push HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100000\r\n\r\n")
+            try second.send(String(repeating: "b", count: 100_000))
+            let taken = try #require(try second.receive(waitingMilliseconds: 10_000))
+            #expect(taken.status == 200 && taken.body == [UInt8](repeating: 0x62, count: 100_000))
+            #expect(echo.calls.load(ordering: .relaxed) == 2)
+        }
+    }
+
+    @Test func aBodyBudgetBelowTheBodyCapIsRefused() throws {
+        var configuration = HTTPServer.Configuration()
+        configuration.maxBodyBytes = 1_000
+        configuration.bufferedBodyBytesMax = 999
+        #expect {
+            try HTTPServer(configuration: configuration, handler: Echo())
+        } throws: { error in
+            (error as? ChronicleError)?.code == .invalidServerConfiguration
+                && (error as? ChronicleError)?.message.contains("bufferedBodyBytesMax") == true
+        }
+    }
+
     @Test func garbageOnTheWireDoesNotHurtTheServer() async throws {
         try await withServer(handler: Echo()) { server in
             for garbage in ["\u{1}\u{2}\u{3} nonsense\r\n\r\n", "GET\r\n\r\n",

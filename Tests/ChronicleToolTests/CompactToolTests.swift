@@ -169,7 +169,9 @@ import Testing
                                      (["--compact-every", "never"], "--compact-every takes seconds"),
                                      (["--compact-segment-ops", "20000"], "--compact-segment-ops takes a whole number from 1 to 10000"),
                                      (["--compact-snapshot-ops", "0"], "--compact-snapshot-ops takes a whole number from 1"),
-                                     (["--compact-every"], "--compact-every needs a value")] {
+                                     (["--compact-every"], "--compact-every needs a value"),
+                                     (["--body-memory-mb", "8"], "--body-memory-mb takes 16 to 65536"),
+                                     (["--body-memory-mb", "lots"], "--body-memory-mb takes 16 to 65536")] {
             let result = try t.run(["serve", "--data", data, "--port", "0"] + arguments)
             #expect(result.status == 2, "\(arguments): \(result.stderr)")
             #expect(result.stderr.contains(message), "\(arguments): \(result.stderr)")
@@ -183,5 +185,9 @@ import Testing
                 && help.stdout.contains("--compact-snapshot-ops"))
         // The request caps, with the server's defaults.
         #expect(help.stdout.contains("a body over 16 MiB\n(413 body_too_large), more than 1,000 ops in a push"), "\(help.stdout)")
+        #expect(help.stdout.contains("--body-memory-mb (default\n256, at least the body cap)") && help.stdout.contains("503 server_busy"), "\(help.stdout)")
+        // A budget the server takes: it starts and answers.
+        let roomy = try ServerProcess(data: data, arguments: ["--no-compact", "--body-memory-mb", "16"])
+        roomy.stop()
     }
 }

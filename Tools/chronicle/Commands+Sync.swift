@@ -76,7 +76,7 @@ extension Command {
 
     static let serve = Command(
         name: "serve", summary: "Run the sync server (HTTP/1.1 on libmicrohttpd, embedded SQLite store).",
-        usage: "chronicle serve --data DIR [--port N] [--host 127.0.0.1] [--threads N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact]",
+        usage: "chronicle serve --data DIR [--port N] [--host 127.0.0.1] [--threads N] [--body-memory-mb N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact]",
         details: """
             DIR holds server.sqlite (users, devices) and libraries/<id>.sqlite (one per library); it is created if missing.
             --port 0 (the default is 8080) picks a free port. The first line on stdout says where it listens;
@@ -101,11 +101,14 @@ extension Command {
             (413 body_too_large), more than \(grouped(ServiceLimits().pushOpsMax)) ops in a push (413 too_many_ops), an op over
             \(ServiceLimits().opBytesMax >> 10) KiB (413 segment_too_large), more than \(grouped(ServiceLimits().pullOpsMax)) ops in a pull page
             (400 limit_too_large), a long-poll over \(ServiceLimits().waitMillisecondsMax / 1000) s (400 wait_too_long).
+            Request bodies held in memory at once, across all connections, are capped by --body-memory-mb (default
+            \(HTTPServer.Configuration().bufferedBodyBytesMax >> 20), at least the body cap): one past it is read, dropped and answered 503 server_busy with
+            Retry-After: 1, and the device sends it again.
             A device keeps two pushes in flight; one that arrives ahead of the push before it is held up to
             \(grouped(ServiceLimits().pushGapWaitMilliseconds)) ms for it, then refused (409 device_seq_gap; the device sends it again).
             For fault testing only: CHRONICLE_FAULT_503_RATE=0.3 answers that fraction of /v1 requests 503.
             """) { args, ctx in
-        let usage = "chronicle serve --data DIR [--port N] [--host 127.0.0.1] [--threads N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact]"
+        let usage = "chronicle serve --data DIR [--port N] [--host 127.0.0.1] [--threads N] [--body-memory-mb N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact]"
         guard let data = args.option("data") else { throw ChronicleError(.usage, "--data DIR is required. Usage: \(usage)") }
         var limits = ServiceLimits()
         if let list = args.option("free-caps"), list != "none" {
@@ -123,6 +126,13 @@ extension Command {
         if let threads = args.option("threads") {
             guard let n = Int(threads), (1...256).contains(n) else { throw ChronicleError(.usage, "--threads takes 1 to 256 (got '\(threads)').") }
             configuration.threadPoolSize = n
+        }
+        if let text = args.option("body-memory-mb") {
+            let floor = configuration.maxBodyBytes >> 20
+            guard let n = Int(text), (floor...65_536).contains(n) else {
+                throw ChronicleError(.usage, "--body-memory-mb takes \(floor) to 65536 (MiB; at least the \(floor) MiB body cap) (got '\(text)').")
+            }
+            configuration.bufferedBodyBytesMax = n << 20
         }
         let maintenance = try maintenancePolicy(&args)
         try args.finish(usage: usage)

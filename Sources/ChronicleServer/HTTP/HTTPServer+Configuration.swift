@@ -30,6 +30,12 @@ extension HTTPServer {
         /// one further over, or announced with `Expect: 100-continue`, is
         /// refused as soon as its head arrives.
         public var maxBodyBytes = 16 << 20
+        /// Request bodies held in memory at once, across every connection, counted as
+        /// their bytes arrive and given back when each request completes. A body that
+        /// would go past it is read and dropped, and answered 503 `server_busy` with
+        /// `Retry-After: 1` (devices keep what they sent and try again): without it,
+        /// `connectionLimit` uploads of `maxBodyBytes` each would need 16 GiB.
+        public var bufferedBodyBytesMax = 256 << 20
         /// libmicrohttpd's per-connection memory pool: it holds the request
         /// line, the headers and the read buffer, so it is also the bound on
         /// the request head (past it MHD answers 414 or 431 itself).
@@ -50,6 +56,8 @@ extension HTTPServer {
             try check((0...86_400).contains(connectionTimeoutSeconds),
                       "connectionTimeoutSeconds must be 0...86400, not \(connectionTimeoutSeconds).")
             try check(maxBodyBytes >= 0, "maxBodyBytes must not be negative, not \(maxBodyBytes).")
+            try check(bufferedBodyBytesMax >= maxBodyBytes,
+                      "bufferedBodyBytesMax (\(bufferedBodyBytesMax)) must be at least maxBodyBytes (\(maxBodyBytes)), or a body at the cap could never be taken.")
             try check((4_096...(64 << 20)).contains(connectionMemoryLimitBytes),
                       "connectionMemoryLimitBytes must be 4096...\(64 << 20), not \(connectionMemoryLimitBytes).")
             try check((0...60_000).contains(shutdownGraceMilliseconds),

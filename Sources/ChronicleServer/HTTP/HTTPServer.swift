@@ -46,7 +46,8 @@ public final class HTTPServer: Sendable {
                 onCompleted: (@Sendable (RequestLogEntry) -> Void)? = nil) throws {
         try configuration.validate()
         var address = try SocketAddress.ipv4(configuration.host, port: configuration.port)
-        let core = ServerCore(handler: handler, maxBodyBytes: configuration.maxBodyBytes, onCompleted: onCompleted)
+        let core = ServerCore(handler: handler, maxBodyBytes: configuration.maxBodyBytes,
+                              bufferedBodyBytesMax: configuration.bufferedBodyBytesMax, onCompleted: onCompleted)
 
         // One retain for the daemon's lifetime, shared by the three callbacks;
         // released in stop() once MHD_stop_daemon has returned.
@@ -107,6 +108,9 @@ public final class HTTPServer: Sendable {
     /// Requests whose state is still alive: 0 once every request is complete
     /// and no handler still holds a `respond` closure.
     var liveRequestCount: Int { core.liveRequests.load(ordering: .relaxed) }
+
+    /// Bytes of request bodies held now against `bufferedBodyBytesMax`: 0 once every request is complete.
+    var bufferedBodyByteCount: Int { core.bufferedBodyBytes.load(ordering: .relaxed) }
 
     private static func startError(_ configuration: Configuration, messages: [String]) -> ChronicleError {
         let endpoint = "\(configuration.host):\(configuration.port)"

@@ -13,6 +13,9 @@ extension ChronicleError.Code {
     public static let invalidServerConfiguration = ChronicleError.Code(rawValue: "invalid_server_configuration")
     /// Sent with 413: the request body is larger than `maxBodyBytes`.
     public static let bodyTooLarge = ChronicleError.Code(rawValue: "body_too_large")
+    /// Sent with 503 and `Retry-After` when request bodies in memory would go past
+    /// `bufferedBodyBytesMax`.
+    public static let serverBusy = ChronicleError.Code(rawValue: "server_busy")
     /// Sent with 503 to requests still parked when the server stops.
     public static let shuttingDown = ChronicleError.Code(rawValue: "shutting_down")
 }

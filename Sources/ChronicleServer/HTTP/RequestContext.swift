@@ -36,6 +36,10 @@ final class RequestContext: Sendable {
         var phase = Phase.receiving
         var body: [UInt8] = []
         var bodyTooLarge = false
+        /// The body was dropped: bodies in memory would have gone past `bufferedBodyBytesMax`.
+        var bodyRefusedBusy = false
+        /// What this request holds of the server's body budget (`ServerCore.bufferedBodyBytes`).
+        var heldBodyBytes = 0
         var requestBytes = 0
         var status = 0
         var responseBytes = 0

@@ -13,6 +13,9 @@ final class ServerCore: Sendable {
     let handler: any HTTPHandler
     let onCompleted: (@Sendable (RequestLogEntry) -> Void)?
     let maxBodyBytes: Int
+    let bufferedBodyBytesMax: Int
+    /// Bytes of request bodies held now, across every connection (see `reserveBody`).
+    let bufferedBodyBytes = Atomic<Int>(0)
 
     /// Parked requests, from just before their connection is suspended until
     /// MHD reports them complete. `resumed` turns true once
@@ -34,9 +37,11 @@ final class ServerCore: Sendable {
     /// before the 413, rather than answered at once; see ``begin(_:)``.
     static let drainBytesMax: UInt64 = 4 << 20
 
-    init(handler: any HTTPHandler, maxBodyBytes: Int, onCompleted: (@Sendable (RequestLogEntry) -> Void)?) {
+    init(handler: any HTTPHandler, maxBodyBytes: Int, bufferedBodyBytesMax: Int = .max,
+         onCompleted: (@Sendable (RequestLogEntry) -> Void)?) {
         self.handler = handler
         self.maxBodyBytes = maxBodyBytes
+        self.bufferedBodyBytesMax = bufferedBodyBytesMax
         self.onCompleted = onCompleted
     }
 
@@ -66,25 +71,57 @@ final class ServerCore: Sendable {
             return .YES
         }
         // Trust the declared length only so far: a client that claims 16 MiB
-        // and sends nothing should not make us allocate it.
-        context.state.withLock { $0.body.reserveCapacity(Int(min(declared, Self.reserveBytesMax))) }
+        // and sends nothing should not make us allocate it. The room is taken
+        // from the body budget; where it does not fit, the chunks decide.
+        let room = Int(min(declared, Self.reserveBytesMax))
+        if reserveBody(room) {
+            context.state.withLock { state in
+                state.heldBodyBytes = room
+                state.body.reserveCapacity(room)
+            }
+        }
         return .YES
     }
 
-    /// A chunk of the body. Past the cap the body is dropped and only counted;
-    /// the 413 goes out once the request is complete.
+    /// A chunk of the body. Past the cap the body is dropped and only counted,
+    /// and so it is where bodies in memory would go past the budget; the 413
+    /// (or 503) goes out once the request is complete.
     func receive(_ chunk: UnsafeRawBufferPointer, for context: RequestContext) {
         let maxBodyBytes = maxBodyBytes
-        context.state.withLock { state in
+        let released = context.state.withLock { state -> Int in
             state.requestBytes += chunk.count
-            guard case .receiving = state.phase, !state.bodyTooLarge else { return }
+            guard case .receiving = state.phase, !state.bodyTooLarge, !state.bodyRefusedBusy else { return 0 }
+            let needed = state.body.count + chunk.count - state.heldBodyBytes
             if state.body.count + chunk.count > maxBodyBytes {
                 state.bodyTooLarge = true
-                state.body = []
+            } else if needed > 0 && !reserveBody(needed) {
+                state.bodyRefusedBusy = true
             } else {
+                state.heldBodyBytes += max(0, needed)
                 state.body.append(contentsOf: chunk)
+                return 0
             }
+            state.body = []
+            defer { state.heldBodyBytes = 0 }
+            return state.heldBodyBytes
         }
+        releaseBody(released)
+    }
+
+    /// Takes `count` bytes of the body budget; false, taking nothing, where they do not fit.
+    private func reserveBody(_ count: Int) -> Bool {
+        var current = bufferedBodyBytes.load(ordering: .relaxed)
+        while true {
+            guard current <= bufferedBodyBytesMax - count else { return false }
+            let (exchanged, original) = bufferedBodyBytes.compareExchange(expected: current, desired: current + count,
+                                                                           ordering: .relaxed)
+            if exchanged { return true }
+            current = original
+        }
+    }
+
+    private func releaseBody(_ count: Int) {
+        if count > 0 { bufferedBodyBytes.subtract(count, ordering: .relaxed) }
     }
 
     /// An access-handler call with no new body bytes: the request is complete
@@ -98,6 +135,9 @@ final class ServerCore: Sendable {
             case .receiving where state.bodyTooLarge:
                 state.phase = .queued
                 return .queue(tooLarge)
+            case .receiving where state.bodyRefusedBusy:
+                state.phase = .queued
+                return .queue(Self.busy())
             case .receiving:
                 state.phase = .handling
                 var body: [UInt8] = []
@@ -180,11 +220,21 @@ final class ServerCore: Sendable {
     /// MHD's completion notice (the response went out, or the request was abandoned).
     func complete(_ context: RequestContext, normally: Bool) {
         let entry = context.finish(normally: normally)
+        releaseBody(context.state.withLock { state in
+            defer { state.heldBodyBytes = 0 }
+            return state.heldBodyBytes
+        })
         unregister(context)
         onCompleted?(entry)
     }
 
     // MARK: - Responses
+
+    private static func busy() -> HTTPResponse {
+        var response = HTTPResponse.error(503, ChronicleError(.serverBusy, "The server holds as many request bodies as it takes at once; nothing was written. Try again in a moment."))
+        response.headers.append(("Retry-After", "1"))
+        return response
+    }
 
     private func bodyTooLarge() -> HTTPResponse {
         .error(413, ChronicleError(.bodyTooLarge, "The request body is larger than \(maxBodyBytes) bytes."))
