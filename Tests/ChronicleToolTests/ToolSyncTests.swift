@@ -131,6 +131,58 @@ import Testing
         try expectConverged(again, [a, b], expectedOps: 3)
     }
 
+    /// The operator, beside the running server: lists ada's devices, revokes a lost phone (its
+    /// next sync is refused and says to sign in again; it keeps its change), changes the password
+    /// (the old one no longer signs in), and the phone signs in again and sends what it kept.
+    @Test func theOperatorRevokesALostPhoneAndChangesThePassword() throws {
+        let a = try Tool(), b = try Tool()
+        let server = try server(a)
+        try a.signIn(server)
+        try b.signIn(server)
+        try a.ok("sync")
+        let data = server.data
+        func admin(_ arguments: [String], stdin: String? = nil) throws -> ToolResult {
+            try Tool.exec(Tool.binary, ["server"] + arguments, stdin: stdin)
+        }
+        let deviceA = try DeviceStore.open(at: a.store).deviceID.lowercased
+        let listed = try admin(["devices", "--data", data, "ada", "--json"])
+        #expect(listed.status == 0, "\(listed.stderr)")
+        let devices = try #require(try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [[String: Any]])
+        #expect(devices.count == 2 && devices.contains { $0["device_id"] as? String == deviceA }, "\(listed.stdout)")
+        #expect(try admin(["devices", "--data", data, "ada"]).stdout.contains(deviceA))
+
+        let revoked = try admin(["revoke", "--data", data, deviceA])
+        #expect(revoked.status == 0 && revoked.stdout.contains("Revoked device \(deviceA) of ada"), "\(revoked.stdout)\(revoked.stderr)")
+        let id = try a.id("save", "https://example.com/lost-phone", "--title", "Saved on the lost phone")
+        let refused = try a.run(["sync"])
+        #expect(refused.status != 0 && refused.stderr.contains("unauthorized") && refused.stderr.contains("chronicle login"), "\(refused.stderr)")
+        #expect(try a.ok("status").stdout.contains("1 change"))
+        try b.ok("sync")
+
+        let unknown = try admin(["revoke", "--data", data, deviceA])
+        #expect(unknown.status == 3 && unknown.stderr.contains("No device \(deviceA) is registered"), "\(unknown.stderr)")
+        let bad = try admin(["revoke", "--data", data, "not-an-id"])
+        #expect(bad.status == 2 && bad.stderr.contains("revoke takes a device id"), "\(bad.stderr)")
+
+        let changed = try admin(["passwd", "--data", data, "ada"], stdin: "a new long password\n")
+        #expect(changed.status == 0 && changed.stdout.contains("Changed ada's password"), "\(changed.stderr)")
+        let old = try a.run(["login", "--server", server.url, "--user", "ada"], stdin: password + "\n")
+        #expect(old.status == 6 && old.stderr.contains("bad_credentials"), "\(old.stderr)")
+        let login = try a.run(["login", "--server", server.url, "--user", "ada"], stdin: "a new long password\n")
+        #expect(login.status == 0, "\(login.stderr)")
+        try a.ok("sync")
+        try b.ok("sync")
+        #expect(try b.ok("show", id).stdout.contains("Saved on the lost phone"))
+
+        // --all signs every device out; --revoke-devices with a new password does the same.
+        let all = try admin(["passwd", "--data", data, "ada", "--revoke-devices"], stdin: "yet another password\n")
+        #expect(all.status == 0 && all.stdout.contains("Revoked 2 devices"), "\(all.stdout)")
+        #expect(try b.run(["sync"]).status != 0)
+        #expect(try admin(["revoke", "--data", data, "--all", "ada"]).stdout.contains("had no device signed in"))
+        #expect(try admin(["devices", "--data", data, "nobody"]).status == 3)
+        try expectConverged(server, [a, b], expectedOps: 1)
+    }
+
     @Test func serverKilledMidSyncAndRestartedLosesNothing() throws {
         let a = try Tool(), b = try Tool()
         let server = try server(a)

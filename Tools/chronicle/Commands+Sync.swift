@@ -179,13 +179,17 @@ extension Command {
     }
 
     static let server = Command(
-        name: "server", summary: "Administer a server's data directory (add-user, users, set-plan, compact, backup, verify, salvage).",
-        usage: "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run]",
+        name: "server", summary: "Administer a server's data directory (add-user, users, devices, revoke, passwd, set-plan, compact, backup, verify, salvage).",
+        usage: "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run] | devices --data DIR NAME | revoke --data DIR (DEVICE | --all NAME) | passwd --data DIR NAME [--revoke-devices]",
         details: """
             add-user reads the password from the first line of stdin (at least 8 characters) and creates the user's library;
             with --library ID it gives the user a library already in DIR that no user owns (one `salvage --accounts`
             lists), with its history, instead of a new one (--schema must be the library's).
-            users lists users and their library ids. set-plan changes a library's plan tier with a server-authored op:
+            users lists users and their library ids. devices lists the devices signed in to NAME's library and when each
+            signed in. revoke removes a device's registration (a lost phone): its token stops working at once, also on a
+            running server, and its next request is answered 401; the device keeps its store and queued changes and syncs
+            again after `chronicle login`. --all NAME revokes every device of NAME. passwd sets NAME's password from the
+            first line of stdin; devices signed in keep working unless --revoke-devices signs them out too. set-plan changes a library's plan tier with a server-authored op:
             premium lifts the free-tier caps and turns on full-text search of article bodies on every device after its
             next pull. All three work while the server runs (a running server's parked pulls see a plan change when
             their wait ends). compact seals a library's old ops into segments, snapshots it and gives the space back with
@@ -216,8 +220,8 @@ extension Command {
             a device whose registration was lost signs in again (401; its store and queue are kept), and a library whose
             user was lost stays on disk and is listed with the `add-user --library` command that gives it back.
             """) { args, ctx in
-        let usage = "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run]"
-        let action = try args.requirePositional("an action (add-user, users, set-plan, compact, backup, verify or salvage)", usage: usage)
+        let usage = "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run] | devices --data DIR NAME | revoke --data DIR (DEVICE | --all NAME) | passwd --data DIR NAME [--revoke-devices]"
+        let action = try args.requirePositional("an action (add-user, users, devices, revoke, passwd, set-plan, compact, backup, verify or salvage)", usage: usage)
         guard let data = args.option("data") else { throw ChronicleError(.usage, "--data DIR is required. Usage: \(usage)") }
         switch action {
         case "add-user":
@@ -340,6 +344,28 @@ extension Command {
             } else {
                 ctx.output.table(["USER", "LIBRARY", "SCHEMA"], users.map { [$0.name, $0.libraryID.lowercased, $0.schemaName] })
             }
+        case "devices":
+            let name = try args.requirePositional("the user name", usage: usage)
+            try args.finish(usage: usage)
+            return try listDevices(data: data, user: name, ctx)
+        case "revoke":
+            let all = args.flag("all")
+            let target = try args.requirePositional(all ? "the user name" : "the device id (or --all NAME)", usage: usage)
+            try args.finish(usage: usage)
+            var id: UUID?
+            if !all {
+                let device = target
+                guard let parsed = UUID(text: device) else {
+                    throw ChronicleError(.usage, "revoke takes a device id as `server devices` lists it (got '\(device)').")
+                }
+                id = parsed
+            }
+            return try revokeDevices(data: data, device: id, allOf: all ? target : nil, ctx)
+        case "passwd":
+            let name = try args.requirePositional("the user name", usage: usage)
+            let revoke = args.flag("revoke-devices")
+            try args.finish(usage: usage)
+            return try changePassword(data: data, user: name, revokeDevices: revoke, ctx)
         default:
             throw ChronicleError(.usage, "Unknown server action '\(action)'. Usage: \(usage)")
         }

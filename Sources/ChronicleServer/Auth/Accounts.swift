@@ -24,7 +24,10 @@ public final class Accounts: Sendable {
     let db: Locked<Database>
     private let clock: any ChronicleClock
     /// token hash → identity; tokens are checked on every request.
-    private let tokenCache: Locked<[String: DeviceIdentity]>
+    let tokenCache: Locked<[String: DeviceIdentity]>
+    /// The file's `PRAGMA data_version` when `tokenCache` was last known good: it changes when
+    /// another process (`chronicle server revoke`) commits to the file, and the cache is dropped.
+    private let cachedVersion = Locked<Int64>(-1)
 
     static let formatVersion: Int64 = 1
     static let statements = [
@@ -109,7 +112,7 @@ public final class Accounts: Sendable {
     }
 
     /// Runs `body` on the file; SQLite finding it damaged is `damaged`.
-    private func reading<T>(_ body: (Database) throws -> T) throws -> T {
+    func reading<T>(_ body: (Database) throws -> T) throws -> T {
         do {
             return try db.withLock { try body($0) }
         } catch {
@@ -118,7 +121,7 @@ public final class Accounts: Sendable {
     }
 
     /// An id read from the file; one that does not parse is damage.
-    private func id(_ text: String, _ what: String) throws -> UUID {
+    func id(_ text: String, _ what: String) throws -> UUID {
         guard let id = UUID(text: text) else { throw Self.damaged(path, "\(what) '\(text)' is not an id") }
         return id
     }
@@ -221,20 +224,25 @@ public final class Accounts: Sendable {
     public func authenticate(_ token: String) throws(ProtocolError) -> DeviceIdentity? {
         guard token.hasPrefix("chr_"), token.utf8.count == 68 else { return nil }
         let hash = Secrets.tokenHash(token)
-        if let cached = tokenCache.withLock({ $0[hash] }) { return cached }
-        let found: DeviceIdentity?
         do {
-            found = try reading { db in
-                try db.query("SELECT device_id, library_id, user_name FROM devices WHERE token_hash = ?1", [.text(hash)]) { row in
+            return try reading { db in
+                // A token revoked by another process (`chronicle server revoke`) stops working at once,
+                // not at the next restart: its commit changes the file's data_version. All under the
+                // file's lock, so a row read before such a commit is cached under the version before it.
+                let version = try db.scalarInt("PRAGMA data_version") ?? 0
+                if cachedVersion.withLock({ cached in defer { cached = version }; return cached != version }) {
+                    tokenCache.withLock { $0.removeAll() }
+                }
+                if let cached = tokenCache.withLock({ $0[hash] }) { return cached }
+                let found = try db.query("SELECT device_id, library_id, user_name FROM devices WHERE token_hash = ?1", [.text(hash)]) { row in
                     DeviceIdentity(deviceID: try id(row.text(0), "a device id"), libraryID: try id(row.text(1), "device \(row.text(0))'s library id"),
                                    user: row.text(2))
                 }.first
+                if let found { tokenCache.withLock { $0[hash] = found } }
+                return found
             }
         } catch {
             throw Self.unavailable(error, "The server could not read its accounts")
         }
-        guard let identity = found else { return nil }
-        tokenCache.withLock { $0[hash] = identity }
-        return identity
     }
 }

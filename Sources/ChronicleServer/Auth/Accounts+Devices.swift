@@ -1,0 +1,90 @@
+import ChronicleCore
+import ChronicleStore
+import Foundation
+
+/// One device registered to a user (`chronicle login`), as `chronicle server devices` lists it.
+public struct DeviceRecord: Sendable, Equatable {
+    public var deviceID: UUID
+    public var user: String
+    public var libraryID: UUID
+    /// When it last signed in (ms since 1970): a new sign-in replaces its token.
+    public var registeredAt: Int64
+}
+
+/// The operator's side of devices and passwords: a lost phone's token revoked, a password
+/// changed. Each works beside a running server, whose token checks see the change at once
+/// (`authenticate` drops its cache when another process commits to the file).
+///
+/// ```swift
+/// let accounts = try Accounts(dataDirectory: "/var/lib/chronicle")
+/// for device in try accounts.devices(of: "ada") { print(device.deviceID) }
+/// try accounts.revokeDevice(lost)                   // its next request is answered 401
+/// try accounts.setPassword("ada", password: "a new long password")
+/// ```
+extension Accounts {
+    /// The devices registered to `user`, most recently signed in first.
+    public func devices(of user: String) throws -> [DeviceRecord] {
+        try reading { db in
+            guard try db.scalarInt("SELECT 1 FROM users WHERE name = ?1", [.text(user)]) != nil else {
+                throw ChronicleError(.unknownEntity, "No user named '\(user)'.")
+            }
+            return try db.query("""
+                SELECT device_id, user_name, library_id, created_at FROM devices WHERE user_name = ?1 ORDER BY created_at DESC, device_id
+                """, [.text(user)]) { row in try deviceRecord(row) }
+        }
+    }
+
+    /// Removes `device`'s registration: its token stops working, and its next request is
+    /// answered 401 (the device signs in again with `chronicle login`; its store and queued
+    /// changes are kept, and nothing it synced is undone). Returns what was removed.
+    @discardableResult
+    public func revokeDevice(_ device: UUID) throws -> DeviceRecord {
+        try reading { db in
+            try db.transaction { db in
+                guard let record = try db.query("SELECT device_id, user_name, library_id, created_at FROM devices WHERE device_id = ?1",
+                                                [.text(device.lowercased)], { row in try deviceRecord(row) }).first else {
+                    throw ChronicleError(.unknownEntity, "No device \(device.lowercased) is registered; `chronicle server devices --data DIR NAME` lists a user's.")
+                }
+                try db.execute("DELETE FROM devices WHERE device_id = ?1", [.text(device.lowercased)])
+                tokenCache.withLock { $0.removeAll() }
+                return record
+            }
+        }
+    }
+
+    /// Removes every device registration of `user` (each signs in again); returns them.
+    @discardableResult
+    public func revokeDevices(of user: String) throws -> [DeviceRecord] {
+        try reading { db in
+            try db.transaction { db in
+                guard try db.scalarInt("SELECT 1 FROM users WHERE name = ?1", [.text(user)]) != nil else {
+                    throw ChronicleError(.unknownEntity, "No user named '\(user)'.")
+                }
+                let records = try db.query("SELECT device_id, user_name, library_id, created_at FROM devices WHERE user_name = ?1 ORDER BY device_id",
+                                           [.text(user)]) { row in try deviceRecord(row) }
+                try db.execute("DELETE FROM devices WHERE user_name = ?1", [.text(user)])
+                tokenCache.withLock { $0.removeAll() }
+                return records
+            }
+        }
+    }
+
+    /// Replaces `user`'s password (at least 8 characters). Devices already signed in keep
+    /// their tokens; revoke them too where the old password may be known to someone else.
+    public func setPassword(_ user: String, password: String) throws {
+        guard password.utf8.count >= 8 else {
+            throw ChronicleError(.invalidValue, "A password needs at least 8 characters.")
+        }
+        let hash = Secrets.hashPassword(password)
+        try reading { db in
+            try db.execute("UPDATE users SET password_hash = ?1 WHERE name = ?2", [.text(hash), .text(user)])
+            guard db.changes == 1 else { throw ChronicleError(.unknownEntity, "No user named '\(user)'.") }
+        }
+    }
+
+    /// A device read from columns 0–3 of `row` (device_id, user_name, library_id, created_at).
+    private func deviceRecord(_ row: Row) throws -> DeviceRecord {
+        DeviceRecord(deviceID: try id(row.text(0), "a device id"), user: row.text(1),
+                     libraryID: try id(row.text(2), "device \(row.text(0))'s library id"), registeredAt: row.int(3))
+    }
+}
