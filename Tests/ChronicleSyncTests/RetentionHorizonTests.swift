@@ -512,6 +512,62 @@ import Testing
         #expect(try d.store.verify().passed)
     }
 
+    /// The same restore below D's snapshot, but D's round ended right after it started over from
+    /// the snapshot: the pull after it failed, so no pull had named the server's incarnation to D
+    /// yet. D took the next pull's, from the restored server, for its own, and kept the state of
+    /// the history the server lost beneath every op it pulled afterwards (damage soak seed 1138 of
+    /// 400 steps, where D's own op, pushed again, landed at D's base and matched it). The store
+    /// keeps the incarnation the snapshot's tail named now.
+    @Test func aStoreWhoseFirstPullAfterStartingOverFailedStillFindsTheRestoreBelowIt() async throws {
+        let h = try SyncHarness(.inMemory)
+        let a = try h.device("A")
+        let b = try h.device("B")
+        let c = try h.device("C")
+        let d = try h.device("D")                                                         // signed in, not synced yet
+        for i in 0..<10 { try a.save("Before the backup \(i)") }
+        await a.sync()                                                                    // seqs 1…10
+        await b.sync()
+        await c.sync()
+        let backup = h.directory + "/server-backup"
+        _ = try ServerBackup.run(dataDirectory: h.directory + "/server", to: backup)
+        try a.save("A's, lost with the server")
+        await a.sync()                                                                    // seq 11
+        try c.save("C's, lost and then back at 12")
+        await c.sync()                                                                    // seq 12
+        var policy = CompactionPolicy()
+        policy.keepOps = 0
+        policy.segmentOpsMax = 4
+        #expect(try h.service.compact(library: h.user.libraryID, policy: policy).snapshotSeq == 12)
+
+        // D starts over from the snapshot at 12; the pull after it fails, and the round ends there.
+        let cut = CutAfterSnapshotTail(InMemoryTransport(endpoint: h.service, library: h.user.libraryID, token: d.token))
+        var configuration = SyncEngine.Configuration()
+        configuration.snapshotStartOpsMin = 1
+        configuration.retriesPerRoundMax = 0
+        let first = await SyncEngine(store: d.store, transport: cut, configuration: configuration, random: { 0.5 }).syncOnce()
+        #expect(first.bootstrappedAt == 12 && first.outcome != .synced, "\(first)")
+        #expect(try d.store.cursor() == 12 && d.store.serverIncarnation() == (try h.library.incarnation))
+
+        let restored = try SyncService(dataDirectory: backup)
+        #expect(try restored.library(h.user.libraryID).incarnation != (try h.library.incarnation))
+        func engine(_ device: TestDevice) -> SyncEngine {
+            SyncEngine(store: device.store, transport: InMemoryTransport(endpoint: restored, library: h.user.libraryID, token: device.token),
+                       random: { 0.5 })
+        }
+        let bs = try b.save("B's, at 11 on the restored server")
+        #expect(await engine(b).syncOnce().outcome == .synced)                           // seq 11
+        #expect(await engine(c).syncOnce().outcome == .synced)                           // C's again, at 12
+        let library = try restored.library(h.user.libraryID)
+
+        let back = await engine(d).syncOnce()
+        #expect(back.outcome == .synced, "\(back.outcome)")
+        #expect(try d.title(bs) == "B's, at 11 on the restored server", "D sees the op below its old base")
+        #expect(await engine(a).syncOnce().outcome == .synced)                           // A's lost op again, at 13
+        for device in [b, c, d] { #expect(await engine(device).syncOnce().outcome == .synced) }
+        for device in [a, b, c, d] { #expect(try device.store.digest() == library.digest(), "\(device.name)") }
+        #expect(try d.store.verify().passed)
+    }
+
     /// B's op took seq 2 under an id A had also made (an op id clash). The server is restored from
     /// a backup taken at 1, and A, whose op never reached it before, pushes first: A's op takes seq
     /// 2 under that id, and B's is refused as a clash. C pulled B's op at 2 before the restore. The
@@ -553,5 +609,35 @@ import Testing
             #expect(try device.store.digest() == library.digest(), "\(device.name)")
             #expect(try device.store.verify().passed, "\(device.name)")
         }
+    }
+}
+
+/// Forwards to an in-memory transport, and once a snapshot was downloaded lets one pull through
+/// (the snapshot's tail) and fails every pull after it: a round cut off right after the store
+/// started over from the snapshot.
+final class CutAfterSnapshotTail: SyncTransport, @unchecked Sendable {
+    private let inner: InMemoryTransport
+    private let state = Locked((snapshotFetched: false, tailPulled: false))
+
+    init(_ inner: InMemoryTransport) { self.inner = inner }
+
+    func push(_ segment: Segment) async throws(SyncError) -> PushResponse { try await inner.push(segment) }
+
+    func pull(after cursor: Int64, limit: Int, waitMilliseconds: Int) async throws(SyncError) -> PullPage {
+        let cut = state.withLock { state -> Bool in
+            guard state.snapshotFetched else { return false }
+            defer { state.tailPulled = true }
+            return state.tailPulled
+        }
+        if cut { throw .transient(reason: "The network went away right after the snapshot.", retryAfterSeconds: nil) }
+        return try await inner.pull(after: cursor, limit: limit, waitMilliseconds: waitMilliseconds)
+    }
+
+    func verdict(for entity: UUID) async throws(SyncError) -> Verdict { try await inner.verdict(for: entity) }
+
+    func snapshot() async throws(SyncError) -> SnapshotFrame {
+        let frame = try await inner.snapshot()
+        state.withLock { $0.snapshotFetched = true }
+        return frame
     }
 }

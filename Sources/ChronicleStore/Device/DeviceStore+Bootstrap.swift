@@ -26,13 +26,19 @@ extension DeviceStore {
     /// `baseOpID`: the op the server holds at the snapshot's seq (the first tail pull names it,
     /// `PullPage.afterOpID`). The store keeps it, so that a server that later lost that history
     /// (restored from a backup) is found out at the store's cursor even before any op follows it.
+    ///
+    /// `incarnation`: the incarnation of the server's file that first page named
+    /// (`PullPage.incarnation`). Kept, so that the next pull compares it with the server's; without
+    /// it the store took the next pull's for its own, and a server salvaged or restored below the
+    /// snapshot in between went unnoticed where that pull came after it (damage soak seed 1138:
+    /// the store kept the state of the history the server lost, beneath all the ops it pulled).
     @discardableResult
-    public func bootstrap(from frame: SnapshotFrame, tail: [Op] = [], baseOpID: UUID? = nil) throws -> Int64 {
+    public func bootstrap(from frame: SnapshotFrame, tail: [Op] = [], baseOpID: UUID? = nil, incarnation: UUID? = nil) throws -> Int64 {
         try writeTransaction(spillToFiles: true, largeCommit: true) { db in
             let cursor = try Self.meta("cursor", in: db).integerValue ?? 0
             try db.execute("PRAGMA cache_size = -\(Self.bulkCacheKilobytes)")
             defer { try? db.execute("PRAGMA cache_size = -\(Database.Options.defaultCacheKilobytes)") }
-            var loader = SnapshotLoader(store: self, db: db, cursor: cursor, baseOpID: baseOpID)
+            var loader = SnapshotLoader(store: self, db: db, cursor: cursor, baseOpID: baseOpID, incarnation: incarnation)
             let header = try Self.readOnAnotherThread(frame, into: &loader)
             let seq = header.seq
             
@@ -103,13 +109,15 @@ extension DeviceStore {
         let db: Database
         let cursor: Int64
         let baseOpID: UUID?
+        let incarnation: UUID?
         var filler: ProjectionFiller
 
-        init(store: DeviceStore, db: Database, cursor: Int64, baseOpID: UUID?) {
+        init(store: DeviceStore, db: Database, cursor: Int64, baseOpID: UUID?, incarnation: UUID?) {
             self.store = store
             self.db = db
             self.cursor = cursor
             self.baseOpID = baseOpID
+            self.incarnation = incarnation
             // A snapshot of an earlier version of the schema (the server not updated yet) has its state carried over.
             filler = ProjectionFiller(db: db, projection: store.projection, libraryID: store.libraryID, migrating: true)
         }
@@ -135,11 +143,16 @@ extension DeviceStore {
             try db.execute("DELETE FROM chronicle_log WHERE server_seq <= ?1", [.integer(seq)])
             try DeviceStore.setMeta("cursor", .integer(seq), in: db)
             // History starts over here: a disagreement noted in what went before is settled, and the
-            // incarnation of the server's file is the one the next pull names.
+            // incarnation of the server's file is the one the snapshot's tail named (where none was
+            // given, the one the next pull names).
             try DeviceStore.forgetDisagreement(in: db)
             try db.execute("DELETE FROM chronicle_meta WHERE key = ?1", [.text(DeviceStore.stateCarriedOverKey)])
             try DeviceStore.setMeta(DeviceStore.serverSnapshotKey, .integer(seq), in: db)
-            try db.execute("DELETE FROM chronicle_meta WHERE key = ?1", [.text(DeviceStore.serverIncarnationKey)])
+            if let incarnation {
+                try DeviceStore.setMeta(DeviceStore.serverIncarnationKey, .text(incarnation.lowercased), in: db)
+            } else {
+                try db.execute("DELETE FROM chronicle_meta WHERE key = ?1", [.text(DeviceStore.serverIncarnationKey)])
+            }
             // Every queued op is pushed again: the answers say which ones the snapshot already holds.
             try DeviceStore.setMeta("acked_device_seq", .integer(0), in: db)
 

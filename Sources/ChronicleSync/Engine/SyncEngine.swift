@@ -684,7 +684,7 @@ public actor SyncEngine {
     private func startFromSnapshot(optional: Bool) async throws -> Bool {
         let frame = try await transport.snapshot()
         defer { frame.discard() }
-        let tail: (ops: [Op], baseOpID: UUID?)
+        let tail: (ops: [Op], baseOpID: UUID?, incarnation: UUID?)
         do {
             let header = try SnapshotCodec.header(of: frame)
             let schema = store.schema
@@ -702,7 +702,7 @@ public actor SyncEngine {
             throw SyncError.transient(reason: "The server's snapshot could not be read: \(error.message)", retryAfterSeconds: nil)
         }
         do {
-            roundBootstrap = try store.bootstrap(from: frame, tail: tail.ops, baseOpID: tail.baseOpID)
+            roundBootstrap = try store.bootstrap(from: frame, tail: tail.ops, baseOpID: tail.baseOpID, incarnation: tail.incarnation)
             pulledInRound += tail.ops.count
         } catch let error as ChronicleError where Self.damagedSnapshot.contains(error.code) {
             // Nothing changed (one transaction); a damaged download is fetched again next round.
@@ -714,15 +714,18 @@ public actor SyncEngine {
     /// The ops right after the snapshot, up to `bulkCatchUpOpsMin` of them: folded inside
     /// the bootstrap, before its indexes are built, they cost a fraction of what pulling them
     /// afterwards does (each such op updates the search indexes); whatever is left is pulled.
-    /// Also the op the server holds at `seq`, as the first page names it.
-    private func snapshotTail(after seq: Int64) async throws -> (ops: [Op], baseOpID: UUID?) {
+    /// Also the op the server holds at `seq` and the incarnation of its file, as the first page
+    /// names them: the store keeps both, so that a server that loses the history beneath the
+    /// snapshot is found out even where no pull reaches this store between the two.
+    private func snapshotTail(after seq: Int64) async throws -> (ops: [Op], baseOpID: UUID?, incarnation: UUID?) {
         var tail: [Op] = []
         var baseOpID: UUID?
+        var incarnation: UUID?
         var cursor = seq
         while tail.count < configuration.bulkCatchUpOpsMin {
             let limit = min(configuration.bulkPullPageOpsMax, configuration.bulkCatchUpOpsMin - tail.count)
             let page = try await transport.pull(after: cursor, limit: max(1, limit), waitMilliseconds: 0)
-            if cursor == seq { baseOpID = page.afterOpID }
+            if cursor == seq { (baseOpID, incarnation) = (page.afterOpID, page.incarnation) }
             let ops = page.segment.ops
             if ops.isEmpty { break }
             try Self.checkContinues(ops, cursor: cursor)
@@ -730,7 +733,7 @@ public actor SyncEngine {
             cursor = page.nextCursor
             if !page.more { break }
         }
-        return (tail, baseOpID)
+        return (tail, baseOpID, incarnation)
     }
 
     /// A page must continue the store's log exactly; anything else is retried.
@@ -904,3 +907,4 @@ final class QueueExecutor: SerialExecutor {
 
     func asUnownedSerialExecutor() -> UnownedSerialExecutor { UnownedSerialExecutor(ordinary: self) }
 }
+
