@@ -171,7 +171,8 @@ import Testing
                                      (["--compact-snapshot-ops", "0"], "--compact-snapshot-ops takes a whole number from 1"),
                                      (["--compact-every"], "--compact-every needs a value"),
                                      (["--body-memory-mb", "8"], "--body-memory-mb takes 16 to 65536"),
-                                     (["--body-memory-mb", "lots"], "--body-memory-mb takes 16 to 65536")] {
+                                     (["--body-memory-mb", "lots"], "--body-memory-mb takes 16 to 65536"),
+                                     (["--open-libraries", "0"], "--open-libraries takes 1 to 1000000")] {
             let result = try t.run(["serve", "--data", data, "--port", "0"] + arguments)
             #expect(result.status == 2, "\(arguments): \(result.stderr)")
             #expect(result.stderr.contains(message), "\(arguments): \(result.stderr)")
@@ -187,7 +188,11 @@ import Testing
         #expect(help.stdout.contains("a body over 16 MiB\n(413 body_too_large), more than 1,000 ops in a push"), "\(help.stdout)")
         #expect(help.stdout.contains("--body-memory-mb (default\n256, at least the body cap)") && help.stdout.contains("503 server_busy"), "\(help.stdout)")
         // A budget the server takes: it starts and answers.
-        let roomy = try ServerProcess(data: data, arguments: ["--no-compact", "--body-memory-mb", "16"])
+        let roomy = try ServerProcess(data: data, arguments: ["--no-compact", "--body-memory-mb", "16", "--open-libraries", "7"])
         roomy.stop()
+        // The first line says how many libraries it keeps open, and the limit of open files it raised.
+        let roomyLog = try String(contentsOfFile: roomy.logPath, encoding: .utf8)
+        #expect(roomyLog.contains("\"open_libraries_max\":7") && roomyLog.contains("\"open_files_max\":"), "\(roomyLog)")
+        #expect(help.stdout.contains("--open-libraries"))
     }
 }

@@ -12,7 +12,7 @@ struct Arguments {
     /// Options that take a value; everything else starting with `--` is a flag.
     static let valued: Set<String> = [
         "store", "title", "byline", "author", "quote", "color", "note", "position", "limit", "entity", "at", "schema",
-        "library", "device", "payload", "tag", "status", "favorite", "id", "data", "port", "host", "threads", "body-memory-mb", "server", "user", "keep", "value", "field", "free-caps", "keep-ops", "keep-days", "segment-ops", "horizon-days",
+        "library", "device", "payload", "tag", "status", "favorite", "id", "data", "port", "host", "threads", "body-memory-mb", "open-libraries", "server", "user", "keep", "value", "field", "free-caps", "keep-ops", "keep-days", "segment-ops", "horizon-days",
         "compact-keep-ops", "compact-keep-days", "compact-segment-ops", "compact-snapshot-ops", "compact-every", "to",
     ]
 

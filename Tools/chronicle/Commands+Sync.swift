@@ -76,7 +76,7 @@ extension Command {
 
     static let serve = Command(
         name: "serve", summary: "Run the sync server (HTTP/1.1 on libmicrohttpd, embedded SQLite store).",
-        usage: "chronicle serve --data DIR [--port N] [--host 127.0.0.1] [--threads N] [--body-memory-mb N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact]",
+        usage: "chronicle serve --data DIR [--port N] [--host 127.0.0.1] [--threads N] [--body-memory-mb N] [--open-libraries N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact]",
         details: """
             DIR holds server.sqlite (users, devices) and libraries/<id>.sqlite (one per library); it is created if missing.
             --port 0 (the default is 8080) picks a free port. The first line on stdout says where it listens;
@@ -103,12 +103,14 @@ extension Command {
             (400 limit_too_large), a long-poll over \(ServiceLimits().waitMillisecondsMax / 1000) s (400 wait_too_long).
             Request bodies held in memory at once, across all connections, are capped by --body-memory-mb (default
             \(HTTPServer.Configuration().bufferedBodyBytesMax >> 20), at least the body cap): one past it is read, dropped and answered 503 server_busy with
-            Retry-After: 1, and the device sends it again.
+            Retry-After: 1, and the device sends it again. At most --open-libraries libraries (default
+            \(ServiceLimits().openLibrariesMax)) are kept open at once: past it the least recently used one no request is using is
+            closed and opened again when next asked for. serve raises its limit of open files to the system's hard limit.
             A device keeps two pushes in flight; one that arrives ahead of the push before it is held up to
             \(grouped(ServiceLimits().pushGapWaitMilliseconds)) ms for it, then refused (409 device_seq_gap; the device sends it again).
             For fault testing only: CHRONICLE_FAULT_503_RATE=0.3 answers that fraction of /v1 requests 503.
             """) { args, ctx in
-        let usage = "chronicle serve --data DIR [--port N] [--host 127.0.0.1] [--threads N] [--body-memory-mb N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact]"
+        let usage = "chronicle serve --data DIR [--port N] [--host 127.0.0.1] [--threads N] [--body-memory-mb N] [--open-libraries N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact]"
         guard let data = args.option("data") else { throw ChronicleError(.usage, "--data DIR is required. Usage: \(usage)") }
         var limits = ServiceLimits()
         if let list = args.option("free-caps"), list != "none" {
@@ -134,8 +136,17 @@ extension Command {
             }
             configuration.bufferedBodyBytesMax = n << 20
         }
+        if let text = args.option("open-libraries") {
+            guard let n = Int(text), (1...1_000_000).contains(n) else {
+                throw ChronicleError(.usage, "--open-libraries takes 1 to 1000000 (got '\(text)').")
+            }
+            limits.openLibrariesMax = n
+        }
         let maintenance = try maintenancePolicy(&args)
         try args.finish(usage: usage)
+        // Each open library holds a few connections of three descriptors each; Debian's default
+        // soft limit (1,024) would run out long before --open-libraries does.
+        raiseOpenFileLimit()
         // Fault tests run a real server that fails a fraction of sync requests with 503.
         let faultRate = ProcessInfo.processInfo.environment["CHRONICLE_FAULT_503_RATE"].flatMap(Double.init) ?? 0
         let termination = TerminationSignal()
@@ -550,6 +561,14 @@ extension Command {
             throw ChronicleError(.usage, "Give the password on the first line of stdin, e.g. `printf '%s\\n' \"$PASSWORD\" | chronicle …`.")
         }
         return line
+    }
+
+    /// Raises this process's soft limit of open files to its hard limit.
+    static func raiseOpenFileLimit() {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+        limit.rlim_cur = limit.rlim_max
+        _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
     }
 
     /// Blocks until SIGINT or SIGTERM.

@@ -32,7 +32,10 @@ public final class SyncServer: Sendable {
             if let code = entry.errorCode { fields["code"] = .text(code) }
             log.log("request", fields)
         }
-        var fields: [String: Value] = ["host": .text(configuration.host), "port": .integer(Int64(http.port)), "data": .text(dataDirectory)]
+        var fields: [String: Value] = ["host": .text(configuration.host), "port": .integer(Int64(http.port)), "data": .text(dataDirectory),
+                                       "open_libraries_max": .integer(Int64(limits.openLibrariesMax))]
+        var files = rlimit()
+        if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &files) == 0 { fields["open_files_max"] = .integer(Int64(files.rlim_cur)) }
         // The compaction the server will run on its own, so an operator sees it in the first lines.
         if let policy = maintenance.compaction {
             fields["compact_keep_ops"] = policy.keepOps.map(Value.integer) ?? .null

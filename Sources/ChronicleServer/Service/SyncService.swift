@@ -18,6 +18,11 @@ public struct ServiceLimits: Sendable {
     /// wakes, snapshots, registrations); they wait for fsync and writers, so there are more
     /// of them than cores. Started as needed, ended when idle (`WorkerPool`).
     public var workerThreadsMax = 64
+    /// Libraries kept open at once. Each open one holds SQLite connections (its writer, a
+    /// checkpointer, a reader per concurrent read: three file descriptors each) and a page cache
+    /// of up to `ServerLibrary.cacheKilobytes`; past this many, the least recently used one that
+    /// no request is using is closed, and opened again when next asked for.
+    public var openLibrariesMax = 256
     /// Limits free libraries live under (premium ones have none); empty = no caps.
     public var freeTierCaps: [FreeTierCap] = []
     /// Whether opening a library installs `freeTierCaps` in its file, in place of the cap
@@ -62,7 +67,7 @@ public final class SyncService: SyncEndpoint {
     public let limits: ServiceLimits
     let log: ServerLog
     let clock: any ChronicleClock
-    private let libraries = Locked<[UUID: ServerLibrary]>([:])
+    private let libraries = Locked(OpenLibraries())
     private let waiters = Locked<Waiters>(Waiters())
     /// Where requests that block run (the HTTP routes, woken long-polls).
     let workers: WorkerPool
@@ -119,9 +124,12 @@ public final class SyncService: SyncEndpoint {
         return (identity, try self.library(library))
     }
 
+    /// Libraries open now (at most `limits.openLibrariesMax` unless requests hold more).
+    var openLibraryCount: Int { libraries.withLock { $0.count } }
+
     /// The library's store, opened on first use.
     public func library(_ id: UUID) throws(ProtocolError) -> ServerLibrary {
-        if let open = libraries.withLock({ $0[id] }) { return open }
+        if let open = libraries.withLock({ $0.use(id) }) { return open }
         let records: [UserRecord]
         do { records = try accounts.libraries() } catch {
             throw Accounts.unavailable(error, "The server could not read its accounts")
@@ -135,14 +143,14 @@ public final class SyncService: SyncEndpoint {
             }
             let path = (dataDirectory as NSString).appendingPathComponent("libraries/\(id.lowercased).sqlite")
             return try libraries.withLock { open in
-                if let existing = open[id] { return existing }
+                if let existing = open.use(id) { return existing }
                 let library = try ServerLibrary.openOrCreate(at: path, libraryID: id, schema: schema, clock: clock,
                                                              caps: limits.installsFreeTierCaps ? limits.freeTierCaps : nil)
                 if let migration = library.schemaMigration {
                     log.log("schema", ["library": .text(id.lowercased), "schema": .text(schema.name), "from": .integer(migration.fromVersion),
                                        "to": .integer(Int64(schema.version)), "rebuilt_s": .real((migration.seconds * 1000).rounded() / 1000)])
                 }
-                open[id] = library
+                open.add(library, max: limits.openLibrariesMax)
                 return library
             }
         } catch let error as ProtocolError {
@@ -483,5 +491,42 @@ struct GapWait {
         guard held else { return }
         metrics.gapWaitEnded(filled: filled)
         metrics.heldForGap(-1)
+    }
+}
+
+/// The libraries a service holds open, least recently used first out: a server with many users
+/// keeps a bounded number of SQLite connections, file descriptors and page caches, however many
+/// libraries it has served since it started.
+struct OpenLibraries {
+    private struct Entry {
+        var library: ServerLibrary
+        var lastUsed: UInt64
+    }
+
+    private var byID: [UUID: Entry] = [:]
+    private var uses: UInt64 = 0
+
+    var count: Int { byID.count }
+
+    /// The open library, marked as just used; nil when it is not open.
+    mutating func use(_ id: UUID) -> ServerLibrary? {
+        guard byID[id] != nil else { return nil }
+        uses &+= 1
+        byID[id]!.lastUsed = uses
+        return byID[id]!.library
+    }
+
+    /// Keeps `library` open, then closes the least recently used ones past `max` that nothing
+    /// else holds: a library a request, a parked pull or a compaction still uses stays open (it
+    /// is never open twice), and the count stays over `max` until it is let go.
+    mutating func add(_ library: ServerLibrary, max: Int) {
+        uses &+= 1
+        byID[library.libraryID] = Entry(library: library, lastUsed: uses)
+        guard byID.count > max else { return }
+        for id in byID.sorted(by: { $0.value.lastUsed < $1.value.lastUsed }).map(\.key) where byID.count > max {
+            guard id != library.libraryID else { continue }
+            // Only this table holds it: no request can reach it but through here, under its lock.
+            if isKnownUniquelyReferenced(&byID[id]!.library) { byID[id] = nil }
+        }
     }
 }

@@ -1,0 +1,92 @@
+import ChronicleCore
+@testable import ChronicleServer
+@testable import ChronicleStore
+@testable import ChronicleSync
+import Foundation
+import Testing
+
+/// A server keeps at most `ServiceLimits.openLibrariesMax` libraries open: past it, the least
+/// recently used one that nothing holds is closed (its connections and file descriptors go),
+/// and opened again when next asked for. One a request still holds stays open.
+@Suite(.serialized) struct OpenLibrariesTests {
+    /// File descriptors this process has open.
+    static func openFileCount() throws -> Int {
+        try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count
+    }
+
+    /// `count` users, each with a device holding `ops` queued ops (not synced yet).
+    static func users(_ count: Int, on service: SyncService, ops: Int) throws -> [(user: UserRecord, token: String, store: DeviceStore)] {
+        var made: [(UserRecord, String, DeviceStore)] = []
+        for index in 0..<count {
+            let user = try service.accounts.addUser("user\(index)", password: "password \(index)", schema: .readItLater)
+            let path = service.dataDirectory + "/../device\(index).chronicle"
+            let store = try DeviceStore.create(at: path, schema: .readItLater, libraryID: user.libraryID, deviceID: UUID())
+            let (token, _) = try service.accounts.registerDevice(user: user.name, password: "password \(index)", deviceID: store.deviceID)
+            for n in 0..<ops {
+                try store.write("article.save", payload: ["url": .text("https://example.com/\(index)/\(n)"), "title": .text("Article \(n) of \(index)")])
+            }
+            made.append((user, token, store))
+        }
+        return made
+    }
+
+    static func sync(_ users: [(user: UserRecord, token: String, store: DeviceStore)], with service: SyncService) async {
+        for (user, token, store) in users {
+            let engine = SyncEngine(store: store, transport: InMemoryTransport(endpoint: service, library: user.libraryID, token: token),
+                                    random: { 0.5 })
+            #expect(await engine.syncOnce().outcome == .synced)
+        }
+    }
+
+    @Test func aServerWithManyLibrariesKeepsOnlyTheRecentOnesOpenAndServesEveryOne() async throws {
+        let directory = NSTemporaryDirectory() + "chronicle-open-libraries-\(UUID().lowercased)"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var limits = ServiceLimits()
+        limits.openLibrariesMax = 4
+        let service = try SyncService(dataDirectory: directory + "/server", limits: limits, maintenance: .off)
+        let users = try Self.users(24, on: service, ops: 3)
+        await Self.sync(Array(users.prefix(1)), with: service)       // the device stores' own readers, opened once
+        let before = try Self.openFileCount()
+        await Self.sync(Array(users.dropFirst()), with: service)
+        #expect(service.openLibraryCount == 4)
+        // 23 more libraries served, 4 open: each closed one gave its descriptors back. Without the
+        // cap every library keeps its writer and a reader open, three descriptors each: 23 × 6.
+        let opened = try Self.openFileCount() - before
+        #expect(opened <= 4 * 9, "\(opened) descriptors opened for 23 libraries served, 4 of them open")
+
+        // A closed library opens again and serves all it holds; the library it pushes the oldest out of is closed.
+        for (user, token, _) in users.prefix(3) {
+            let page = try await service.pull(library: user.libraryID, after: 0, limit: 100, waitMilliseconds: 0, token: token)
+            #expect(page.segment.ops.count == 3 && page.head == 3)
+        }
+        #expect(service.openLibraryCount == 4)
+        for (user, _, store) in users { #expect(try service.library(user.libraryID).digest() == store.digest()) }
+        #expect(service.openLibraryCount == 4)
+    }
+
+    @Test func aLibraryARequestHoldsIsNotClosedUnderIt() async throws {
+        let directory = NSTemporaryDirectory() + "chronicle-open-libraries-\(UUID().lowercased)"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var limits = ServiceLimits()
+        limits.openLibrariesMax = 2
+        let service = try SyncService(dataDirectory: directory + "/server", limits: limits, maintenance: .off)
+        let users = try Self.users(6, on: service, ops: 1)
+        await Self.sync(users, with: service)
+        let held = try service.library(users[0].user.libraryID)        // as a request holds it
+        for (user, _, _) in users.dropFirst() { _ = try service.library(user.libraryID) }
+        #expect(service.openLibraryCount == 2, "the held library stays open (the least recently used) beside the most recent one")
+        #expect(try service.library(users[0].user.libraryID) === held, "never open twice")
+
+        // A parked pull holds its library too; a push to it wakes the pull with the op.
+        let parked = Task { try await service.pull(library: users[1].user.libraryID, after: 1, limit: 10, waitMilliseconds: 10_000, token: users[1].token) }
+        try await Task.sleep(for: .milliseconds(200))
+        for (user, _, _) in users.dropFirst(2) { _ = try service.library(user.libraryID) }
+        try users[1].store.write("article.save", payload: ["url": .text("https://example.com/woken"), "title": .text("Woken")])
+        let engine = SyncEngine(store: users[1].store, transport: InMemoryTransport(endpoint: service, library: users[1].user.libraryID,
+                                                                                    token: users[1].token), random: { 0.5 })
+        _ = await engine.syncOnce()
+        let page = try await parked.value
+        #expect(page.segment.ops.map(\.serverSeq) == [2])
+        withExtendedLifetime(held) {}
+    }
+}
