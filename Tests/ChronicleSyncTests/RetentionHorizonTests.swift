@@ -469,47 +469,9 @@ import Testing
     /// base and starts over (simulator seed 138 of 400 steps with app updates: D kept the old state
     /// and never saw seq 11).
     @Test func aStoreThatStartedFromASnapshotStartsOverWhenTheServerWasRestoredBelowIt() async throws {
-        let h = try SyncHarness(.inMemory)
-        let a = try h.device("A")
-        let b = try h.device("B")
-        let c = try h.device("C")
-        var snapshotFirst = SyncEngine.Configuration()
-        snapshotFirst.snapshotStartOpsMin = 1
-        let d = try h.device("D", configuration: snapshotFirst)                         // signed in, not synced yet
-        for i in 0..<10 { try a.save("Before the backup \(i)") }
-        await a.sync()                                                                    // seqs 1…10
-        await b.sync()
-        await c.sync()
-        let backup = h.directory + "/server-backup"
-        _ = try ServerBackup.run(dataDirectory: h.directory + "/server", to: backup)
-        try a.save("A's, lost with the server")
-        await a.sync()                                                                    // seq 11
-        try c.save("C's, lost and then back at 12")
-        await c.sync()                                                                    // seq 12
-        var policy = CompactionPolicy()
-        policy.keepOps = 0
-        policy.segmentOpsMax = 4
-        #expect(try h.service.compact(library: h.user.libraryID, policy: policy).snapshotSeq == 12)
+        let (h, d, backup) = try await Self.dReadyToStartFromASnapshotPastABackup()
         #expect(await d.sync().bootstrappedAt == 12)
-
-        let restored = try SyncService(dataDirectory: backup)
-        func engine(_ device: TestDevice) -> SyncEngine {
-            SyncEngine(store: device.store, transport: InMemoryTransport(endpoint: restored, library: h.user.libraryID, token: device.token),
-                       random: { 0.5 })
-        }
-        let bs = try b.save("B's, at 11 on the restored server")
-        #expect(await engine(b).syncOnce().outcome == .synced)                           // seq 11
-        #expect(await engine(c).syncOnce().outcome == .synced)                           // C's again, at 12
-        let library = try restored.library(h.user.libraryID)
-        #expect(try library.allOps().map(\.deviceID) == Array(repeating: a.store.deviceID, count: 10) + [b.store.deviceID, c.store.deviceID])
-
-        let back = await engine(d).syncOnce()
-        #expect(back.outcome == .synced, "\(back.outcome)")
-        #expect(try d.title(bs) == "B's, at 11 on the restored server", "D sees the op below its old base")
-        #expect(await engine(a).syncOnce().outcome == .synced)                           // A's lost op again, at 13
-        for device in [b, c, d] { #expect(await engine(device).syncOnce().outcome == .synced) }
-        for device in [a, b, c, d] { #expect(try device.store.digest() == library.digest(), "\(device.name)") }
-        #expect(try d.store.verify().passed)
+        try await Self.restoreBelowD(h, d, backup: backup)
     }
 
     /// The same restore below D's snapshot, but D's round ended right after it started over from
@@ -519,11 +481,29 @@ import Testing
     /// 400 steps, where D's own op, pushed again, landed at D's base and matched it). The store
     /// keeps the incarnation the snapshot's tail named now.
     @Test func aStoreWhoseFirstPullAfterStartingOverFailedStillFindsTheRestoreBelowIt() async throws {
+        let (h, d, backup) = try await Self.dReadyToStartFromASnapshotPastABackup()
+        // D starts over from the snapshot at 12; the pull after it fails, and the round ends there.
+        let cut = CutAfterSnapshotTail(InMemoryTransport(endpoint: h.service, library: h.user.libraryID, token: d.token))
+        var configuration = SyncEngine.Configuration()
+        configuration.snapshotStartOpsMin = 1
+        configuration.retriesPerRoundMax = 0
+        let first = await SyncEngine(store: d.store, transport: cut, configuration: configuration, random: { 0.5 }).syncOnce()
+        #expect(first.bootstrappedAt == 12 && first.outcome != .synced, "\(first)")
+        #expect(try d.store.cursor() == 12 && d.store.serverIncarnation() == (try h.library.incarnation))
+        try await Self.restoreBelowD(h, d, backup: backup)
+    }
+
+    /// A, B and C synced seqs 1…10; a backup of the server is taken; A's op takes 11 and C's 12,
+    /// and the server compacts with a snapshot at 12. D is signed in (starting from a snapshot
+    /// whenever there is one) and has not synced yet.
+    static func dReadyToStartFromASnapshotPastABackup() async throws -> (SyncHarness, TestDevice, backup: String) {
         let h = try SyncHarness(.inMemory)
         let a = try h.device("A")
         let b = try h.device("B")
         let c = try h.device("C")
-        let d = try h.device("D")                                                         // signed in, not synced yet
+        var snapshotFirst = SyncEngine.Configuration()
+        snapshotFirst.snapshotStartOpsMin = 1
+        let d = try h.device("D", configuration: snapshotFirst)
         for i in 0..<10 { try a.save("Before the backup \(i)") }
         await a.sync()                                                                    // seqs 1…10
         await b.sync()
@@ -538,34 +518,37 @@ import Testing
         policy.keepOps = 0
         policy.segmentOpsMax = 4
         #expect(try h.service.compact(library: h.user.libraryID, policy: policy).snapshotSeq == 12)
+        return (h, d, backup)
+    }
 
-        // D starts over from the snapshot at 12; the pull after it fails, and the round ends there.
-        let cut = CutAfterSnapshotTail(InMemoryTransport(endpoint: h.service, library: h.user.libraryID, token: d.token))
-        var configuration = SyncEngine.Configuration()
-        configuration.snapshotStartOpsMin = 1
-        configuration.retriesPerRoundMax = 0
-        let first = await SyncEngine(store: d.store, transport: cut, configuration: configuration, random: { 0.5 }).syncOnce()
-        #expect(first.bootstrappedAt == 12 && first.outcome != .synced, "\(first)")
-        #expect(try d.store.cursor() == 12 && d.store.serverIncarnation() == (try h.library.incarnation))
-
+    /// The server restored from `backup` (another incarnation): B's new op takes seq 11 and C's
+    /// lost op, pushed again, lands at 12 where it was. D, which started from the snapshot at 12,
+    /// must see B's op below its old base and end with the server's state, as everyone must.
+    static func restoreBelowD(_ h: SyncHarness, _ d: TestDevice, backup: String,
+                              sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        let (a, b, c) = (h.devices["A"]!, h.devices["B"]!, h.devices["C"]!)
         let restored = try SyncService(dataDirectory: backup)
-        #expect(try restored.library(h.user.libraryID).incarnation != (try h.library.incarnation))
+        #expect(try restored.library(h.user.libraryID).incarnation != (try h.library.incarnation), sourceLocation: sourceLocation)
         func engine(_ device: TestDevice) -> SyncEngine {
             SyncEngine(store: device.store, transport: InMemoryTransport(endpoint: restored, library: h.user.libraryID, token: device.token),
                        random: { 0.5 })
         }
         let bs = try b.save("B's, at 11 on the restored server")
-        #expect(await engine(b).syncOnce().outcome == .synced)                           // seq 11
-        #expect(await engine(c).syncOnce().outcome == .synced)                           // C's again, at 12
+        #expect(await engine(b).syncOnce().outcome == .synced, sourceLocation: sourceLocation)    // seq 11
+        #expect(await engine(c).syncOnce().outcome == .synced, sourceLocation: sourceLocation)    // C's again, at 12
         let library = try restored.library(h.user.libraryID)
+        #expect(try library.allOps().map(\.deviceID) == Array(repeating: a.store.deviceID, count: 10) + [b.store.deviceID, c.store.deviceID],
+                sourceLocation: sourceLocation)
 
         let back = await engine(d).syncOnce()
-        #expect(back.outcome == .synced, "\(back.outcome)")
-        #expect(try d.title(bs) == "B's, at 11 on the restored server", "D sees the op below its old base")
-        #expect(await engine(a).syncOnce().outcome == .synced)                           // A's lost op again, at 13
-        for device in [b, c, d] { #expect(await engine(device).syncOnce().outcome == .synced) }
-        for device in [a, b, c, d] { #expect(try device.store.digest() == library.digest(), "\(device.name)") }
-        #expect(try d.store.verify().passed)
+        #expect(back.outcome == .synced, "\(back.outcome)", sourceLocation: sourceLocation)
+        #expect(try d.title(bs) == "B's, at 11 on the restored server", "D sees the op below its old base", sourceLocation: sourceLocation)
+        #expect(await engine(a).syncOnce().outcome == .synced, sourceLocation: sourceLocation)    // A's lost op again, at 13
+        for device in [b, c, d] { #expect(await engine(device).syncOnce().outcome == .synced, sourceLocation: sourceLocation) }
+        for device in [a, b, c, d] {
+            #expect(try device.store.digest() == library.digest(), "\(device.name)", sourceLocation: sourceLocation)
+        }
+        #expect(try d.store.verify().passed, sourceLocation: sourceLocation)
     }
 
     /// B's op took seq 2 under an id A had also made (an op id clash). The server is restored from
