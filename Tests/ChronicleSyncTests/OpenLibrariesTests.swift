@@ -89,4 +89,44 @@ import Testing
         #expect(page.segment.ops.map(\.serverSeq) == [2])
         withExtendedLifetime(held) {}
     }
+
+    /// Eight devices of eight libraries sync at once, round after round, through a server that
+    /// keeps two libraries open: libraries are closed and opened again under live pushes and
+    /// pulls, and every device ends with its library's state, nothing lost or applied twice.
+    @Test func librariesClosedAndOpenedUnderConcurrentSyncsLoseNothing() async throws {
+        let directory = NSTemporaryDirectory() + "chronicle-open-libraries-\(UUID().lowercased)"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var limits = ServiceLimits()
+        limits.openLibrariesMax = 2
+        let service = try SyncService(dataDirectory: directory + "/server", limits: limits, maintenance: .off)
+        let users = try Self.users(8, on: service, ops: 0)
+        let engines = users.map { user, token, store in
+            SyncEngine(store: store, transport: InMemoryTransport(endpoint: service, library: user.libraryID, token: token), random: { 0.5 })
+        }
+        for round in 0..<6 {
+            for (index, (_, _, store)) in users.enumerated() {
+                for n in 0..<5 {
+                    try store.write("article.save", payload: ["url": .text("https://example.com/\(index)/\(round)/\(n)"), "title": .text("R\(round) N\(n)")])
+                }
+            }
+            let outcomes = await withTaskGroup(of: SyncReport.Outcome.self) { group in
+                for engine in engines { group.addTask { await engine.syncOnce().outcome } }
+                return await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(outcomes.allSatisfy { $0 == .synced }, "round \(round): \(outcomes)")
+        }
+        for (user, _, store) in users {
+            let library = try service.library(user.libraryID)
+            let ops = try library.allOps()
+            #expect(ops.count == 30 && Set(ops.map(\.opID)).count == 30)
+            #expect(try store.pendingOps().isEmpty && store.digest() == library.digest())
+        }
+        #expect(service.openLibraryCount == 2)
+        // Closed and opened again many times over: each of the 8 at least once a round.
+        let metrics = service.renderLibraryMetrics()
+        let opened = try #require(metrics.split(separator: "\n").first { $0.hasPrefix("chronicle_libraries_opened_total ") }
+            .flatMap { Int($0.split(separator: " ")[1]) })
+        #expect(opened >= 8 * 6, "\(metrics)")
+        #expect(metrics.contains("chronicle_libraries_open 2"))
+    }
 }

@@ -52,7 +52,7 @@ public struct SyncRoutes: HTTPHandler {
                 answer(.json(service.health.isReady ? 200 : 503, service.health.body(readiness: true)))
             default:
                 answer(HTTPResponse(status: 200, headers: [("Content-Type", "text/plain; version=0.0.4")],
-                                    body: Array((service.metrics.render() + service.health.renderMetrics()).utf8)))
+                                    body: Array((service.metrics.render() + service.health.renderMetrics() + service.renderLibraryMetrics()).utf8)))
             }
         case (_, 2) where parts == ["v1", "devices"]:
             guard request.method == "POST" else { return answer(Self.methodNotAllowed(request.method, allowed: "POST")) }

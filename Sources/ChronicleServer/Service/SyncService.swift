@@ -127,6 +127,21 @@ public final class SyncService: SyncEndpoint {
     /// Libraries open now (at most `limits.openLibrariesMax` unless requests hold more).
     var openLibraryCount: Int { libraries.withLock { $0.count } }
 
+    /// The `/metrics` lines of the open libraries: how many are open, and how many times one was
+    /// opened (a count that climbs much faster than new users sign up says the cap is too low).
+    func renderLibraryMetrics() -> String {
+        let (open, opened) = libraries.withLock { ($0.count, $0.opened) }
+        return """
+            # HELP chronicle_libraries_open Libraries the server holds open now (serve --open-libraries caps them).
+            # TYPE chronicle_libraries_open gauge
+            chronicle_libraries_open \(open)
+            # HELP chronicle_libraries_opened_total Times a library was opened: first use, or again after it was closed to stay under the cap.
+            # TYPE chronicle_libraries_opened_total counter
+            chronicle_libraries_opened_total \(opened)
+
+            """
+    }
+
     /// The library's store, opened on first use.
     public func library(_ id: UUID) throws(ProtocolError) -> ServerLibrary {
         if let open = libraries.withLock({ $0.use(id) }) { return open }
@@ -505,6 +520,8 @@ struct OpenLibraries {
 
     private var byID: [UUID: Entry] = [:]
     private var uses: UInt64 = 0
+    /// Libraries opened so far, again after a close included.
+    private(set) var opened: UInt64 = 0
 
     var count: Int { byID.count }
 
@@ -521,6 +538,7 @@ struct OpenLibraries {
     /// is never open twice), and the count stays over `max` until it is let go.
     mutating func add(_ library: ServerLibrary, max: Int) {
         uses &+= 1
+        opened &+= 1
         byID[library.libraryID] = Entry(library: library, lastUsed: uses)
         guard byID.count > max else { return }
         for id in byID.sorted(by: { $0.value.lastUsed < $1.value.lastUsed }).map(\.key) where byID.count > max {
