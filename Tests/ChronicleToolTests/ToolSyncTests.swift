@@ -183,6 +183,51 @@ import Testing
         try expectConverged(server, [a, b], expectedOps: 1)
     }
 
+    /// The operator removes bob beside the running server: his device is refused at once, his
+    /// password signs in no more, his library stays on disk owned by no one. Deleting a library
+    /// file needs the server stopped; ada, removed with hers then, leaves nothing behind.
+    @Test func theOperatorRemovesUsersAndTheirLibrariesOnlyWithTheServerStopped() throws {
+        let a = try Tool(), b = try Tool()
+        let server = try server(a)
+        let data = server.data
+        func admin(_ arguments: [String], stdin: String? = nil) throws -> ToolResult {
+            try Tool.exec(Tool.binary, ["server"] + arguments, stdin: stdin)
+        }
+        #expect(try admin(["add-user", "--data", data, "bob"], stdin: "bob's password\n").status == 0)
+        try a.signIn(server)
+        try b.signIn(server, user: "bob", password: "bob's password")
+        try a.ok("save", "https://example.com/ada", "--title", "Ada's")
+        try b.ok("save", "https://example.com/bob", "--title", "Bob's")
+        try a.ok("sync")
+        try b.ok("sync")
+        let bobsLibrary = try #require(try b.credentials["library"] as? String)
+        let adasLibrary = try #require(try a.credentials["library"] as? String)
+
+        let removed = try admin(["remove-user", "--data", data, "bob"])
+        #expect(removed.status == 0 && removed.stdout.contains("Removed user bob: 1 device signed out")
+                && removed.stdout.contains("--library \(bobsLibrary)"), "\(removed.stdout)\(removed.stderr)")
+        let refused = try b.run(["sync"])
+        #expect(refused.status != 0 && refused.stderr.contains("unauthorized"), "\(refused.stderr)")
+        let login = try b.run(["login", "--server", server.url, "--user", "bob"], stdin: "bob's password\n")
+        #expect(login.status == 6 && login.stderr.contains("bad_credentials"), "\(login.stderr)")
+        let users = try admin(["users", "--data", data]).stdout
+        #expect(users.contains("(no one)") && users.contains(bobsLibrary) && users.contains("ada"), "\(users)")
+        #expect(FileManager.default.fileExists(atPath: "\(data)/libraries/\(bobsLibrary).sqlite"))
+
+        // A library file goes only with the server stopped; nothing changes otherwise.
+        let busy = try admin(["remove-user", "--data", data, "ada", "--delete-library"])
+        #expect(busy.status == 4 && busy.stderr.contains("[data_directory_in_use]"), "\(busy.stderr)")
+        try a.ok("save", "https://example.com/ada/2", "--title", "Ada's second")
+        try a.ok("sync")
+        server.stop()
+        let gone = try admin(["remove-user", "--data", data, "ada", "--delete-library"])
+        #expect(gone.status == 0 && gone.stdout.contains("library \(adasLibrary) deleted"), "\(gone.stdout)\(gone.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: "\(data)/libraries/\(adasLibrary).sqlite"))
+        #expect(try admin(["remove-user", "--data", data, "nobody"]).status == 3)
+        let left = try admin(["users", "--data", data, "--json"]).stdout
+        #expect(left.contains(bobsLibrary) && !left.contains(adasLibrary), "\(left)")
+    }
+
     @Test func serverKilledMidSyncAndRestartedLosesNothing() throws {
         let a = try Tool(), b = try Tool()
         let server = try server(a)

@@ -53,3 +53,35 @@ extension Command {
         return ExitCode.success
     }
 }
+
+extension Command {
+    /// `chronicle server remove-user --data DIR NAME [--delete-library]`.
+    static func removeUser(data: String, user: String, deleteLibrary: Bool, _ ctx: Context) throws -> Int32 {
+        // The file can only go while no server has it open: the data directory's lock says so.
+        let lock = deleteLibrary ? try DataDirectoryLock(dataDirectory: data, purpose: "chronicle server remove-user \(user) --delete-library") : nil
+        defer { withExtendedLifetime(lock) {} }
+        let accounts = try Accounts(dataDirectory: data)
+        let (record, devices) = try accounts.removeUser(user)
+        let file = (data as NSString).appendingPathComponent("libraries/\(record.libraryID.lowercased).sqlite")
+        var deleted = false
+        if deleteLibrary {
+            for suffix in ["", "-wal", "-shm"] where FileManager.default.fileExists(atPath: file + suffix) {
+                try FileManager.default.removeItem(atPath: file + suffix)
+                deleted = true
+            }
+        }
+        if ctx.output.json {
+            ctx.output.emit(["user": record.name, "library_id": record.libraryID.lowercased, "devices_signed_out": devices,
+                             "library_file": file, "library_deleted": deleted])
+        } else if deleteLibrary {
+            ctx.output.line("Removed user \(record.name): \(devices) device\(devices == 1 ? "" : "s") signed out, "
+                            + (deleted ? "library \(record.libraryID.lowercased) deleted." : "and no library file was there."))
+        } else {
+            ctx.output.line("Removed user \(record.name): \(devices) device\(devices == 1 ? "" : "s") signed out. "
+                            + "Their library stays in \(file), owned by no one: delete it with the server stopped "
+                            + "(`chronicle server remove-user` with --delete-library does both), or give it back with "
+                            + "`chronicle server add-user --data \(data) NAME --library \(record.libraryID.lowercased) --schema \(record.schemaName)`.")
+        }
+        return ExitCode.success
+    }
+}

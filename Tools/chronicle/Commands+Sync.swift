@@ -190,8 +190,8 @@ extension Command {
     }
 
     static let server = Command(
-        name: "server", summary: "Administer a server's data directory (add-user, users, devices, revoke, passwd, set-plan, compact, backup, verify, salvage).",
-        usage: "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run] | devices --data DIR NAME | revoke --data DIR (DEVICE | --all NAME) | passwd --data DIR NAME [--revoke-devices]",
+        name: "server", summary: "Administer a server's data directory (add-user, users, devices, revoke, passwd, remove-user, set-plan, compact, backup, verify, salvage).",
+        usage: "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run] | devices --data DIR NAME | revoke --data DIR (DEVICE | --all NAME) | passwd --data DIR NAME [--revoke-devices] | remove-user --data DIR NAME [--delete-library]",
         details: """
             add-user reads the password from the first line of stdin (at least 8 characters) and creates the user's library;
             with --library ID it gives the user a library already in DIR that no user owns (one `salvage --accounts`
@@ -200,7 +200,10 @@ extension Command {
             signed in. revoke removes a device's registration (a lost phone): its token stops working at once, also on a
             running server, and its next request is answered 401; the device keeps its store and queued changes and syncs
             again after `chronicle login`. --all NAME revokes every device of NAME. passwd sets NAME's password from the
-            first line of stdin; devices signed in keep working unless --revoke-devices signs them out too. set-plan changes a library's plan tier with a server-authored op:
+            first line of stdin; devices signed in keep working unless --revoke-devices signs them out too.
+            remove-user removes NAME and signs every device of theirs out at once, also beside a running server; their
+            library's file stays in DIR/libraries, owned by no one (users lists such files), unless --delete-library,
+            which needs the server stopped (data_directory_in_use otherwise), deletes it too. set-plan changes a library's plan tier with a server-authored op:
             premium lifts the free-tier caps and turns on full-text search of article bodies on every device after its
             next pull. All three work while the server runs (a running server's parked pulls see a plan change when
             their wait ends). compact seals a library's old ops into segments, snapshots it and gives the space back with
@@ -231,8 +234,8 @@ extension Command {
             a device whose registration was lost signs in again (401; its store and queue are kept), and a library whose
             user was lost stays on disk and is listed with the `add-user --library` command that gives it back.
             """) { args, ctx in
-        let usage = "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run] | devices --data DIR NAME | revoke --data DIR (DEVICE | --all NAME) | passwd --data DIR NAME [--revoke-devices]"
-        let action = try args.requirePositional("an action (add-user, users, devices, revoke, passwd, set-plan, compact, backup, verify or salvage)", usage: usage)
+        let usage = "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run] | devices --data DIR NAME | revoke --data DIR (DEVICE | --all NAME) | passwd --data DIR NAME [--revoke-devices] | remove-user --data DIR NAME [--delete-library]"
+        let action = try args.requirePositional("an action (add-user, users, devices, revoke, passwd, remove-user, set-plan, compact, backup, verify or salvage)", usage: usage)
         guard let data = args.option("data") else { throw ChronicleError(.usage, "--data DIR is required. Usage: \(usage)") }
         switch action {
         case "add-user":
@@ -349,11 +352,15 @@ extension Command {
             return try salvageLibrary(data: data, user: name, dryRun: dryRun, ctx)
         case "users":
             try args.finish(usage: usage)
-            let users = try Accounts(dataDirectory: data).libraries()
+            let accounts = try Accounts(dataDirectory: data)
+            let users = try accounts.libraries()
+            let unowned = try accounts.unownedLibraries(in: data)
             if ctx.output.json {
-                ctx.output.emit(users.map { ["user": $0.name, "library_id": $0.libraryID.lowercased, "schema": $0.schemaName] })
+                ctx.output.emit(users.map { ["user": $0.name, "library_id": $0.libraryID.lowercased, "schema": $0.schemaName] as [String: Any] }
+                                + unowned.map { ["user": NSNull(), "library_id": $0.lowercased, "schema": NSNull()] as [String: Any] })
             } else {
-                ctx.output.table(["USER", "LIBRARY", "SCHEMA"], users.map { [$0.name, $0.libraryID.lowercased, $0.schemaName] })
+                ctx.output.table(["USER", "LIBRARY", "SCHEMA"], users.map { [$0.name, $0.libraryID.lowercased, $0.schemaName] }
+                                 + unowned.map { ["(no one)", $0.lowercased, "-"] })
             }
         case "devices":
             let name = try args.requirePositional("the user name", usage: usage)
@@ -372,6 +379,11 @@ extension Command {
                 id = parsed
             }
             return try revokeDevices(data: data, device: id, allOf: all ? target : nil, ctx)
+        case "remove-user":
+            let name = try args.requirePositional("the user name", usage: usage)
+            let delete = args.flag("delete-library")
+            try args.finish(usage: usage)
+            return try removeUser(data: data, user: name, deleteLibrary: delete, ctx)
         case "passwd":
             let name = try args.requirePositional("the user name", usage: usage)
             let revoke = args.flag("revoke-devices")

@@ -82,6 +82,36 @@ extension Accounts {
         }
     }
 
+    /// Removes `user` and every device registration of theirs, in one transaction: their tokens
+    /// stop working at once (also on a running server) and their password signs in no more.
+    /// Their library's file is left where it is, owned by no one (`unownedLibraries`): the
+    /// operator deletes it with the server stopped, or gives it back (`add-user --library`).
+    /// Returns the removed user and how many devices were signed out.
+    @discardableResult
+    public func removeUser(_ user: String) throws -> (user: UserRecord, devices: Int) {
+        try reading { db in
+            try db.transaction { db in
+                guard let record = try db.query("SELECT name, library_id, schema_name FROM users WHERE name = ?1", [.text(user)], { row in
+                    try userRecord(row)
+                }).first else {
+                    throw ChronicleError(.unknownEntity, "No user named '\(user)'.")
+                }
+                try db.execute("DELETE FROM devices WHERE user_name = ?1", [.text(user)])
+                let devices = db.changes
+                try db.execute("DELETE FROM users WHERE name = ?1", [.text(user)])
+                tokenCache.withLock { $0.removeAll() }
+                return (record, devices)
+            }
+        }
+    }
+
+    /// Library files in `dataDirectory` that no user owns (a user removed, or lost with a damaged
+    /// accounts file), by id.
+    public func unownedLibraries(in dataDirectory: String) throws -> [UUID] {
+        let owned = Set(try libraries().map(\.libraryID))
+        return Self.libraryFiles(in: dataDirectory).filter { !owned.contains($0) }
+    }
+
     /// A device read from columns 0–3 of `row` (device_id, user_name, library_id, created_at).
     private func deviceRecord(_ row: Row) throws -> DeviceRecord {
         DeviceRecord(deviceID: try id(row.text(0), "a device id"), user: row.text(1),

@@ -127,7 +127,7 @@ public final class Accounts: Sendable {
     }
 
     /// A user read from columns 0–2 of `row` (name, library_id, schema_name).
-    private func userRecord(_ row: Row) throws -> UserRecord {
+    func userRecord(_ row: Row) throws -> UserRecord {
         UserRecord(name: row.text(0), libraryID: try id(row.text(1), "user \(row.text(0))'s library id"), schemaName: row.text(2))
     }
 
