@@ -23,6 +23,8 @@ public final class Metrics: Sendable {
         var pull = Histogram()
         var push = Histogram()
         var waiting = 0
+        /// Long-polls that ended, by what ended them: a push that brought ops, or the wait (run out, or the client gone).
+        var longPollsEnded: [String: UInt64] = ["push": 0, "wait": 0]
         /// Pushes held now for the device's push ahead, and how such waits ended.
         var heldForGap = 0
         var gapWaits: [String: UInt64] = ["filled": 0, "refused": 0]
@@ -50,6 +52,11 @@ public final class Metrics: Sendable {
     func pulled(ops: Int, seconds: Double) { state.withLock { $0.opsPulled += UInt64(ops); $0.pull.observe(seconds) } }
     func pushed(seconds: Double) { state.withLock { $0.push.observe(seconds) } }
     func waiting(_ delta: Int) { state.withLock { $0.waiting += delta } }
+    func longPollsEnded(_ count: Int, byPush: Bool) { state.withLock { $0.longPollsEnded[byPush ? "push" : "wait", default: 0] += UInt64(count) } }
+    /// Pulls parked now, waiting for ops.
+    public var longPollsWaiting: Int { state.withLock { $0.waiting } }
+    /// Long-polls ended so far, by a push (`push`) or by their wait (`wait`).
+    public var longPollEndings: [String: UInt64] { state.withLock { $0.longPollsEnded } }
     func heldForGap(_ delta: Int) { state.withLock { $0.heldForGap += delta } }
     func gapWaitEnded(filled: Bool) { state.withLock { $0.gapWaits[filled ? "filled" : "refused", default: 0] += 1 } }
 
@@ -81,6 +88,7 @@ public final class Metrics: Sendable {
         out += Self.counter("chronicle_ops_total", "Pushed ops answered, by outcome.", label: "outcome", s.ops)
         out += Self.value("chronicle_ops_pulled_total", "Confirmed ops served to devices.", type: "counter", s.opsPulled)
         out += Self.value("chronicle_long_polls_waiting", "Pull requests parked until new ops arrive.", type: "gauge", UInt64(max(0, s.waiting)))
+        out += Self.counter("chronicle_long_polls_total", "Parked pulls that ended, by what ended them: a push that brought ops, or the wait (run out, or the client gone).", label: "ended", s.longPollsEnded)
         out += Self.value("chronicle_pushes_held_for_gap", "Pushes that arrived ahead of their device's push before them, held until it lands.", type: "gauge", UInt64(max(0, s.heldForGap)))
         out += Self.counter("chronicle_push_gap_waits_total", "Pushes held for their device's push ahead, by how the wait ended: filled (taken after it) or refused (device_seq_gap).", label: "result", s.gapWaits)
         out += Self.counter("chronicle_compactions_total", "Compactions the server ran on its own, by result.", label: "result", s.compactions)

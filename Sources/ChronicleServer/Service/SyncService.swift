@@ -273,6 +273,7 @@ public final class SyncService: SyncEndpoint {
             let expired = waiters.withLock { $0.byLibrary[library.libraryID]?.removeValue(forKey: waiterID) }
             if let expired {
                 metrics.waiting(-1)
+                metrics.longPollsEnded(1, byPush: false)
                 expired.fire()
             }
         }
@@ -287,6 +288,7 @@ public final class SyncService: SyncEndpoint {
         }
         guard !ready.isEmpty else { return }
         metrics.waiting(-ready.count)
+        metrics.longPollsEnded(ready.count, byPush: true)
         for waiter in ready { workers.async { waiter.fire() } }
     }
 
