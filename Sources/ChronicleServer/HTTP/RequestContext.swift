@@ -40,6 +40,12 @@ final class RequestContext: Sendable {
         var bodyRefusedBusy = false
         /// What this request holds of the server's body budget (`ServerCore.bufferedBodyBytes`).
         var heldBodyBytes = 0
+
+        /// Lets go of what this request holds of the body budget; returns it, for the server to give back.
+        mutating func takeHeldBodyBytes() -> Int {
+            defer { heldBodyBytes = 0 }
+            return heldBodyBytes
+        }
         var requestBytes = 0
         var status = 0
         var responseBytes = 0

@@ -102,8 +102,7 @@ final class ServerCore: Sendable {
                 return 0
             }
             state.body = []
-            defer { state.heldBodyBytes = 0 }
-            return state.heldBodyBytes
+            return state.takeHeldBodyBytes()
         }
         releaseBody(released)
     }
@@ -220,10 +219,7 @@ final class ServerCore: Sendable {
     /// MHD's completion notice (the response went out, or the request was abandoned).
     func complete(_ context: RequestContext, normally: Bool) {
         let entry = context.finish(normally: normally)
-        releaseBody(context.state.withLock { state in
-            defer { state.heldBodyBytes = 0 }
-            return state.heldBodyBytes
-        })
+        releaseBody(context.state.withLock { $0.takeHeldBodyBytes() })
         unregister(context)
         onCompleted?(entry)
     }

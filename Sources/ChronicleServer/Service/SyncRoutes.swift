@@ -31,11 +31,10 @@ public struct SyncRoutes: HTTPHandler {
         let answer: @Sendable (HTTPResponse) -> Void = { response in
             metrics.request(method: request.method, route: route, status: response.status)
             // A damaged file is recorded for /healthz, /readyz and /metrics (and logged once).
-            if let code = response.errorCode, code == Accounts.damagedCode || code == ProtocolError.libraryDamagedCode {
-                let library = code == Accounts.damagedCode ? nil : parts.count > 2 ? UUID(text: parts[2]) : nil
-                if code == Accounts.damagedCode || library != nil {
-                    service.noteDamaged(code: code, library: library, message: response.errorMessage ?? code)
-                }
+            if response.errorCode == Accounts.damagedCode {
+                service.noteDamaged(code: Accounts.damagedCode, library: nil, message: response.errorMessage ?? "")
+            } else if response.errorCode == ProtocolError.libraryDamagedCode, parts.count > 2, let library = UUID(text: parts[2]) {
+                service.noteDamaged(code: ProtocolError.libraryDamagedCode, library: library, message: response.errorMessage ?? "")
             }
             respond(response)
         }
