@@ -31,19 +31,33 @@ import Testing
     }
 
     static func sync(_ users: [(user: UserRecord, token: String, store: DeviceStore)], with service: SyncService) async {
-        for (user, token, store) in users {
-            let engine = SyncEngine(store: store, transport: InMemoryTransport(endpoint: service, library: user.libraryID, token: token),
-                                    random: { 0.5 })
-            #expect(await engine.syncOnce().outcome == .synced)
+        for user in users { #expect(await engine(user, service).syncOnce().outcome == .synced) }
+    }
+
+    /// The device's engine, in process.
+    static func engine(_ user: (user: UserRecord, token: String, store: DeviceStore), _ service: SyncService) -> SyncEngine {
+        SyncEngine(store: user.store, transport: InMemoryTransport(endpoint: service, library: user.user.libraryID, token: user.token),
+                   random: { 0.5 })
+    }
+
+    /// A service on a temporary data directory, removed with the rig.
+    final class Rig {
+        let directory = NSTemporaryDirectory() + "chronicle-open-libraries-\(UUID().lowercased)"
+        let service: SyncService
+
+        init(openLibrariesMax: Int) throws {
+            var limits = ServiceLimits()
+            limits.openLibrariesMax = openLibrariesMax
+            service = try SyncService(dataDirectory: directory + "/server", limits: limits, maintenance: .off)
         }
+
+        deinit { try? FileManager.default.removeItem(atPath: directory) }
     }
 
     @Test func aServerWithManyLibrariesKeepsOnlyTheRecentOnesOpenAndServesEveryOne() async throws {
-        let directory = NSTemporaryDirectory() + "chronicle-open-libraries-\(UUID().lowercased)"
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        var limits = ServiceLimits()
-        limits.openLibrariesMax = 4
-        let service = try SyncService(dataDirectory: directory + "/server", limits: limits, maintenance: .off)
+        let rig = try Rig(openLibrariesMax: 4)
+        defer { withExtendedLifetime(rig) {} }
+        let service = rig.service
         let users = try Self.users(24, on: service, ops: 3)
         await Self.sync(Array(users.prefix(1)), with: service)       // the device stores' own readers, opened once
         let before = try Self.openFileCount()
@@ -65,11 +79,9 @@ import Testing
     }
 
     @Test func aLibraryARequestHoldsIsNotClosedUnderIt() async throws {
-        let directory = NSTemporaryDirectory() + "chronicle-open-libraries-\(UUID().lowercased)"
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        var limits = ServiceLimits()
-        limits.openLibrariesMax = 2
-        let service = try SyncService(dataDirectory: directory + "/server", limits: limits, maintenance: .off)
+        let rig = try Rig(openLibrariesMax: 2)
+        defer { withExtendedLifetime(rig) {} }
+        let service = rig.service
         let users = try Self.users(6, on: service, ops: 1)
         await Self.sync(users, with: service)
         let held = try service.library(users[0].user.libraryID)        // as a request holds it
@@ -82,8 +94,7 @@ import Testing
         try await Task.sleep(for: .milliseconds(200))
         for (user, _, _) in users.dropFirst(2) { _ = try service.library(user.libraryID) }
         try users[1].store.write("article.save", payload: ["url": .text("https://example.com/woken"), "title": .text("Woken")])
-        let engine = SyncEngine(store: users[1].store, transport: InMemoryTransport(endpoint: service, library: users[1].user.libraryID,
-                                                                                    token: users[1].token), random: { 0.5 })
+        let engine = Self.engine(users[1], service)
         _ = await engine.syncOnce()
         let page = try await parked.value
         #expect(page.segment.ops.map(\.serverSeq) == [2])
@@ -94,15 +105,11 @@ import Testing
     /// keeps two libraries open: libraries are closed and opened again under live pushes and
     /// pulls, and every device ends with its library's state, nothing lost or applied twice.
     @Test func librariesClosedAndOpenedUnderConcurrentSyncsLoseNothing() async throws {
-        let directory = NSTemporaryDirectory() + "chronicle-open-libraries-\(UUID().lowercased)"
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        var limits = ServiceLimits()
-        limits.openLibrariesMax = 2
-        let service = try SyncService(dataDirectory: directory + "/server", limits: limits, maintenance: .off)
+        let rig = try Rig(openLibrariesMax: 2)
+        defer { withExtendedLifetime(rig) {} }
+        let service = rig.service
         let users = try Self.users(8, on: service, ops: 0)
-        let engines = users.map { user, token, store in
-            SyncEngine(store: store, transport: InMemoryTransport(endpoint: service, library: user.libraryID, token: token), random: { 0.5 })
-        }
+        let engines = users.map { Self.engine($0, service) }
         for round in 0..<6 {
             for (index, (_, _, store)) in users.enumerated() {
                 for n in 0..<5 {
