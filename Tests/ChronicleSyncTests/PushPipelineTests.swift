@@ -219,60 +219,68 @@ struct PushPipelineTests {
         let device = try harness.device("d")
         for i in 0..<20 { try device.save("queued \(i)") }
         let ops = try device.store.unacknowledgedOps(limit: 20)
-        let ahead = try Segment(libraryID: device.store.libraryID, ops: Array(ops.prefix(10)))
+        let aheadSegment = try Segment(libraryID: device.store.libraryID, ops: Array(ops.prefix(10)))
         let behind = try Segment(libraryID: device.store.libraryID, ops: Array(ops.suffix(10)))
-        let transport = HTTPTransport(baseURL: server.url, library: device.store.libraryID, token: device.token)
-        // The overtaking push goes out on URLSession's own threads at once: a task could wait long
-        // for a thread of the shared pool while the whole suite runs.
-        var request = URLRequest(url: server.url.appendingPathComponent("v1/libraries/\(device.store.libraryID.lowercased)/ops"))
-        request.httpMethod = "POST"
-        request.setValue(SegmentCodec.mediaType, forHTTPHeaderField: "Content-Type")
-        request.setValue("Bearer \(device.token)", forHTTPHeaderField: "Authorization")
-        request.httpBody = Data(SegmentCodec.encode(behind))
-        request.timeoutInterval = 400   // held on the server up to its wait; URLSession's default is 60 s
-        let answer = Locked<(status: Int, body: [UInt8])?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        URLSession.shared.dataTask(with: request) { data, response, _ in
-            answer.withLock { $0 = ((response as? HTTPURLResponse)?.statusCode ?? 0, [UInt8](data ?? Data())) }
-            done.signal()
-        }.resume()
-        func overtakingAnswer() async -> (status: Int, body: [UInt8]) {
-            await withCheckedContinuation { continuation in
-                DispatchQueue.global().async {
-                    _ = done.wait(timeout: .now() + 450)
-                    continuation.resume(returning: answer.withLock { $0 } ?? (0, []))
+        // Both pushes go out from threads of their own, on URLSession's threads, and so does the
+        // wait for the server to hold the one behind: while the whole suite runs, a task of the
+        // shared pool could wait long for a thread (it once waited past the server's 300 s).
+        @Sendable func post(_ segment: Segment) -> (status: Int, body: [UInt8]) {
+            var request = URLRequest(url: server.url.appendingPathComponent("v1/libraries/\(device.store.libraryID.lowercased)/ops"))
+            request.httpMethod = "POST"
+            request.setValue(SegmentCodec.mediaType, forHTTPHeaderField: "Content-Type")
+            request.setValue("Bearer \(device.token)", forHTTPHeaderField: "Authorization")
+            request.httpBody = Data(SegmentCodec.encode(segment))
+            request.timeoutInterval = 400   // held on the server up to its wait; URLSession's default is 60 s
+            let answer = Locked<(status: Int, body: [UInt8])?>(nil)
+            let done = DispatchSemaphore(value: 0)
+            URLSession.shared.dataTask(with: request) { data, response, _ in
+                answer.withLock { $0 = ((response as? HTTPURLResponse)?.statusCode ?? 0, [UInt8](data ?? Data())) }
+                done.signal()
+            }.resume()
+            _ = done.wait(timeout: .now() + 450)
+            return answer.withLock { $0 } ?? (0, [])
+        }
+        let metrics = server.service.metrics
+        let overtaking = OwnThread { post(behind) }
+        let ahead: @Sendable () -> (status: Int, body: [UInt8], heldBeforeIt: Int) = {
+            if gapWaitMilliseconds == 300_000 {
+                // The batch ahead goes out once the server holds the one behind it (or answered it).
+                let start = DispatchTime.now().uptimeNanoseconds
+                while metrics.pushesHeldForGap == 0, !overtaking.finished, DispatchTime.now().uptimeNanoseconds - start < 200_000_000_000 {
+                    usleep(2_000)
                 }
             }
+            let heldBeforeIt = metrics.pushesHeldForGap
+            let answer = post(aheadSegment)
+            return (answer.status, answer.body, heldBeforeIt)
         }
+        let firstAnswer: (status: Int, body: [UInt8], heldBeforeIt: Int)
         let second: (status: Int, body: [UInt8])
-        let first: PushResponse
         if gapWaitMilliseconds == 300_000 {
-            // The batch ahead goes out once the one behind it is held (a wait long enough for a test machine under load, where this task may not run for many seconds).
-            let start = DispatchTime.now().uptimeNanoseconds
-            while server.service.metrics.pushesHeldForGap == 0, DispatchTime.now().uptimeNanoseconds - start < 200_000_000_000 {
-                try await Task.sleep(nanoseconds: 2_000_000)
-            }
-            #expect(server.service.metrics.pushesHeldForGap == 1)
-            first = try await transport.push(ahead)
-            second = await overtakingAnswer()
+            let first = OwnThread(ahead)
+            firstAnswer = await first.value()
+            second = await overtaking.value()
+            #expect(firstAnswer.heldBeforeIt == 1)
         } else {
-            second = await overtakingAnswer()
-            first = try await transport.push(ahead)
+            second = await overtaking.value()
+            firstAnswer = await OwnThread(ahead).value()
         }
+        #expect(firstAnswer.status == 200, "\(String(decoding: firstAnswer.body, as: UTF8.self))")
+        let first = try ProtocolJSON.decodePushResponse(firstAnswer.body)
         #expect(server.service.metrics.pushesHeldForGap == 0)
         #expect(first.results.map(\.outcome) == (1...10).map { PushOutcome.accepted(serverSeq: Int64($0)) })
-        let metrics = server.service.metrics.render()
+        let rendered = metrics.render()
         if gapWaitMilliseconds == 300_000 {
             #expect(second.status == 200, "\(String(decoding: second.body, as: UTF8.self))")
             let response = try ProtocolJSON.decodePushResponse(second.body)
             #expect(response.results.map(\.outcome) == (11...20).map { PushOutcome.accepted(serverSeq: Int64($0)) })
             #expect(try harness.library.allOps().map(\.deviceSeq) == Array(1...20))
-            #expect(metrics.contains("chronicle_push_gap_waits_total{result=\"filled\"} 1"))
+            #expect(rendered.contains("chronicle_push_gap_waits_total{result=\"filled\"} 1"))
         } else {
             #expect(second.status == 409)
             #expect(String(decoding: second.body, as: UTF8.self).contains("device_seq_gap"))
             #expect(try harness.library.allOps().map(\.deviceSeq) == Array(1...10), "nothing of the refused push was written")
-            #expect(metrics.contains("chronicle_push_gap_waits_total{result=\"refused\"} \(gapWaitMilliseconds == 0 ? 0 : 1)"))
+            #expect(rendered.contains("chronicle_push_gap_waits_total{result=\"refused\"} \(gapWaitMilliseconds == 0 ? 0 : 1)"))
         }
     }
 
@@ -357,6 +365,33 @@ struct PushPipelineTests {
             // Those of 1 MiB or more were refused on their heads: none of their bytes was read.
             #expect(refused.contains { $0["in_bytes"] as? Int == 0 })
             #expect(pushes.filter { $0["status"] as? Int == 200 }.allSatisfy { ($0["in_bytes"] as? Int ?? .max) <= 256 << 10 })
+        }
+    }
+}
+
+/// Work started on a thread of its own the moment it is made, not on the shared pool of tasks;
+/// `value()` waits for its result.
+final class OwnThread<T: Sendable>: Sendable {
+    private let result = Locked<T?>(nil)
+    private let done = DispatchSemaphore(value: 0)
+
+    init(_ work: @escaping @Sendable () -> T) {
+        Thread { [result, done] in
+            let value = work()
+            result.withLock { $0 = value }
+            done.signal()
+        }.start()
+    }
+
+    var finished: Bool { result.withLock { $0 != nil } }
+
+    func value() async -> T {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { [result, done] in
+                done.wait()
+                done.signal()
+                continuation.resume(returning: result.withLock { $0! })
+            }
         }
     }
 }
