@@ -184,15 +184,17 @@ import Testing
     }
 
     /// The operator removes bob beside the running server: his device is refused at once, his
-    /// password signs in no more, his library stays on disk owned by no one. Deleting a library
-    /// file needs the server stopped; ada, removed with hers then, leaves nothing behind.
-    @Test func theOperatorRemovesUsersAndTheirLibrariesOnlyWithTheServerStopped() throws {
+    /// password signs in no more, his library stays on disk owned by no one until the operator
+    /// deletes it. ada, removed with her library, leaves nothing behind: the running server deletes
+    /// the file. With the server stopped, the command deletes it itself.
+    @Test func theOperatorRemovesUsersAndDeletesTheirLibrariesBesideARunningServer() throws {
         let a = try Tool(), b = try Tool()
         let server = try server(a)
         let data = server.data
         func admin(_ arguments: [String], stdin: String? = nil) throws -> ToolResult {
             try Tool.exec(Tool.binary, ["server"] + arguments, stdin: stdin)
         }
+        func exists(_ library: String) -> Bool { FileManager.default.fileExists(atPath: "\(data)/libraries/\(library).sqlite") }
         #expect(try admin(["add-user", "--data", data, "bob"], stdin: "bob's password\n").status == 0)
         try a.signIn(server)
         try b.signIn(server, user: "bob", password: "bob's password")
@@ -205,27 +207,49 @@ import Testing
 
         let removed = try admin(["remove-user", "--data", data, "bob"])
         #expect(removed.status == 0 && removed.stdout.contains("Removed user bob: 1 device signed out")
-                && removed.stdout.contains("--library \(bobsLibrary)"), "\(removed.stdout)\(removed.stderr)")
+                && removed.stdout.contains("--library \(bobsLibrary)") && removed.stdout.contains("delete-library"), "\(removed.stdout)\(removed.stderr)")
         let refused = try b.run(["sync"])
         #expect(refused.status != 0 && refused.stderr.contains("unauthorized"), "\(refused.stderr)")
         let login = try b.run(["login", "--server", server.url, "--user", "bob"], stdin: "bob's password\n")
         #expect(login.status == 6 && login.stderr.contains("bad_credentials"), "\(login.stderr)")
         let users = try admin(["users", "--data", data]).stdout
         #expect(users.contains("(no one)") && users.contains(bobsLibrary) && users.contains("ada"), "\(users)")
-        #expect(FileManager.default.fileExists(atPath: "\(data)/libraries/\(bobsLibrary).sqlite"))
+        #expect(exists(bobsLibrary))
 
-        // A library file goes only with the server stopped; nothing changes otherwise.
-        let busy = try admin(["remove-user", "--data", data, "ada", "--delete-library"])
-        #expect(busy.status == 4 && busy.stderr.contains("[data_directory_in_use]"), "\(busy.stderr)")
+        // Beside the running server, which has both libraries open: it deletes the files.
+        let owned = try admin(["delete-library", "--data", data, adasLibrary])
+        #expect(owned.status != 0 && owned.stderr.contains("belongs to user ada") && exists(adasLibrary), "\(owned.stderr)")
+        let bobsGone = try admin(["delete-library", "--data", data, bobsLibrary])
+        #expect(bobsGone.status == 0 && bobsGone.stdout.contains("The running server deleted library \(bobsLibrary)"), "\(bobsGone.stdout)\(bobsGone.stderr)")
+        #expect(!exists(bobsLibrary))
         try a.ok("save", "https://example.com/ada/2", "--title", "Ada's second")
         try a.ok("sync")
+        let adasGone = try admin(["remove-user", "--data", data, "ada", "--delete-library"])
+        #expect(adasGone.status == 0 && adasGone.stdout.contains("the running server deleted library \(adasLibrary)"), "\(adasGone.stdout)\(adasGone.stderr)")
+        #expect(!exists(adasLibrary))
+        #expect(!FileManager.default.fileExists(atPath: "\(data)/libraries/\(adasLibrary).sqlite-wal"))
+        let adaRefused = try a.run(["sync"])
+        #expect(adaRefused.status != 0 && adaRefused.stderr.contains("unauthorized"), "\(adaRefused.stderr)")
+        let log = try String(contentsOfFile: server.logPath, encoding: .utf8)
+        #expect(log.contains("\"library_deleted\"") && log.contains(adasLibrary), "the server logs each deletion")
+        // The server goes on serving everyone else.
+        #expect(try admin(["add-user", "--data", data, "carl"], stdin: "carl's password\n").status == 0)
+        let carl = try Tool()
+        try carl.signIn(server, user: "carl", password: "carl's password")
+        try carl.ok("save", "https://example.com/carl", "--title", "Carl's")
+        try carl.ok("sync")
+        let carlsLibrary = try #require(try carl.credentials["library"] as? String)
+
+        // With the server stopped, the command deletes the file itself.
         server.stop()
-        let gone = try admin(["remove-user", "--data", data, "ada", "--delete-library"])
-        #expect(gone.status == 0 && gone.stdout.contains("library \(adasLibrary) deleted"), "\(gone.stdout)\(gone.stderr)")
-        #expect(!FileManager.default.fileExists(atPath: "\(data)/libraries/\(adasLibrary).sqlite"))
+        let gone = try admin(["remove-user", "--data", data, "carl", "--delete-library"])
+        #expect(gone.status == 0 && gone.stdout.contains("library \(carlsLibrary) deleted"), "\(gone.stdout)\(gone.stderr)")
+        #expect(!exists(carlsLibrary))
         #expect(try admin(["remove-user", "--data", data, "nobody"]).status == 3)
+        #expect(try admin(["delete-library", "--data", data, "not-an-id"]).status == 2)
+        #expect(try admin(["delete-library", "--data", data, bobsLibrary]).stderr.contains("There is no library"))
         let left = try admin(["users", "--data", data, "--json"]).stdout
-        #expect(left.contains(bobsLibrary) && !left.contains(adasLibrary), "\(left)")
+        #expect(!left.contains(bobsLibrary) && !left.contains(adasLibrary) && !left.contains(carlsLibrary), "\(left)")
     }
 
     @Test func serverKilledMidSyncAndRestartedLosesNothing() throws {

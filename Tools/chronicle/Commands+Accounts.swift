@@ -55,32 +55,101 @@ extension Command {
 }
 
 extension Command {
-    /// `chronicle server remove-user --data DIR NAME [--delete-library]`.
-    static func removeUser(data: String, user: String, deleteLibrary: Bool, _ ctx: Context) throws -> Int32 {
-        // The file can only go while no server has it open: the data directory's lock says so.
-        let lock = deleteLibrary ? try DataDirectoryLock(dataDirectory: data, purpose: "chronicle server remove-user \(user) --delete-library") : nil
+    /// What became of a library whose deletion was asked for.
+    struct LibraryDeletion {
+        var file: String
+        /// Gone: deleted by this command (no server held the directory) or by the running server.
+        var deleted = false
+        /// Deleted by the running server, within the wait.
+        var byServer = false
+        /// There was a file to delete.
+        var existed = false
+    }
+
+    /// The data directory's lock when no server holds it; nil while one does (`data_directory_in_use`).
+    static func lockUnlessServed(_ data: String, purpose: String) throws -> DataDirectoryLock? {
+        do {
+            return try DataDirectoryLock(dataDirectory: data, purpose: purpose)
+        } catch let error as ChronicleError where error.code == .dataDirectoryInUse {
+            return nil
+        }
+    }
+
+    /// Ends a deletion asked for in the accounts file: with the directory's lock, this process
+    /// deletes the file itself; otherwise the running server does once no request holds the
+    /// library, and this waits up to `wait` seconds to say whether it has.
+    static func finishDeletion(of library: UUID, data: String, accounts: Accounts, lock: DataDirectoryLock?, wait: Double) throws -> LibraryDeletion {
+        var result = LibraryDeletion(file: Accounts.libraryPath(data, library))
+        if lock != nil {
+            result.existed = try Accounts.deleteLibraryFiles(dataDirectory: data, library: library)
+            try accounts.libraryDeleted(library)
+            result.deleted = true
+            return result
+        }
+        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(max(0, wait) * 1e9)
+        while true {
+            if try !accounts.pendingLibraryDeletions().contains(library) {
+                result.deleted = true
+                result.byServer = true
+                return result
+            }
+            if DispatchTime.now().uptimeNanoseconds >= deadline { return result }
+            usleep(100_000)
+        }
+    }
+
+    /// The sentence for a deletion's outcome.
+    static func deletionSentence(_ deletion: LibraryDeletion, library: UUID, data: String) -> String {
+        if deletion.byServer { return "the running server deleted library \(library.lowercased)." }
+        if deletion.deleted {
+            return deletion.existed ? "library \(library.lowercased) deleted." : "and no library file was there."
+        }
+        return "library \(library.lowercased) is marked for deletion: the server running on \(data) deletes its file as soon as "
+            + "no request holds it (`chronicle server users` lists it until then; if no server runs, the next `chronicle serve` does)."
+    }
+
+    /// `chronicle server remove-user --data DIR NAME [--delete-library [--wait S]]`.
+    static func removeUser(data: String, user: String, deleteLibrary: Bool, wait: Double, _ ctx: Context) throws -> Int32 {
+        // Without a server on DIR this process deletes the file; beside one, the server does.
+        let lock = deleteLibrary ? try lockUnlessServed(data, purpose: "chronicle server remove-user \(user) --delete-library") : nil
         defer { withExtendedLifetime(lock) {} }
         let accounts = try Accounts(dataDirectory: data)
-        let (record, devices) = try accounts.removeUser(user)
-        let file = (data as NSString).appendingPathComponent("libraries/\(record.libraryID.lowercased).sqlite")
-        var deleted = false
-        if deleteLibrary {
-            for suffix in ["", "-wal", "-shm"] where FileManager.default.fileExists(atPath: file + suffix) {
-                try FileManager.default.removeItem(atPath: file + suffix)
-                deleted = true
-            }
-        }
+        let (record, devices) = try accounts.removeUser(user, deletingLibrary: deleteLibrary)
+        let file = Accounts.libraryPath(data, record.libraryID)
+        let deletion = deleteLibrary ? try finishDeletion(of: record.libraryID, data: data, accounts: accounts, lock: lock, wait: wait) : nil
+        let signedOut = "\(devices) device\(devices == 1 ? "" : "s") signed out"
         if ctx.output.json {
             ctx.output.emit(["user": record.name, "library_id": record.libraryID.lowercased, "devices_signed_out": devices,
-                             "library_file": file, "library_deleted": deleted])
-        } else if deleteLibrary {
-            ctx.output.line("Removed user \(record.name): \(devices) device\(devices == 1 ? "" : "s") signed out, "
-                            + (deleted ? "library \(record.libraryID.lowercased) deleted." : "and no library file was there."))
+                             "library_file": file, "library_deleted": (deletion?.deleted ?? false) && (deletion?.existed ?? true),
+                             "library_deletion_pending": deletion.map { !$0.deleted } ?? false])
+        } else if let deletion {
+            ctx.output.line("Removed user \(record.name): \(signedOut)" + (deletion.deleted && !deletion.byServer ? ", " : "; ")
+                            + deletionSentence(deletion, library: record.libraryID, data: data))
         } else {
-            ctx.output.line("Removed user \(record.name): \(devices) device\(devices == 1 ? "" : "s") signed out. "
-                            + "Their library stays in \(file), owned by no one: delete it with the server stopped "
-                            + "(`chronicle server remove-user` with --delete-library does both), or give it back with "
+            ctx.output.line("Removed user \(record.name): \(signedOut). "
+                            + "Their library stays in \(file), owned by no one: delete it with `chronicle server delete-library --data \(data) "
+                            + "\(record.libraryID.lowercased)`, or give it back with "
                             + "`chronicle server add-user --data \(data) NAME --library \(record.libraryID.lowercased) --schema \(record.schemaName)`.")
+        }
+        return ExitCode.success
+    }
+
+    /// `chronicle server delete-library --data DIR ID [--wait S]`: a library no user owns.
+    static func deleteLibrary(data: String, library: UUID, wait: Double, _ ctx: Context) throws -> Int32 {
+        let lock = try lockUnlessServed(data, purpose: "chronicle server delete-library \(library.lowercased)")
+        defer { withExtendedLifetime(lock) {} }
+        let accounts = try Accounts(dataDirectory: data)
+        // Asked for again (a run before left it pending, no server took it) is fine: it is asked for once.
+        if try !accounts.pendingLibraryDeletions().contains(library) {
+            try accounts.requestLibraryDeletion(library, dataDirectory: data)
+        }
+        let deletion = try finishDeletion(of: library, data: data, accounts: accounts, lock: lock, wait: wait)
+        if ctx.output.json {
+            ctx.output.emit(["library_id": library.lowercased, "library_file": deletion.file,
+                             "library_deleted": deletion.deleted, "library_deletion_pending": !deletion.deleted])
+        } else {
+            let sentence = deletionSentence(deletion, library: library, data: data)
+            ctx.output.line(sentence.prefix(1).uppercased() + sentence.dropFirst())
         }
         return ExitCode.success
     }

@@ -189,9 +189,18 @@ extension Command {
         return maintenance
     }
 
+    /// `--wait S` of remove-user and delete-library: 0 to 3,600 seconds, 30 when not given.
+    static func deletionWait(_ args: inout Arguments) throws -> Double {
+        guard let text = args.option("wait") else { return 30 }
+        guard let seconds = Double(text), seconds.isFinite, (0...3_600).contains(seconds) else {
+            throw ChronicleError(.usage, "--wait takes 0 to 3600 seconds (got '\(text)').")
+        }
+        return seconds
+    }
+
     static let server = Command(
-        name: "server", summary: "Administer a server's data directory (add-user, users, devices, revoke, passwd, remove-user, set-plan, compact, backup, verify, salvage).",
-        usage: "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run] | devices --data DIR NAME | revoke --data DIR (DEVICE | --all NAME) | passwd --data DIR NAME [--revoke-devices] | remove-user --data DIR NAME [--delete-library]",
+        name: "server", summary: "Administer a server's data directory (add-user, users, devices, revoke, passwd, remove-user, delete-library, set-plan, compact, backup, verify, salvage).",
+        usage: "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run] | devices --data DIR NAME | revoke --data DIR (DEVICE | --all NAME) | passwd --data DIR NAME [--revoke-devices] | remove-user --data DIR NAME [--delete-library] [--wait S] | delete-library --data DIR ID [--wait S]",
         details: """
             add-user reads the password from the first line of stdin (at least 8 characters) and creates the user's library;
             with --library ID it gives the user a library already in DIR that no user owns (one `salvage --accounts`
@@ -202,8 +211,12 @@ extension Command {
             again after `chronicle login`. --all NAME revokes every device of NAME. passwd sets NAME's password from the
             first line of stdin; devices signed in keep working unless --revoke-devices signs them out too.
             remove-user removes NAME and signs every device of theirs out at once, also beside a running server; their
-            library's file stays in DIR/libraries, owned by no one (users lists such files), unless --delete-library,
-            which needs the server stopped (data_directory_in_use otherwise), deletes it too. set-plan changes a library's plan tier with a server-authored op:
+            library's file stays in DIR/libraries, owned by no one (users lists such files), unless --delete-library
+            deletes it too. delete-library ID deletes such a file, one no user owns. Both work beside a running server:
+            the deletion is recorded in server.sqlite with the removal, and the server deletes the file (within a second,
+            once no request or parked pull holds the library; it never opens it again meanwhile) while the command waits
+            up to --wait S seconds (default 30) to say it did; past that it says the deletion is pending, and a server
+            started later finishes it. With no server running, the command deletes the file itself. set-plan changes a library's plan tier with a server-authored op:
             premium lifts the free-tier caps and turns on full-text search of article bodies on every device after its
             next pull. All three work while the server runs (a running server's parked pulls see a plan change when
             their wait ends). compact seals a library's old ops into segments, snapshots it and gives the space back with
@@ -234,8 +247,8 @@ extension Command {
             a device whose registration was lost signs in again (401; its store and queue are kept), and a library whose
             user was lost stays on disk and is listed with the `add-user --library` command that gives it back.
             """) { args, ctx in
-        let usage = "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run] | devices --data DIR NAME | revoke --data DIR (DEVICE | --all NAME) | passwd --data DIR NAME [--revoke-devices] | remove-user --data DIR NAME [--delete-library]"
-        let action = try args.requirePositional("an action (add-user, users, devices, revoke, passwd, remove-user, set-plan, compact, backup, verify or salvage)", usage: usage)
+        let usage = "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run] | devices --data DIR NAME | revoke --data DIR (DEVICE | --all NAME) | passwd --data DIR NAME [--revoke-devices] | remove-user --data DIR NAME [--delete-library] [--wait S] | delete-library --data DIR ID [--wait S]"
+        let action = try args.requirePositional("an action (add-user, users, devices, revoke, passwd, remove-user, delete-library, set-plan, compact, backup, verify or salvage)", usage: usage)
         guard let data = args.option("data") else { throw ChronicleError(.usage, "--data DIR is required. Usage: \(usage)") }
         switch action {
         case "add-user":
@@ -355,12 +368,14 @@ extension Command {
             let accounts = try Accounts(dataDirectory: data)
             let users = try accounts.libraries()
             let unowned = try accounts.unownedLibraries(in: data)
+            let deleting = Set(try accounts.pendingLibraryDeletions())
             if ctx.output.json {
                 ctx.output.emit(users.map { ["user": $0.name, "library_id": $0.libraryID.lowercased, "schema": $0.schemaName] as [String: Any] }
-                                + unowned.map { ["user": NSNull(), "library_id": $0.lowercased, "schema": NSNull()] as [String: Any] })
+                                + unowned.map { ["user": NSNull(), "library_id": $0.lowercased, "schema": NSNull(),
+                                                 "being_deleted": deleting.contains($0)] as [String: Any] })
             } else {
                 ctx.output.table(["USER", "LIBRARY", "SCHEMA"], users.map { [$0.name, $0.libraryID.lowercased, $0.schemaName] }
-                                 + unowned.map { ["(no one)", $0.lowercased, "-"] })
+                                 + unowned.map { [deleting.contains($0) ? "(no one; being deleted)" : "(no one)", $0.lowercased, "-"] })
             }
         case "devices":
             let name = try args.requirePositional("the user name", usage: usage)
@@ -382,8 +397,17 @@ extension Command {
         case "remove-user":
             let name = try args.requirePositional("the user name", usage: usage)
             let delete = args.flag("delete-library")
+            let wait = try deletionWait(&args)
             try args.finish(usage: usage)
-            return try removeUser(data: data, user: name, deleteLibrary: delete, ctx)
+            return try removeUser(data: data, user: name, deleteLibrary: delete, wait: wait, ctx)
+        case "delete-library":
+            let text = try args.requirePositional("the library id (`server users` lists the ones no user owns)", usage: usage)
+            guard let id = UUID(text: text) else {
+                throw ChronicleError(.usage, "delete-library takes a library id as `server users` lists it (got '\(text)').")
+            }
+            let wait = try deletionWait(&args)
+            try args.finish(usage: usage)
+            return try deleteLibrary(data: data, library: id, wait: wait, ctx)
         case "passwd":
             let name = try args.requirePositional("the user name", usage: usage)
             let revoke = args.flag("revoke-devices")

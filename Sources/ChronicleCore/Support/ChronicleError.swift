@@ -29,6 +29,9 @@ public struct ChronicleError: Error, Sendable, Equatable, CustomStringConvertibl
         /// A server's data directory is held by a running server (`chronicle serve`); the command
         /// asked for needs it stopped (`chronicle server salvage`), or a second server was started on it.
         public static let dataDirectoryInUse = Code(rawValue: "data_directory_in_use")
+        /// A library's file is to be deleted (`chronicle server remove-user --delete-library`,
+        /// `server delete-library`): it cannot be given to a user until it is gone.
+        public static let libraryBeingDeleted = Code(rawValue: "library_being_deleted")
         public static let schemaMismatch = Code(rawValue: "schema_mismatch")
         /// Something (a snapshot, a server's history) was made by a later version of the schema
         /// than this build knows: update the app (or server) to read it.

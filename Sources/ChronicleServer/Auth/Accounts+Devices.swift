@@ -84,11 +84,12 @@ extension Accounts {
 
     /// Removes `user` and every device registration of theirs, in one transaction: their tokens
     /// stop working at once (also on a running server) and their password signs in no more.
-    /// Their library's file is left where it is, owned by no one (`unownedLibraries`): the
-    /// operator deletes it with the server stopped, or gives it back (`add-user --library`).
+    /// Their library's file is left where it is, owned by no one (`unownedLibraries`), to be
+    /// given back (`add-user --library`) or deleted (`requestLibraryDeletion`); with
+    /// `deletingLibrary`, its deletion is asked for in the same transaction.
     /// Returns the removed user and how many devices were signed out.
     @discardableResult
-    public func removeUser(_ user: String) throws -> (user: UserRecord, devices: Int) {
+    public func removeUser(_ user: String, deletingLibrary: Bool = false) throws -> (user: UserRecord, devices: Int) {
         try reading { db in
             try db.transaction { db in
                 guard let record = try db.query("SELECT name, library_id, schema_name FROM users WHERE name = ?1", [.text(user)], { row in
@@ -99,6 +100,10 @@ extension Accounts {
                 try db.execute("DELETE FROM devices WHERE user_name = ?1", [.text(user)])
                 let devices = db.changes
                 try db.execute("DELETE FROM users WHERE name = ?1", [.text(user)])
+                if deletingLibrary {
+                    try db.execute("INSERT OR IGNORE INTO library_deletions(library_id, requested_at) VALUES (?1, ?2)",
+                                   [.text(record.libraryID.lowercased), .integer(clock.nowMilliseconds())])
+                }
                 tokenCache.withLock { $0.removeAll() }
                 return (record, devices)
             }

@@ -22,7 +22,7 @@ public struct UserRecord: Sendable, Equatable {
 public final class Accounts: Sendable {
     public let path: String
     let db: Locked<Database>
-    private let clock: any ChronicleClock
+    let clock: any ChronicleClock
     /// token hash → identity; tokens are checked on every request.
     let tokenCache: Locked<[String: DeviceIdentity]>
     /// The file's `PRAGMA data_version` when `tokenCache` was last known good: it changes when
@@ -50,6 +50,18 @@ public final class Accounts: Sendable {
           created_at INTEGER NOT NULL
         ) WITHOUT ROWID
         """,
+    ] + deletionStatements
+
+    /// Libraries whose file is to be deleted once no request holds it (`Accounts+Deletions.swift`).
+    /// Added to format 1 as it stands: a build from before never reads the table, and needs
+    /// nothing from it (it never opens a library no user owns), so the file stays readable by it.
+    static let deletionStatements = [
+        """
+        CREATE TABLE library_deletions (
+          library_id TEXT PRIMARY KEY NOT NULL,
+          requested_at INTEGER NOT NULL
+        ) WITHOUT ROWID
+        """,
     ]
 
     public convenience init(dataDirectory: String, clock: any ChronicleClock = SystemClock()) throws {
@@ -72,6 +84,12 @@ public final class Accounts: Sendable {
             } else if let format = try database.scalarInt("SELECT value FROM chronicle_meta WHERE key = 'format_version'"),
                       format > Self.formatVersion {
                 throw ChronicleError(.futureStoreVersion, "\(path) uses server format v\(format), but this build reads up to v\(Self.formatVersion). Update Chronicle; the file was left untouched.")
+            } else if try database.scalarInt("SELECT count(*) FROM sqlite_master WHERE name = 'library_deletions'") == 0 {
+                try database.transaction { db in
+                    if try db.scalarInt("SELECT count(*) FROM sqlite_master WHERE name = 'library_deletions'") == 0 {
+                        for statement in Self.deletionStatements { try db.execute(statement) }
+                    }
+                }
             }
             db = Locked(database)
         } catch {
@@ -148,14 +166,17 @@ public final class Accounts: Sendable {
             throw ChronicleError(.invalidValue, "A password needs at least 8 characters.")
         }
         let hash = Secrets.hashPassword(password)
-        return try reading { db in
+        return try reading { db in try db.transaction { db in
             if try db.scalarInt("SELECT 1 FROM users WHERE name = ?1", [.text(name)]) != nil {
                 throw ChronicleError(.entityExists, "A user named '\(name)' already exists.")
+            }
+            if try db.scalarInt("SELECT 1 FROM library_deletions WHERE library_id = ?1", [.text(libraryID.lowercased)]) != nil {
+                throw ChronicleError(.libraryBeingDeleted, "Library \(libraryID.lowercased) is being deleted: its file goes as soon as the running server lets go of it (`chronicle server users` lists it until then). Give the user a new library, or wait for it to go.")
             }
             try db.execute("INSERT INTO users(name, password_hash, library_id, schema_name, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
                            [.text(name), .text(hash), .text(libraryID.lowercased), .text(schema.name), .integer(clock.nowMilliseconds())])
             return UserRecord(name: name, libraryID: libraryID, schemaName: schema.name)
-        }
+        } }
     }
 
     public func user(_ name: String) throws -> UserRecord? {

@@ -178,6 +178,8 @@ extension SyncService {
                                 "history_dropped_through": report.historyDroppedThrough.map(Value.integer) ?? .null,
                                 "ms": .real((seconds * 1e6).rounded() / 1e3)])
             return MaintenanceResult(library: id, report: report)
+        } catch let error as ProtocolError where error.code == "unknown_library" {
+            return nil   // deleted since it took pushes: nothing to compact
         } catch {
             let message = (error as? ProtocolError)?.message ?? "\(error)"
             if let error = error as? ProtocolError, error.code == ProtocolError.libraryDamagedCode {

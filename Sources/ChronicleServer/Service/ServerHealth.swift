@@ -65,6 +65,11 @@ public final class ServerHealth: Sendable {
         found.withLock { found in found.values.contains { $0.library == library } }
     }
 
+    /// Forgets what was recorded of `library`: its file was deleted.
+    func forget(library: UUID) {
+        found.withLock { found in found = found.filter { $0.value.library != library } }
+    }
+
     // MARK: - Answers
 
     /// The body of `/healthz` (`readiness` false) and `/readyz`: `{"status":"ok"}` (`ready`)

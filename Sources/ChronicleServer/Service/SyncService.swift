@@ -67,7 +67,7 @@ public final class SyncService: SyncEndpoint {
     public let limits: ServiceLimits
     let log: ServerLog
     let clock: any ChronicleClock
-    private let libraries = Locked(OpenLibraries())
+    let libraries = Locked(OpenLibraries())
     private let waiters = Locked<Waiters>(Waiters())
     /// Where requests that block run (the HTTP routes, woken long-polls).
     let workers: WorkerPool
@@ -144,7 +144,15 @@ public final class SyncService: SyncEndpoint {
 
     /// The library's store, opened on first use.
     public func library(_ id: UUID) throws(ProtocolError) -> ServerLibrary {
-        if let open = libraries.withLock({ $0.use(id) }) { return open }
+        while true {
+            if let library = try openLibrary(id) { return library }
+        }
+    }
+
+    /// The library, or nil where a library was deleted while its owner was being read (read again).
+    private func openLibrary(_ id: UUID) throws(ProtocolError) -> ServerLibrary? {
+        let (found, deletions) = libraries.withLock { ($0.use(id), $0.deletions) }
+        if let found { return found }
         let records: [UserRecord]
         do { records = try accounts.libraries() } catch {
             throw Accounts.unavailable(error, "The server could not read its accounts")
@@ -156,9 +164,15 @@ public final class SyncService: SyncEndpoint {
             guard let schema = schemas.first(where: { $0.name == record.schemaName }) ?? Schema.named(record.schemaName) else {
                 throw ProtocolError(500, "unknown_schema", "Library \(id.lowercased) uses schema '\(record.schemaName)', which this server build does not include.")
             }
-            let path = (dataDirectory as NSString).appendingPathComponent("libraries/\(id.lowercased).sqlite")
-            return try libraries.withLock { open in
+            let path = Accounts.libraryPath(dataDirectory, id)
+            return try libraries.withLock { open -> ServerLibrary? in
                 if let existing = open.use(id) { return existing }
+                // A library deleted since its owner was read (the owner removed meanwhile) is not
+                // made again, empty, under its old name.
+                if open.deleting.contains(id) {
+                    throw ProtocolError(404, "unknown_library", "The server has no library \(id.lowercased): it is being deleted.")
+                }
+                guard open.deletions == deletions else { return nil }
                 let library = try ServerLibrary.openOrCreate(at: path, libraryID: id, schema: schema, clock: clock,
                                                              caps: limits.installsFreeTierCaps ? limits.freeTierCaps : nil)
                 if let migration = library.schemaMigration {
@@ -281,7 +295,7 @@ public final class SyncService: SyncEndpoint {
         return PullTicket(release)
     }
 
-    private func wake(_ library: UUID) {
+    func wake(_ library: UUID) {
         let ready = waiters.withLock { registry -> [Waiter] in
             guard let parked = registry.byLibrary.removeValue(forKey: library) else { return [] }
             return Array(parked.values)
@@ -365,12 +379,26 @@ public final class SyncService: SyncEndpoint {
         }
     }
 
-    /// Runs `runMaintenance()` every `maintenancePolicy.checkIntervalSeconds` on a thread of its
-    /// own until `stopMaintenance()` (`SyncServer` does both). Nothing when the policy is off.
+    /// How often the maintenance thread looks for libraries to delete (`runLibraryDeletions`).
+    public static let deletionCheckSeconds = 1.0
+
+    /// Runs `runLibraryDeletions()` every second and `runMaintenance()` every
+    /// `maintenancePolicy.checkIntervalSeconds` (when it compacts at all) on a thread of its own,
+    /// until `stopMaintenance()` (`SyncServer` does both).
     public func startMaintenance() {
-        guard maintenancePolicy.compaction != nil else { return }
-        maintenance.start(interval: max(0.001, maintenancePolicy.checkIntervalSeconds), name: "chronicle.maintenance") { [self] in
-            runMaintenance()
+        let every = max(0.001, maintenancePolicy.checkIntervalSeconds)
+        let tick = min(every, Self.deletionCheckSeconds)
+        let compacts = maintenancePolicy.compaction != nil
+        let compactedAt = Locked(DispatchTime.now().uptimeNanoseconds)
+        maintenance.start(interval: tick, name: "chronicle.maintenance") { [self] in
+            runLibraryDeletions()
+            let now = DispatchTime.now().uptimeNanoseconds
+            let due = compacts && compactedAt.withLock { last in
+                guard Double(now - last) / 1e9 >= every - tick / 2 else { return false }
+                last = now
+                return true
+            }
+            if due { runMaintenance() }
         }
     }
 
@@ -533,6 +561,26 @@ struct OpenLibraries {
         uses &+= 1
         byID[id]!.lastUsed = uses
         return byID[id]!.library
+    }
+
+    /// Libraries being deleted (`SyncService.runLibraryDeletions`): never opened again meanwhile.
+    var deleting: Set<UUID> = []
+    /// Deletions finished so far: an open that read the library's owner before one finished reads it again.
+    private(set) var deletions: UInt64 = 0
+
+    /// Marks `id` as being deleted and closes it if nothing else holds it; true when it is not open.
+    mutating func closeForDeletion(_ id: UUID) -> Bool {
+        deleting.insert(id)
+        guard byID[id] != nil else { return true }
+        guard isKnownUniquelyReferenced(&byID[id]!.library) else { return false }
+        byID[id] = nil
+        return true
+    }
+
+    /// `id`'s file is gone: it may be made again (given to a user again, by `add-user --library`).
+    mutating func deleted(_ id: UUID) {
+        deleting.remove(id)
+        deletions &+= 1
     }
 
     /// Keeps `library` open, then closes the least recently used ones past `max` that nothing

@@ -1,0 +1,74 @@
+import ChronicleCore
+import ChronicleStore
+import Foundation
+
+/// Deleting a library's file, also beside a running server. The operator's command asks for it
+/// in the accounts file (`library_deletions`), in the same transaction that removes the user
+/// where it does both; whoever holds the data directory then deletes the file: the command
+/// itself when no server runs, or the running server once no request holds the library
+/// (`SyncService.runLibraryDeletions`). Until the file is gone the request stays, so a server
+/// stopped half way finishes when it starts again, and no user can be given the library.
+///
+/// ```swift
+/// try accounts.removeUser("ada", deletingLibrary: true)
+/// // or, for a file no user owns: try accounts.requestLibraryDeletion(id, dataDirectory: dir)
+/// try accounts.pendingLibraryDeletions()            // [id] until the server has deleted it
+/// ```
+extension Accounts {
+    /// Asks for the file of `library`, which no user owns, to be deleted. Refused for a library a
+    /// user owns (remove the user first) and for one with no file in `dataDirectory`.
+    public func requestLibraryDeletion(_ library: UUID, dataDirectory: String) throws {
+        try reading { db in
+            try db.transaction { db in
+                if let owner = try db.scalarText("SELECT name FROM users WHERE library_id = ?1", [.text(library.lowercased)]) {
+                    throw ChronicleError(.invalidValue, "Library \(library.lowercased) belongs to user \(owner); `chronicle server remove-user --data \(dataDirectory) \(owner) --delete-library` removes them and deletes it.")
+                }
+                guard FileManager.default.fileExists(atPath: Self.libraryPath(dataDirectory, library)) else {
+                    throw ChronicleError(.unknownEntity, "There is no library \(library.lowercased) in \(dataDirectory); `chronicle server users --data \(dataDirectory)` lists them.")
+                }
+                try db.execute("INSERT OR IGNORE INTO library_deletions(library_id, requested_at) VALUES (?1, ?2)",
+                               [.text(library.lowercased), .integer(clock.nowMilliseconds())])
+            }
+        }
+    }
+
+    /// Libraries whose deletion was asked for and whose file is not known to be gone yet.
+    public func pendingLibraryDeletions() throws -> [UUID] {
+        try reading { db in
+            try db.query("SELECT library_id FROM library_deletions ORDER BY requested_at, library_id") { row in
+                try id(row.text(0), "a library to delete")
+            }
+        }
+    }
+
+    /// Records that `library`'s file is gone: the request ends, and the id may be given out again.
+    public func libraryDeleted(_ library: UUID) throws {
+        try reading { db in
+            try db.execute("DELETE FROM library_deletions WHERE library_id = ?1", [.text(library.lowercased)])
+        }
+    }
+
+    /// Where a library's file lives in a data directory.
+    public static func libraryPath(_ dataDirectory: String, _ library: UUID) -> String {
+        (dataDirectory as NSString).appendingPathComponent("libraries/\(library.lowercased).sqlite")
+    }
+
+    /// Deletes a library's files: its write-ahead log and shared memory first, the database last,
+    /// so that a crash in between never leaves a log beside a file it does not belong to (a new
+    /// library made under the same name would replay it). No process may hold the library open.
+    /// Returns whether there was anything to delete.
+    @discardableResult
+    public static func deleteLibraryFiles(dataDirectory: String, library: UUID) throws -> Bool {
+        let path = libraryPath(dataDirectory, library)
+        var deleted = false
+        for suffix in ["-wal", "-shm", "-journal", ""] where FileManager.default.fileExists(atPath: path + suffix) {
+            do {
+                try FileManager.default.removeItem(atPath: path + suffix)
+            } catch {
+                throw ChronicleError(.database, "Cannot delete \(path + suffix): \(error.localizedDescription)")
+            }
+            deleted = true
+        }
+        return deleted
+    }
+}

@@ -1,0 +1,88 @@
+import ChronicleCore
+@testable import ChronicleServer
+@testable import ChronicleStore
+@testable import ChronicleSync
+import Foundation
+import Testing
+
+/// A library's file deleted beside a running server (`chronicle server remove-user
+/// --delete-library`, `server delete-library`): the operator's process asks in the accounts file,
+/// and the server deletes the file once nothing holds the library, never opening it meanwhile.
+@Suite struct LibraryDeletionTests {
+    func files(_ h: SyncHarness, _ id: UUID) -> [String] {
+        let path = Accounts.libraryPath(h.directory + "/server", id)
+        return ["", "-wal", "-shm"].map { path + $0 }.filter { FileManager.default.fileExists(atPath: $0) }
+    }
+
+    @Test func aLibraryAskedToGoIsDeletedOnceNothingHoldsItAndIsNeverOpenedMeanwhile() async throws {
+        let h = try SyncHarness(.inMemory)
+        let a = try h.device("A")
+        try Workload(seed: 91).run(30, on: a)
+        #expect(await a.sync().outcome == .synced)
+        let id = h.user.libraryID
+        var held: ServerLibrary? = try h.service.library(id)   // as a request or a parked pull holds it
+        #expect(!files(h, id).isEmpty)
+
+        // The operator's tool, on a connection of its own as a second process has.
+        let operatorAccounts = try Accounts(dataDirectory: h.directory + "/server")
+        #expect(throws: ChronicleError.self) { try operatorAccounts.requestLibraryDeletion(id, dataDirectory: h.directory + "/server") }
+        try operatorAccounts.removeUser("ada", deletingLibrary: true)
+        #expect(try operatorAccounts.pendingLibraryDeletions() == [id])
+        do {
+            _ = try operatorAccounts.addUser("ada", password: h.password, schema: .readItLater, libraryID: id)
+            Issue.record("a library being deleted was given to a user")
+        } catch let error as ChronicleError {
+            #expect(error.code == .libraryBeingDeleted, "\(error)")
+        }
+
+        // Held: left alone, and not opened again by anyone meanwhile.
+        #expect(h.service.runLibraryDeletions().isEmpty)
+        #expect(files(h, id).count >= 1)
+        held = nil
+        #expect(held == nil)
+        #expect(h.service.runLibraryDeletions() == [id])
+        #expect(files(h, id).isEmpty, "the database, its log and its shared memory are gone")
+        #expect(try operatorAccounts.pendingLibraryDeletions().isEmpty)
+        do {
+            _ = try h.service.library(id)
+            Issue.record("a deleted library was opened (and made again) by the server")
+        } catch {
+            #expect(error.code == "unknown_library")
+        }
+        #expect(files(h, id).isEmpty)
+        #expect(await a.engine.syncOnce().outcome != .synced, "the removed user's device is refused")
+
+        // The maintenance that saw the library's pushes passes over it, without failing on it every pass.
+        h.service.maintenance.markChanged(id)
+        #expect(h.service.runMaintenance().isEmpty)
+        #expect(h.service.maintenance.takeChanged().isEmpty)
+        #expect(h.service.runLibraryDeletions().isEmpty)
+    }
+
+    @Test func aDeletionAskedForWhileNoServerRanIsFinishedByTheNextServer() async throws {
+        let directory = NSTemporaryDirectory() + "chronicle-deletion-\(UUID().lowercased)"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let accounts = try Accounts(dataDirectory: directory)
+        let kept = try accounts.addUser("kept", password: "a long password", schema: .readItLater)
+        let gone = try accounts.addUser("gone", password: "a long password", schema: .readItLater)
+        do {
+            let first = try SyncServer(dataDirectory: directory)
+            _ = try first.service.library(kept.libraryID)
+            _ = try first.service.library(gone.libraryID)
+            first.stop()
+        }
+        try accounts.removeUser("gone", deletingLibrary: true)
+        #expect(FileManager.default.fileExists(atPath: Accounts.libraryPath(directory, gone.libraryID)))
+
+        let server = try SyncServer(dataDirectory: directory)
+        defer { server.stop() }
+        let start = DispatchTime.now().uptimeNanoseconds
+        while try !accounts.pendingLibraryDeletions().isEmpty, DispatchTime.now().uptimeNanoseconds - start < 60_000_000_000 {
+            try await Task.sleep(nanoseconds: 20_000_000)
+        }
+        #expect(try accounts.pendingLibraryDeletions().isEmpty, "the server's maintenance thread finished the deletion")
+        #expect(!FileManager.default.fileExists(atPath: Accounts.libraryPath(directory, gone.libraryID)))
+        #expect(FileManager.default.fileExists(atPath: Accounts.libraryPath(directory, kept.libraryID)))
+        #expect(try server.service.library(kept.libraryID).head == 0)
+    }
+}
