@@ -85,4 +85,26 @@ import Testing
         #expect(FileManager.default.fileExists(atPath: Accounts.libraryPath(directory, kept.libraryID)))
         #expect(try server.service.library(kept.libraryID).head == 0)
     }
+
+    @Test func aBackupPassesOverALibraryDeletedWhileItRuns() async throws {
+        let h = try SyncHarness(.inMemory)
+        let a = try h.device("A")
+        try Workload(seed: 93).run(20, on: a)
+        #expect(await a.sync().outcome == .synced)
+        let data = h.directory + "/server"
+        let other = try h.service.accounts.addUser("other", password: "a long password", schema: .readItLater)
+        _ = try h.service.library(other.libraryID)
+        try h.service.accounts.removeUser("other", deletingLibrary: true)
+        let backup = h.directory + "/backup"
+        var deletedDuringBackup = false
+        let report = try ServerBackup.run(dataDirectory: data, to: backup) { done, _ in
+            // Once server.sqlite is copied, the server deletes the library the listing named.
+            if done == 1 { deletedDuringBackup = h.service.runLibraryDeletions() == [other.libraryID] }
+        }
+        #expect(deletedDuringBackup)
+        #expect(report.libraries == 1)
+        #expect(FileManager.default.fileExists(atPath: Accounts.libraryPath(backup, h.user.libraryID)))
+        #expect(!FileManager.default.fileExists(atPath: Accounts.libraryPath(backup, other.libraryID)))
+        #expect(!FileManager.default.fileExists(atPath: Accounts.libraryPath(data, other.libraryID)), "the backup made nothing again")
+    }
 }

@@ -59,11 +59,16 @@ public enum ServerBackup {
         var report = Report()
         progress?(0, Int64(names.count))
         for (done, name) in names.enumerated() {
-            report.bytes += try copy(source.appendingPathComponent(name).path, to: target.appendingPathComponent(name).path,
-                                     newIncarnation: name != "server.sqlite")
+            let path = source.appendingPathComponent(name).path
+            do {
+                report.bytes += try copy(path, to: target.appendingPathComponent(name).path, newIncarnation: name != "server.sqlite")
+                if name != "server.sqlite" { report.libraries += 1 }
+            } catch where name != "server.sqlite" && !files.fileExists(atPath: path) {
+                // Deleted since the directory was listed (`server delete-library` beside the running
+                // server): nothing to copy, as if the backup had started a moment later.
+            }
             progress?(Int64(done + 1), Int64(names.count))
         }
-        report.libraries = libraries.count
         report.seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
         return report
     }
