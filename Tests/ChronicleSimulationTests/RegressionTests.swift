@@ -383,8 +383,11 @@ import Testing
     /// `verify` failed; 59 (2,000): the salvaged server answered `device_seq_reused` to a device
     /// that held own ops numbered after the server's last, and it numbered its queue after that
     /// last, giving their numbers to other ops, so one of them vanished. It now goes back first.
+    /// 1433 (400): a device's salvage could not read the page of its log holding own confirmed ops
+    /// numbered inside its queue's run (an op queued again ahead of them after the server lost
+    /// data), and its `verify` failed on the numbers nothing accounted for; they are given up now.
     @Test("Seeds that met the salvages' bugs converge (damage soak)",
-          arguments: [(978, 150), (631, 400), (724, 400), (59, 2000)] as [(UInt64, Int)])
+          arguments: [(978, 150), (631, 400), (724, 400), (59, 2000), (1433, 400)] as [(UInt64, Int)])
     func damageSeeds(seed: UInt64, steps: Int) async throws {
         let plan = FaultPlan.random(seed: seed).forcing(.storeDamaged, rate: SimulationSeeds.damageRate)
             .forcing(.libraryDamaged, rate: SimulationSeeds.libraryDamageRate)

@@ -227,7 +227,7 @@ extension Command {
             ctx.output.emit([
                 "lost_nothing": report.lostNothing, "digest": report.digest, "damaged_path": report.damagedPath,
                 "confirmed_before": report.confirmedBefore, "confirmed_kept": report.confirmedKept,
-                "pending_kept": report.pendingKept, "requeued": report.requeued, "pending_lost": report.pendingLost.map { [$0.lowerBound, $0.upperBound] },
+                "pending_kept": report.pendingKept, "requeued": report.requeued, "own_numbers_given_up": report.ownNumbersGivenUp, "pending_lost": report.pendingLost.map { [$0.lowerBound, $0.upperBound] },
                 "segments_dropped": report.segmentsDropped, "snapshots_dropped": report.snapshotsDropped, "seconds": report.seconds,
                 "dry_run": dryRun, "tables": tablesJSON(report.tables),
             ])
@@ -240,6 +240,9 @@ extension Command {
             }
             if report.requeued > 0 {
                 ctx.output.line("\(report.requeued) of this device's own ops past that point are queued again (the server answers those it holds as duplicates).")
+            }
+            if report.ownNumbersGivenUp > 0 {
+                ctx.output.line("\(report.ownNumbersGivenUp) of this device's own confirmed ops past that point could not be read; the next sync pulls back those the server holds.")
             }
             if report.pendingLost.isEmpty {
                 ctx.output.line("Changes waiting to sync: all \(report.pendingKept) kept.")

@@ -37,6 +37,11 @@ public struct SalvageReport: Sendable {
     /// The device seqs of waiting ops that could not be read: those changes are lost, and their
     /// numbers are recorded as given up.
     public var pendingLost: [ClosedRange<Int64>]
+    /// This device's own confirmed ops past the kept point whose only copy here could not be read,
+    /// numbered among the ops still queued (an op queued again ahead of them): their numbers are
+    /// recorded as given up, as a rewind gives up the numbers of ops it no longer holds. The next
+    /// sync pulls back those the server holds; any the server lost too are gone.
+    public var ownNumbersGivenUp = 0
     /// Sealed segments and snapshots past the kept history, dropped.
     public var segmentsDropped: Int
     public var snapshotsDropped: Int
@@ -152,6 +157,13 @@ extension DeviceStore {
                 var skips = try deviceSeqSkips(in: db)
                 skips += report.pendingLost.map { [$0.lowerBound, $0.upperBound] }
                 try setDeviceSeqSkips(skips, in: db)
+            }
+            // Own confirmed ops on pages that could not be read, whose numbers lie inside the queue's
+            // run (an op queued again ahead of them after the server lost data): nothing here accounts
+            // for those numbers any more (seed 1433 of the damage soak).
+            if let deviceID = try meta("device_id", in: db).textValue.flatMap(UUID.init(uuidString:)),
+               let libraryID = try meta("library_id", in: db).textValue.flatMap(UUID.init(uuidString:)) {
+                report.ownNumbersGivenUp = try giveUpUnheldNumbers(deviceID: deviceID, libraryID: libraryID, in: db)
             }
             report.pendingKept = Int(try db.scalarInt("SELECT count(*) FROM chronicle_outbox") ?? 0)
             // The projection is made again from what was kept: whatever the damaged store said of
