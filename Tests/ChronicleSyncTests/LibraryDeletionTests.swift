@@ -107,4 +107,55 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: Accounts.libraryPath(backup, other.libraryID)))
         #expect(!FileManager.default.fileExists(atPath: Accounts.libraryPath(data, other.libraryID)), "the backup made nothing again")
     }
+
+    /// Six libraries sync at once, round after round, through a server that keeps two open, while
+    /// two of them are deleted: their devices are refused from then on, every other library ends
+    /// whole, and nothing of a deleted library is made again.
+    @Test func librariesDeletedWhileOthersSyncLeaveTheOthersWhole() async throws {
+        let rig = try OpenLibrariesTests.Rig(openLibrariesMax: 2)
+        defer { withExtendedLifetime(rig) {} }
+        let service = rig.service
+        let users = try OpenLibrariesTests.users(6, on: service, ops: 0)
+        let engines = users.map { OpenLibrariesTests.engine($0, service) }
+        let operatorAccounts = try Accounts(dataDirectory: service.dataDirectory)
+        let doomed = Set(users.prefix(2).map(\.user.libraryID))
+        for round in 0..<6 {
+            for (index, (_, _, store)) in users.enumerated() {
+                for n in 0..<4 {
+                    try store.write("article.save", payload: ["url": .text("https://example.com/\(index)/\(round)/\(n)"), "title": .text("R\(round) N\(n)")])
+                }
+            }
+            if round == 2 {
+                for user in users.prefix(2) { try operatorAccounts.removeUser(user.user.name, deletingLibrary: true) }
+            }
+            let outcomes = await withTaskGroup(of: (Int, SyncReport.Outcome).self) { group in
+                for (index, engine) in engines.enumerated() { group.addTask { (index, await engine.syncOnce().outcome) } }
+                if round >= 2 {
+                    // The server's maintenance pass, beside the syncs.
+                    group.addTask { _ = service.runLibraryDeletions(); return (-1, .synced) }
+                }
+                return await group.reduce(into: [Int: SyncReport.Outcome]()) { $0[$1.0] = $1.1 }
+            }
+            for (index, outcome) in outcomes where index >= 0 {
+                if round >= 2 && index < 2 {
+                    #expect(outcome != .synced, "round \(round): a removed user's device was served")
+                } else {
+                    #expect(outcome == .synced, "round \(round), device \(index): \(outcome)")
+                }
+            }
+        }
+        #expect(service.runLibraryDeletions().isEmpty, "both were deleted during the rounds")
+        #expect(try operatorAccounts.pendingLibraryDeletions().isEmpty)
+        for (user, _, store) in users {
+            let path = Accounts.libraryPath(service.dataDirectory, user.libraryID)
+            if doomed.contains(user.libraryID) {
+                #expect(!FileManager.default.fileExists(atPath: path) && !FileManager.default.fileExists(atPath: path + "-wal"))
+                continue
+            }
+            let library = try service.library(user.libraryID)
+            let ops = try library.allOps()
+            #expect(ops.count == 24 && Set(ops.map(\.opID)).count == 24)
+            #expect(try store.pendingOps().isEmpty && store.digest() == library.digest())
+        }
+    }
 }
