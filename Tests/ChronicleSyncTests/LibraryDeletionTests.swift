@@ -38,9 +38,12 @@ import Testing
         // Held: left alone, and not opened again by anyone meanwhile.
         #expect(h.service.runLibraryDeletions().isEmpty)
         #expect(files(h, id).count >= 1)
+        #expect(h.service.renderLibraryMetrics().contains("chronicle_library_deletions_waiting 1"))
         held = nil
         #expect(held == nil)
         #expect(h.service.runLibraryDeletions() == [id])
+        let metrics = h.service.renderLibraryMetrics()
+        #expect(metrics.contains("chronicle_library_deletions_waiting 0") && metrics.contains("chronicle_libraries_deleted_total 1"), "\(metrics)")
         #expect(files(h, id).isEmpty, "the database, its log and its shared memory are gone")
         #expect(try operatorAccounts.pendingLibraryDeletions().isEmpty)
         do {

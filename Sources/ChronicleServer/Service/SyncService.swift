@@ -130,7 +130,7 @@ public final class SyncService: SyncEndpoint {
     /// The `/metrics` lines of the open libraries: how many are open, and how many times one was
     /// opened (a count that climbs much faster than new users sign up says the cap is too low).
     func renderLibraryMetrics() -> String {
-        let (open, opened) = libraries.withLock { ($0.count, $0.opened) }
+        let (open, opened, deleting, deleted) = libraries.withLock { ($0.count, $0.opened, $0.deleting.count, $0.deletions) }
         return """
             # HELP chronicle_libraries_open Libraries the server holds open now (serve --open-libraries caps them).
             # TYPE chronicle_libraries_open gauge
@@ -138,6 +138,12 @@ public final class SyncService: SyncEndpoint {
             # HELP chronicle_libraries_opened_total Times a library was opened: first use, or again after it was closed to stay under the cap.
             # TYPE chronicle_libraries_opened_total counter
             chronicle_libraries_opened_total \(opened)
+            # HELP chronicle_library_deletions_waiting Libraries the operator asked to delete that a request or parked pull still holds (deleted once let go).
+            # TYPE chronicle_library_deletions_waiting gauge
+            chronicle_library_deletions_waiting \(deleting)
+            # HELP chronicle_libraries_deleted_total Library files this server deleted (server remove-user --delete-library, server delete-library).
+            # TYPE chronicle_libraries_deleted_total counter
+            chronicle_libraries_deleted_total \(deleted)
 
             """
     }
