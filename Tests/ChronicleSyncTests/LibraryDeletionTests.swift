@@ -22,6 +22,10 @@ import Testing
         let id = h.user.libraryID
         var held: ServerLibrary? = try h.service.library(id)   // as a request or a parked pull holds it
         #expect(!files(h, id).isEmpty)
+        // A copy a salvage set aside holds the same person's data: it goes too. Another library's files stay.
+        let setAside = Accounts.libraryPath(h.directory + "/server", id) + ".damaged-20261205T220000Z"
+        let neighbour = Accounts.libraryPath(h.directory + "/server", UUID())
+        for file in [setAside, neighbour] { #expect(FileManager.default.createFile(atPath: file, contents: Data("x".utf8))) }
 
         // The operator's tool, on a connection of its own as a second process has.
         let operatorAccounts = try Accounts(dataDirectory: h.directory + "/server")
@@ -45,6 +49,7 @@ import Testing
         let metrics = h.service.renderLibraryMetrics()
         #expect(metrics.contains("chronicle_library_deletions_waiting 0") && metrics.contains("chronicle_libraries_deleted_total 1"), "\(metrics)")
         #expect(files(h, id).isEmpty, "the database, its log and its shared memory are gone")
+        #expect(!FileManager.default.fileExists(atPath: setAside) && FileManager.default.fileExists(atPath: neighbour))
         #expect(try operatorAccounts.pendingLibraryDeletions().isEmpty)
         do {
             _ = try h.service.library(id)

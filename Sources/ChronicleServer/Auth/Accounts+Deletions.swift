@@ -53,22 +53,27 @@ extension Accounts {
         (dataDirectory as NSString).appendingPathComponent("libraries/\(library.lowercased).sqlite")
     }
 
-    /// Deletes a library's files: its write-ahead log and shared memory first, the database last,
-    /// so that a crash in between never leaves a log beside a file it does not belong to (a new
-    /// library made under the same name would replay it). No process may hold the library open.
-    /// Returns whether there was anything to delete.
+    /// Deletes a library's files: its write-ahead log, shared memory and any copy a salvage set
+    /// aside (`<file>.damaged-<time>`, which holds the same person's data) first, the database
+    /// last, so that a crash in between never leaves a log beside a file it does not belong to (a
+    /// new library made under the same name would replay it). No process may hold the library
+    /// open. Returns whether there was anything to delete.
     @discardableResult
     public static func deleteLibraryFiles(dataDirectory: String, library: UUID) throws -> Bool {
         let path = libraryPath(dataDirectory, library)
-        var deleted = false
-        for suffix in ["-wal", "-shm", "-journal", ""] where FileManager.default.fileExists(atPath: path + suffix) {
+        let directory = (path as NSString).deletingLastPathComponent
+        let name = (path as NSString).lastPathComponent
+        let names = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter { $0.hasPrefix(name) }
+        // Everything beside the database first (its log, shared memory, set-aside copies), the database last.
+        let ordered = names.filter { $0 != name }.sorted() + names.filter { $0 == name }
+        for entry in ordered {
+            let file = (directory as NSString).appendingPathComponent(entry)
             do {
-                try FileManager.default.removeItem(atPath: path + suffix)
+                try FileManager.default.removeItem(atPath: file)
             } catch {
-                throw ChronicleError(.database, "Cannot delete \(path + suffix): \(error.localizedDescription)")
+                throw ChronicleError(.database, "Cannot delete \(file): \(error.localizedDescription)")
             }
-            deleted = true
         }
-        return deleted
+        return !ordered.isEmpty
     }
 }
