@@ -130,6 +130,20 @@ import Testing
         #expect(again.rowsDropped == 0 && again.tables.allSatisfy { !$0.incomplete } && again.unowned.count == lost.count)
     }
 
+    @Test func aDeletionAskedForSurvivesASalvageOfTheAccounts() throws {
+        let h = try SyncHarness(.inMemory)
+        let data = h.directory + "/server"
+        let gone = try h.service.accounts.addUser("gone", password: "a long password", schema: .readItLater)
+        _ = try h.service.library(gone.libraryID)
+        try h.service.accounts.removeUser("gone", deletingLibrary: true)
+        // A request for a library a user owns cannot be made; one written by hand is dropped.
+        try Database(path: Self.accountsPath(h)).execute("INSERT INTO library_deletions(library_id, requested_at) VALUES (?1, 0)",
+                                                         [.text(h.user.libraryID.lowercased)])
+        let report = try Accounts.salvage(dataDirectory: data)
+        #expect(report.rowsDropped == 1)
+        #expect(try Accounts(dataDirectory: data).pendingLibraryDeletions() == [gone.libraryID])
+    }
+
     @Test func aFileThatIsNotAccountsIsRefusedAndLeftAsItWas() throws {
         let h = try SyncHarness(.inMemory)
         let data = h.directory + "/server"

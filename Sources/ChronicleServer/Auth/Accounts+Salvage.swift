@@ -121,6 +121,17 @@ extension Accounts {
             report.rowsDropped += 1
         }
         report.devicesKept = Int(try out.scalarInt("SELECT count(*) FROM devices") ?? 0)
+        // Deletions asked for and not finished stay asked for (a file made before them has none);
+        // one for a library a kept user owns, or with an id that does not parse, is dropped.
+        if tables.contains("library_deletions") {
+            report.tables.append(try SalvageCopy.copyWhole("library_deletions", in: out))
+            let asked = try out.query("SELECT library_id FROM library_deletions") { $0.text(0) }
+            let owned = Set(owners.values)
+            for library in asked where UUID(text: library)?.lowercased != library || owned.contains(library) {
+                try out.execute("DELETE FROM library_deletions WHERE library_id = ?1", [.text(library)])
+                report.rowsDropped += 1
+            }
+        }
         let integrity = try out.scalarText("PRAGMA main.integrity_check") ?? ""
         let orphans = try out.query("PRAGMA main.foreign_key_check") { $0.text(0) }
         guard integrity == "ok", orphans.isEmpty else {
