@@ -96,7 +96,9 @@ extension Command {
             covers it; devices whose cursor is older start from the snapshot (HTTP 410) and keep and push their queued
             changes. Default: history is kept whole. The file keeps its size and reuses the freed pages;
             `chronicle server compact` gives the space back. --no-compact turns all of this off. A stop (SIGINT,
-            SIGTERM) waits for the compaction step in progress, never longer.
+            SIGTERM) waits for the compaction step in progress, never longer. The same thread deletes, every second,
+            the library files an operator asked to delete (`chronicle server remove-user --delete-library`,
+            `chronicle server delete-library`) once no request holds them, --no-compact or not.
             Requests past a cap are refused with a 4xx and a stable code: a body over \(HTTPServer.Configuration().maxBodyBytes >> 20) MiB
             (413 body_too_large), more than \(grouped(ServiceLimits().pushOpsMax)) ops in a push (413 too_many_ops), an op over
             \(ServiceLimits().opBytesMax >> 10) KiB (413 segment_too_large), more than \(grouped(ServiceLimits().pullOpsMax)) ops in a pull page
