@@ -159,7 +159,7 @@ extension Accounts {
         var options = Database.Options()
         options.readOnly = true
         options.create = false
-        let path = (dataDirectory as NSString).appendingPathComponent("libraries/\(id.lowercased).sqlite")
+        let path = libraryPath(dataDirectory, id)
         guard FileManager.default.fileExists(atPath: path), let db = try? Database(path: path, options: options),
               let rows = try? db.query("SELECT key, value FROM chronicle_meta", [], { ($0.text(0), $0.text(1)) }) else { return nil }
         return Dictionary(rows, uniquingKeysWith: { a, _ in a })

@@ -27,7 +27,7 @@ public enum ServerSalvage {
         guard let schema = Schema.named(user.schemaName) else {
             throw ChronicleError(.usage, "\(name)'s library uses schema '\(user.schemaName)', which this build does not include.")
         }
-        let path = (dataDirectory as NSString).appendingPathComponent("libraries/\(user.libraryID.lowercased).sqlite")
+        let path = Accounts.libraryPath(dataDirectory, user.libraryID)
         return try ServerLibrary.salvage(at: path, libraryID: user.libraryID, schema: schema, dryRun: dryRun, progress: progress)
     }
 
