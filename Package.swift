@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "ChronicleStore", targets: ["ChronicleStore"]),
         .library(name: "ChronicleSync", targets: ["ChronicleSync"]),
         .library(name: "ChronicleServer", targets: ["ChronicleServer"]),
+        .library(name: "ChroniclePostgres", targets: ["ChroniclePostgres"]),
         .executable(name: "chronicle", targets: ["chronicle"]),
         .executable(name: "chronicle-bench", targets: ["chronicle-bench"]),
     ],
@@ -26,6 +27,8 @@ let package = Package(
                        providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CMicroHTTPD", path: "Sources/CMicroHTTPD", pkgConfig: "libmicrohttpd",
                        providers: [.apt(["libmicrohttpd-dev"])]),
+        .systemLibrary(name: "CPQ", path: "Sources/CPQ", pkgConfig: "libpq",
+                       providers: [.apt(["libpq-dev"])]),
 
         // Build-time: turns Schemas/**/*.json into Swift string constants so the
         // schema is defined once, as data, and compiled in.
@@ -38,6 +41,8 @@ let package = Package(
         .target(name: "ChronicleStore", dependencies: ["ChronicleCore", "CSQLite", "CCrypto"],
                 swiftSettings: strict),
 
+        // The server's order kept in PostgreSQL, for several servers sharing one database.
+        .target(name: "ChroniclePostgres", dependencies: ["ChronicleStore", "CPQ"], swiftSettings: strict),
         .target(name: "ChronicleSync", dependencies: ["ChronicleStore"], swiftSettings: strict),
         .target(name: "ChronicleServer", dependencies: ["ChronicleStore", "CMicroHTTPD", "CCrypto"],
                 swiftSettings: strict),
@@ -59,6 +64,7 @@ let package = Package(
                     swiftSettings: strict),
         .testTarget(name: "ChronicleSyncTests", dependencies: ["ChronicleSync", "ChronicleServer"],
                     swiftSettings: strict),
+        .testTarget(name: "ChroniclePostgresTests", dependencies: ["ChroniclePostgres"], swiftSettings: strict),
         .testTarget(name: "ChronicleSimulationTests", dependencies: ["ChronicleTesting"], swiftSettings: strict),
         .testTarget(name: "ChronicleToolTests", dependencies: ["ChronicleStore", "chronicle"], swiftSettings: strict),
     ]

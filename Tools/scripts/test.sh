@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
-# Runs every test: installs what the tests need, builds, and runs the whole suite.
+# Runs every test: installs what the tests need, builds, starts the services they use
+# (a throwaway PostgreSQL server on loopback), and runs the whole suite.
 #   bash Tools/scripts/test.sh
 # CHRONICLE_PROPERTY_SEEDS=N raises the number of random histories the property test runs (default 1000).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-bash Tools/scripts/install-deps.sh
+bash Tools/scripts/install-deps.sh postgresql
 swift build --build-tests
+# PostgreSQL for the server's shared store (ChroniclePostgresTests): its own directory and port,
+# stopped and removed when the tests end, however they end.
+pgdir="$(mktemp -d "${TMPDIR:-/tmp}/chronicle-test-postgres.XXXXXX")"
+trap 'bash Tools/scripts/postgres.sh stop "$pgdir"' EXIT
+CHRONICLE_TEST_POSTGRES="$(bash Tools/scripts/postgres.sh start "$pgdir")"
+export CHRONICLE_TEST_POSTGRES
+echo "PostgreSQL for the tests: $CHRONICLE_TEST_POSTGRES" >&2
 # A crash prints its backtrace and exits; it never waits for a debugger.
 export SWIFT_BACKTRACE="${SWIFT_BACKTRACE:-enable=yes,interactive=no}"
 swift test --skip-build

@@ -24,10 +24,25 @@ extension ServerLibrary {
     /// device's sequence: ops the server has already answered may be repeated, and the
     /// first new op must carry the next `deviceSeq`. Anything else is a request-level
     /// refusal (`ProtocolError`) and nothing is written.
-    public func push(_ ops: [Op], from device: UUID) throws(ProtocolError) -> PushResponse {
+    ///
+    /// `beforeCommit` (a server whose order lives elsewhere, `ChroniclePostgres`): called with
+    /// what the batch wrote, inside its transaction and before it commits. It may write the same
+    /// there and commit that first; it returns the replica generation to record with the batch
+    /// (nil records none), and if it throws, nothing here is written either.
+    public func push(_ ops: [Op], from device: UUID,
+                     beforeCommit: ((PushWrites) throws -> Int64?)? = nil) throws(ProtocolError) -> PushResponse {
         do {
             let (response, tailAfter) = try writer.withLock { db in
-                try db.transaction { db in try push(ops, from: device, in: db) }
+                try db.transaction { db in
+                    var (response, tailAfter, writes) = try push(ops, from: device, in: db)
+                    if let beforeCommit {
+                        writes.response = response
+                        if let generation = try beforeCommit(writes) {
+                            try DeviceStore.setMeta(Self.replicaGenerationKey, .integer(generation), in: db)
+                        }
+                    }
+                    return (response, tailAfter)
+                }
             }
             tail.withLock { if tailAfter.seq > $0.seq { $0 = tailAfter } }
             pushes.advance()
@@ -41,8 +56,9 @@ extension ServerLibrary {
         }
     }
 
-    private func push(_ ops: [Op], from device: UUID, in db: Database) throws -> (PushResponse, (seq: Int64, time: Int64)) {
+    private func push(_ ops: [Op], from device: UUID, in db: Database) throws -> (PushResponse, (seq: Int64, time: Int64), PushWrites) {
         let deviceKey = device.lowercased
+        var writes = PushWrites()
         var previous: Int64 = 0
         for op in ops {
             guard op.libraryID == libraryID else {
@@ -162,17 +178,18 @@ extension ServerLibrary {
             }
             if let rejection {
                 refused[key] = (rejection.code.rawValue, rejection.message, deviceKey)
-                try db.execute("""
-                    INSERT INTO chronicle_rejected_ops(op_id, device_id, device_seq, type, entity_id, code, message, rejected_at)
-                    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-                    """, [.text(key), .text(deviceKey), .integer(op.deviceSeq), .text(op.typeAndVersion), .text(op.entityID.lowercased),
-                          .text(rejection.code.rawValue), .text(rejection.message), .integer(now)])
+                let row = RejectedOp(opID: key, deviceID: deviceKey, deviceSeq: op.deviceSeq, type: op.typeAndVersion,
+                                     entityID: op.entityID.lowercased, code: rejection.code.rawValue, message: rejection.message,
+                                     rejectedAt: now)
+                try Self.insertRejected(row, in: db)
+                writes.rejected.append(row)
                 results.append(PushResult(opID: op.opID, deviceSeq: op.deviceSeq,
                                           outcome: .rejected(code: rejection.code.rawValue, message: rejection.message),
                                           verdict: try verdict(op.entityID, in: db)))
             } else {
                 time = now
                 known[key] = (seq, deviceKey)
+                writes.accepted.append(accepted)
                 results.append(PushResult(opID: op.opID, deviceSeq: op.deviceSeq, outcome: .accepted(serverSeq: seq)))
             }
             last = max(last, op.deviceSeq)
@@ -182,8 +199,17 @@ extension ServerLibrary {
                 INSERT INTO chronicle_devices(device_id, last_device_seq) VALUES (?1, ?2)
                 ON CONFLICT(device_id) DO UPDATE SET last_device_seq = excluded.last_device_seq
                 """, [.text(deviceKey), .integer(last)])
+            writes.device = (deviceKey, last)
         }
-        return (PushResponse(results: results, head: seq), (seq, time))
+        return (PushResponse(results: results, head: seq), (seq, time), writes)
+    }
+
+    static func insertRejected(_ row: RejectedOp, in db: Database) throws {
+        try db.execute("""
+            INSERT INTO chronicle_rejected_ops(op_id, device_id, device_seq, type, entity_id, code, message, rejected_at)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+            """, [.text(row.opID), .text(row.deviceID), .integer(row.deviceSeq), .text(row.type), .text(row.entityID),
+                  .text(row.code), .text(row.message), .integer(row.rejectedAt)])
     }
 
     private func gap(_ device: String, expected: Int64, actual: Int64) -> ProtocolError {

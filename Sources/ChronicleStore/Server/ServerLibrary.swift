@@ -92,12 +92,15 @@ public final class ServerLibrary: Sendable {
 
     /// Opens the library's file, creating it (and its directory) on first use.
     ///
+    /// `incarnation`: the one a new file takes (a replica takes the one of the database it
+    /// follows); nil makes one. An existing file keeps its own.
+    ///
     /// `caps`: the free-tier caps to enforce, installed as triggers in the file in place of those
     /// it has; nil leaves the file's as they are (a tool working beside a running server, which
     /// enforces its own).
     public static func openOrCreate(at path: String, libraryID: UUID, schema: Schema,
                                     clock: any ChronicleClock = SystemClock(), ids: (any IDGenerator)? = nil,
-                                    caps: [FreeTierCap]? = nil) throws -> ServerLibrary {
+                                    caps: [FreeTierCap]? = nil, incarnation: UUID? = nil) throws -> ServerLibrary {
         let fresh = !FileManager.default.fileExists(atPath: path)
         var migrated: (Int64, Double)?
         if fresh {
@@ -121,6 +124,8 @@ public final class ServerLibrary: Sendable {
                     ("created_at", .integer(clock.nowMilliseconds())),
                 ]
                 for (key, value) in meta { try DeviceStore.setMeta(key, value, in: db) }
+                // A replica answers with the incarnation of the database it follows.
+                if let incarnation { try DeviceStore.setMeta(Self.incarnationKey, .text(incarnation.lowercased), in: db) }
             }
         } else {
             let format = try DeviceStore.meta("format_version", in: db).integerValue ?? 0

@@ -1,0 +1,188 @@
+import CPQ
+import Foundation
+
+/// An error PostgreSQL or libpq reported: its SQLSTATE where the server sent one, and its message.
+public struct PostgresError: Error, CustomStringConvertible, Sendable {
+    /// The five-character SQLSTATE (`23505` for a unique violation…); nil where no server answered.
+    public var sqlState: String?
+    public var message: String
+
+    public init(sqlState: String?, message: String) {
+        self.sqlState = sqlState
+        self.message = message
+    }
+
+    public var description: String { sqlState.map { "PostgreSQL \($0): \(message)" } ?? "PostgreSQL: \(message)" }
+
+    /// No answer came: the connection failed or was lost. The same work may be tried again on a new one.
+    public var isConnectionFailure: Bool { sqlState == nil || sqlState!.hasPrefix("08") || sqlState == "57P01" }
+
+    /// Another transaction got in the way (serialization failure, deadlock): try the whole transaction again.
+    public var isRetryable: Bool { sqlState == "40001" || sqlState == "40P01" }
+
+    /// A unique or primary key constraint refused a row.
+    public var isUniqueViolation: Bool { sqlState == "23505" }
+}
+
+/// The rows a statement returned, in PostgreSQL's text format.
+public final class PostgresRows {
+    private let result: OpaquePointer
+
+    init(_ result: OpaquePointer) { self.result = result }
+    deinit { PQclear(result) }
+
+    public var count: Int { Int(PQntuples(result)) }
+    public var columnCount: Int { Int(PQnfields(result)) }
+    /// The number of rows an INSERT, UPDATE or DELETE touched.
+    public var affected: Int { Int(String(cString: PQcmdTuples(result))) ?? 0 }
+
+    public func isNull(_ row: Int, _ column: Int) -> Bool { PQgetisnull(result, Int32(row), Int32(column)) == 1 }
+
+    public func text(_ row: Int, _ column: Int) -> String? {
+        guard !isNull(row, column) else { return nil }
+        return String(cString: PQgetvalue(result, Int32(row), Int32(column)))
+    }
+
+    /// The value as a 64-bit integer; a NULL or a value that is not one is an error, never a silent 0.
+    public func int(_ row: Int, _ column: Int) throws(PostgresError) -> Int64 {
+        guard let text = text(row, column), let value = Int64(text) else {
+            throw PostgresError(sqlState: nil, message: "column \(column) of row \(row) is not an integer")
+        }
+        return value
+    }
+
+    /// The value as text; NULL is an error.
+    public func string(_ row: Int, _ column: Int) throws(PostgresError) -> String {
+        guard let text = text(row, column) else {
+            throw PostgresError(sqlState: nil, message: "column \(column) of row \(row) is NULL")
+        }
+        return text
+    }
+}
+
+/// One connection to a PostgreSQL server (libpq). Used by one thread at a time: `PostgresPool`
+/// hands connections out. Statements take their arguments as parameters (`$1`, `$2`…), in text
+/// form, never spliced into the SQL.
+public final class PostgresConnection {
+    private let handle: OpaquePointer
+    public let conninfo: String
+
+    /// Connects; `conninfo` is a libpq connection string (`host=127.0.0.1 port=5432 dbname=chronicle`)
+    /// or URI (`postgresql://user@host/db`). Waits at most `connectTimeoutSeconds`.
+    public init(_ conninfo: String, connectTimeoutSeconds: Int = 10) throws(PostgresError) {
+        self.conninfo = conninfo
+        let withTimeout = conninfo.contains("connect_timeout") || conninfo.contains("://")
+            ? conninfo : conninfo + " connect_timeout=\(connectTimeoutSeconds)"
+        guard let handle = PQconnectdb(withTimeout) else {
+            throw PostgresError(sqlState: nil, message: "libpq could not allocate a connection")
+        }
+        self.handle = handle
+        guard PQstatus(handle) == CONNECTION_OK else {
+            let message = Self.trimmed(PQerrorMessage(handle))
+            throw PostgresError(sqlState: nil, message: message.isEmpty ? "could not connect" : message)
+        }
+        // Warnings and notices (NOTICE: relation already exists…) are not written to stderr.
+        PQsetNoticeProcessor(handle, { _, _ in }, nil)
+    }
+
+    deinit { PQfinish(handle) }
+
+    /// The connection is usable (libpq's view; a server gone away shows here after a statement failed).
+    public var isHealthy: Bool { PQstatus(handle) == CONNECTION_OK }
+
+    /// Reconnects with the same parameters.
+    public func reset() { PQreset(handle) }
+
+    /// Runs one statement with `parameters` bound to `$1`, `$2`… (nil is NULL).
+    @discardableResult
+    public func execute(_ sql: String, _ parameters: [String?] = []) throws(PostgresError) -> PostgresRows {
+        let copies: [UnsafeMutablePointer<CChar>?] = parameters.map { $0.map { strdup($0) } ?? nil }
+        defer { for copy in copies { free(copy) } }
+        let result: OpaquePointer? = copies.withUnsafeBufferPointer { buffer in
+            buffer.baseAddress!.withMemoryRebound(to: UnsafePointer<CChar>?.self, capacity: max(buffer.count, 1)) { values in
+                PQexecParams(handle, sql, Int32(parameters.count), nil, parameters.isEmpty ? nil : values, nil, nil, 0)
+            }
+        }
+        guard let result else {
+            throw PostgresError(sqlState: nil, message: Self.trimmed(PQerrorMessage(handle)))
+        }
+        switch PQresultStatus(result) {
+        case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY:
+            return PostgresRows(result)
+        default:
+            let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) }
+            let primary = PQresultErrorField(result, Int32(UInt8(ascii: "M"))).map { String(cString: $0) }
+            let message = primary ?? Self.trimmed(PQresultErrorMessage(result))
+            PQclear(result)
+            throw PostgresError(sqlState: state, message: message.isEmpty ? Self.trimmed(PQerrorMessage(handle)) : message)
+        }
+    }
+
+    /// Runs `body` in a transaction: committed if it returns, rolled back if it throws.
+    public func transaction<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
+        try execute("BEGIN")
+        do {
+            let value = try body(self)
+            try execute("COMMIT")
+            return value
+        } catch {
+            _ = try? execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    private static func trimmed(_ message: UnsafePointer<CChar>?) -> String {
+        guard let message else { return "" }
+        return String(cString: message).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+}
+
+/// Connections shared by a process's threads: `withConnection` lends one (opening it when none is
+/// free and fewer than `size` are open, waiting otherwise) and takes it back. A connection that
+/// failed is reset before it is lent again.
+public final class PostgresPool: @unchecked Sendable {
+    public let conninfo: String
+    public let size: Int
+    private let condition = NSCondition()
+    private var idle: [PostgresConnection] = []
+    private var open = 0
+
+    public init(_ conninfo: String, size: Int = 8) {
+        self.conninfo = conninfo
+        self.size = max(1, size)
+    }
+
+    public func withConnection<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
+        let connection = try take()
+        defer { give(connection) }
+        return try body(connection)
+    }
+
+    private func take() throws -> PostgresConnection {
+        condition.lock()
+        while idle.isEmpty && open >= size { condition.wait() }
+        if let connection = idle.popLast() {
+            condition.unlock()
+            if !connection.isHealthy { connection.reset() }
+            return connection
+        }
+        open += 1
+        condition.unlock()
+        do {
+            return try PostgresConnection(conninfo)
+        } catch {
+            condition.lock()
+            open -= 1
+            condition.signal()
+            condition.unlock()
+            throw error
+        }
+    }
+
+    private func give(_ connection: PostgresConnection) {
+        condition.lock()
+        idle.append(connection)
+        condition.signal()
+        condition.unlock()
+    }
+}

@@ -1,0 +1,174 @@
+import ChronicleCore
+import ChronicleStore
+import Foundation
+
+/// The server's order kept in one PostgreSQL database that several `chronicle serve` processes
+/// share (`Schemas/store/server-postgres-v1.md`).
+///
+/// PostgreSQL holds what decides: each library's log with its gap-free serverSeq, the answer
+/// every refused op got, and each device's last answered deviceSeq. A push takes its library's
+/// row lock, so pushes to one library are ordered across every process, and commits there
+/// first. Each process keeps a replica of the libraries it serves, a `ServerLibrary` file in
+/// its cache directory: the projection that verdicts and rules read, and the log that pulls
+/// read. A replica is disposable; a process catches it up from PostgreSQL before each push and
+/// pull, and makes it anew from the log where it is missing, damaged, or from another history.
+///
+/// ```swift
+/// let store = try PostgresServerStore(conninfo: "host=127.0.0.1 dbname=chronicle", cacheDirectory: "/var/cache/chronicle", schema: .readItLater)
+/// let library = try store.library(id)
+/// let response = try library.push(ops, from: device)
+/// ```
+public final class PostgresServerStore: Sendable {
+    /// v1: libraries, log, refused ops and devices.
+    public static let formatVersion: Int64 = 1
+    /// The key of the advisory lock that orders the setup of the tables between processes.
+    static let setupLockKey: Int64 = 0x4348_524F_4E49_434C   // "CHRONICL"
+
+    public let pool: PostgresPool
+    public let cacheDirectory: String
+    public let schema: Schema
+    let clock: any ChronicleClock
+    private let libraries = Locked<[UUID: PostgresLibrary]>([:])
+
+    /// Connects, makes the tables on first use (one process at a time), and refuses a database
+    /// written by a newer format.
+    public init(conninfo: String, cacheDirectory: String, schema: Schema, poolSize: Int = 8,
+                clock: any ChronicleClock = SystemClock()) throws {
+        self.pool = PostgresPool(conninfo, size: poolSize)
+        self.cacheDirectory = cacheDirectory
+        self.schema = schema
+        self.clock = clock
+        try FileManager.default.createDirectory(atPath: cacheDirectory, withIntermediateDirectories: true)
+        try pool.withConnection { pg in try Self.setUp(pg) }
+    }
+
+    static func setUp(_ pg: PostgresConnection) throws {
+        try pg.execute("SELECT pg_advisory_lock($1)", [String(setupLockKey)])
+        defer { _ = try? pg.execute("SELECT pg_advisory_unlock($1)", [String(setupLockKey)]) }
+        let exists = try pg.execute("SELECT to_regclass('chronicle_meta') IS NOT NULL").text(0, 0) == "t"
+        if !exists {
+            try pg.transaction { pg in
+                for statement in statements { try pg.execute(statement) }
+                try pg.execute("INSERT INTO chronicle_meta(key, value) VALUES ('format_version', $1), ('kind', 'chronicle-server')",
+                               [String(formatVersion)])
+            }
+            return
+        }
+        let rows = try pg.execute("SELECT value FROM chronicle_meta WHERE key = 'format_version'")
+        guard rows.count == 1, let format = Int64(try rows.string(0, 0)) else {
+            throw ChronicleError(.invariantViolated, "The PostgreSQL database has a chronicle_meta table without a format version; it was not made by Chronicle.")
+        }
+        if format > formatVersion {
+            throw ChronicleError(.futureStoreVersion, "The PostgreSQL database uses Chronicle's server format v\(format), but this build reads up to v\(formatVersion). Update Chronicle; nothing was changed.")
+        }
+    }
+
+    static let statements: [String] = [
+        "CREATE TABLE chronicle_meta (key text PRIMARY KEY, value text NOT NULL)",
+        """
+        CREATE TABLE chronicle_libraries (
+          library_id text PRIMARY KEY,
+          incarnation text NOT NULL,
+          schema_name text NOT NULL,
+          head bigint NOT NULL DEFAULT 0 CHECK (head >= 0),
+          head_time bigint NOT NULL DEFAULT 0,
+          generation bigint NOT NULL DEFAULT 0,
+          created_at bigint NOT NULL
+        )
+        """,
+        """
+        CREATE TABLE chronicle_log (
+          library_id text NOT NULL REFERENCES chronicle_libraries,
+          server_seq bigint NOT NULL CHECK (server_seq > 0),
+          op_id text NOT NULL,
+          device_id text NOT NULL,
+          device_seq bigint NOT NULL,
+          type text NOT NULL,
+          version integer NOT NULL,
+          entity_id text NOT NULL,
+          payload text NOT NULL,
+          device_time bigint NOT NULL,
+          base_seq bigint NOT NULL,
+          server_time bigint NOT NULL,
+          PRIMARY KEY (library_id, server_seq),
+          UNIQUE (library_id, op_id)
+        )
+        """,
+        """
+        CREATE TABLE chronicle_rejected_ops (
+          library_id text NOT NULL REFERENCES chronicle_libraries,
+          op_id text NOT NULL,
+          device_id text NOT NULL,
+          device_seq bigint NOT NULL,
+          type text NOT NULL,
+          entity_id text NOT NULL,
+          code text NOT NULL,
+          message text NOT NULL,
+          rejected_at bigint NOT NULL,
+          generation bigint NOT NULL,
+          PRIMARY KEY (library_id, op_id)
+        )
+        """,
+        "CREATE INDEX chronicle_rejected_ops_by_generation ON chronicle_rejected_ops(library_id, generation)",
+        """
+        CREATE TABLE chronicle_devices (
+          library_id text NOT NULL REFERENCES chronicle_libraries,
+          device_id text NOT NULL,
+          last_device_seq bigint NOT NULL,
+          generation bigint NOT NULL,
+          PRIMARY KEY (library_id, device_id)
+        )
+        """,
+        "CREATE INDEX chronicle_devices_by_generation ON chronicle_devices(library_id, generation)",
+        // Confirmed ops and answers are never changed; rows go only with their whole library, deleted
+        // by an operator's request (the transaction sets chronicle.deleting_library to its id).
+        """
+        CREATE FUNCTION chronicle_kept() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          IF TG_OP = 'DELETE' AND current_setting('chronicle.deleting_library', true) = OLD.library_id THEN
+            RETURN OLD;
+          END IF;
+          RAISE EXCEPTION '%: % is never changed', TG_TABLE_NAME, TG_ARGV[0] USING ERRCODE = 'restrict_violation';
+        END
+        $$
+        """,
+        "CREATE TRIGGER chronicle_log_kept BEFORE UPDATE OR DELETE ON chronicle_log FOR EACH ROW EXECUTE FUNCTION chronicle_kept('a confirmed op')",
+        "CREATE TRIGGER chronicle_rejected_ops_kept BEFORE UPDATE OR DELETE ON chronicle_rejected_ops FOR EACH ROW EXECUTE FUNCTION chronicle_kept('an answer')",
+        """
+        CREATE FUNCTION chronicle_devices_forward() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          IF NEW.last_device_seq < OLD.last_device_seq THEN
+            RAISE EXCEPTION 'chronicle_devices: a device sequence never moves backwards' USING ERRCODE = 'restrict_violation';
+          END IF;
+          RETURN NEW;
+        END
+        $$
+        """,
+        "CREATE TRIGGER chronicle_devices_forward BEFORE UPDATE ON chronicle_devices FOR EACH ROW EXECUTE FUNCTION chronicle_devices_forward()",
+    ]
+
+    /// The library `id`, made in PostgreSQL on first use, with this process's replica of it
+    /// (caught up on every push and pull). One object per library per store.
+    public func library(_ id: UUID) throws -> PostgresLibrary {
+        if let open = libraries.withLock({ $0[id] }) { return open }
+        let opened = try PostgresLibrary.open(id, store: self)
+        return libraries.withLock { open in
+            if let other = open[id] { return other }
+            open[id] = opened
+            return opened
+        }
+    }
+
+    /// The ids of every library in the database.
+    public func libraryIDs() throws -> [UUID] {
+        try pool.withConnection { pg in
+            let rows = try pg.execute("SELECT library_id FROM chronicle_libraries ORDER BY library_id")
+            return (0..<rows.count).compactMap { rows.text($0, 0).flatMap(UUID.init(text:)) }
+        }
+    }
+
+    /// Where this process keeps its replica of library `id`.
+    public func replicaPath(_ id: UUID) -> String {
+        (cacheDirectory as NSString).appendingPathComponent("\(id.lowercased).sqlite")
+    }
+}

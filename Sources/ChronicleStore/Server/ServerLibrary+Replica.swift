@@ -1,0 +1,95 @@
+import ChronicleCore
+import Foundation
+
+/// A library file kept as a replica of a library whose order lives in another database
+/// (`ChroniclePostgres`): the other database is written first, and this file follows it. Every
+/// push commits there before it commits here (`push(_:from:beforeCommit:)`), and what other
+/// servers wrote there comes here through `replicate`, in order. The file records how far it
+/// follows as the other database's generation (`replicaGeneration`).
+extension ServerLibrary {
+    /// The meta key holding the generation of the other database this file has caught up with.
+    public static let replicaGenerationKey = "replica_generation"
+
+    /// What one push wrote, in the order it wrote it.
+    public struct PushWrites: Sendable {
+        /// The ops accepted, with their serverSeq and serverTime, as logged.
+        public var accepted: [Op] = []
+        /// The ops refused, with the answer a repeat gets.
+        public var rejected: [RejectedOp] = []
+        /// The device's last answered deviceSeq, where the push moved it.
+        public var device: (id: String, lastDeviceSeq: Int64)?
+        /// The answer the push gives.
+        public var response = PushResponse(results: [], head: 0)
+
+        public init() {}
+    }
+
+    /// A refused op as the server keeps it (`chronicle_rejected_ops`): a repeat gets the same answer.
+    public struct RejectedOp: Sendable, Equatable {
+        public var opID: String
+        public var deviceID: String
+        public var deviceSeq: Int64
+        /// `type@version`.
+        public var type: String
+        public var entityID: String
+        public var code: String
+        public var message: String
+        public var rejectedAt: Int64
+
+        public init(opID: String, deviceID: String, deviceSeq: Int64, type: String, entityID: String, code: String,
+                    message: String, rejectedAt: Int64) {
+            self.opID = opID
+            self.deviceID = deviceID
+            self.deviceSeq = deviceSeq
+            self.type = type
+            self.entityID = entityID
+            self.code = code
+            self.message = message
+            self.rejectedAt = rejectedAt
+        }
+    }
+
+    /// The generation of the other database this file has caught up with (0: none yet).
+    public func replicaGeneration() throws -> Int64 {
+        try read { db in try DeviceStore.meta(Self.replicaGenerationKey, in: db).integerValue ?? 0 }
+    }
+
+    /// Appends what other servers wrote, in one transaction: confirmed ops (which must continue the
+    /// log: serverSeq = head + 1, + 2, …), folded into the projection as a push folds them; refused
+    /// ops; devices' last answered deviceSeq (which never moves back). Records `generation`, and
+    /// wakes whatever waits for a push.
+    public func replicate(ops: [Op], rejected: [RejectedOp], devices: [(id: String, lastDeviceSeq: Int64)],
+                          generation: Int64) throws {
+        let tailAfter: (seq: Int64, time: Int64)? = try writer.withLock { db in
+            try db.transaction { db in
+                var head = try Self.head(in: db)
+                let insert = try db.statement("INSERT INTO chronicle_log(\(DeviceStore.logColumns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)")
+                for op in ops {
+                    guard op.libraryID == libraryID, let seq = op.serverSeq, op.serverTime != nil, seq == head + 1 else {
+                        throw ChronicleError(.invariantViolated, "Library \(libraryID.lowercased): a replicated op must continue the log at seq \(head + 1); got \(op.serverSeq.map(String.init) ?? "none").")
+                    }
+                    try insert.execute(DeviceStore.logArguments(op))
+                    try DeviceStore.materialize(op, materializer, in: db)
+                    head = seq
+                }
+                for row in rejected {
+                    if try db.scalarInt("SELECT 1 FROM chronicle_rejected_ops WHERE op_id = ?1", [.text(row.opID)]) == nil {
+                        try Self.insertRejected(row, in: db)
+                    }
+                }
+                for device in devices {
+                    try db.execute("""
+                        INSERT INTO chronicle_devices(device_id, last_device_seq) VALUES (?1, ?2)
+                        ON CONFLICT(device_id) DO UPDATE SET last_device_seq = max(last_device_seq, excluded.last_device_seq)
+                        """, [.text(device.id), .integer(device.lastDeviceSeq)])
+                }
+                try DeviceStore.setMeta(Self.replicaGenerationKey, .integer(generation), in: db)
+                return ops.last.map { ($0.serverSeq!, $0.serverTime!) }
+            }
+        }
+        if let tailAfter {
+            tail.withLock { if tailAfter.seq > $0.seq { $0 = tailAfter } }
+        }
+        pushes.advance()
+    }
+}

@@ -1,0 +1,210 @@
+import ChronicleCore
+import ChroniclePostgres
+import ChronicleStore
+import Foundation
+import Testing
+
+/// The server's order kept in a real PostgreSQL server (started by the test script), shared by
+/// several server processes, each with its replica.
+@Suite("PostgreSQL server store", .serialized)
+struct PostgresLibraryTests {
+    @Test func pushesGetTheAnswersAServerWithItsOwnFileGives() throws {
+        let database = try TestDatabase()
+        let library = UUID()
+        let clock = ManualClock()
+        let server = try database.server("a", clock: clock)
+        let shared = try server.library(library)
+        let own = try ServerLibrary.openOrCreate(at: database.directory + "/own.sqlite", libraryID: library, schema: .readItLater, clock: clock)
+
+        let a = try Writer(library: library, in: database.directory, seed: 1)
+        let b = try Writer(library: library, in: database.directory, seed: 2)
+        var batches: [(UUID, [Op])] = [(a.deviceID, try a.write(40)), (b.deviceID, try b.write(25, salt: 1)), (a.deviceID, try a.write(13, salt: 2))]
+        // A repeat of a batch already answered, and a refused op with one accepted behind it.
+        batches.append(batches[1])
+        let more = try b.write(1, salt: 3)
+        var refused = b.orphan(after: more[0], id: UUID())
+        refused.deviceSeq = more[0].deviceSeq
+        var behind = more[0]
+        behind.deviceSeq += 1
+        batches.append((b.deviceID, [refused, behind]))
+
+        for (device, ops) in batches {
+            let expected = try own.push(ops, from: device)
+            let got = try shared.push(ops, from: device)
+            #expect(got == expected)
+        }
+        let answers = try shared.push(batches[4].1, from: b.deviceID).results.map(\.outcome)
+        guard case .rejected(let code, _) = answers[0], case .duplicate = answers[1] else {
+            Issue.record("a repeat of the refused op and the one behind it: \(answers)")
+            return
+        }
+        #expect(code == "unknown_entity" || !code.isEmpty)
+        #expect(try shared.replica.digest() == (try own.digest()))
+        #expect(try shared.head() == own.head)
+
+        // What PostgreSQL holds is the log, op for op.
+        let pg = try database.connection()
+        let rows = try pg.execute("SELECT server_seq, op_id FROM chronicle_log WHERE library_id = $1 ORDER BY server_seq", [library.lowercased])
+        let ops = try own.allOps()
+        #expect(rows.count == ops.count)
+        for (index, op) in ops.enumerated() {
+            #expect(try rows.int(index, 0) == op.serverSeq! && rows.text(index, 1) == op.opID.lowercased)
+        }
+        #expect(try pg.execute("SELECT count(*) FROM chronicle_rejected_ops").int(0, 0) == 1)
+    }
+
+    @Test func twoServersSharingTheDatabaseGiveOneOrderWithoutGaps() throws {
+        let database = try TestDatabase()
+        let library = UUID()
+        let servers = [try database.server("a"), try database.server("b")]
+        let writers = try (0..<6).map { try Writer(library: library, in: database.directory, seed: UInt64(10 + $0)) }
+        let batches = try writers.map { writer in try (0..<5).map { round in try writer.write(20, salt: round) } }
+        let devices = writers.map(\.deviceID)
+        let answers = Locked<[UUID: [PushResult]]>([:])
+        let failures = Locked<[String]>([])
+        // Each device pushes its batches in order, alternating servers; devices run at once.
+        DispatchQueue.concurrentPerform(iterations: devices.count) { index in
+            do {
+                for (round, batch) in batches[index].enumerated() {
+                    let library = try servers[(index + round) % 2].library(library)
+                    let response = try library.push(batch, from: devices[index])
+                    answers.withLock { $0[devices[index], default: []] += response.results }
+                }
+            } catch {
+                failures.withLock { $0.append("device \(index): \(error)") }
+            }
+        }
+        #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 })")
+        let total = writers.count * 5 * 20
+        var seqs: [Int64] = []
+        for results in answers.withLock({ $0 }).values {
+            for result in results {
+                guard case .accepted(let seq) = result.outcome else { Issue.record("not accepted: \(result)"); continue }
+                seqs.append(seq)
+            }
+        }
+        #expect(seqs.sorted() == (1...Int64(total)).map { $0 }, "every op accepted once, under one gap-free order")
+
+        // Both replicas, caught up, hold the same log and state.
+        let first = try servers[0].library(library), second = try servers[1].library(library)
+        try first.catchUp()
+        try second.catchUp()
+        let log = try first.replica.allOps()
+        #expect(log.count == total)
+        #expect(log.map(\.opID) == (try second.replica.allOps()).map(\.opID))
+        #expect(try first.replica.digest() == (try second.replica.digest()))
+        for writer in writers {
+            let own = log.filter { $0.deviceID == writer.deviceID }.map(\.deviceSeq)
+            #expect(own == own.sorted(), "a device's ops in the order it wrote them")
+        }
+
+        // A repeat through the other server is answered with the original serverSeqs, and nothing is added.
+        let repeated = try servers[1].library(library).push(batches[0][0], from: writers[0].deviceID)
+        let original = answers.withLock { $0[writers[0].deviceID]! }.prefix(20)
+        #expect(repeated.results.map(\.outcome) == original.map {
+            guard case .accepted(let seq) = $0.outcome else { return $0.outcome }
+            return .duplicate(serverSeq: seq)
+        })
+        #expect(try first.head() == Int64(total))
+    }
+
+    @Test func aRefusalIsRepeatedByTheOtherServer() throws {
+        let database = try TestDatabase()
+        let library = UUID()
+        let (a, b) = (try database.server("a"), try database.server("b"))
+        let writer = try Writer(library: library, in: database.directory, seed: 3)
+        let ops = try writer.write(3)
+        let orphan = writer.orphan(after: ops[2], id: UUID())
+        let first = try a.library(library).push(ops + [orphan], from: writer.deviceID)
+        guard case .rejected(let code, let message) = first.results[3].outcome else {
+            Issue.record("the orphan was not refused: \(first.results[3])")
+            return
+        }
+        let again = try b.library(library).push([orphan], from: writer.deviceID)
+        #expect(again.results.map(\.outcome) == [.rejected(code: code, message: message)])
+        // The other server's replica learned the device's sequence: a new op under a number already
+        // answered is refused whole there too.
+        var reused = ops[2]
+        reused.opID = UUID()
+        #expect(throws: ProtocolError.self) { try b.library(library).push([reused], from: writer.deviceID) }
+    }
+
+    @Test func aReplicaIsMadeAnewFromTheLogWhenMissingOrFromAnotherHistory() throws {
+        let database = try TestDatabase()
+        let library = UUID()
+        let writer = try Writer(library: library, in: database.directory, seed: 4)
+        var digest = ""
+        do {
+            let server = try database.server("a")
+            _ = try server.library(library).push(try writer.write(30), from: writer.deviceID)
+            digest = try server.library(library).replica.digest()
+        }
+        // A new process with the same directory reuses its replica; one with none makes it from the log.
+        let again = try database.server("a").library(library)
+        #expect(try again.replica.digest() == digest && again.replica.head == 30)
+        let fresh = try database.server("c").library(library)
+        #expect(try fresh.replica.digest() == digest && fresh.replica.head == 30)
+
+        // A replica from another history (here: another library's file under this one's name, ahead of
+        // PostgreSQL) is not trusted: it is made anew.
+        let other = try TestDatabase()
+        let elsewhere = try other.server("x").library(library)
+        let stranger = try Writer(library: library, in: other.directory, seed: 40)
+        _ = try elsewhere.push(try stranger.write(50, salt: 9), from: stranger.deviceID)
+        try FileManager.default.createDirectory(atPath: database.directory + "/d", withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: elsewhere.replica.path, toPath: database.directory + "/d/\(library.lowercased).sqlite")
+        let remade = try database.server("d").library(library)
+        #expect(remade.replica.head == 30)
+        #expect(try remade.replica.digest() == digest)
+        #expect(remade.incarnation == again.incarnation)
+    }
+
+    @Test func aServerThatLostItsConnectionAnswers503AndThenRecovers() throws {
+        let database = try TestDatabase()
+        let library = UUID()
+        let server = try database.server("a")
+        let shared = try server.library(library)
+        let writer = try Writer(library: library, in: database.directory, seed: 5)
+        _ = try shared.push(try writer.write(4), from: writer.deviceID)
+        // Every connection the server holds is ended from outside, as a restart of PostgreSQL would.
+        let admin = try database.connection()
+        try admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        let batch = try writer.write(4, salt: 1)
+        do {
+            _ = try shared.push(batch, from: writer.deviceID)
+            Issue.record("a push over a lost connection was answered")
+        } catch {
+            #expect(error.status == 503 && error.code == PostgresLibrary.unavailableCode, "\(error)")
+            #expect(error.retryAfterSeconds != nil)
+        }
+        #expect(try admin.execute("SELECT count(*) FROM chronicle_log").int(0, 0) == 4, "nothing was written")
+        let response = try shared.push(batch, from: writer.deviceID)
+        #expect(response.results.allSatisfy { if case .accepted = $0.outcome { true } else { false } })
+        #expect(response.head == 8)
+    }
+
+    @Test func aDatabaseOfANewerFormatIsRefusedUntouched() throws {
+        let database = try TestDatabase()
+        _ = try database.server("a")
+        let pg = try database.connection()
+        try pg.execute("UPDATE chronicle_meta SET value = '99' WHERE key = 'format_version'")
+        #expect {
+            _ = try database.server("b")
+        } throws: { error in
+            (error as? ChronicleError)?.code == .futureStoreVersion
+        }
+        #expect(try pg.execute("SELECT value FROM chronicle_meta WHERE key = 'format_version'").text(0, 0) == "99")
+    }
+
+    @Test func confirmedOpsCannotBeChangedInPostgreSQL() throws {
+        let database = try TestDatabase()
+        let library = UUID()
+        let shared = try database.server("a").library(library)
+        let writer = try Writer(library: library, in: database.directory, seed: 6)
+        _ = try shared.push(try writer.write(2), from: writer.deviceID)
+        let pg = try database.connection()
+        #expect(throws: PostgresError.self) { try pg.execute("UPDATE chronicle_log SET payload = '{}'") }
+        #expect(throws: PostgresError.self) { try pg.execute("DELETE FROM chronicle_log") }
+        #expect(try pg.execute("SELECT count(*) FROM chronicle_log").int(0, 0) == 2)
+    }
+}
