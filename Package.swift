@@ -64,7 +64,8 @@ let package = Package(
                     swiftSettings: strict),
         .testTarget(name: "ChronicleSyncTests", dependencies: ["ChronicleSync", "ChronicleServer"],
                     swiftSettings: strict),
-        .testTarget(name: "ChroniclePostgresTests", dependencies: ["ChroniclePostgres"], swiftSettings: strict),
+        .testTarget(name: "ChroniclePostgresTests", dependencies: ["ChroniclePostgres", "ChronicleServer", "ChronicleSync"],
+                    swiftSettings: strict),
         .testTarget(name: "ChronicleSimulationTests", dependencies: ["ChronicleTesting"], swiftSettings: strict),
         .testTarget(name: "ChronicleToolTests", dependencies: ["ChronicleStore", "chronicle"], swiftSettings: strict),
     ]

@@ -131,6 +131,32 @@ public final class PostgresConnection {
         }
     }
 
+    /// Waits up to `milliseconds` for notifications on the channels this connection `LISTEN`s to,
+    /// and returns their payloads (empty when none came); throws once the connection is lost.
+    public func notifications(waitingMilliseconds milliseconds: Int32) throws(PostgresError) -> [String] {
+        var found = takeNotifications()
+        guard found.isEmpty else { return found }
+        var poller = pollfd(fd: PQsocket(handle), events: Int16(POLLIN), revents: 0)
+        guard poller.fd >= 0 else { throw PostgresError(sqlState: nil, message: "the connection has no socket") }
+        let ready = poll(&poller, 1, milliseconds)
+        if ready < 0 && errno != EINTR { throw PostgresError(sqlState: nil, message: "poll: \(String(cString: strerror(errno)))") }
+        guard ready > 0 else { return [] }
+        guard PQconsumeInput(handle) == 1 else {
+            throw PostgresError(sqlState: nil, message: Self.trimmed(PQerrorMessage(handle)))
+        }
+        found = takeNotifications()
+        return found
+    }
+
+    private func takeNotifications() -> [String] {
+        var payloads: [String] = []
+        while let notification = PQnotifies(handle) {
+            payloads.append(String(cString: notification.pointee.extra))
+            PQfreemem(notification)
+        }
+        return payloads
+    }
+
     private static func trimmed(_ message: UnsafePointer<CChar>?) -> String {
         guard let message else { return "" }
         return String(cString: message).trimmingCharacters(in: .whitespacesAndNewlines)

@@ -2,24 +2,22 @@ import ChronicleCore
 import ChronicleStore
 import Foundation
 
-/// One library whose order lives in PostgreSQL, served by this process through its replica
-/// (see `PostgresServerStore`).
+/// One library whose order lives in PostgreSQL: the upstream its replica in this process
+/// follows (see `PostgresServerStore`).
 ///
-/// A push locks the library's row in PostgreSQL (`FOR UPDATE`), catches the replica up with
-/// what other processes committed, answers the batch on the replica exactly as a server with
-/// its own file does, writes what it decided to PostgreSQL and commits there, and only then
-/// commits the replica. A process that dies between the two commits leaves a replica behind
-/// PostgreSQL, never ahead: the next push or pull catches it up.
-public final class PostgresLibrary: Sendable {
+/// A write (a push, a server op) locks the library's row in PostgreSQL (`FOR UPDATE`), catches
+/// the replica up with what other processes committed, runs on the replica exactly as on a
+/// server with its own file, writes what it decided to PostgreSQL and commits there, and only
+/// then commits the replica. A process that dies between the two commits leaves a replica
+/// behind PostgreSQL, never ahead: the next write or read catches it up.
+public final class PostgresLibrary: LibraryUpstream {
     public let libraryID: UUID
-    /// This process's copy: the log pulls read and the projection verdicts read.
-    public let replica: ServerLibrary
     let pool: PostgresPool
-    /// Orders this process's catch-ups and pushes on the replica.
+    /// Orders this process's catch-ups and writes on the replica.
     private let writing = Locked<Void>(())
 
     /// What PostgreSQL holds for the library: its head, and a generation that moves with every
-    /// push that wrote something.
+    /// write.
     struct State {
         var head: Int64
         var headTime: Int64
@@ -27,51 +25,27 @@ public final class PostgresLibrary: Sendable {
         var incarnation: UUID
     }
 
-    /// Answered by every process alike: PostgreSQL's, which each replica takes when it is made.
-    public var incarnation: UUID { replica.incarnation }
-
-    private init(libraryID: UUID, replica: ServerLibrary, pool: PostgresPool) {
+    init(libraryID: UUID, pool: PostgresPool) {
         self.libraryID = libraryID
-        self.replica = replica
         self.pool = pool
     }
 
-    static func open(_ id: UUID, store: PostgresServerStore) throws -> PostgresLibrary {
-        let key = id.lowercased
-        let (state, opAtReplicaHead): (State, (Int64) throws -> String?) = try store.pool.withConnection { pg in
+    /// Makes the library's row if there is none; returns what PostgreSQL holds.
+    func create(schema: Schema, now: Int64) throws -> State {
+        try pool.withConnection { pg in
             try pg.execute("""
                 INSERT INTO chronicle_libraries(library_id, incarnation, schema_name, created_at) VALUES ($1, $2, $3, $4)
                 ON CONFLICT (library_id) DO NOTHING
-                """, [key, UUID().lowercased, store.schema.name, String(store.clock.nowMilliseconds())])
-            let state = try readState(id, pg, forUpdate: false)
-            let pool = store.pool
-            return (state, { seq in
-                try pool.withConnection { pg in
-                    try pg.execute("SELECT op_id FROM chronicle_log WHERE library_id = $1 AND server_seq = $2", [key, String(seq)]).text(0, 0)
-                }
-            })
+                """, [libraryID.lowercased, UUID().lowercased, schema.name, String(now)])
+            return try Self.readState(libraryID, pg, forUpdate: false)
         }
-        let path = store.replicaPath(id)
-        func make() throws -> ServerLibrary {
-            try ServerLibrary.openOrCreate(at: path, libraryID: id, schema: store.schema, clock: store.clock, incarnation: state.incarnation)
+    }
+
+    /// The op id PostgreSQL holds at `seq`.
+    func opID(at seq: Int64) throws -> String? {
+        try pool.withConnection { pg in
+            try pg.execute("SELECT op_id FROM chronicle_log WHERE library_id = $1 AND server_seq = $2", [libraryID.lowercased, String(seq)]).text(0, 0)
         }
-        // A replica of another history (another database, or this one restored from a backup) is
-        // made anew; so is one that cannot be read.
-        var replica = try? make()
-        if let existing = replica {
-            let head = existing.head
-            let same = existing.incarnation == state.incarnation && head <= state.head
-                && (try? existing.replicaGeneration()).map { $0 <= state.generation } == true
-                && (head == 0 || (try? existing.pull(after: head - 1, limit: 1).ops.first?.opID.lowercased) == (try? opAtReplicaHead(head)))
-            if !same { replica = nil }
-        }
-        if replica == nil {
-            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
-            replica = try make()
-        }
-        let library = PostgresLibrary(libraryID: id, replica: replica!, pool: store.pool)
-        try library.catchUp()
-        return library
     }
 
     static func readState(_ id: UUID, _ pg: PostgresConnection, forUpdate: Bool) throws -> State {
@@ -88,19 +62,19 @@ public final class PostgresLibrary: Sendable {
 
     // MARK: - Catching up
 
-    /// Brings the replica up to what PostgreSQL holds now.
-    public func catchUp() throws {
+    /// Brings `replica` up to what PostgreSQL holds now.
+    public func catchUp(_ replica: ServerLibrary) throws {
         try writing.withLock { _ in
-            try pool.withConnection { pg in try catchUp(to: try Self.readState(libraryID, pg, forUpdate: false), pg) }
+            try pool.withConnection { pg in try catchUp(replica, to: try Self.readState(libraryID, pg, forUpdate: false), pg) }
         }
     }
 
     /// Ops are read by seq after the replica's head; refused ops and devices by the generation
     /// that wrote them, after the one the replica records.
-    private func catchUp(to state: State, _ pg: PostgresConnection) throws {
+    private func catchUp(_ replica: ServerLibrary, to state: State, _ pg: PostgresConnection) throws {
         let known = try replica.replicaGeneration()
         if known == state.generation { return }
-        var head = replica.head
+        var head = replica.localHead
         guard known < state.generation, head <= state.head else {
             throw ChronicleError(.invariantViolated, "This server's replica of library \(libraryID.lowercased) is ahead of PostgreSQL (seq \(head), generation \(known); PostgreSQL: seq \(state.head), generation \(state.generation)). Restart the server to make the replica anew.")
         }
@@ -116,15 +90,16 @@ public final class PostgresLibrary: Sendable {
             let ops = try (0..<rows.count).map { try op(rows, $0) }
             head = ops.last!.serverSeq!
             if head < state.head { try replica.replicate(ops: ops, rejected: [], devices: [], generation: known) }
-            else { try replicateRest(ops, after: known, upTo: state.generation, pg) }
+            else { try replicateRest(ops, into: replica, after: known, upTo: state.generation, pg) }
         }
-        if replica.head == state.head, try replica.replicaGeneration() != state.generation {
-            try replicateRest([], after: known, upTo: state.generation, pg)
+        if replica.localHead == state.head, try replica.replicaGeneration() != state.generation {
+            try replicateRest([], into: replica, after: known, upTo: state.generation, pg)
         }
     }
 
     /// The last batch of a catch-up: its ops with the refused ops and devices of the generations caught up.
-    private func replicateRest(_ ops: [Op], after known: Int64, upTo generation: Int64, _ pg: PostgresConnection) throws {
+    private func replicateRest(_ ops: [Op], into replica: ServerLibrary, after known: Int64, upTo generation: Int64,
+                               _ pg: PostgresConnection) throws {
         let key = libraryID.lowercased
         let bounds = [key, String(known), String(generation)]
         let refusedRows = try pg.execute("""
@@ -160,55 +135,61 @@ public final class PostgresLibrary: Sendable {
                   baseSeq: try rows.int(row, 9), serverSeq: try rows.int(row, 0), serverTime: try rows.int(row, 10))
     }
 
-    // MARK: - Push, pull, verdicts
+    // MARK: - Writes
 
-    /// Orders a device's batch, with the same answers and refusals as `ServerLibrary.push`, across
-    /// every process sharing the database. PostgreSQL unreachable is a 503 with a Retry-After:
-    /// nothing was written, and the device sends the batch again.
-    public func push(_ ops: [Op], from device: UUID) throws(ProtocolError) -> PushResponse {
+    /// The code of a request refused because PostgreSQL could not be reached.
+    public static let unavailableCode = "server_store_unavailable"
+
+    /// The channel each committed write is announced on (`NOTIFY`, with the library's id), so the
+    /// other processes answer their parked pulls.
+    public static let channel = "chronicle_pushes"
+
+    /// Orders one write (see `LibraryUpstream`), with the same answers and refusals as a server with
+    /// its own file, across every process sharing the database. Serialization failures and
+    /// deadlocks are tried again; PostgreSQL unreachable is a 503 with a Retry-After, and nothing
+    /// was written.
+    public func order(_ replica: ServerLibrary, _ write: ((ServerLibrary.PushWrites) throws -> Int64?) throws -> Void) throws
+        -> ServerLibrary.PushWrites {
         do {
             return try writing.withLock { _ in
                 try pool.withConnection { pg in
                     var attempt = 0
                     while true {
                         do {
-                            return try pushOnce(ops, from: device, pg)
+                            return try orderOnce(replica, write, pg)
                         } catch let error as PostgresError where error.isRetryable && attempt < 3 {
                             attempt += 1
                         }
                     }
                 }
             }
-        } catch let error as ProtocolError {
-            throw error
         } catch let error as PostgresError where error.isConnectionFailure {
             throw ProtocolError(503, Self.unavailableCode, "The server cannot reach its database (\(error.message)); nothing was written. Try again shortly.",
                                 retryAfterSeconds: 2)
-        } catch {
-            throw ProtocolError.serverStore("The server could not write the batch", library: libraryID, error)
         }
     }
 
-    /// The code of a request refused because PostgreSQL could not be reached.
-    public static let unavailableCode = "server_store_unavailable"
-
-    private func pushOnce(_ ops: [Op], from device: UUID, _ pg: PostgresConnection) throws -> PushResponse {
+    private func orderOnce(_ replica: ServerLibrary, _ write: ((ServerLibrary.PushWrites) throws -> Int64?) throws -> Void,
+                           _ pg: PostgresConnection) throws -> ServerLibrary.PushWrites {
         try pg.execute("BEGIN")
         var open = true
         defer { if open { _ = try? pg.execute("ROLLBACK") } }
         let state = try Self.readState(libraryID, pg, forUpdate: true)
-        try catchUp(to: state, pg)
+        try catchUp(replica, to: state, pg)
         var failure: (any Error)?
-        var committed: PushResponse?
+        var committed: ServerLibrary.PushWrites?
         do {
-            return try replica.push(ops, from: device) { writes in
+            try write { writes in
                 do {
                     let wrote = !writes.accepted.isEmpty || !writes.rejected.isEmpty || writes.device != nil
                     let generation = wrote ? state.generation + 1 : state.generation
-                    if wrote { try self.write(writes, generation: generation, over: state, pg) }
+                    if wrote {
+                        try self.write(writes, generation: generation, over: state, pg)
+                        try pg.execute("SELECT pg_notify($1, $2)", [Self.channel, self.libraryID.lowercased])
+                    }
                     try pg.execute("COMMIT")
                     open = false
-                    committed = writes.response
+                    committed = writes
                     return generation
                 } catch {
                     failure = error
@@ -216,10 +197,14 @@ public final class PostgresLibrary: Sendable {
                 }
             }
         } catch {
-            // PostgreSQL has the batch, and the replica will catch up on it: the answer stands.
+            // PostgreSQL has the write, and the replica catches up on it: it stands.
             if let committed { return committed }
             throw failure ?? error
         }
+        guard let committed else {
+            throw ChronicleError(.invariantViolated, "A write to library \(libraryID.lowercased) ended without committing.")
+        }
+        return committed
     }
 
     private func write(_ writes: ServerLibrary.PushWrites, generation: Int64, over state: State, _ pg: PostgresConnection) throws {
@@ -260,24 +245,6 @@ public final class PostgresLibrary: Sendable {
         guard moved.affected == 1 else {
             throw ChronicleError(.invariantViolated, "Library \(key) moved in PostgreSQL while its row was locked.")
         }
-    }
-
-    /// Confirmed ops after `cursor`, as `ServerLibrary.pull` gives them, after catching up.
-    public func pull(after cursor: Int64, limit: Int, alignToSegments: Bool = false) throws
-        -> (ops: [Op], head: Int64, encoded: SegmentBytes?, afterOpID: UUID?) {
-        try catchUp()
-        return try replica.pull(after: cursor, limit: limit, alignToSegments: alignToSegments)
-    }
-
-    /// The server's state of one entity, after catching up.
-    public func verdict(_ entity: UUID) throws -> Verdict {
-        try catchUp()
-        return try replica.verdict(entity)
-    }
-
-    /// PostgreSQL's head for the library.
-    public func head() throws -> Int64 {
-        try pool.withConnection { pg in try Self.readState(libraryID, pg, forUpdate: false).head }
     }
 }
 

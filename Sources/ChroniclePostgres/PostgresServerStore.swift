@@ -18,7 +18,7 @@ import Foundation
 /// let library = try store.library(id)
 /// let response = try library.push(ops, from: device)
 /// ```
-public final class PostgresServerStore: Sendable {
+public final class PostgresServerStore: SharedLibraryStore {
     /// v1: libraries, log, refused ops and devices.
     public static let formatVersion: Int64 = 1
     /// The key of the advisory lock that orders the setup of the tables between processes.
@@ -28,7 +28,9 @@ public final class PostgresServerStore: Sendable {
     public let cacheDirectory: String
     public let schema: Schema
     let clock: any ChronicleClock
-    private let libraries = Locked<[UUID: PostgresLibrary]>([:])
+    private let listener = Locked<PostgresListener?>(nil)
+    /// Each library's upstream, made once: it orders this process's writes to the library.
+    private let upstreams = Locked<[UUID: PostgresLibrary]>([:])
 
     /// Connects, makes the tables on first use (one process at a time), and refuses a database
     /// written by a newer format.
@@ -147,16 +149,94 @@ public final class PostgresServerStore: Sendable {
         "CREATE TRIGGER chronicle_devices_forward BEFORE UPDATE ON chronicle_devices FOR EACH ROW EXECUTE FUNCTION chronicle_devices_forward()",
     ]
 
-    /// The library `id`, made in PostgreSQL on first use, with this process's replica of it
-    /// (caught up on every push and pull). One object per library per store.
-    public func library(_ id: UUID) throws -> PostgresLibrary {
-        if let open = libraries.withLock({ $0[id] }) { return open }
-        let opened = try PostgresLibrary.open(id, store: self)
-        return libraries.withLock { open in
-            if let other = open[id] { return other }
-            open[id] = opened
-            return opened
+    /// This process's replica of library `id` (made in PostgreSQL on first use), following it:
+    /// pushes and server ops are ordered in PostgreSQL, reads catch up first. Keep one open per
+    /// library at a time (`SyncService` does); `schema` nil: the store's.
+    ///
+    /// A replica of another history (another database, or this one restored from a backup) is
+    /// made anew from the log; so is one that cannot be read.
+    public func library(_ id: UUID, schema: Schema? = nil, caps: [FreeTierCap]? = nil) throws -> ServerLibrary {
+        let schema = schema ?? self.schema
+        let upstream = upstreams.withLock { open in
+            if let known = open[id] { return known }
+            let made = PostgresLibrary(libraryID: id, pool: pool)
+            open[id] = made
+            return made
         }
+        let state = try upstream.create(schema: schema, now: clock.nowMilliseconds())
+        let path = replicaPath(id)
+        func make() throws -> ServerLibrary {
+            try ServerLibrary.openOrCreate(at: path, libraryID: id, schema: schema, clock: clock, caps: caps, incarnation: state.incarnation)
+        }
+        var replica = try? make()
+        if let existing = replica {
+            let head = existing.localHead
+            let same = existing.incarnation == state.incarnation && head <= state.head
+                && (try? existing.replicaGeneration()).map { $0 <= state.generation } == true
+                && (head == 0 || (try? existing.pull(after: head - 1, limit: 1).ops.first?.opID.lowercased) == (try? upstream.opID(at: head)))
+            if !same { replica = nil }
+        }
+        if replica == nil {
+            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+            replica = try make()
+        }
+        replica!.follow(upstream)
+        try replica!.catchUp()
+        return replica!
+    }
+
+    /// The server and database, from the connection string (its password left out).
+    public var label: String {
+        let kept = pool.conninfo.split(separator: " ").filter { !$0.hasPrefix("password=") }.joined(separator: " ")
+        return "PostgreSQL " + kept.replacingOccurrences(of: #"://([^:@/]*):[^@/]*@"#, with: "://$1@", options: .regularExpression)
+    }
+
+    /// Deletes library `id`: its log, refused ops and devices in PostgreSQL (one transaction), then
+    /// this process's replica. Other processes' replicas answer `unknown_library` from then on.
+    public func deleteLibrary(_ id: UUID) throws -> Bool {
+        let key = id.lowercased
+        let existed = try pool.withConnection { pg in
+            try pg.transaction { pg in
+                try pg.execute("SELECT set_config('chronicle.deleting_library', $1, true)", [key])
+                for table in ["chronicle_log", "chronicle_rejected_ops", "chronicle_devices"] {
+                    try pg.execute("DELETE FROM \(table) WHERE library_id = $1", [key])
+                }
+                return try pg.execute("DELETE FROM chronicle_libraries WHERE library_id = $1", [key]).affected > 0
+            }
+        }
+        upstreams.withLock { _ = $0.removeValue(forKey: id) }
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: replicaPath(id) + suffix) }
+        return existed
+    }
+
+    /// Listens for other processes' writes (`NOTIFY` on `PostgresLibrary.channel`) on a connection
+    /// and thread of its own.
+    public func watch(_ changed: @escaping @Sendable (UUID?) -> Void) {
+        let made = PostgresListener(conninfo: pool.conninfo, channel: PostgresLibrary.channel) { payload in
+            if let payload {
+                if let id = UUID(text: payload) { changed(id) }
+            } else {
+                changed(nil)
+            }
+        }
+        let previous = listener.withLock { current -> PostgresListener? in
+            defer { current = made }
+            return current
+        }
+        previous?.stop()
+        made.start()
+    }
+
+    public func stopWatching() {
+        listener.withLock { current -> PostgresListener? in
+            defer { current = nil }
+            return current
+        }?.stop()
+    }
+
+    /// PostgreSQL's head for library `id`.
+    public func head(_ id: UUID) throws -> Int64 {
+        try pool.withConnection { pg in try PostgresLibrary.readState(id, pg, forUpdate: false).head }
     }
 
     /// The ids of every library in the database.

@@ -39,8 +39,8 @@ struct PostgresLibraryTests {
             return
         }
         #expect(code == "unknown_entity" || !code.isEmpty)
-        #expect(try shared.replica.digest() == (try own.digest()))
-        #expect(try shared.head() == own.head)
+        #expect(try shared.digest() == (try own.digest()))
+        #expect(try server.head(library) == own.head)
 
         // What PostgreSQL holds is the log, op for op.
         let pg = try database.connection()
@@ -63,10 +63,12 @@ struct PostgresLibraryTests {
         let answers = Locked<[UUID: [PushResult]]>([:])
         let failures = Locked<[String]>([])
         // Each device pushes its batches in order, alternating servers; devices run at once.
+        // One replica per server, as a server keeps it.
+        let replicas = try servers.map { try $0.library(library) }
         DispatchQueue.concurrentPerform(iterations: devices.count) { index in
             do {
                 for (round, batch) in batches[index].enumerated() {
-                    let library = try servers[(index + round) % 2].library(library)
+                    let library = replicas[(index + round) % 2]
                     let response = try library.push(batch, from: devices[index])
                     answers.withLock { $0[devices[index], default: []] += response.results }
                 }
@@ -86,26 +88,26 @@ struct PostgresLibraryTests {
         #expect(seqs.sorted() == (1...Int64(total)).map { $0 }, "every op accepted once, under one gap-free order")
 
         // Both replicas, caught up, hold the same log and state.
-        let first = try servers[0].library(library), second = try servers[1].library(library)
+        let (first, second) = (replicas[0], replicas[1])
         try first.catchUp()
         try second.catchUp()
-        let log = try first.replica.allOps()
+        let log = try first.allOps()
         #expect(log.count == total)
-        #expect(log.map(\.opID) == (try second.replica.allOps()).map(\.opID))
-        #expect(try first.replica.digest() == (try second.replica.digest()))
+        #expect(log.map(\.opID) == (try second.allOps()).map(\.opID))
+        #expect(try first.digest() == (try second.digest()))
         for writer in writers {
             let own = log.filter { $0.deviceID == writer.deviceID }.map(\.deviceSeq)
             #expect(own == own.sorted(), "a device's ops in the order it wrote them")
         }
 
         // A repeat through the other server is answered with the original serverSeqs, and nothing is added.
-        let repeated = try servers[1].library(library).push(batches[0][0], from: writers[0].deviceID)
+        let repeated = try second.push(batches[0][0], from: writers[0].deviceID)
         let original = answers.withLock { $0[writers[0].deviceID]! }.prefix(20)
         #expect(repeated.results.map(\.outcome) == original.map {
             guard case .accepted(let seq) = $0.outcome else { return $0.outcome }
             return .duplicate(serverSeq: seq)
         })
-        #expect(try first.head() == Int64(total))
+        #expect(try servers[0].head(library) == Int64(total))
     }
 
     @Test func aRefusalIsRepeatedByTheOtherServer() throws {
@@ -115,18 +117,19 @@ struct PostgresLibraryTests {
         let writer = try Writer(library: library, in: database.directory, seed: 3)
         let ops = try writer.write(3)
         let orphan = writer.orphan(after: ops[2], id: UUID())
+        let onB = try b.library(library)
         let first = try a.library(library).push(ops + [orphan], from: writer.deviceID)
         guard case .rejected(let code, let message) = first.results[3].outcome else {
             Issue.record("the orphan was not refused: \(first.results[3])")
             return
         }
-        let again = try b.library(library).push([orphan], from: writer.deviceID)
+        let again = try onB.push([orphan], from: writer.deviceID)
         #expect(again.results.map(\.outcome) == [.rejected(code: code, message: message)])
         // The other server's replica learned the device's sequence: a new op under a number already
         // answered is refused whole there too.
         var reused = ops[2]
         reused.opID = UUID()
-        #expect(throws: ProtocolError.self) { try b.library(library).push([reused], from: writer.deviceID) }
+        #expect(throws: ProtocolError.self) { try onB.push([reused], from: writer.deviceID) }
     }
 
     @Test func aReplicaIsMadeAnewFromTheLogWhenMissingOrFromAnotherHistory() throws {
@@ -135,15 +138,15 @@ struct PostgresLibraryTests {
         let writer = try Writer(library: library, in: database.directory, seed: 4)
         var digest = ""
         do {
-            let server = try database.server("a")
-            _ = try server.library(library).push(try writer.write(30), from: writer.deviceID)
-            digest = try server.library(library).replica.digest()
+            let replica = try database.server("a").library(library)
+            _ = try replica.push(try writer.write(30), from: writer.deviceID)
+            digest = try replica.digest()
         }
         // A new process with the same directory reuses its replica; one with none makes it from the log.
         let again = try database.server("a").library(library)
-        #expect(try again.replica.digest() == digest && again.replica.head == 30)
+        #expect(try again.digest() == digest && again.localHead == 30)
         let fresh = try database.server("c").library(library)
-        #expect(try fresh.replica.digest() == digest && fresh.replica.head == 30)
+        #expect(try fresh.digest() == digest && fresh.localHead == 30)
 
         // A replica from another history (here: another library's file under this one's name, ahead of
         // PostgreSQL) is not trusted: it is made anew.
@@ -152,10 +155,10 @@ struct PostgresLibraryTests {
         let stranger = try Writer(library: library, in: other.directory, seed: 40)
         _ = try elsewhere.push(try stranger.write(50, salt: 9), from: stranger.deviceID)
         try FileManager.default.createDirectory(atPath: database.directory + "/d", withIntermediateDirectories: true)
-        try FileManager.default.copyItem(atPath: elsewhere.replica.path, toPath: database.directory + "/d/\(library.lowercased).sqlite")
+        try FileManager.default.copyItem(atPath: elsewhere.path, toPath: database.directory + "/d/\(library.lowercased).sqlite")
         let remade = try database.server("d").library(library)
-        #expect(remade.replica.head == 30)
-        #expect(try remade.replica.digest() == digest)
+        #expect(remade.localHead == 30)
+        #expect(try remade.digest() == digest)
         #expect(remade.incarnation == again.incarnation)
     }
 

@@ -17,9 +17,9 @@ public final class SyncServer: Sendable {
     public init(dataDirectory: String, configuration: HTTPServer.Configuration = HTTPServer.Configuration(),
                 limits: ServiceLimits = ServiceLimits(), maintenance: MaintenancePolicy = MaintenancePolicy(),
                 log: ServerLog = ServerLog(to: nil), clock: any ChronicleClock = SystemClock(), schemas: [Schema] = [],
-                fault503Rate: Double = 0) throws {
+                fault503Rate: Double = 0, shared: (any SharedLibraryStore)? = nil) throws {
         let service = try SyncService(dataDirectory: dataDirectory, limits: limits, maintenance: maintenance, log: log, clock: clock,
-                                      schemas: schemas)
+                                      schemas: schemas, shared: shared)
         self.service = service
         host = configuration.host
         let routes = SyncRoutes(service: service)
@@ -47,6 +47,13 @@ public final class SyncServer: Sendable {
         } else {
             fields["compact"] = .text("off")
         }
+        if let shared {
+            fields["order"] = .text(shared.label)
+            // Pulls parked here answer as soon as another server commits to their library.
+            shared.watch { [service] library in
+                if let library { service.wake(library) } else { service.wakeAll() }
+            }
+        }
         log.log("listening", fields)
         service.checkAccountsAtStart()
         service.startMaintenance()
@@ -59,5 +66,6 @@ public final class SyncServer: Sendable {
     public func stop() {
         http.stop()
         service.stopMaintenance()
+        service.shared?.stopWatching()
     }
 }

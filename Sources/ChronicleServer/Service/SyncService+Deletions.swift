@@ -32,7 +32,7 @@ extension SyncService {
             }
             snapshotFrames.withLock { _ = $0.removeValue(forKey: id) }
             do {
-                let existed = try Accounts.deleteLibraryFiles(dataDirectory: dataDirectory, library: id)
+                let existed = try shared?.deleteLibrary(id) ?? Accounts.deleteLibraryFiles(dataDirectory: dataDirectory, library: id)
                 try accounts.libraryDeleted(id)
                 libraries.withLock { $0.deleted(id) }
                 health.forget(library: id)

@@ -75,6 +75,9 @@ public final class SyncService: SyncEndpoint {
     public let maintenancePolicy: MaintenancePolicy
     /// Schemas served beyond the built-in ones.
     public let schemas: [Schema]
+    /// Where the libraries' order lives when several servers share it (`ChroniclePostgres`); nil:
+    /// each library is a file in the data directory.
+    public let shared: (any SharedLibraryStore)?
     let maintenance = MaintenanceState()
     /// Each library's newest snapshot frame while a response is sending it: devices that start
     /// from the snapshot at the same time share one copy (held only while some response holds it).
@@ -94,10 +97,14 @@ public final class SyncService: SyncEndpoint {
 
     /// `schemas`: schemas of the apps this server serves beyond the built-in ones (`Schema.builtIn`);
     /// a library is opened with the one of its name, the newest version with its history.
+    /// `shared`: libraries ordered in a database several servers share, each served from this
+    /// process's replica (users and devices stay in the data directory's accounts).
     public init(dataDirectory: String, limits: ServiceLimits = ServiceLimits(), maintenance: MaintenancePolicy = MaintenancePolicy(),
-                log: ServerLog = ServerLog(to: nil), clock: any ChronicleClock = SystemClock(), schemas: [Schema] = []) throws {
+                log: ServerLog = ServerLog(to: nil), clock: any ChronicleClock = SystemClock(), schemas: [Schema] = [],
+                shared: (any SharedLibraryStore)? = nil) throws {
         self.dataDirectory = dataDirectory
         self.schemas = schemas
+        self.shared = shared
         maintenancePolicy = maintenance
         self.accounts = try Accounts(dataDirectory: dataDirectory, clock: clock)
         self.metrics = Metrics()
@@ -179,8 +186,9 @@ public final class SyncService: SyncEndpoint {
                     throw ProtocolError(404, "unknown_library", "The server has no library \(id.lowercased): it is being deleted.")
                 }
                 guard open.deletions == deletions else { return nil }
-                let library = try ServerLibrary.openOrCreate(at: path, libraryID: id, schema: schema, clock: clock,
-                                                             caps: limits.installsFreeTierCaps ? limits.freeTierCaps : nil)
+                let caps = limits.installsFreeTierCaps ? limits.freeTierCaps : nil
+                let library = try shared?.library(id, schema: schema, caps: caps)
+                    ?? ServerLibrary.openOrCreate(at: path, libraryID: id, schema: schema, clock: clock, caps: caps)
                 if let migration = library.schemaMigration {
                     log.log("schema", ["library": .text(id.lowercased), "schema": .text(schema.name), "from": .integer(migration.fromVersion),
                                        "to": .integer(Int64(schema.version)), "rebuilt_s": .real((migration.seconds * 1000).rounded() / 1000)])
@@ -310,6 +318,13 @@ public final class SyncService: SyncEndpoint {
         metrics.waiting(-ready.count)
         metrics.longPollsEnded(ready.count, byPush: true)
         for waiter in ready { workers.async { waiter.fire() } }
+    }
+
+    /// Answers every parked pull (each with what its library holds now): another server may have
+    /// written to any library unseen.
+    func wakeAll() {
+        let libraries = waiters.withLock { Array($0.byLibrary.keys) }
+        for library in libraries { wake(library) }
     }
 
     private func page(_ library: ServerLibrary, after cursor: Int64, limit: Int) throws(ProtocolError) -> PullPage {

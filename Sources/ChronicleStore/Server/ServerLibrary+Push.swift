@@ -25,21 +25,31 @@ extension ServerLibrary {
     /// first new op must carry the next `deviceSeq`. Anything else is a request-level
     /// refusal (`ProtocolError`) and nothing is written.
     ///
-    /// `beforeCommit` (a server whose order lives elsewhere, `ChroniclePostgres`): called with
-    /// what the batch wrote, inside its transaction and before it commits. It may write the same
-    /// there and commit that first; it returns the replica generation to record with the batch
-    /// (nil records none), and if it throws, nothing here is written either.
-    public func push(_ ops: [Op], from device: UUID,
-                     beforeCommit: ((PushWrites) throws -> Int64?)? = nil) throws(ProtocolError) -> PushResponse {
+    /// A library that follows an upstream (`follow`) is ordered there: the batch is answered here,
+    /// inside the upstream's lock, and committed there first.
+    public func push(_ ops: [Op], from device: UUID) throws(ProtocolError) -> PushResponse {
+        guard let upstream else { return try pushHere(ops, from: device) { _ in nil } }
+        do {
+            return try upstream.order(self) { commit in _ = try pushHere(ops, from: device, beforeCommit: commit) }.response
+        } catch let error as ProtocolError {
+            throw error
+        } catch {
+            throw ProtocolError.serverStore("The server could not write the batch", library: libraryID, error)
+        }
+    }
+
+    /// The push in this file. `beforeCommit` (an upstream's `order`): called with what the batch
+    /// wrote, inside its transaction and before it commits; it returns the upstream generation to
+    /// record with the batch (nil records none), and if it throws, nothing here is written either.
+    private func pushHere(_ ops: [Op], from device: UUID,
+                          beforeCommit: (PushWrites) throws -> Int64?) throws(ProtocolError) -> PushResponse {
         do {
             let (response, tailAfter) = try writer.withLock { db in
                 try db.transaction { db in
                     var (response, tailAfter, writes) = try push(ops, from: device, in: db)
-                    if let beforeCommit {
-                        writes.response = response
-                        if let generation = try beforeCommit(writes) {
-                            try DeviceStore.setMeta(Self.replicaGenerationKey, .integer(generation), in: db)
-                        }
+                    writes.response = response
+                    if let generation = try beforeCommit(writes) {
+                        try DeviceStore.setMeta(Self.replicaGenerationKey, .integer(generation), in: db)
                     }
                     return (response, tailAfter)
                 }
@@ -254,6 +264,20 @@ extension ServerLibrary {
             throw ChronicleError(.unknownOpType, "Unknown op type '\(type)' in schema \(schema.name).")
         }
         let (_, normalized) = try schema.validate(type: type, version: current.version, payload: payload, serverAuthored: true)
+        guard let upstream else {
+            return try appendServerOpHere(type, version: current.version, entity: entity, payload: normalized) { _ in nil }
+        }
+        let writes = try upstream.order(self) { commit in
+            _ = try appendServerOpHere(type, version: current.version, entity: entity, payload: normalized, beforeCommit: commit)
+        }
+        guard let op = writes.accepted.first else {
+            throw ChronicleError(.invariantViolated, "The server's op on library \(libraryID.lowercased) was not written.")
+        }
+        return op
+    }
+
+    private func appendServerOpHere(_ type: String, version: Int, entity: UUID, payload normalized: Payload,
+                                    beforeCommit: (PushWrites) throws -> Int64?) throws -> Op {
         let op = try writer.withLock { db in
             try db.transaction { db -> Op in
                 var last = try db.query("SELECT server_seq, server_time FROM chronicle_log ORDER BY server_seq DESC LIMIT 1") { ($0.int(0), $0.int(1)) }.first ?? (0, 0)
@@ -263,7 +287,7 @@ extension ServerLibrary {
                                                   [.text(Op.serverDeviceID.lowercased)]) ?? 0) + 1
                 let now = max(clock.nowMilliseconds(), last.1)
                 let op = Op(opID: ids.makeUUID(), libraryID: libraryID, deviceID: Op.serverDeviceID, deviceSeq: deviceSeq, type: type,
-                            version: current.version, entityID: entity, payload: normalized, deviceTime: now, baseSeq: last.0,
+                            version: version, entityID: entity, payload: normalized, deviceTime: now, baseSeq: last.0,
                             serverSeq: last.0 + 1, serverTime: now)
                 try db.execute("INSERT INTO chronicle_log(\(DeviceStore.logColumns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
                                DeviceStore.logArguments(op))
@@ -272,10 +296,19 @@ extension ServerLibrary {
                     INSERT INTO chronicle_devices(device_id, last_device_seq) VALUES (?1, ?2)
                     ON CONFLICT(device_id) DO UPDATE SET last_device_seq = excluded.last_device_seq
                     """, [.text(Op.serverDeviceID.lowercased), .integer(deviceSeq)])
+                var writes = PushWrites()
+                writes.accepted = [op]
+                writes.device = (Op.serverDeviceID.lowercased, deviceSeq)
+                writes.response = PushResponse(results: [PushResult(opID: op.opID, deviceSeq: deviceSeq, outcome: .accepted(serverSeq: op.serverSeq!))],
+                                               head: op.serverSeq!)
+                if let generation = try beforeCommit(writes) {
+                    try DeviceStore.setMeta(Self.replicaGenerationKey, .integer(generation), in: db)
+                }
                 return op
             }
         }
         tail.withLock { if op.serverSeq! > $0.seq { $0 = (op.serverSeq!, op.serverTime!) } }
+        pushes.advance()
         return op
     }
 

@@ -1,6 +1,21 @@
 import ChronicleCore
 import Foundation
 
+/// Where a library's order is decided when it is not its own file: a database that several
+/// servers share (`ChroniclePostgres`). The file then follows it as a replica
+/// (`ServerLibrary.follow`).
+public protocol LibraryUpstream: AnyObject, Sendable {
+    /// Orders one write to `library`. `write` runs the write in the file's transaction and calls
+    /// `commit` with what it wrote before it commits there; `commit` writes the same upstream and
+    /// commits it, and returns the generation for the file to record. Returns what was written,
+    /// once it is committed upstream, even where the file then failed to commit (it catches up).
+    func order(_ library: ServerLibrary, _ write: (_ commit: (ServerLibrary.PushWrites) throws -> Int64?) throws -> Void) throws
+        -> ServerLibrary.PushWrites
+
+    /// Brings `library` up to what the upstream holds now (`ServerLibrary.replicate`).
+    func catchUp(_ library: ServerLibrary) throws
+}
+
 /// A library file kept as a replica of a library whose order lives in another database
 /// (`ChroniclePostgres`): the other database is written first, and this file follows it. Every
 /// push commits there before it commits here (`push(_:from:beforeCommit:)`), and what other
@@ -92,4 +107,23 @@ extension ServerLibrary {
         }
         pushes.advance()
     }
+}
+
+/// Libraries whose order lives in a database several servers share (`ChroniclePostgres`): a
+/// server opens its replicas here instead of files in its data directory.
+public protocol SharedLibraryStore: Sendable {
+    /// Where the order lives, for logs and messages (never a password).
+    var label: String { get }
+
+    /// This process's replica of library `id`, made on first use, following the shared store.
+    func library(_ id: UUID, schema: Schema?, caps: [FreeTierCap]?) throws -> ServerLibrary
+
+    /// Deletes library `id` from the shared store and this process's replica; false where it was not there.
+    func deleteLibrary(_ id: UUID) throws -> Bool
+
+    /// Calls `changed` with a library's id whenever another process writes to it, and with nil where
+    /// any library may have changed unseen (after a lost connection), until `stopWatching`.
+    func watch(_ changed: @escaping @Sendable (UUID?) -> Void)
+
+    func stopWatching()
 }

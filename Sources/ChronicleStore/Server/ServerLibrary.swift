@@ -50,6 +50,9 @@ public final class ServerLibrary: Sendable {
     /// Counts committed pushes, so a push that arrived ahead of the device's push before it
     /// (two in flight) can wait for that one to land (`pushGeneration`, `waitForPush`).
     let pushes = PushSignal()
+    /// Where this library's order is decided, if not in this file (`follow`).
+    private let upstreamHolder = Locked<(any LibraryUpstream)?>(nil)
+    var upstream: (any LibraryUpstream)? { upstreamHolder.withLock { $0 } }
 
     /// v2: sealed segments, snapshots and the retention horizon (`Schemas/store/server-v2.md`);
     /// v3: entity filters beside sealed segments, guard triggers that find the sealed end by key (`server-v3.md`);
@@ -242,8 +245,27 @@ public final class ServerLibrary: Sendable {
 
     /// The highest serverSeq in the log (read from the file: another process, such as
     /// `chronicle server set-plan`, may have appended since).
+    /// A library that follows an upstream catches up first (and answers with what it holds where
+    /// the upstream cannot be reached).
     public var head: Int64 {
+        if let upstream { try? upstream.catchUp(self) }
+        return localHead
+    }
+
+    /// The highest serverSeq this file holds, without asking an upstream.
+    public var localHead: Int64 {
         (try? read { db in try Self.head(in: db) }) ?? tail.withLock { $0.seq }
+    }
+
+    /// Makes `upstream` decide this library's order from now on: pushes and server ops are ordered
+    /// and committed there first, and reads catch up with it before they answer.
+    public func follow(_ upstream: any LibraryUpstream) {
+        upstreamHolder.withLock { $0 = upstream }
+    }
+
+    /// Brings this file up to its upstream's state (nothing without one).
+    public func catchUp() throws {
+        try upstream?.catchUp(self)
     }
 
     static func head(in db: Database) throws -> Int64 {
@@ -267,6 +289,7 @@ public final class ServerLibrary: Sendable {
     /// sends as they are (a device catching up on compacted history costs no encoding).
     public func pull(after cursor: Int64, limit: Int, alignToSegments: Bool = false) throws
         -> (ops: [Op], head: Int64, encoded: SegmentBytes?, afterOpID: UUID?) {
+        try catchUp()
         return try read { db in
             // The op at the cursor (in the log, or sealed: its id is kept forever, even past the
             // horizon): a device that holds another op there went on from a history this server no
@@ -370,7 +393,8 @@ public final class ServerLibrary: Sendable {
 
     /// The server's state of one entity.
     public func verdict(_ entity: UUID) throws -> Verdict {
-        try read { db in try verdict(entity, in: db) }
+        try catchUp()
+        return try read { db in try verdict(entity, in: db) }
     }
 
     func verdict(_ entity: UUID, in db: Database) throws -> Verdict {

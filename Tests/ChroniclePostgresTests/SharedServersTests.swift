@@ -1,0 +1,109 @@
+import ChronicleCore
+import ChroniclePostgres
+import ChronicleServer
+import ChronicleStore
+import ChronicleSync
+import Foundation
+import Testing
+
+/// Two sync servers over real loopback HTTP, each with its own replicas, sharing one PostgreSQL
+/// database (and one accounts file): devices syncing through either end with one history.
+@Suite("Servers sharing PostgreSQL", .serialized)
+struct SharedServersTests {
+    final class Pair: @unchecked Sendable {
+        let database: TestDatabase
+        let servers: [SyncServer]
+        let user: UserRecord
+        let password = "correct horse battery staple"
+
+        init() throws {
+            let database = try TestDatabase()
+            self.database = database
+            servers = try ["one", "two"].map { name in
+                try SyncServer(dataDirectory: database.directory + "/server", shared: try database.server(name))
+            }
+            user = try servers[0].service.accounts.addUser("ada", password: password, schema: .readItLater)
+        }
+
+        deinit { for server in servers { server.stop() } }
+
+        /// A device signed in through server `index`, syncing with it.
+        func device(_ index: Int) throws -> (store: DeviceStore, transport: HTTPTransport, engine: SyncEngine) {
+            let store = try DeviceStore.create(at: database.directory + "/device-\(UUID().lowercased).chronicle", schema: .readItLater,
+                                               libraryID: user.libraryID, deviceID: UUID())
+            let (token, _) = try servers[index].service.accounts.registerDevice(user: "ada", password: password, deviceID: store.deviceID)
+            let transport = HTTPTransport(baseURL: servers[index].url, library: user.libraryID, token: token, requestTimeoutSeconds: 30)
+            var configuration = SyncEngine.Configuration()
+            configuration.backoffBaseMilliseconds = 5
+            configuration.backoffMaxMilliseconds = 50
+            return (store, transport, SyncEngine(store: store, transport: transport, configuration: configuration, random: { 0.5 }))
+        }
+    }
+
+    @Test func devicesOnEitherServerConvergeOnOneHistory() async throws {
+        let pair = try Pair()
+        let a = try pair.device(0), b = try pair.device(1), c = try pair.device(1)
+        // Offline on every device: saves, tags, edits of the same rows, then everyone syncs, twice.
+        let shared = try a.store.write("article.save", payload: ["url": .text("https://example.com/shared"), "title": .text("first")]).entityID
+        #expect(await a.engine.syncOnce().outcome == .synced)
+        #expect(await b.engine.syncOnce().outcome == .synced)
+        for round in 0..<30 {
+            let article = try a.store.write("article.save", payload: ["url": .text("https://example.com/a/\(round)")]).entityID
+            _ = try a.store.write("article.tag", entity: article, payload: ["tag": .text("a")])
+            _ = try b.store.write("article.update", entity: shared, payload: ["title": .text("b \(round)")])
+            _ = try c.store.write("article.save", payload: ["url": .text("https://example.com/c/\(round)")])
+        }
+        for _ in 0..<2 {
+            async let one = a.engine.syncOnce()
+            async let two = b.engine.syncOnce()
+            async let three = c.engine.syncOnce()
+            let outcomes = await [one.outcome, two.outcome, three.outcome]
+            #expect(outcomes.allSatisfy { $0 == .synced }, "\(outcomes)")
+        }
+        let replicas = try pair.servers.map { try $0.service.library(pair.user.libraryID) }
+        for replica in replicas { try replica.catchUp() }
+        let digest = try replicas[0].digest()
+        #expect(try replicas[1].digest() == digest)
+        for device in [a, b, c] {
+            #expect(try device.store.digest() == digest)
+            #expect(try device.store.pendingOps().isEmpty)
+        }
+        let ops = try replicas[1].allOps()
+        #expect(ops.count == 1 + 30 * 4)
+        #expect(Set(ops.map(\.opID)).count == ops.count, "each op once")
+        #expect(ops.enumerated().allSatisfy { $0.element.serverSeq == Int64($0.offset + 1) }, "gap-free")
+        #expect(try pair.database.server("check").head(pair.user.libraryID) == Int64(ops.count))
+        #expect(try b.store.row(shared)?["title"]?.textValue == "b 29")
+    }
+
+    @Test func aPullParkedOnOneServerIsAnsweredByAPushThroughTheOther() async throws {
+        let pair = try Pair()
+        let a = try pair.device(0), b = try pair.device(1)
+        #expect(await b.engine.syncOnce().outcome == .synced)
+        let waited = 20_000
+        let start = DispatchTime.now().uptimeNanoseconds
+        async let parked = b.transport.pull(after: 0, limit: 100, waitMilliseconds: waited)
+        try await Task.sleep(nanoseconds: 300_000_000)   // parked on server two by now
+        let id = try a.store.write("article.save", payload: ["url": .text("https://example.com/news")]).entityID
+        #expect(await a.engine.syncOnce().outcome == .synced)
+        let page = try await parked
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        #expect(page.segment.ops.map(\.entityID) == [id])
+        // Answered by the push, not by the end of its wait (which would also hold the op).
+        #expect(seconds < Double(waited) / 1000 / 2, "answered after \(seconds) s")
+    }
+
+    @Test func aLibraryDeletedThroughOneServerIsGoneFromTheDatabase() throws {
+        let pair = try Pair()
+        let a = try pair.device(0)
+        _ = try a.store.write("article.save", payload: ["url": .text("https://example.com/x")])
+        let library = pair.user.libraryID
+        _ = try pair.servers[0].service.library(library)
+        _ = try pair.servers[0].service.accounts.removeUser("ada", deletingLibrary: true)
+        #expect(pair.servers[0].service.runLibraryDeletions() == [library])
+        let pg = try pair.database.connection()
+        #expect(try pg.execute("SELECT count(*) FROM chronicle_libraries WHERE library_id = $1", [library.lowercased]).int(0, 0) == 0)
+        #expect(try pg.execute("SELECT count(*) FROM chronicle_log").int(0, 0) == 0)
+        #expect(!FileManager.default.fileExists(atPath: pair.database.directory + "/one/\(library.lowercased).sqlite"))
+    }
+}
