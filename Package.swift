@@ -50,7 +50,7 @@ let package = Package(
         .target(name: "ChronicleTesting", dependencies: ["ChronicleSync", "ChronicleServer", "ChronicleStore"],
                 swiftSettings: strict),
 
-        .executableTarget(name: "chronicle", dependencies: ["ChronicleStore", "ChronicleSync", "ChronicleServer"],
+        .executableTarget(name: "chronicle", dependencies: ["ChronicleStore", "ChronicleSync", "ChronicleServer", "ChroniclePostgres"],
                           path: "Tools/chronicle", swiftSettings: strict),
         .executableTarget(name: "chronicle-fixture", dependencies: ["ChronicleStore"],
                           path: "Tools/chronicle-fixture", swiftSettings: strict),
@@ -67,6 +67,6 @@ let package = Package(
         .testTarget(name: "ChroniclePostgresTests", dependencies: ["ChroniclePostgres", "ChronicleServer", "ChronicleSync"],
                     swiftSettings: strict),
         .testTarget(name: "ChronicleSimulationTests", dependencies: ["ChronicleTesting"], swiftSettings: strict),
-        .testTarget(name: "ChronicleToolTests", dependencies: ["ChronicleStore", "chronicle"], swiftSettings: strict),
+        .testTarget(name: "ChronicleToolTests", dependencies: ["ChronicleStore", "ChroniclePostgres", "chronicle"], swiftSettings: strict),
     ]
 )

@@ -64,6 +64,8 @@ extension Command {
         var byServer = false
         /// There was a file to delete.
         var existed = false
+        /// Left to the next `serve --postgres`: the library is ordered in PostgreSQL and no server runs.
+        var inPostgreSQL = false
     }
 
     /// The data directory's lock when no server holds it; nil while one does (`data_directory_in_use`).
@@ -80,6 +82,11 @@ extension Command {
     /// library, and this waits up to `wait` seconds to say whether it has.
     static func finishDeletion(of library: UUID, data: String, accounts: Accounts, lock: DataDirectoryLock?, wait: Double) throws -> LibraryDeletion {
         var result = LibraryDeletion(file: Accounts.libraryPath(data, library))
+        // Libraries ordered in PostgreSQL are deleted there by a server (`serve --postgres`), never here.
+        if lock != nil, try accounts.librariesOrderedIn() != nil {
+            result.inPostgreSQL = true
+            return result
+        }
         if lock != nil {
             result.existed = try Accounts.deleteLibraryFiles(dataDirectory: data, library: library)
             try accounts.libraryDeleted(library)
@@ -101,6 +108,10 @@ extension Command {
     /// The sentence for a deletion's outcome.
     static func deletionSentence(_ deletion: LibraryDeletion, library: UUID, data: String) -> String {
         if deletion.byServer { return "the running server deleted library \(library.lowercased)." }
+        if deletion.inPostgreSQL {
+            return "library \(library.lowercased) is marked for deletion: no server runs on \(data), and the next `chronicle serve --postgres` "
+                + "deletes it from PostgreSQL."
+        }
         if deletion.deleted {
             return deletion.existed ? "library \(library.lowercased) deleted." : "and no library file was there."
         }

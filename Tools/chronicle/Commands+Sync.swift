@@ -1,4 +1,5 @@
 import ChronicleCore
+import ChroniclePostgres
 import ChronicleServer
 import ChronicleStore
 import ChronicleSync
@@ -75,7 +76,7 @@ extension Command {
     }
 
     static let serve = Command(
-        name: "serve", summary: "Run the sync server (HTTP/1.1 on libmicrohttpd, embedded SQLite store).",
+        name: "serve", summary: "Run the sync server (HTTP/1.1 on libmicrohttpd; embedded SQLite store, or PostgreSQL shared by several servers).",
         usage: "chronicle serve --data DIR [--port N] [--host 127.0.0.1] [--threads N] [--body-memory-mb N] [--open-libraries N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact]",
         details: """
             DIR holds server.sqlite (users, devices) and libraries/<id>.sqlite (one per library); it is created if missing.
@@ -111,8 +112,19 @@ extension Command {
             A device keeps two pushes in flight; one that arrives ahead of the push before it is held up to
             \(grouped(ServiceLimits().pushGapWaitMilliseconds)) ms for it, then refused (409 device_seq_gap; the device sends it again).
             For fault testing only: CHRONICLE_FAULT_503_RATE=0.3 answers that fraction of /v1 requests 503.
+            --postgres CONNINFO (or CHRONICLE_POSTGRES) orders every library in a PostgreSQL database instead of DIR's
+            files, so that several servers share it: each push takes its library's row lock there and commits there
+            first, and a pull parked on one server answers as soon as another commits (LISTEN/NOTIFY). CONNINFO is a
+            libpq connection string ("host=db.internal dbname=chronicle user=chronicle") or a postgresql:// URI; keep
+            the password in PGPASSWORD or ~/.pgpass. The tables are made on first use (Schemas/store/server-postgres-v1.md).
+            Each server keeps replicas of the libraries it serves in --replicas DIR (default: the first of DIR/replicas/1,
+            /2… no other server holds), made from PostgreSQL where missing. Servers on one machine share DIR and its
+            users and devices (server.sqlite); a server unreachable to PostgreSQL answers 503 server_store_unavailable
+            and writes nothing. Once served this way, DIR's libraries are PostgreSQL's: `serve` without --postgres and
+            the `server` commands that work on library files refuse it (libraries_in_postgresql). Not yet with
+            --postgres: --horizon-days; users and devices kept in PostgreSQL (servers on several machines).
             """) { args, ctx in
-        let usage = "chronicle serve --data DIR [--port N] [--host 127.0.0.1] [--threads N] [--body-memory-mb N] [--open-libraries N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact]"
+        let usage = "chronicle serve --data DIR [--postgres CONNINFO [--replicas DIR]] [--port N] [--host 127.0.0.1] [--threads N] [--body-memory-mb N] [--open-libraries N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact]"
         guard let data = args.option("data") else { throw ChronicleError(.usage, "--data DIR is required. Usage: \(usage)") }
         var limits = ServiceLimits()
         if let list = args.option("free-caps"), list != "none" {
@@ -145,19 +157,49 @@ extension Command {
             limits.openLibrariesMax = n
         }
         let maintenance = try maintenancePolicy(&args)
+        let postgres = args.option("postgres") ?? ProcessInfo.processInfo.environment["CHRONICLE_POSTGRES"].flatMap { $0.isEmpty ? nil : $0 }
+        let replicasOption = args.option("replicas")
         try args.finish(usage: usage)
+        if postgres != nil, maintenance.compaction?.horizonMilliseconds != nil {
+            throw ChronicleError(.usage, "--horizon-days is not available with --postgres yet: PostgreSQL keeps each library's whole history.")
+        }
+        if postgres == nil, replicasOption != nil { throw ChronicleError(.usage, "--replicas goes with --postgres.") }
         // Each open library holds a few connections of three descriptors each; Debian's default
         // soft limit (1,024) would run out long before --open-libraries does.
         raiseOpenFileLimit()
         // Fault tests run a real server that fails a fraction of sync requests with 503.
         let faultRate = ProcessInfo.processInfo.environment["CHRONICLE_FAULT_503_RATE"].flatMap(Double.init) ?? 0
         let termination = TerminationSignal()
-        // One server on a data directory at a time; `server salvage` waits for it to stop.
-        let lock = try DataDirectoryLock(dataDirectory: data, purpose: "chronicle serve")
-        defer { withExtendedLifetime(lock) {} }
+        // One server on a data directory at a time; `server salvage` waits for it to stop. Servers
+        // whose libraries are ordered in PostgreSQL share it (and its accounts), each with replicas of its own.
+        let lock = try DataDirectoryLock(dataDirectory: data, purpose: "chronicle serve", shared: postgres != nil)
+        var claim: DataDirectoryLock?
+        defer { withExtendedLifetime((lock, claim)) {} }
+        var shared: PostgresServerStore?
+        let accounts = try Accounts(dataDirectory: data)
+        if let postgres {
+            let replicas: String
+            if let replicasOption {
+                replicas = replicasOption
+                claim = try DataDirectoryLock(dataDirectory: replicas, purpose: "chronicle serve --postgres (replicas)")
+            } else {
+                let claimed = try DataDirectoryLock.claimSubdirectory(of: (data as NSString).appendingPathComponent("replicas"),
+                                                                      purpose: "chronicle serve --postgres (replicas)")
+                (replicas, claim) = (claimed.path, claimed.lock)
+            }
+            do {
+                shared = try PostgresServerStore(conninfo: postgres, cacheDirectory: replicas, schema: .readItLater)
+            } catch let error as PostgresError {
+                throw ChronicleError(.database, "Cannot use PostgreSQL (\(error.message)). Check --postgres (a libpq connection string or postgresql:// URI; the password is best kept in PGPASSWORD or ~/.pgpass).")
+            }
+            try accounts.setLibrariesOrderedIn("postgresql")
+        } else {
+            try accounts.refuseIfOrderedElsewhere("`chronicle serve` without --postgres")
+        }
         let server = try SyncServer(dataDirectory: data, configuration: configuration, limits: limits, maintenance: maintenance,
-                                    log: ServerLog(to: .standardError), fault503Rate: faultRate)
-        FileHandle.standardOutput.write(Data("Chronicle server listening on \(server.url.absoluteString) (data in \(data))\n".utf8))
+                                    log: ServerLog(to: .standardError), fault503Rate: faultRate, shared: shared)
+        let where_ = shared.map { "order in \($0.label), replicas in \($0.cacheDirectory), accounts in \(data)" } ?? "data in \(data)"
+        FileHandle.standardOutput.write(Data("Chronicle server listening on \(server.url.absoluteString) (\(where_))\n".utf8))
         termination.wait()
         server.stop()
         return ExitCode.success
@@ -252,6 +294,13 @@ extension Command {
         let usage = "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run] | devices --data DIR NAME | revoke --data DIR (DEVICE | --all NAME) | passwd --data DIR NAME [--revoke-devices] | remove-user --data DIR NAME [--delete-library] [--wait S] | delete-library --data DIR ID [--wait S]"
         let action = try args.requirePositional("an action (add-user, users, devices, revoke, passwd, remove-user, delete-library, set-plan, compact, backup, verify or salvage)", usage: usage)
         guard let data = args.option("data") else { throw ChronicleError(.usage, "--data DIR is required. Usage: \(usage)") }
+        // These work on library files, which are only a server's replicas where libraries are ordered in PostgreSQL.
+        if ["set-plan", "compact", "backup", "verify", "delete-library"].contains(action) || (action == "salvage" && !args.has("accounts")) {
+            let accountsFile = (data as NSString).appendingPathComponent("server.sqlite")
+            if FileManager.default.fileExists(atPath: accountsFile), let accounts = try? Accounts(dataDirectory: data) {
+                try accounts.refuseIfOrderedElsewhere("`chronicle server \(action)`")
+            }
+        }
         switch action {
         case "add-user":
             let name = try args.requirePositional("the user name", usage: usage)

@@ -32,6 +32,9 @@ public struct ChronicleError: Error, Sendable, Equatable, CustomStringConvertibl
         /// A library's file is to be deleted (`chronicle server remove-user --delete-library`,
         /// `server delete-library`): it cannot be given to a user until it is gone.
         public static let libraryBeingDeleted = Code(rawValue: "library_being_deleted")
+        /// A server's data directory whose libraries are ordered in PostgreSQL (`chronicle serve
+        /// --postgres` marked it): a command that reads or writes library files there is refused.
+        public static let librariesInPostgreSQL = Code(rawValue: "libraries_in_postgresql")
         public static let schemaMismatch = Code(rawValue: "schema_mismatch")
         /// Something (a snapshot, a server's history) was made by a later version of the schema
         /// than this build knows: update the app (or server) to read it.

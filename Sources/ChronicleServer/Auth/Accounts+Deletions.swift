@@ -76,4 +76,27 @@ extension Accounts {
         }
         return !ordered.isEmpty
     }
+
+    /// The meta key that says where the libraries of this data directory are ordered, if not in its files.
+    static let orderedInKey = "libraries_ordered_in"
+
+    /// "postgresql" once `chronicle serve --postgres` has served this data directory; nil: in its files.
+    public func librariesOrderedIn() throws -> String? {
+        try reading { db in try db.scalarText("SELECT value FROM chronicle_meta WHERE key = ?1", [.text(Self.orderedInKey)]) }
+    }
+
+    /// Records that the libraries are ordered in `store` ("postgresql") from now on.
+    public func setLibrariesOrderedIn(_ store: String) throws {
+        try reading { db in
+            try db.execute("INSERT INTO chronicle_meta(key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                           [.text(Self.orderedInKey), .text(store)])
+        }
+    }
+
+    /// Refuses `what` on a data directory whose libraries are ordered in PostgreSQL: it reads or
+    /// writes library files there, and those are only a server's replicas.
+    public func refuseIfOrderedElsewhere(_ what: String) throws {
+        guard let store = try librariesOrderedIn() else { return }
+        throw ChronicleError(.librariesInPostgreSQL, "The libraries of this data directory are ordered in \(store == "postgresql" ? "PostgreSQL" : store) (`chronicle serve --postgres`); \(what) works on library files and is not available for them yet. Use PostgreSQL's own tools (pg_dump for backups), or `chronicle serve --postgres` for everything a running server does.")
+    }
 }
