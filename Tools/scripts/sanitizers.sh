@@ -9,7 +9,8 @@
 # lists /proc/self/fd, before any of our code runs; the tests start `chronicle` and `sqlite3` that way.
 # Thread: the suites where threads meet: the HTTP server and its worker threads, the sync engine
 # against a live server, the SQLite layer's writer and readers, the background checkpointer,
-# compaction beside writes, the two-thread search index build and searches on two read connections.
+# compaction beside writes, the two-thread search index build and searches on two read connections,
+# servers sharing PostgreSQL (replicas caught up beside pushes, the LISTEN thread).
 # Not part of test.sh: each build takes a few minutes and the runs are several times slower.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -19,12 +20,17 @@ kinds=("$@")
 for kind in "${kinds[@]}"; do
   case "$kind" in
     address|thread) ;;
-    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "sanitizers: unknown kind '$kind' (address or thread; see --help)" >&2; exit 64 ;;
   esac
 done
-bash Tools/scripts/install-deps.sh
+bash Tools/scripts/install-deps.sh postgresql
 export SWIFT_BACKTRACE=enable=no
+# The PostgreSQL suites need a server, as under test.sh.
+pgdir="$(mktemp -d "${TMPDIR:-/tmp}/chronicle-sanitize-postgres.XXXXXX")"
+trap 'bash Tools/scripts/postgres.sh stop "$pgdir"' EXIT
+CHRONICLE_TEST_POSTGRES="$(bash Tools/scripts/postgres.sh start "$pgdir")"
+export CHRONICLE_TEST_POSTGRES
 
 for kind in "${kinds[@]}"; do
   build="${TMPDIR:-/tmp}/chronicle-sanitize-$kind"
@@ -39,7 +45,7 @@ for kind in "${kinds[@]}"; do
       echo "== ThreadSanitizer (build in $build)"
       swift build --build-tests -Xswiftc -sanitize=thread --build-path "$build"
       TSAN_OPTIONS=halt_on_error=1 swift test --skip-build --build-path "$build" --filter \
-        "HTTPServerTests|WorkerPoolTests|HTTPBadInputTests|PushPipelineTests|ServerMaintenanceTests|ServerIsolationTests|SharedSessionTests|SyncTransportSuite|SQLiteLayerTests|LocalWriteTests|SearchRankTests|CheckpointerTests|ParallelSearchBuildTests|ParallelSearchTests|CompactionTests|BulkApplyTests|RetentionHorizonTests"
+        "HTTPServerTests|WorkerPoolTests|HTTPBadInputTests|PushPipelineTests|ServerMaintenanceTests|ServerIsolationTests|SharedSessionTests|SyncTransportSuite|SQLiteLayerTests|LocalWriteTests|SearchRankTests|CheckpointerTests|ParallelSearchBuildTests|ParallelSearchTests|CompactionTests|BulkApplyTests|RetentionHorizonTests|PostgresLibraryTests|SharedServersTests"
       ;;
   esac
 done
