@@ -54,7 +54,7 @@ let package = Package(
                           path: "Tools/chronicle", swiftSettings: strict),
         .executableTarget(name: "chronicle-fixture", dependencies: ["ChronicleStore"],
                           path: "Tools/chronicle-fixture", swiftSettings: strict),
-        .executableTarget(name: "chronicle-bench", dependencies: ["ChronicleStore", "ChronicleSync", "ChronicleServer", "CSQLite"],
+        .executableTarget(name: "chronicle-bench", dependencies: ["ChronicleStore", "ChronicleSync", "ChronicleServer", "ChroniclePostgres", "CSQLite"],
                           path: "Tools/chronicle-bench", swiftSettings: strict),
 
         .testTarget(name: "ChronicleCoreTests", dependencies: ["ChronicleCore"], swiftSettings: strict),

@@ -1,4 +1,5 @@
 import ChronicleCore
+import ChroniclePostgres
 import ChronicleServer
 import ChronicleStore
 import ChronicleSync
@@ -34,6 +35,9 @@ extension SyncBenchmark {
         /// The same outbox (a copy of the store made before the push) pushed by an engine
         /// with one request in flight at a time, into a server of its own: seconds to the last answer.
         var oneInFlightSeconds: Double
+        /// The same pushNow calls into a service whose libraries are ordered in PostgreSQL
+        /// (`CHRONICLE_BENCH_POSTGRES`); nil when not set.
+        var postgresSeconds: Double?
 
         var oneInFlightOpsPerSecond: Double { Double(ops) / oneInFlightSeconds }
 
@@ -98,6 +102,21 @@ extension SyncBenchmark {
         }
         let baseNanoseconds = try pushAll(into: baseService, token: baseToken)
 
+        // With CHRONICLE_BENCH_POSTGRES (a libpq connection string): the same batches into a service
+        // whose libraries are ordered in that PostgreSQL database (`serve --postgres`), in process.
+        var postgresSeconds: Double?
+        if let conninfo = ProcessInfo.processInfo.environment["CHRONICLE_BENCH_POSTGRES"], !conninfo.isEmpty {
+            progress("sync push: the same batches into SyncService.pushNow with the order in PostgreSQL…")
+            let store = try PostgresServerStore(conninfo: conninfo, cacheDirectory: directory + "/sync-push-postgres-replicas", schema: .readItLater)
+            _ = try store.deleteLibrary(libraryID)   // left by an earlier run
+            let service = try SyncService(dataDirectory: directory + "/sync-push-postgres", shared: store)
+            _ = try service.accounts.addUser("writer", password: SyncRig.password, schema: .readItLater, libraryID: libraryID)
+            let token = try service.accounts.registerDevice(user: "writer", password: SyncRig.password, deviceID: device.store.deviceID).token
+            postgresSeconds = Double(try pushAll(into: service, token: token)) / 1e9
+            if try store.head(libraryID) != Int64(n) { syncFailure("PostgreSQL holds \(try store.head(libraryID)) ops after the push; expected \(n)") }
+            _ = try store.deleteLibrary(libraryID)
+        }
+
         // The same again into a service that compacts the library on its own meanwhile (keep 10,000 hot,
         // seal whole segments of 10,000, look every 0.2 s): what the running server's maintenance costs pushes.
         // Twice: a snapshot at every seal (before 12-02's cadence), then one once 50,000 ops lie past the last.
@@ -146,7 +165,7 @@ extension SyncBenchmark {
                                 digestMatches: serverDigest == deviceDigest && library.head == Int64(n), wire: wire,
                                 typeCounts: writer.typeCounts, serverPushNow: logged.pushNow, serverRequests: logged.request,
                                 storeBytes: fileBytes(device.store.path), storeWALBytes: fileBytes(device.store.path + "-wal"),
-                                oneInFlightSeconds: 0)
+                                oneInFlightSeconds: 0, postgresSeconds: postgresSeconds)
         progress("sync push: chronicle \(formatCount(result.opsPerSecond)) ops/s over HTTP, pushNow in process \(formatCount(result.baselineOpsPerSecond)) ops/s (\(ratioText(result.ratio)))")
         remove(device.store.path)
 

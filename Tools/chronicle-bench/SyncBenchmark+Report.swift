@@ -94,12 +94,19 @@ extension SyncBenchmark.Result {
                                       ratio: ratioText(opsPerSecond / push.baselineOpsPerSecond), target: "", verdict: ""))
             sink.notes.append("sync push, compacting with \(what): the same batches into a SyncService whose maintenance thread looked at the library every 0.2 s (keep 10,000 ops hot, seal whole segments of 10,000): \(run.compactions) compactions sealed \(formatCount(Double(run.compactedOps))) ops while the pushes ran, taking \(formatFixed(run.compactionSeconds, 2)) s of the maintenance thread in all (snapshots built on a read connection; the newest at the end at seq \(run.newestSnapshot.map { formatCount(Double($0)) } ?? "none")); pushNow in all \(formatFixed(run.seconds, 2)) s against \(formatFixed(push.baselineSeconds, 2)) s without.")
         }
+        if let seconds = push.postgresSeconds {
+            let opsPerSecond = Double(push.ops) / seconds
+            sink.rows.append(TableRow(measurement: "sync push: pushNow with the order in PostgreSQL (base: pushNow, embedded SQLite)",
+                                      chronicle: formatCount(opsPerSecond) + " ops/s", baseline: formatCount(push.baselineOpsPerSecond) + " ops/s",
+                                      ratio: ratioText(opsPerSecond / push.baselineOpsPerSecond), target: "", verdict: ""))
+        }
         sink.rows.append(wireRow("push batch", push.wire))
         sink.json.append(("push", .object([
             ("ops", .int(Int64(push.ops))), ("pushed", .int(Int64(push.pushed))), ("rejected", .int(Int64(push.rejected))),
             ("outcome", .string(push.outcome)), ("seconds", .number(push.seconds)), ("ops_per_second", .number(push.opsPerSecond)),
             ("one_in_flight_seconds", .number(push.oneInFlightSeconds)), ("one_in_flight_ops_per_second", .number(push.oneInFlightOpsPerSecond)),
             ("push_now_seconds", .number(push.baselineSeconds)), ("push_now_ops_per_second", .number(push.baselineOpsPerSecond)),
+            ("push_now_postgres_seconds", push.postgresSeconds.map(JSON.number) ?? .null),
             ("push_now_compacting", .array(zip(push.compacting, ["every_seal", "every_50000_ops"]).map { run, snapshots in
                 .object([("snapshots", .string(snapshots)), ("seconds", .number(run.seconds)), ("compactions", .int(Int64(run.compactions))),
                          ("compacted_ops", .int(Int64(run.compactedOps))), ("compaction_seconds", .number(run.compactionSeconds)),
