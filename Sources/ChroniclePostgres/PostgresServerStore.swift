@@ -234,6 +234,18 @@ public final class PostgresServerStore: SharedLibraryStore {
         }?.stop()
     }
 
+    /// Why PostgreSQL cannot be reached now (`SELECT 1` on a pooled connection); nil when it can.
+    public func unreachable() -> String? {
+        do {
+            try pool.withConnection { pg in _ = try pg.execute("SELECT 1") }
+            return nil
+        } catch let error as PostgresError {
+            return error.message
+        } catch {
+            return "\(error)"
+        }
+    }
+
     /// PostgreSQL's head for library `id`.
     public func head(_ id: UUID) throws -> Int64 {
         try pool.withConnection { pg in try PostgresLibrary.readState(id, pg, forUpdate: false).head }

@@ -4,6 +4,9 @@ import ChronicleServer
 import ChronicleStore
 import ChronicleSync
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import Testing
 
 /// Two sync servers over real loopback HTTP, each with its own replicas, sharing one PostgreSQL
@@ -105,5 +108,21 @@ struct SharedServersTests {
         #expect(try pg.execute("SELECT count(*) FROM chronicle_libraries WHERE library_id = $1", [library.lowercased]).int(0, 0) == 0)
         #expect(try pg.execute("SELECT count(*) FROM chronicle_log").int(0, 0) == 0)
         #expect(!FileManager.default.fileExists(atPath: pair.database.directory + "/one/\(library.lowercased).sqlite"))
+    }
+
+    @Test func readinessSaysWhenTheDatabaseCannotBeReached() async throws {
+        let database = try TestDatabase()
+        let server = try SyncServer(dataDirectory: database.directory + "/server", shared: try database.server("one"))
+        defer { server.stop() }
+        func readyz() async throws -> (Int, String) {
+            let (body, response) = try await URLSession.shared.data(from: server.url.appendingPathComponent("readyz"))
+            return ((response as! HTTPURLResponse).statusCode, String(decoding: body, as: UTF8.self))
+        }
+        let (up, _) = try await readyz()
+        #expect(up == 200)
+        // The database goes away under the running server (every connection ended with it).
+        try database.dropNow()
+        let (down, body) = try await readyz()
+        #expect(down == 503 && body.contains("server_store_unavailable"), "\(down) \(body)")
     }
 }

@@ -32,6 +32,11 @@ final class TestDatabase {
         }
     }
 
+    /// Drops the database now, ending every connection to it.
+    func dropNow() throws {
+        try PostgresConnection(base).execute("DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
+    }
+
     /// A server process's view of the database: its own pool and replica directory.
     func server(_ label: String, clock: any ChronicleClock = SystemClock()) throws -> PostgresServerStore {
         try PostgresServerStore(conninfo: conninfo, cacheDirectory: directory + "/\(label)", schema: .readItLater, poolSize: 4, clock: clock)

@@ -47,8 +47,26 @@ public struct SyncRoutes: HTTPHandler {
                 // mends nothing); the body lists them.
                 answer(.json(200, service.health.body(readiness: false)))
             case "readyz":
-                // Readiness: 503 while no token can be checked (the accounts file is damaged).
-                answer(.json(service.health.isReady ? 200 : 503, service.health.body(readiness: true)))
+                // Readiness: 503 while no token can be checked (the accounts file is damaged), or while
+                // the database several servers share cannot be reached (asked on a worker thread: a
+                // reconnect may take seconds).
+                guard let shared = service.shared else {
+                    return answer(.json(service.health.isReady ? 200 : 503, service.health.body(readiness: true)))
+                }
+                work.async {
+                    if let reason = shared.unreachable() {
+                        let formatter = ISO8601DateFormatter()
+                        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+                        let fields = [#""action":"# + CanonicalJSON.quote("Start PostgreSQL or mend the network to it; requests are answered 503 server_store_unavailable until then, and nothing is written."),
+                                      #""code":"server_store_unavailable""#, #""file":"# + CanonicalJSON.quote(shared.label),
+                                      #""message":"# + CanonicalJSON.quote("It cannot be reached: \(reason)"),
+                                      #""since":"# + CanonicalJSON.quote(formatter.string(from: Date()))]
+                        let body = #"{"status":"unavailable","problems":[{"# + fields.joined(separator: ",") + "}]}"
+                        answer(.json(503, Array(body.utf8)))
+                    } else {
+                        answer(.json(service.health.isReady ? 200 : 503, service.health.body(readiness: true)))
+                    }
+                }
             default:
                 answer(HTTPResponse(status: 200, headers: [("Content-Type", "text/plain; version=0.0.4")],
                                     body: Array((service.metrics.render() + service.health.renderMetrics() + service.renderLibraryMetrics()).utf8)))

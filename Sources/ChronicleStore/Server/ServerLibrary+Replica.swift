@@ -126,4 +126,7 @@ public protocol SharedLibraryStore: Sendable {
     func watch(_ changed: @escaping @Sendable (UUID?) -> Void)
 
     func stopWatching()
+
+    /// Why the shared store cannot be reached now (one round trip); nil when it can.
+    func unreachable() -> String?
 }
