@@ -166,4 +166,14 @@ import Testing
             #expect(try store.pendingOps().isEmpty && store.digest() == library.digest())
         }
     }
+
+    @Test func verifyFlagsADeletionAskedForALibraryAUserOwns() throws {
+        let h = try SyncHarness(.inMemory)
+        #expect(h.service.accounts.verify().passed)
+        // Only a hand-made row can ask for it: both commands refuse to.
+        let db = try Database(path: h.service.accounts.path)
+        try db.execute("INSERT INTO library_deletions(library_id, requested_at) VALUES (?1, 0)", [.text(h.user.libraryID.lowercased)])
+        let check = h.service.accounts.verify()
+        #expect(!check.passed && check.detail.contains(h.user.libraryID.lowercased) && check.detail.contains("user ada"), "\(check.detail)")
+    }
 }

@@ -314,6 +314,7 @@ extension Command {
             var library: UUID?
             if let libraryText {
                 guard let id = UUID(text: libraryText) else { throw ChronicleError(.usage, "--library takes a library id (got '\(libraryText)').") }
+                try accounts.refuseIfOrderedElsewhere("`server add-user --library`")
                 try accounts.checkLibraryToGiveBack(id, schema: schema, dataDirectory: data)
                 library = id
             }

@@ -198,7 +198,17 @@ extension Accounts {
             guard problems.isEmpty else {
                 return VerifyCheck(name: name, passed: false, detail: Accounts.damaged(path, problems.prefix(3).joined(separator: "; ")).message)
             }
-            let users = try libraries().count
+            let records = try libraries()
+            // A deletion asked for a library a user owns: neither command asks for one, and the
+            // server refuses it (`library_delete_refused`), so only a hand-made row could.
+            let owned = Set(records.map(\.libraryID))
+            let clashing = try pendingLibraryDeletions().filter(owned.contains)
+            guard clashing.isEmpty else {
+                let names = records.filter { clashing.contains($0.libraryID) }.map { "\($0.libraryID.lowercased) (user \($0.name))" }
+                return VerifyCheck(name: name, passed: false,
+                                   detail: "A deletion is asked for of \(names.joined(separator: ", ")), which a user owns; the server refuses it and logs library_delete_refused. Remove the user with `chronicle server remove-user --delete-library` if the library is to go.")
+            }
+            let users = records.count
             return VerifyCheck(name: name, passed: true, detail: users == 1 ? "1 user" : "\(users) users")
         } catch {
             let detail = (Accounts.damagedOr(error, path) as? ChronicleError)?.message ?? "\(error)"
