@@ -32,17 +32,23 @@ extension SyncBenchmark {
     /// B's meta table, cheaper than looking the row up; the cursor and the row commit
     /// in one transaction, so they become visible together). Only A writes, so A's
     /// k-th op gets serverSeq k.
-    func measureLatency() throws -> LatencyResult {
+    ///
+    /// `across`: two servers sharing one PostgreSQL database (`serve --postgres`), A syncing with
+    /// the first and B with the second, so the write reaches B through NOTIFY and a catch-up.
+    func measureLatency(across shared: (any SharedLibraryStore, any SharedLibraryStore)? = nil) throws -> LatencyResult {
         let samplesWanted = sizes.latencySamples
         let pollMicroseconds = 200
-        let rig = try SyncRig(directory: directory + "/sync-latency-server")
+        let name = shared == nil ? "sync-latency" : "sync-latency-postgres"
+        let rig = try SyncRig(directory: directory + "/\(name)-server", shared: shared?.0)
         defer { rig.stop() }
+        let rigB = try shared.map { try SyncRig(directory: directory + "/\(name)-server", shared: $0.1) } ?? rig
+        defer { if shared != nil { rigB.stop() } }
         var ids = SplitMix64(seed: seed ^ 0x9041)
         let libraryID = try rig.addLibrary("pair", libraryID: ids.uuid())
-        let a = try rig.device(user: "pair", libraryID: libraryID, path: directory + "/sync-latency-a.chronicle",
+        let a = try rig.device(user: "pair", libraryID: libraryID, path: directory + "/\(name)-a.chronicle",
                                deviceID: ids.uuid(), seed: seed ^ 0x9042)
-        let b = try rig.device(user: "pair", libraryID: libraryID, path: directory + "/sync-latency-b.chronicle",
-                               deviceID: ids.uuid(), seed: seed ^ 0x9043)
+        let b = try rigB.device(user: "pair", libraryID: libraryID, path: directory + "/\(name)-b.chronicle",
+                                deviceID: ids.uuid(), seed: seed ^ 0x9043)
         defer { remove(a.store.path, b.store.path) }
         var writer = LocalWriter(seed: seed ^ 0x9044, vocabulary: vocabulary)
 

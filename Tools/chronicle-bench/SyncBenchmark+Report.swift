@@ -17,6 +17,18 @@ extension SyncBenchmark.Result {
         if var push { Self.report(&push, into: &sink) }
         if var latency { Self.report(&latency, into: &sink) }
         if var scale { Self.report(&scale, into: &sink) }
+        if var latencyAcross {
+            let p50 = latencyAcross.samples.percentileMilliseconds(0.5), p99 = latencyAcross.samples.percentileMilliseconds(0.99)
+            sink.rows.append(TableRow(measurement: "sync latency across two servers sharing PostgreSQL: p50 / p99 (base: one server, above)",
+                                      chronicle: millisecondsText(p50) + " / " + millisecondsText(p99),
+                                      baseline: latency.map { var l = $0; return millisecondsText(l.samples.percentileMilliseconds(0.5)) } ?? "",
+                                      ratio: "", target: "", verdict: latencyAcross.failures.isEmpty ? "" : "FAILED"))
+            sink.notes.append("sync latency across servers: \(latencyAcross.samples.count) samples; A pushes to one SyncServer, B long-polls another, both ordering the library in PostgreSQL (NOTIFY wakes B's parked pull, which catches its replica up); medians: write \(millisecondsText(latencyAcross.write.percentileMilliseconds(0.5))), delivery \(millisecondsText(latencyAcross.delivery.percentileMilliseconds(0.5))), apply \(millisecondsText(latencyAcross.apply.percentileMilliseconds(0.5))); \(latencyAcross.viaLongPoll) of \(latencyAcross.write.count) by a parked long-poll; \(latencyAcross.failures.count) failures.")
+            sink.json.append(("latency_across_postgres", .object([
+                ("samples", .int(Int64(latencyAcross.samples.count))), ("p50_ms", .number(p50)), ("p99_ms", .number(p99)),
+                ("via_long_poll", .int(Int64(latencyAcross.viaLongPoll))), ("failures", .array(latencyAcross.failures.map(JSON.string))),
+            ])))
+        }
         rows += sink.rows
         notes += sink.notes
         json.append(("sync", .object(sink.json + [("pass", .bool(sink.pass))])))

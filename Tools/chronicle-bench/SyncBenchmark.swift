@@ -1,4 +1,5 @@
 import ChronicleCore
+import ChroniclePostgres
 import ChronicleServer
 import ChronicleStore
 import ChronicleSync
@@ -34,6 +35,8 @@ struct SyncBenchmark {
         var push: PushResult?
         var latency: LatencyResult?
         var scale: ScaleResult?
+        /// The latency with A and B on two servers sharing PostgreSQL (`CHRONICLE_BENCH_POSTGRES`).
+        var latencyAcross: LatencyResult?
     }
 
     let directory: String
@@ -63,7 +66,19 @@ struct SyncBenchmark {
         let push = parts.contains("push") ? try measurePush() : nil
         let latency = parts.contains("latency") ? try measureLatency() : nil
         let scale = parts.contains("scale") ? try measureScale() : nil
-        return Result(pull: pull, push: push, latency: latency, scale: scale)
+        var across: LatencyResult?
+        if parts.contains("latency"), let conninfo = ProcessInfo.processInfo.environment["CHRONICLE_BENCH_POSTGRES"], !conninfo.isEmpty {
+            progress("sync latency: again with A and B on two servers sharing PostgreSQL…")
+            let stores = try ["1", "2"].map {
+                try PostgresServerStore(conninfo: conninfo, cacheDirectory: directory + "/sync-latency-postgres-replicas-\($0)", schema: .readItLater)
+            }
+            var ids = SplitMix64(seed: seed ^ 0x9041)
+            _ = try stores[0].deleteLibrary(ids.uuid())   // left by an earlier run
+            across = try measureLatency(across: (stores[0], stores[1]))
+            var again = SplitMix64(seed: seed ^ 0x9041)
+            _ = try stores[0].deleteLibrary(again.uuid())
+        }
+        return Result(pull: pull, push: push, latency: latency, scale: scale, latencyAcross: across)
     }
 
     func remove(_ paths: String...) {

@@ -121,7 +121,10 @@ final class SyncRig: Sendable {
     let logPath: String?
 
     /// `maintenance`: the server's own compaction (on by default, as `chronicle serve` runs it).
-    init(directory: String, logged: Bool = false, maintenance: MaintenancePolicy = MaintenancePolicy()) throws {
+    /// `shared`: the libraries ordered in a database several servers share (two rigs on one
+    /// directory then share its accounts).
+    init(directory: String, logged: Bool = false, maintenance: MaintenancePolicy = MaintenancePolicy(),
+         shared: (any SharedLibraryStore)? = nil) throws {
         self.directory = directory
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         var log = ServerLog(to: nil)
@@ -130,7 +133,7 @@ final class SyncRig: Sendable {
             _ = FileManager.default.createFile(atPath: logPath, contents: nil)
             log = ServerLog(to: FileHandle(forWritingAtPath: logPath))
         }
-        server = try SyncServer(dataDirectory: directory, maintenance: maintenance, log: log)
+        server = try SyncServer(dataDirectory: directory, maintenance: maintenance, log: log, shared: shared)
     }
 
     var service: SyncService { server.service }
