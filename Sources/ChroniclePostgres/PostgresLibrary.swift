@@ -64,9 +64,19 @@ public final class PostgresLibrary: LibraryUpstream {
 
     /// Brings `replica` up to what PostgreSQL holds now.
     public func catchUp(_ replica: ServerLibrary) throws {
-        try writing.withLock { _ in
-            try pool.withConnection { pg in try catchUp(replica, to: try Self.readState(libraryID, pg, forUpdate: false), pg) }
+        do {
+            try writing.withLock { _ in
+                try pool.withConnection { pg in try catchUp(replica, to: try Self.readState(libraryID, pg, forUpdate: false), pg) }
+            }
+        } catch let error as PostgresError where error.isConnectionFailure {
+            throw Self.unavailable(error)
         }
+    }
+
+    /// PostgreSQL unreachable: a 503 with a Retry-After; nothing was written.
+    static func unavailable(_ error: PostgresError) -> ProtocolError {
+        ProtocolError(503, unavailableCode, "The server cannot reach its database (\(error.message)); nothing was written. Try again shortly.",
+                      retryAfterSeconds: 2)
     }
 
     /// Ops are read by seq after the replica's head; refused ops and devices by the generation
@@ -164,8 +174,7 @@ public final class PostgresLibrary: LibraryUpstream {
                 }
             }
         } catch let error as PostgresError where error.isConnectionFailure {
-            throw ProtocolError(503, Self.unavailableCode, "The server cannot reach its database (\(error.message)); nothing was written. Try again shortly.",
-                                retryAfterSeconds: 2)
+            throw Self.unavailable(error)
         }
     }
 

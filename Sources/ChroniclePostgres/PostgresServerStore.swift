@@ -156,7 +156,14 @@ public final class PostgresServerStore: SharedLibraryStore {
     /// A replica of another history (another database, or this one restored from a backup) is
     /// made anew from the log; so is one that cannot be read.
     public func library(_ id: UUID, schema: Schema? = nil, caps: [FreeTierCap]? = nil) throws -> ServerLibrary {
-        let schema = schema ?? self.schema
+        do {
+            return try open(id, schema: schema ?? self.schema, caps: caps)
+        } catch let error as PostgresError where error.isConnectionFailure {
+            throw PostgresLibrary.unavailable(error)
+        }
+    }
+
+    private func open(_ id: UUID, schema: Schema, caps: [FreeTierCap]?) throws -> ServerLibrary {
         let upstream = upstreams.withLock { open in
             if let known = open[id] { return known }
             let made = PostgresLibrary(libraryID: id, pool: pool)

@@ -184,6 +184,14 @@ struct PostgresLibraryTests {
         let response = try shared.push(batch, from: writer.deviceID)
         #expect(response.results.allSatisfy { if case .accepted = $0.outcome { true } else { false } })
         #expect(response.head == 8)
+        // A read over a lost connection is a 503 too (never a 500), and the next one is answered.
+        try admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        #expect {
+            _ = try shared.pull(after: 0, limit: 100)
+        } throws: { error in
+            (error as? ProtocolError).map { $0.status == 503 && $0.code == PostgresLibrary.unavailableCode } ?? false
+        }
+        #expect(try shared.pull(after: 0, limit: 100).ops.count == 8)
     }
 
     @Test func aDatabaseOfANewerFormatIsRefusedUntouched() throws {

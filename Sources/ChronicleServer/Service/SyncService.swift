@@ -359,6 +359,8 @@ public final class SyncService: SyncEndpoint {
         let (_, library) = try authorize(token, library: id)
         do {
             return try library.verdict(entity)
+        } catch let error as ProtocolError {
+            throw error   // the shared store unreachable (503), say
         } catch {
             throw ProtocolError.serverStore("The server could not read library \(id.lowercased)", library: id, error)
         }
