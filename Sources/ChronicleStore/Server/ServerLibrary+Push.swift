@@ -28,9 +28,9 @@ extension ServerLibrary {
     /// A library that follows an upstream (`follow`) is ordered there: the batch is answered here,
     /// inside the upstream's lock, and committed there first.
     public func push(_ ops: [Op], from device: UUID) throws(ProtocolError) -> PushResponse {
-        guard let upstream else { return try pushHere(ops, from: device) { _ in nil } }
+        guard let upstream else { return try pushHere(ops, from: device, collecting: false) { _ in nil } }
         do {
-            return try upstream.order(self) { commit in _ = try pushHere(ops, from: device, beforeCommit: commit) }.response
+            return try upstream.order(self) { commit in _ = try pushHere(ops, from: device, collecting: true, beforeCommit: commit) }.response
         } catch let error as ProtocolError {
             throw error
         } catch {
@@ -39,14 +39,15 @@ extension ServerLibrary {
     }
 
     /// The push in this file. `beforeCommit` (an upstream's `order`): called with what the batch
-    /// wrote, inside its transaction and before it commits; it returns the upstream generation to
-    /// record with the batch (nil records none), and if it throws, nothing here is written either.
-    private func pushHere(_ ops: [Op], from device: UUID,
+    /// wrote (gathered only when `collecting`: a lone server's pushes skip it), inside its
+    /// transaction and before it commits; it returns the upstream generation to record with the
+    /// batch (nil records none), and if it throws, nothing here is written either.
+    private func pushHere(_ ops: [Op], from device: UUID, collecting: Bool,
                           beforeCommit: (PushWrites) throws -> Int64?) throws(ProtocolError) -> PushResponse {
         do {
             let (response, tailAfter) = try writer.withLock { db in
                 try db.transaction { db in
-                    var (response, tailAfter, writes) = try push(ops, from: device, in: db)
+                    var (response, tailAfter, writes) = try push(ops, from: device, collecting: collecting, in: db)
                     writes.response = response
                     if let generation = try beforeCommit(writes) {
                         try DeviceStore.setMeta(Self.replicaGenerationKey, .integer(generation), in: db)
@@ -66,7 +67,7 @@ extension ServerLibrary {
         }
     }
 
-    private func push(_ ops: [Op], from device: UUID, in db: Database) throws -> (PushResponse, (seq: Int64, time: Int64), PushWrites) {
+    private func push(_ ops: [Op], from device: UUID, collecting: Bool, in db: Database) throws -> (PushResponse, (seq: Int64, time: Int64), PushWrites) {
         let deviceKey = device.lowercased
         var writes = PushWrites()
         var previous: Int64 = 0
@@ -192,14 +193,14 @@ extension ServerLibrary {
                                      entityID: op.entityID.lowercased, code: rejection.code.rawValue, message: rejection.message,
                                      rejectedAt: now)
                 try Self.insertRejected(row, in: db)
-                writes.rejected.append(row)
+                if collecting { writes.rejected.append(row) }
                 results.append(PushResult(opID: op.opID, deviceSeq: op.deviceSeq,
                                           outcome: .rejected(code: rejection.code.rawValue, message: rejection.message),
                                           verdict: try verdict(op.entityID, in: db)))
             } else {
                 time = now
                 known[key] = (seq, deviceKey)
-                writes.accepted.append(accepted)
+                if collecting { writes.accepted.append(accepted) }
                 results.append(PushResult(opID: op.opID, deviceSeq: op.deviceSeq, outcome: .accepted(serverSeq: seq)))
             }
             last = max(last, op.deviceSeq)
@@ -209,7 +210,7 @@ extension ServerLibrary {
                 INSERT INTO chronicle_devices(device_id, last_device_seq) VALUES (?1, ?2)
                 ON CONFLICT(device_id) DO UPDATE SET last_device_seq = excluded.last_device_seq
                 """, [.text(deviceKey), .integer(last)])
-            writes.device = (deviceKey, last)
+            if collecting { writes.device = (deviceKey, last) }
         }
         return (PushResponse(results: results, head: seq), (seq, time), writes)
     }
