@@ -19,9 +19,6 @@ public struct PostgresError: Error, CustomStringConvertible, Sendable {
 
     /// Another transaction got in the way (serialization failure, deadlock): try the whole transaction again.
     public var isRetryable: Bool { sqlState == "40001" || sqlState == "40P01" }
-
-    /// A unique or primary key constraint refused a row.
-    public var isUniqueViolation: Bool { sqlState == "23505" }
 }
 
 /// The rows a statement returned, in PostgreSQL's text format.
@@ -32,7 +29,6 @@ public final class PostgresRows {
     deinit { PQclear(result) }
 
     public var count: Int { Int(PQntuples(result)) }
-    public var columnCount: Int { Int(PQnfields(result)) }
     /// The number of rows an INSERT, UPDATE or DELETE touched.
     public var affected: Int { Int(String(cString: PQcmdTuples(result))) ?? 0 }
 

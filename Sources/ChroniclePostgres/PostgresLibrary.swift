@@ -130,7 +130,8 @@ public final class PostgresLibrary: LibraryUpstream {
     }
 
     static let catchUpBatch = 5_000
-    static let logColumns = "server_seq, op_id, device_id, device_seq, type, version, entity_id, payload, device_time, base_seq, server_time"
+    /// The log's columns, named as in the SQLite log.
+    static let logColumns = DeviceStore.logColumns
 
     private func op(_ rows: PostgresRows, _ row: Int) throws -> Op {
         func id(_ column: Int) throws -> UUID {

@@ -258,14 +258,6 @@ public final class PostgresServerStore: SharedLibraryStore {
         try pool.withConnection { pg in try PostgresLibrary.readState(id, pg, forUpdate: false).head }
     }
 
-    /// The ids of every library in the database.
-    public func libraryIDs() throws -> [UUID] {
-        try pool.withConnection { pg in
-            let rows = try pg.execute("SELECT library_id FROM chronicle_libraries ORDER BY library_id")
-            return (0..<rows.count).compactMap { rows.text($0, 0).flatMap(UUID.init(text:)) }
-        }
-    }
-
     /// Where this process keeps its replica of library `id`.
     public func replicaPath(_ id: UUID) -> String {
         (cacheDirectory as NSString).appendingPathComponent("\(id.lowercased).sqlite")

@@ -14,7 +14,9 @@ public struct ApplyResult: Sendable, Equatable {
 }
 
 extension DeviceStore {
-    static let logColumns = "server_seq, op_id, device_id, device_seq, type, version, entity_id, payload, device_time, base_seq, server_time"
+    /// The confirmed log's columns, in the order `logArguments` binds them (the server's
+    /// PostgreSQL log has the same ones).
+    public static let logColumns = "server_seq, op_id, device_id, device_seq, type, version, entity_id, payload, device_time, base_seq, server_time"
     static let outboxColumns = "device_seq, op_id, type, version, entity_id, payload, device_time, base_seq"
 
     /// Folds a batch of confirmed ops (what sync delivers) into the store, keeping

@@ -337,10 +337,7 @@ extension ServerLibrary {
                 }
                 try insert.execute(DeviceStore.logArguments(op))
                 try DeviceStore.materialize(op, materializer, in: db)
-                try db.execute("""
-                    INSERT INTO chronicle_devices(device_id, last_device_seq) VALUES (?1, ?2)
-                    ON CONFLICT(device_id) DO UPDATE SET last_device_seq = max(last_device_seq, excluded.last_device_seq)
-                    """, [.text(op.deviceID.lowercased), .integer(op.deviceSeq)])
+                try Self.recordDeviceSeq(op.deviceID.lowercased, op.deviceSeq, in: db)
             }
         }
         if let last = ops.last { tail.withLock { $0 = (last.serverSeq!, max($0.time, last.serverTime!)) } }

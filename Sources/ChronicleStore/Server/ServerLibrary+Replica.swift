@@ -64,6 +64,14 @@ extension ServerLibrary {
         }
     }
 
+    /// Moves a device's last answered deviceSeq up to `seq` (never back).
+    static func recordDeviceSeq(_ device: String, _ seq: Int64, in db: Database) throws {
+        try db.execute("""
+            INSERT INTO chronicle_devices(device_id, last_device_seq) VALUES (?1, ?2)
+            ON CONFLICT(device_id) DO UPDATE SET last_device_seq = max(last_device_seq, excluded.last_device_seq)
+            """, [.text(device), .integer(seq)])
+    }
+
     /// The generation of the other database this file has caught up with (0: none yet).
     public func replicaGeneration() throws -> Int64 {
         try read { db in try DeviceStore.meta(Self.replicaGenerationKey, in: db).integerValue ?? 0 }
@@ -92,12 +100,7 @@ extension ServerLibrary {
                         try Self.insertRejected(row, in: db)
                     }
                 }
-                for device in devices {
-                    try db.execute("""
-                        INSERT INTO chronicle_devices(device_id, last_device_seq) VALUES (?1, ?2)
-                        ON CONFLICT(device_id) DO UPDATE SET last_device_seq = max(last_device_seq, excluded.last_device_seq)
-                        """, [.text(device.id), .integer(device.lastDeviceSeq)])
-                }
+                for device in devices { try Self.recordDeviceSeq(device.id, device.lastDeviceSeq, in: db) }
                 try DeviceStore.setMeta(Self.replicaGenerationKey, .integer(generation), in: db)
                 return ops.last.map { ($0.serverSeq!, $0.serverTime!) }
             }
