@@ -41,8 +41,8 @@ let package = Package(
         .target(name: "ChronicleStore", dependencies: ["ChronicleCore", "CSQLite", "CCrypto"],
                 swiftSettings: strict),
 
-        // The server's order kept in PostgreSQL, for several servers sharing one database.
-        .target(name: "ChroniclePostgres", dependencies: ["ChronicleStore", "CPQ"], swiftSettings: strict),
+        // The server's order and accounts kept in PostgreSQL, for several servers sharing one database.
+        .target(name: "ChroniclePostgres", dependencies: ["ChronicleStore", "ChronicleServer", "CPQ"], swiftSettings: strict),
         .target(name: "ChronicleSync", dependencies: ["ChronicleStore"], swiftSettings: strict),
         .target(name: "ChronicleServer", dependencies: ["ChronicleStore", "CMicroHTTPD", "CCrypto"],
                 swiftSettings: strict),

@@ -29,6 +29,7 @@ public final class PostgresRows {
     deinit { PQclear(result) }
 
     public var count: Int { Int(PQntuples(result)) }
+    public var columns: Int { Int(PQnfields(result)) }
     /// The number of rows an INSERT, UPDATE or DELETE touched.
     public var affected: Int { Int(String(cString: PQcmdTuples(result))) ?? 0 }
 

@@ -9,6 +9,7 @@ final class PostgresListener: @unchecked Sendable {
     private let channel: String
     private let handler: @Sendable (String?) -> Void
     private let stopped = Locked(false)
+    private let connected = Locked(false)
     private let ended = DispatchSemaphore(value: 0)
 
     init(conninfo: String, channel: String, handler: @escaping @Sendable (String?) -> Void) {
@@ -22,6 +23,9 @@ final class PostgresListener: @unchecked Sendable {
         thread.name = "chronicle.postgres.listen"
         thread.start()
     }
+
+    /// Whether the connection is up and listening: notifications sent now reach `handler`.
+    var isListening: Bool { connected.withLock { $0 } }
 
     /// Returns once the thread has ended (within half a second).
     func stop() {
@@ -38,6 +42,7 @@ final class PostgresListener: @unchecked Sendable {
                     let made = try PostgresConnection(conninfo)
                     try made.execute("LISTEN \(channel)")
                     connection = made
+                    connected.withLock { $0 = true }
                     if !first { handler(nil) }
                     first = false
                 } catch {
@@ -48,8 +53,10 @@ final class PostgresListener: @unchecked Sendable {
             do {
                 for payload in try connection!.notifications(waitingMilliseconds: 500) { handler(payload) }
             } catch {
+                connected.withLock { $0 = false }
                 connection = nil
             }
         }
+        connected.withLock { $0 = false }
     }
 }

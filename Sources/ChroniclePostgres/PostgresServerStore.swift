@@ -3,7 +3,7 @@ import ChronicleStore
 import Foundation
 
 /// The server's order kept in one PostgreSQL database that several `chronicle serve` processes
-/// share (`Schemas/store/server-postgres-v1.md`).
+/// share (`Schemas/store/server-postgres-v2.md`; format 1 in `server-postgres-v1.md`).
 ///
 /// PostgreSQL holds what decides: each library's log with its gap-free serverSeq, the answer
 /// every refused op got, and each device's last answered deviceSeq. A push takes its library's
@@ -19,8 +19,9 @@ import Foundation
 /// let response = try library.push(ops, from: device)
 /// ```
 public final class PostgresServerStore: SharedLibraryStore {
-    /// v1: libraries, log, refused ops and devices.
-    public static let formatVersion: Int64 = 1
+    /// v1: libraries, log, refused ops and devices. v2: users, device registrations and library
+    /// deletions too (`PostgresAccountsStorage`); a v1 database gains them when a v2 build opens it.
+    public static let formatVersion: Int64 = 2
     /// The key of the advisory lock that orders the setup of the tables between processes.
     static let setupLockKey: Int64 = 0x4348_524F_4E49_434C   // "CHRONICL"
 
@@ -42,6 +43,7 @@ public final class PostgresServerStore: SharedLibraryStore {
         self.clock = clock
         try FileManager.default.createDirectory(atPath: cacheDirectory, withIntermediateDirectories: true)
         try pool.withConnection { pg in try Self.setUp(pg) }
+        try sweepReplicas()
     }
 
     static func setUp(_ pg: PostgresConnection) throws {
@@ -50,7 +52,7 @@ public final class PostgresServerStore: SharedLibraryStore {
         let exists = try pg.execute("SELECT to_regclass('chronicle_meta') IS NOT NULL").text(0, 0) == "t"
         if !exists {
             try pg.transaction { pg in
-                for statement in statements { try pg.execute(statement) }
+                for statement in statements + accountsStatements { try pg.execute(statement) }
                 try pg.execute("INSERT INTO chronicle_meta(key, value) VALUES ('format_version', $1), ('kind', 'chronicle-server')",
                                [String(formatVersion)])
             }
@@ -63,7 +65,37 @@ public final class PostgresServerStore: SharedLibraryStore {
         if format > formatVersion {
             throw ChronicleError(.futureStoreVersion, "The PostgreSQL database uses Chronicle's server format v\(format), but this build reads up to v\(formatVersion). Update Chronicle; nothing was changed.")
         }
+        if format == 1 {
+            try pg.transaction { pg in
+                for statement in accountsStatements { try pg.execute(statement) }
+                try pg.execute("UPDATE chronicle_meta SET value = $1 WHERE key = 'format_version'", [String(formatVersion)])
+            }
+        }
     }
+
+    /// Format 2's accounts (`PostgresAccountsStorage`): what `server.sqlite` holds for a lone server.
+    static let accountsStatements: [String] = [
+        """
+        CREATE TABLE chronicle_users (
+          name text PRIMARY KEY,
+          password_hash text NOT NULL,
+          library_id text NOT NULL UNIQUE,
+          schema_name text NOT NULL,
+          created_at bigint NOT NULL
+        )
+        """,
+        """
+        CREATE TABLE chronicle_registrations (
+          device_id text PRIMARY KEY,
+          user_name text NOT NULL REFERENCES chronicle_users(name),
+          library_id text NOT NULL,
+          token_hash text NOT NULL UNIQUE,
+          created_at bigint NOT NULL
+        )
+        """,
+        "CREATE INDEX chronicle_registrations_by_user ON chronicle_registrations(user_name)",
+        "CREATE TABLE chronicle_library_deletions (library_id text PRIMARY KEY, requested_at bigint NOT NULL)",
+    ]
 
     static let statements: [String] = [
         "CREATE TABLE chronicle_meta (key text PRIMARY KEY, value text NOT NULL)",
@@ -193,27 +225,60 @@ public final class PostgresServerStore: SharedLibraryStore {
     }
 
     /// The server and database, from the connection string (its password left out).
-    public var label: String {
-        let kept = pool.conninfo.split(separator: " ").filter { !$0.hasPrefix("password=") }.joined(separator: " ")
+    public var label: String { Self.label(pool.conninfo) }
+
+    /// "PostgreSQL" and the connection string with its password left out.
+    static func label(_ conninfo: String) -> String {
+        let kept = conninfo.split(separator: " ").filter { !$0.hasPrefix("password=") }.joined(separator: " ")
         return "PostgreSQL " + kept.replacingOccurrences(of: #"://([^:@/]*):[^@/]*@"#, with: "://$1@", options: .regularExpression)
     }
 
     /// Deletes library `id`: its log, refused ops and devices in PostgreSQL (one transaction), then
-    /// this process's replica. Other processes' replicas answer `unknown_library` from then on.
+    /// this process's replica. Other processes' replicas go when they start again (`sweepReplicas`).
     public func deleteLibrary(_ id: UUID) throws -> Bool {
+        let existed = try Self.deleteLibrary(id, pool: pool)
+        upstreams.withLock { _ = $0.removeValue(forKey: id) }
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: replicaPath(id) + suffix) }
+        return existed
+    }
+
+    /// Deletes library `id`'s log, refused ops and devices in PostgreSQL, in one transaction that
+    /// also wakes every server's parked pulls on it. Returns whether there was a library.
+    public static func deleteLibrary(_ id: UUID, pool: PostgresPool) throws -> Bool {
         let key = id.lowercased
-        let existed = try pool.withConnection { pg in
+        return try pool.withConnection { pg in
             try pg.transaction { pg in
                 try pg.execute("SELECT set_config('chronicle.deleting_library', $1, true)", [key])
                 for table in ["chronicle_log", "chronicle_rejected_ops", "chronicle_devices"] {
                     try pg.execute("DELETE FROM \(table) WHERE library_id = $1", [key])
                 }
-                return try pg.execute("DELETE FROM chronicle_libraries WHERE library_id = $1", [key]).affected > 0
+                let existed = try pg.execute("DELETE FROM chronicle_libraries WHERE library_id = $1", [key]).affected > 0
+                try pg.execute("SELECT pg_notify($1, $2)", [PostgresLibrary.channel, key])
+                return existed
             }
         }
-        upstreams.withLock { _ = $0.removeValue(forKey: id) }
-        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: replicaPath(id) + suffix) }
-        return existed
+    }
+
+    /// Deletes the replicas in the cache directory of libraries PostgreSQL no longer has (deleted
+    /// while this process was not running, or by another one): a person's data leaves every server.
+    /// Run before any library is opened. Returns the libraries whose replicas went.
+    @discardableResult
+    public func sweepReplicas() throws -> [UUID] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: cacheDirectory)) ?? []
+        let replicas = Set(names.compactMap { name -> UUID? in
+            guard name.hasSuffix(".sqlite") else { return nil }
+            return UUID(text: String(name.dropLast(7)))
+        })
+        guard !replicas.isEmpty else { return [] }
+        let known = try pool.withConnection { pg in
+            let rows = try pg.execute("SELECT library_id FROM chronicle_libraries")
+            return Set(try (0..<rows.count).map { try rows.string($0, 0) })
+        }
+        let gone = replicas.filter { !known.contains($0.lowercased) }.sorted { $0.lowercased < $1.lowercased }
+        for id in gone {
+            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: replicaPath(id) + suffix) }
+        }
+        return gone
     }
 
     /// Listens for other processes' writes (`NOTIFY` on `PostgresLibrary.channel`) on a connection

@@ -9,8 +9,9 @@ import FoundationNetworking
 #endif
 import Testing
 
-/// Two sync servers over real loopback HTTP, each with its own replicas, sharing one PostgreSQL
-/// database (and one accounts file): devices syncing through either end with one history.
+/// Two sync servers over real loopback HTTP, each with a directory of its own (its replicas),
+/// sharing one PostgreSQL database (the order, users and devices), as on two machines: devices
+/// syncing through either end with one history and one sign-in.
 @Suite("Servers sharing PostgreSQL", .serialized)
 struct SharedServersTests {
     final class Pair: @unchecked Sendable {
@@ -23,7 +24,8 @@ struct SharedServersTests {
             let database = try TestDatabase()
             self.database = database
             servers = try ["one", "two"].map { name in
-                try SyncServer(dataDirectory: database.directory + "/server", shared: try database.server(name))
+                try SyncServer(dataDirectory: database.directory + "/\(name)", shared: try database.server(name),
+                               accounts: Accounts(storage: try PostgresAccountsStorage(conninfo: database.conninfo)))
             }
             user = try servers[0].service.accounts.addUser("ada", password: password, schema: .readItLater)
         }
@@ -94,6 +96,38 @@ struct SharedServersTests {
         #expect(page.segment.ops.map(\.entityID) == [id])
         // Answered by the push, not by the end of its wait (which would also hold the op).
         #expect(seconds < Double(waited) / 1000 / 2, "answered after \(seconds) s")
+    }
+
+    /// A device signs in through one server and syncs through the other with the same token, until
+    /// an operator revokes it through a third connection: both servers refuse it from then on.
+    @Test func aSignInOnOneServerWorksOnTheOtherUntilRevoked() async throws {
+        let pair = try Pair()
+        let store = try DeviceStore.create(at: pair.database.directory + "/device-\(UUID().lowercased).chronicle", schema: .readItLater,
+                                           libraryID: pair.user.libraryID, deviceID: UUID())
+        let registration = try await HTTPTransport.register(baseURL: pair.servers[0].url, user: "ada", password: pair.password,
+                                                            deviceID: store.deviceID)
+        let transports = pair.servers.map { HTTPTransport(baseURL: $0.url, library: pair.user.libraryID, token: registration.token,
+                                                          requestTimeoutSeconds: 30) }
+        _ = try store.write("article.save", payload: ["url": .text("https://example.com/one")])
+        let engine = SyncEngine(store: store, transport: transports[1], random: { 0.5 })
+        #expect(await engine.syncOnce().outcome == .synced)
+        for transport in transports { _ = try await transport.pull(after: 0, limit: 10, waitMilliseconds: 0) }   // cached on both
+
+        let operatorAccounts = Accounts(storage: try PostgresAccountsStorage(conninfo: pair.database.conninfo, listening: false))
+        try operatorAccounts.revokeDevice(store.deviceID)
+        for (index, transport) in transports.enumerated() {
+            var answer: SyncError?
+            let deadline = Date().addingTimeInterval(10)
+            repeat {
+                do { _ = try await transport.pull(after: 0, limit: 10, waitMilliseconds: 0) } catch { answer = error }
+                if answer == nil { try await Task.sleep(nanoseconds: 10_000_000) }
+            } while answer == nil && Date() < deadline
+            guard case .terminal(let error)? = answer else {
+                Issue.record("server \(index) still takes the revoked token: \(String(describing: answer))")
+                continue
+            }
+            #expect(error.status == 401 && error.code == "unauthorized", "\(error)")
+        }
     }
 
     @Test func aLibraryDeletedThroughOneServerIsGoneFromTheDatabase() throws {

@@ -4,9 +4,9 @@ import ChronicleStore
 import Foundation
 import Testing
 
-/// Two `chronicle serve --postgres` processes sharing one data directory (users, devices) and one
-/// PostgreSQL database (the order), with devices syncing through each, one server killed and
-/// restarted on the way.
+/// `chronicle serve --postgres` processes sharing one PostgreSQL database (the order, users and
+/// devices), on one data directory or none, with devices syncing through each, one server killed
+/// and restarted on the way, and the account commands run against PostgreSQL.
 @Suite(.serialized) struct PostgresToolTests {
     /// A database of its own on the test script's PostgreSQL server (`CHRONICLE_TEST_POSTGRES`).
     func database() throws -> (conninfo: String, drop: () -> Void) {
@@ -64,5 +64,102 @@ import Testing
         #expect(backup.status != 0 && backup.stderr.contains("libraries_in_postgresql"), "\(backup.stderr)")
         let unreachable = try Tool.exec(Tool.binary, ["serve", "--data", data, "--port", "0", "--postgres", "host=127.0.0.1 port=1 dbname=none connect_timeout=2"])
         #expect(unreachable.status != 0 && unreachable.stderr.contains("Cannot use PostgreSQL"), "\(unreachable.stderr)")
+    }
+
+    /// Servers as on two machines: no directory in common, each with its replicas only
+    /// (`--replicas`), users and devices in PostgreSQL, administered with `server … --postgres`.
+    @Test func serversWithNothingInCommonButPostgreSQL() throws {
+        let (conninfo, drop) = try database()
+        defer { drop() }
+        let a = try Tool(), b = try Tool()
+        let pg = ["--postgres", conninfo]
+        #expect(try Tool.exec(Tool.binary, ["server", "add-user"] + pg + ["ada"], stdin: "password123\n").status == 0)
+        let one = try ServerProcess(data: a.directory.appendingPathComponent("replicas").path, arguments: pg, dataFlag: "--replicas")
+        let two = try ServerProcess(data: b.directory.appendingPathComponent("replicas").path, arguments: pg, dataFlag: "--replicas")
+        #expect(one.banner.contains("order and accounts in PostgreSQL"), "\(one.banner)")
+        try a.signIn(one)
+        try b.signIn(two)
+        for index in 0..<10 {
+            try a.ok("save", "https://example.com/a/\(index)")
+            try b.ok("save", "https://example.com/b/\(index)")
+        }
+        try a.ok("sync")
+        try b.ok("sync")
+        try a.ok("sync")
+        #expect(try DeviceStore.open(at: a.store).digest() == DeviceStore.open(at: b.store).digest())
+
+        let users = try Tool.exec(Tool.binary, ["server", "users", "--json"] + pg)
+        #expect(users.status == 0 && users.stdout.contains("\"ada\""), "\(users.stdout) \(users.stderr)")
+        let devices = try Tool.exec(Tool.binary, ["server", "devices", "ada", "--json"] + pg)
+        #expect((try devices.json() as? [Any])?.count == 2, "\(devices.stdout) \(devices.stderr)")
+
+        // A revocation through PostgreSQL signs the device out on the server it syncs with.
+        let device = try DeviceStore.open(at: a.store).deviceID.lowercased
+        #expect(try Tool.exec(Tool.binary, ["server", "revoke", device] + pg).status == 0)
+        try a.ok("save", "https://example.com/a/after")
+        var refused = try a.run("sync")
+        let deadline = Date().addingTimeInterval(10)
+        while refused.status == 0, Date() < deadline {   // the NOTIFY reaches the server within milliseconds
+            Thread.sleep(forTimeInterval: 0.05)
+            refused = try a.run("sync")
+        }
+        #expect(refused.status == 6, "\(refused.status) \(refused.stderr)")
+        try b.ok("sync")
+
+        // What works on library files is refused; a user removed with their library leaves PostgreSQL.
+        let compact = try Tool.exec(Tool.binary, ["server", "compact", "--all"] + pg)
+        #expect(compact.status != 0 && compact.stderr.contains("libraries_in_postgresql"), "\(compact.stderr)")
+        let both = try Tool.exec(Tool.binary, ["server", "users", "--data", a.directory.path] + pg)
+        #expect(both.status == 2, "\(both.stderr)")
+        let removed = try Tool.exec(Tool.binary, ["server", "remove-user", "ada", "--delete-library"] + pg)
+        #expect(removed.status == 0 && removed.stdout.contains("deleted from PostgreSQL"), "\(removed.stdout) \(removed.stderr)")
+        let check = try PostgresConnection(conninfo)
+        #expect(try check.execute("SELECT count(*) FROM chronicle_libraries").int(0, 0) == 0)
+        #expect(try check.execute("SELECT count(*) FROM chronicle_log").int(0, 0) == 0)
+        #expect(try check.execute("SELECT count(*) FROM chronicle_registrations").int(0, 0) == 0)
+        one.stop()
+        two.stop()
+    }
+
+    /// A data directory's users (added with `server add-user --data`) move to PostgreSQL when
+    /// `serve --postgres` first runs on it; the file is kept, and the account commands then ask for
+    /// --postgres. A lone server's directory with libraries is refused: their history would not move.
+    @Test func aDataDirectorysUsersMoveToPostgreSQLOnFirstStart() throws {
+        let (conninfo, drop) = try database()
+        defer { drop() }
+        let a = try Tool()
+        let data = a.directory.appendingPathComponent("server").path
+        #expect(try Tool.exec(Tool.binary, ["server", "add-user", "--data", data, "ada"], stdin: "password123\n").status == 0)
+        let server = try ServerProcess(data: data, arguments: ["--postgres", conninfo])
+        #expect(server.banner.contains("moved 1 users and 0 devices"), "\(server.banner)")
+        try a.signIn(server)
+        try a.ok("save", "https://example.com/moved")
+        try a.ok("sync")
+        let listed = try Tool.exec(Tool.binary, ["server", "users", "--postgres", conninfo])
+        #expect(listed.status == 0 && listed.stdout.contains("ada"), "\(listed.stderr)")
+        let old = try Tool.exec(Tool.binary, ["server", "users", "--data", data])
+        #expect(old.status != 0 && old.stderr.contains("libraries_in_postgresql") && old.stderr.contains("--postgres"), "\(old.stderr)")
+        server.stop()
+
+        let lone = a.directory.appendingPathComponent("lone").path
+        #expect(try Tool.exec(Tool.binary, ["server", "add-user", "--data", lone, "bob"], stdin: "password123\n").status == 0)
+        let plain = try ServerProcess(data: lone)
+        let b = try Tool()
+        try b.signIn(plain, user: "bob")
+        try b.ok("save", "https://example.com/lone")
+        try b.ok("sync")
+        plain.stop()
+        // Bounded: a serve that did not refuse would run until killed.
+        let refused = Process()
+        refused.executableURL = Tool.binary
+        refused.arguments = ["serve", "--data", lone, "--port", "0", "--postgres", conninfo]
+        let errors = a.directory.appendingPathComponent("refused.log")
+        _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
+        refused.standardError = try FileHandle(forWritingTo: errors)
+        refused.standardOutput = FileHandle.nullDevice
+        try refused.run()
+        let status = waitForExit(refused, seconds: 30)
+        let stderr = (try? String(contentsOf: errors, encoding: .utf8)) ?? ""
+        #expect(status != nil && status != 0 && stderr.contains("libraries_in_postgresql"), "\(String(describing: status)) \(stderr)")
     }
 }

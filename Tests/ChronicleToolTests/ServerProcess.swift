@@ -10,16 +10,19 @@ final class ServerProcess {
     let url: String
     let port: Int
     let logPath: String
+    /// The line it printed on starting (where it listens, where its data is).
+    let banner: String
 
-    /// Starts `chronicle serve` and waits for the line saying where it listens.
-    init(data: String, port: Int = 0, environment: [String: String] = [:], arguments: [String] = []) throws {
+    /// Starts `chronicle serve` and waits for the line saying where it listens. `dataFlag`:
+    /// `--replicas` for a server with no data directory (`--postgres`), `data` its replicas.
+    init(data: String, port: Int = 0, environment: [String: String] = [:], arguments: [String] = [], dataFlag: String = "--data") throws {
         self.data = data
         try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
         logPath = data + "/serve-\(UUID().uuidString.prefix(8)).log"
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         process = Process()
         process.executableURL = Tool.binary
-        process.arguments = ["serve", "--data", data, "--port", String(port), "--threads", "4"] + arguments
+        process.arguments = ["serve", dataFlag, data, "--port", String(port), "--threads", "4"] + arguments
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         let out = Pipe()
         process.standardOutput = out
@@ -44,6 +47,7 @@ final class ServerProcess {
             process.terminate()
             throw ChronicleError(.invariantViolated, "chronicle serve did not start: '\(line)'; log: \((try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "")")
         }
+        banner = line
         let rest = line[range.upperBound...]
         self.port = Int(rest.prefix { $0.isNumber })!
         url = "http://127.0.0.1:\(self.port)"

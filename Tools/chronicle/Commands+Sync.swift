@@ -77,7 +77,7 @@ extension Command {
 
     static let serve = Command(
         name: "serve", summary: "Run the sync server (HTTP/1.1 on libmicrohttpd; embedded SQLite store, or PostgreSQL shared by several servers).",
-        usage: "chronicle serve --data DIR [--port N] [--host 127.0.0.1] [--threads N] [--body-memory-mb N] [--open-libraries N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact]",
+        usage: "chronicle serve (--data DIR | --postgres CONNINFO (--data DIR | --replicas DIR)) [--port N] [--host 127.0.0.1] [--threads N] [--body-memory-mb N] [--open-libraries N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact]",
         details: """
             DIR holds server.sqlite (users, devices) and libraries/<id>.sqlite (one per library); it is created if missing.
             --port 0 (the default is 8080) picks a free port. The first line on stdout says where it listens;
@@ -112,20 +112,23 @@ extension Command {
             A device keeps two pushes in flight; one that arrives ahead of the push before it is held up to
             \(grouped(ServiceLimits().pushGapWaitMilliseconds)) ms for it, then refused (409 device_seq_gap; the device sends it again).
             For fault testing only: CHRONICLE_FAULT_503_RATE=0.3 answers that fraction of /v1 requests 503.
-            --postgres CONNINFO (or CHRONICLE_POSTGRES) orders every library in a PostgreSQL database instead of DIR's
-            files, so that several servers share it: each push takes its library's row lock there and commits there
-            first, and a pull parked on one server answers as soon as another commits (LISTEN/NOTIFY). CONNINFO is a
-            libpq connection string ("host=db.internal dbname=chronicle user=chronicle") or a postgresql:// URI; keep
-            the password in PGPASSWORD or ~/.pgpass. The tables are made on first use (Schemas/store/server-postgres-v1.md).
-            Each server keeps replicas of the libraries it serves in --replicas DIR (default: the first of DIR/replicas/1,
-            /2… no other server holds), made from PostgreSQL where missing. Servers on one machine share DIR and its
-            users and devices (server.sqlite); a server unreachable to PostgreSQL answers 503 server_store_unavailable
-            and writes nothing. Once served this way, DIR's libraries are PostgreSQL's: `serve` without --postgres and
-            the `server` commands that work on library files refuse it (libraries_in_postgresql). Not yet with
-            --postgres: --horizon-days; users and devices kept in PostgreSQL (servers on several machines).
+            --postgres CONNINFO (or CHRONICLE_POSTGRES) keeps every library's order and the users and devices in a
+            PostgreSQL database instead of DIR's files, so that several servers, on one machine or many, share it: each
+            push takes its library's row lock there and commits there first, and a pull parked on one server answers as
+            soon as another commits (LISTEN/NOTIFY). CONNINFO is a libpq connection string ("host=db.internal
+            dbname=chronicle user=chronicle") or a postgresql:// URI; keep the password in PGPASSWORD or ~/.pgpass. The
+            tables are made on first use (Schemas/store/server-postgres-v2.md). Each server keeps replicas of the
+            libraries it serves in --replicas DIR (or the first of DIR/replicas/1, /2… that no other server holds, where
+            servers on one machine share --data DIR), made from PostgreSQL where missing; nothing else of a server's is
+            kept on its disk. Users and devices are administered with `chronicle server ACTION --postgres CONNINFO`; a
+            revocation there stops the token on every server at once. A --data DIR with a server.sqlite (users added with
+            `server add-user --data DIR`) has them copied to PostgreSQL on the first start, and the file is kept as it
+            was; a DIR holding a lone server's libraries is refused (their history is not moved). A server that cannot
+            reach PostgreSQL answers 503 server_store_unavailable and writes nothing. Not yet with --postgres:
+            --horizon-days, and the `server` commands that work on library files (set-plan, compact, backup, verify, salvage).
             """) { args, ctx in
-        let usage = "chronicle serve --data DIR [--postgres CONNINFO [--replicas DIR]] [--port N] [--host 127.0.0.1] [--threads N] [--body-memory-mb N] [--open-libraries N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact]"
-        guard let data = args.option("data") else { throw ChronicleError(.usage, "--data DIR is required. Usage: \(usage)") }
+        let usage = "chronicle serve (--data DIR | --postgres CONNINFO (--data DIR | --replicas DIR)) [--port N] [--host 127.0.0.1] [--threads N] [--body-memory-mb N] [--open-libraries N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact]"
+        let dataOption = args.option("data")
         var limits = ServiceLimits()
         if let list = args.option("free-caps"), list != "none" {
             for item in list.split(separator: ",") {
@@ -164,45 +167,91 @@ extension Command {
             throw ChronicleError(.usage, "--horizon-days is not available with --postgres yet: PostgreSQL keeps each library's whole history.")
         }
         if postgres == nil, replicasOption != nil { throw ChronicleError(.usage, "--replicas goes with --postgres.") }
+        guard let data = dataOption ?? (postgres != nil ? replicasOption : nil) else {
+            throw ChronicleError(.usage, "--data DIR is required (with --postgres, --replicas DIR will do). Usage: \(usage)")
+        }
         // Each open library holds a few connections of three descriptors each; Debian's default
         // soft limit (1,024) would run out long before --open-libraries does.
         raiseOpenFileLimit()
         // Fault tests run a real server that fails a fraction of sync requests with 503.
         let faultRate = ProcessInfo.processInfo.environment["CHRONICLE_FAULT_503_RATE"].flatMap(Double.init) ?? 0
         let termination = TerminationSignal()
-        // One server on a data directory at a time; `server salvage` waits for it to stop. Servers
-        // whose libraries are ordered in PostgreSQL share it (and its accounts), each with replicas of its own.
-        let lock = try DataDirectoryLock(dataDirectory: data, purpose: "chronicle serve", shared: postgres != nil)
-        var claim: DataDirectoryLock?
-        defer { withExtendedLifetime((lock, claim)) {} }
-        var shared: PostgresServerStore?
-        let accounts = try Accounts(dataDirectory: data)
+        let server: SyncServer
+        let where_: String
+        var held: [DataDirectoryLock] = []
+        defer { withExtendedLifetime(held) {} }
         if let postgres {
-            let replicas: String
-            if let replicasOption {
-                replicas = replicasOption
-                claim = try DataDirectoryLock(dataDirectory: replicas, purpose: "chronicle serve --postgres (replicas)")
-            } else {
-                let claimed = try DataDirectoryLock.claimSubdirectory(of: (data as NSString).appendingPathComponent("replicas"),
-                                                                      purpose: "chronicle serve --postgres (replicas)")
-                (replicas, claim) = (claimed.path, claimed.lock)
-            }
-            do {
-                shared = try PostgresServerStore(conninfo: postgres, cacheDirectory: replicas, schema: .readItLater)
-            } catch let error as PostgresError {
-                throw ChronicleError(.database, "Cannot use PostgreSQL (\(error.message)). Check --postgres (a libpq connection string or postgresql:// URI; the password is best kept in PGPASSWORD or ~/.pgpass).")
-            }
-            try accounts.setLibrariesOrderedIn("postgresql")
+            let served = try servePostgres(conninfo: postgres, data: dataOption, replicas: replicasOption)
+            held = served.locks
+            server = try SyncServer(dataDirectory: served.store.cacheDirectory, configuration: configuration, limits: limits, maintenance: maintenance,
+                                    log: ServerLog(to: .standardError), fault503Rate: faultRate, shared: served.store, accounts: served.accounts)
+            where_ = "order and accounts in \(served.store.label), replicas in \(served.store.cacheDirectory)"
+                + (served.moved.map { "; moved \($0.users) users and \($0.devices) devices there from \(data)/server.sqlite" } ?? "")
         } else {
-            try accounts.refuseIfOrderedElsewhere("`chronicle serve` without --postgres")
+            // One server on a data directory at a time; `server salvage` waits for it to stop.
+            held = [try DataDirectoryLock(dataDirectory: data, purpose: "chronicle serve")]
+            try Accounts(dataDirectory: data).refuseIfOrderedElsewhere("`chronicle serve` without --postgres")
+            server = try SyncServer(dataDirectory: data, configuration: configuration, limits: limits, maintenance: maintenance,
+                                    log: ServerLog(to: .standardError), fault503Rate: faultRate)
+            where_ = "data in \(data)"
         }
-        let server = try SyncServer(dataDirectory: data, configuration: configuration, limits: limits, maintenance: maintenance,
-                                    log: ServerLog(to: .standardError), fault503Rate: faultRate, shared: shared)
-        let where_ = shared.map { "order in \($0.label), replicas in \($0.cacheDirectory), accounts in \(data)" } ?? "data in \(data)"
         FileHandle.standardOutput.write(Data("Chronicle server listening on \(server.url.absoluteString) (\(where_))\n".utf8))
         termination.wait()
         server.stop()
         return ExitCode.success
+    }
+
+    /// What `serve --postgres` runs on: PostgreSQL's order and accounts, this server's replicas,
+    /// and the locks that keep them its own.
+    struct PostgresServing {
+        var store: PostgresServerStore
+        var accounts: Accounts
+        var locks: [DataDirectoryLock]
+        /// Users and device registrations copied from the data directory's server.sqlite, the first time.
+        var moved: (users: Int, devices: Int)?
+    }
+
+    /// Connects `serve --postgres` to PostgreSQL. Servers on one machine share `data` (a shared
+    /// lock), each in a replicas directory of its own; its server.sqlite, if any, has its users and
+    /// devices copied to PostgreSQL once, and is kept as it was, marked as no longer used. A data
+    /// directory holding a lone server's library files is refused: their history is not moved.
+    static func servePostgres(conninfo: String, data: String?, replicas: String?) throws -> PostgresServing {
+        var locks: [DataDirectoryLock] = []
+        var local: Accounts?
+        if let data {
+            locks.append(try DataDirectoryLock(dataDirectory: data, purpose: "chronicle serve --postgres", shared: true))
+            if FileManager.default.fileExists(atPath: (data as NSString).appendingPathComponent("server.sqlite")) {
+                let accounts = try Accounts(dataDirectory: data)
+                if try accounts.librariesOrderedIn() == nil, !Accounts.libraryFiles(in: data).isEmpty {
+                    throw ChronicleError(.librariesInPostgreSQL, "\(data) holds a lone server's libraries (\(data)/libraries), and `serve --postgres` does not move their history into PostgreSQL. Serve it without --postgres, or give --postgres a new data directory (or only --replicas DIR).")
+                }
+                local = accounts
+            }
+        }
+        let replicasDirectory: String
+        if let replicas {
+            replicasDirectory = replicas
+            locks.append(try DataDirectoryLock(dataDirectory: replicas, purpose: "chronicle serve --postgres (replicas)"))
+        } else {
+            let claimed = try DataDirectoryLock.claimSubdirectory(of: (data! as NSString).appendingPathComponent("replicas"),
+                                                                  purpose: "chronicle serve --postgres (replicas)")
+            replicasDirectory = claimed.path
+            locks.append(claimed.lock)
+        }
+        let store: PostgresServerStore
+        do {
+            store = try PostgresServerStore(conninfo: conninfo, cacheDirectory: replicasDirectory, schema: .readItLater)
+        } catch let error as PostgresError {
+            throw ChronicleError(.database, "Cannot use PostgreSQL (\(error.message)). Check --postgres (a libpq connection string or postgresql:// URI; the password is best kept in PGPASSWORD or ~/.pgpass).")
+        }
+        let storage = try AccountsPlace.postgresStorage(conninfo, listening: true)
+        var moved: (users: Int, devices: Int)?
+        if let local, try local.accountsMovedTo() == nil {
+            moved = try storage.copy(from: local)
+            try local.setLibrariesOrderedIn("postgresql")
+            try local.setAccountsMoved(to: "postgresql")
+        }
+        return PostgresServing(store: store, accounts: Accounts(storage: storage), locks: locks, moved: moved)
     }
 
     /// `serve`'s compaction options: the policy the running server compacts libraries by.
@@ -243,8 +292,8 @@ extension Command {
     }
 
     static let server = Command(
-        name: "server", summary: "Administer a server's data directory (add-user, users, devices, revoke, passwd, remove-user, delete-library, set-plan, compact, backup, verify, salvage).",
-        usage: "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run] | devices --data DIR NAME | revoke --data DIR (DEVICE | --all NAME) | passwd --data DIR NAME [--revoke-devices] | remove-user --data DIR NAME [--delete-library] [--wait S] | delete-library --data DIR ID [--wait S]",
+        name: "server", summary: "Administer a server's data directory or PostgreSQL accounts (add-user, users, devices, revoke, passwd, remove-user, delete-library, set-plan, compact, backup, verify, salvage).",
+        usage: "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run] | devices --data DIR NAME | revoke --data DIR (DEVICE | --all NAME) | passwd --data DIR NAME [--revoke-devices] | remove-user --data DIR NAME [--delete-library] [--wait S] | delete-library --data DIR ID [--wait S] (add-user, users, devices, revoke, passwd, remove-user and delete-library take --postgres CONNINFO in place of --data DIR)",
         details: """
             add-user reads the password from the first line of stdin (at least 8 characters) and creates the user's library;
             with --library ID it gives the user a library already in DIR that no user owns (one `salvage --accounts`
@@ -290,14 +339,26 @@ extension Command {
             (every request is answered 503 accounts_damaged while it cannot be read): it keeps the rows that can be read;
             a device whose registration was lost signs in again (401; its store and queue are kept), and a library whose
             user was lost stays on disk and is listed with the `add-user --library` command that gives it back.
+            Servers that share PostgreSQL (`serve --postgres`) keep users and devices there: add-user, users, devices,
+            revoke, passwd, remove-user and delete-library take --postgres CONNINFO (or CHRONICLE_POSTGRES, when --data is
+            not given) in place of --data DIR, and work beside the running servers; remove-user --delete-library and
+            delete-library delete the library from PostgreSQL at once (no user owns it, so no device can reach it), and
+            each server drops its replica when it next starts. The other actions are not available there yet.
             """) { args, ctx in
-        let usage = "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run] | devices --data DIR NAME | revoke --data DIR (DEVICE | --all NAME) | passwd --data DIR NAME [--revoke-devices] | remove-user --data DIR NAME [--delete-library] [--wait S] | delete-library --data DIR ID [--wait S]"
+        let usage = "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run] | devices --data DIR NAME | revoke --data DIR (DEVICE | --all NAME) | passwd --data DIR NAME [--revoke-devices] | remove-user --data DIR NAME [--delete-library] [--wait S] | delete-library --data DIR ID [--wait S] (add-user, users, devices, revoke, passwd, remove-user and delete-library take --postgres CONNINFO in place of --data DIR)"
         let action = try args.requirePositional("an action (add-user, users, devices, revoke, passwd, remove-user, delete-library, set-plan, compact, backup, verify or salvage)", usage: usage)
-        guard let data = args.option("data") else { throw ChronicleError(.usage, "--data DIR is required. Usage: \(usage)") }
+        let place = try AccountsPlace.parse(&args, usage: usage)
+        let accountActions = ["add-user", "users", "devices", "revoke", "passwd", "remove-user", "delete-library"]
+        // Only the account actions work on PostgreSQL; the others read and write library files.
+        let data = place.directory ?? ""
+        if place.directory == nil, !accountActions.contains(action), ["set-plan", "compact", "backup", "verify", "salvage"].contains(action) {
+            throw ChronicleError(.librariesInPostgreSQL, "`chronicle server \(action)` works on a data directory's files and is not available with --postgres yet. Use PostgreSQL's own tools (pg_dump for backups), or a running `chronicle serve --postgres` for everything a server does.")
+        }
         // These work on library files, which are only a server's replicas where libraries are ordered in PostgreSQL.
         if ["set-plan", "compact", "backup", "verify", "delete-library"].contains(action) || (action == "salvage" && !args.has("accounts")) {
             let accountsFile = (data as NSString).appendingPathComponent("server.sqlite")
             if FileManager.default.fileExists(atPath: accountsFile), let accounts = try? Accounts(dataDirectory: data) {
+                if action == "delete-library" { _ = try place.open(for: action) }   // accounts moved: says to use --postgres
                 try accounts.refuseIfOrderedElsewhere("`chronicle server \(action)`")
             }
         }
@@ -310,12 +371,16 @@ extension Command {
             guard let schema = Schema.named(schemaName) else {
                 throw ChronicleError(.usage, "Unknown schema '\(schemaName)'; this build has \(Schema.builtIn.map(\.name).joined(separator: ", ")).")
             }
-            let accounts = try Accounts(dataDirectory: data)
+            let accounts = try place.open(for: "add-user")
             var library: UUID?
             if let libraryText {
                 guard let id = UUID(text: libraryText) else { throw ChronicleError(.usage, "--library takes a library id (got '\(libraryText)').") }
-                try accounts.refuseIfOrderedElsewhere("`server add-user --library`")
-                try accounts.checkLibraryToGiveBack(id, schema: schema, dataDirectory: data)
+                if let storage = accounts.storage as? PostgresAccountsStorage {
+                    try checkLibraryToGiveBack(id, schema: schema, in: storage, accounts)
+                } else {
+                    try accounts.refuseIfOrderedElsewhere("`server add-user --library`")
+                    try accounts.checkLibraryToGiveBack(id, schema: schema, dataDirectory: data)
+                }
                 library = id
             }
             let password = try readPassword()
@@ -417,9 +482,9 @@ extension Command {
             return try salvageLibrary(data: data, user: name, dryRun: dryRun, ctx)
         case "users":
             try args.finish(usage: usage)
-            let accounts = try Accounts(dataDirectory: data)
+            let accounts = try place.open(for: "users")
             let users = try accounts.libraries()
-            let unowned = try accounts.unownedLibraries(in: data)
+            let unowned = try place.unownedLibraries(accounts) ?? accounts.unownedLibraries(in: data)
             let deleting = Set(try accounts.pendingLibraryDeletions())
             if ctx.output.json {
                 ctx.output.emit(users.map { ["user": $0.name, "library_id": $0.libraryID.lowercased, "schema": $0.schemaName] as [String: Any] }
@@ -432,7 +497,7 @@ extension Command {
         case "devices":
             let name = try args.requirePositional("the user name", usage: usage)
             try args.finish(usage: usage)
-            return try listDevices(data: data, user: name, ctx)
+            return try listDevices(try place.open(for: "devices"), user: name, ctx)
         case "revoke":
             let all = args.flag("all")
             let target = try args.requirePositional(all ? "the user name" : "the device id (or --all NAME)", usage: usage)
@@ -445,12 +510,13 @@ extension Command {
                 }
                 id = parsed
             }
-            return try revokeDevices(data: data, device: id, allOf: all ? target : nil, ctx)
+            return try revokeDevices(try place.open(for: "revoke"), device: id, allOf: all ? target : nil, ctx)
         case "remove-user":
             let name = try args.requirePositional("the user name", usage: usage)
             let delete = args.flag("delete-library")
             let wait = try deletionWait(&args)
             try args.finish(usage: usage)
+            if case .postgres = place { return try removeUser(try place.open(for: "remove-user"), user: name, deleteLibrary: delete, ctx) }
             return try removeUser(data: data, user: name, deleteLibrary: delete, wait: wait, ctx)
         case "delete-library":
             let text = try args.requirePositional("the library id (`server users` lists the ones no user owns)", usage: usage)
@@ -459,12 +525,13 @@ extension Command {
             }
             let wait = try deletionWait(&args)
             try args.finish(usage: usage)
+            if case .postgres = place { return try deleteLibrary(try place.open(for: "delete-library"), library: id, ctx) }
             return try deleteLibrary(data: data, library: id, wait: wait, ctx)
         case "passwd":
             let name = try args.requirePositional("the user name", usage: usage)
             let revoke = args.flag("revoke-devices")
             try args.finish(usage: usage)
-            return try changePassword(data: data, user: name, revokeDevices: revoke, ctx)
+            return try changePassword(try place.open(for: "passwd"), user: name, revokeDevices: revoke, ctx)
         default:
             throw ChronicleError(.usage, "Unknown server action '\(action)'. Usage: \(usage)")
         }

@@ -1,4 +1,5 @@
 import ChronicleCore
+import ChroniclePostgres
 import ChronicleStore
 import Foundation
 
@@ -59,6 +60,8 @@ let overview = """
     } catch let error as SQLiteError {
         if error.isDiskFull { return fail(ChronicleError(.diskFull, "The disk is full; nothing was written.")) }
         return fail(ChronicleError(.database, error.description))
+    } catch let error as PostgresError {
+        return fail(ChronicleError(.database, "PostgreSQL: \(error.message)"))
     } catch {
         return fail(ChronicleError(.database, "\(error)"))
     }

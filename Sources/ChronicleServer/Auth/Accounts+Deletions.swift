@@ -18,24 +18,28 @@ extension Accounts {
     /// Asks for the file of `library`, which no user owns, to be deleted. Refused for a library a
     /// user owns (remove the user first) and for one with no file in `dataDirectory`.
     public func requestLibraryDeletion(_ library: UUID, dataDirectory: String) throws {
-        try reading { db in
-            try db.transaction { db in
-                if let owner = try db.scalarText("SELECT name FROM users WHERE library_id = ?1", [.text(library.lowercased)]) {
-                    throw ChronicleError(.invalidValue, "Library \(library.lowercased) belongs to user \(owner); `chronicle server remove-user --data \(dataDirectory) \(owner) --delete-library` removes them and deletes it.")
-                }
-                guard FileManager.default.fileExists(atPath: Self.libraryPath(dataDirectory, library)) else {
-                    throw ChronicleError(.unknownEntity, "There is no library \(library.lowercased) in \(dataDirectory); `chronicle server users --data \(dataDirectory)` lists them.")
-                }
-                try db.execute("INSERT OR IGNORE INTO library_deletions(library_id, requested_at) VALUES (?1, ?2)",
-                               [.text(library.lowercased), .integer(clock.nowMilliseconds())])
+        guard FileManager.default.fileExists(atPath: Self.libraryPath(dataDirectory, library)) else {
+            throw ChronicleError(.unknownEntity, "There is no library \(library.lowercased) in \(dataDirectory); `chronicle server users --data \(dataDirectory)` lists them.")
+        }
+        try requestLibraryDeletion(library, owners: "`chronicle server remove-user --data \(dataDirectory)")
+    }
+
+    /// Asks for `library`, which no user owns, to be deleted, wherever its log is (the caller has
+    /// checked it exists). `owners`: the start of the command that removes its owner instead.
+    public func requestLibraryDeletion(_ library: UUID, owners: String) throws {
+        try storage.transaction { sql in
+            if let owner = try sql.text("SELECT name FROM \(t.users) WHERE library_id = ?1", [.text(library.lowercased)]) {
+                throw ChronicleError(.invalidValue, "Library \(library.lowercased) belongs to user \(owner); \(owners) \(owner) --delete-library` removes them and deletes it.")
             }
+            try sql.execute("INSERT INTO \(t.deletions)(library_id, requested_at) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+                            [.text(library.lowercased), .integer(clock.nowMilliseconds())])
         }
     }
 
     /// Libraries whose deletion was asked for and whose file is not known to be gone yet.
     public func pendingLibraryDeletions() throws -> [UUID] {
-        try reading { db in
-            try db.query("SELECT library_id FROM library_deletions ORDER BY requested_at, library_id") { row in
+        try storage.read { sql in
+            try sql.rows("SELECT library_id FROM \(t.deletions) ORDER BY requested_at, library_id").map { row in
                 try id(row.text(0), "a library to delete")
             }
         }
@@ -43,8 +47,8 @@ extension Accounts {
 
     /// Records that `library`'s file is gone: the request ends, and the id may be given out again.
     public func libraryDeleted(_ library: UUID) throws {
-        try reading { db in
-            try db.execute("DELETE FROM library_deletions WHERE library_id = ?1", [.text(library.lowercased)])
+        try storage.read { sql in
+            try sql.execute("DELETE FROM \(t.deletions) WHERE library_id = ?1", [.text(library.lowercased)])
         }
     }
 
@@ -80,16 +84,29 @@ extension Accounts {
     /// The meta key that says where the libraries of this data directory are ordered, if not in its files.
     static let orderedInKey = "libraries_ordered_in"
 
+    /// The meta key set once this data directory's users and devices were copied to PostgreSQL.
+    static let accountsMovedKey = "accounts_moved_to"
+
     /// "postgresql" once `chronicle serve --postgres` has served this data directory; nil: in its files.
-    public func librariesOrderedIn() throws -> String? {
-        try reading { db in try db.scalarText("SELECT value FROM chronicle_meta WHERE key = ?1", [.text(Self.orderedInKey)]) }
-    }
+    public func librariesOrderedIn() throws -> String? { try meta(Self.orderedInKey) }
 
     /// Records that the libraries are ordered in `store` ("postgresql") from now on.
-    public func setLibrariesOrderedIn(_ store: String) throws {
-        try reading { db in
-            try db.execute("INSERT INTO chronicle_meta(key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                           [.text(Self.orderedInKey), .text(store)])
+    public func setLibrariesOrderedIn(_ store: String) throws { try setMeta(Self.orderedInKey, store) }
+
+    /// "postgresql" once the users and devices of this file were copied there (`chronicle serve
+    /// --postgres`, since format 2 of its tables): the file is kept as it was, and no longer used.
+    public func accountsMovedTo() throws -> String? { try meta(Self.accountsMovedKey) }
+
+    public func setAccountsMoved(to store: String) throws { try setMeta(Self.accountsMovedKey, store) }
+
+    func meta(_ key: String) throws -> String? {
+        try storage.read { sql in try sql.text("SELECT value FROM \(t.meta) WHERE key = ?1", [.text(key)]) }
+    }
+
+    func setMeta(_ key: String, _ value: String) throws {
+        try storage.read { sql in
+            try sql.execute("INSERT INTO \(t.meta)(key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                            [.text(key), .text(value)])
         }
     }
 

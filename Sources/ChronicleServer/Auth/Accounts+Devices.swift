@@ -24,13 +24,13 @@ public struct DeviceRecord: Sendable, Equatable {
 extension Accounts {
     /// The devices registered to `user`, most recently signed in first.
     public func devices(of user: String) throws -> [DeviceRecord] {
-        try reading { db in
-            guard try db.scalarInt("SELECT 1 FROM users WHERE name = ?1", [.text(user)]) != nil else {
+        try storage.read { sql in
+            guard try sql.exists("SELECT 1 FROM \(t.users) WHERE name = ?1", [.text(user)]) else {
                 throw ChronicleError(.unknownEntity, "No user named '\(user)'.")
             }
-            return try db.query("""
-                SELECT device_id, user_name, library_id, created_at FROM devices WHERE user_name = ?1 ORDER BY created_at DESC, device_id
-                """, [.text(user)]) { row in try deviceRecord(row) }
+            return try sql.rows("""
+                SELECT device_id, user_name, library_id, created_at FROM \(t.devices) WHERE user_name = ?1 ORDER BY created_at DESC, device_id
+                """, [.text(user)]).map(deviceRecord)
         }
     }
 
@@ -39,33 +39,29 @@ extension Accounts {
     /// changes are kept, and nothing it synced is undone). Returns what was removed.
     @discardableResult
     public func revokeDevice(_ device: UUID) throws -> DeviceRecord {
-        try reading { db in
-            try db.transaction { db in
-                guard let record = try db.query("SELECT device_id, user_name, library_id, created_at FROM devices WHERE device_id = ?1",
-                                                [.text(device.lowercased)], { row in try deviceRecord(row) }).first else {
-                    throw ChronicleError(.unknownEntity, "No device \(device.lowercased) is registered; `chronicle server devices --data DIR NAME` lists a user's.")
-                }
-                try db.execute("DELETE FROM devices WHERE device_id = ?1", [.text(device.lowercased)])
-                tokenCache.withLock { $0.removeAll() }
-                return record
+        defer { dropTokenCache() }
+        return try storage.transaction { sql in
+            guard let record = try sql.rows("SELECT device_id, user_name, library_id, created_at FROM \(t.devices) WHERE device_id = ?1",
+                                            [.text(device.lowercased)]).first.map(deviceRecord) else {
+                throw ChronicleError(.unknownEntity, "No device \(device.lowercased) is registered; `chronicle server devices NAME` lists a user's.")
             }
+            try sql.execute("DELETE FROM \(t.devices) WHERE device_id = ?1", [.text(device.lowercased)])
+            return record
         }
     }
 
     /// Removes every device registration of `user` (each signs in again); returns them.
     @discardableResult
     public func revokeDevices(of user: String) throws -> [DeviceRecord] {
-        try reading { db in
-            try db.transaction { db in
-                guard try db.scalarInt("SELECT 1 FROM users WHERE name = ?1", [.text(user)]) != nil else {
-                    throw ChronicleError(.unknownEntity, "No user named '\(user)'.")
-                }
-                let records = try db.query("SELECT device_id, user_name, library_id, created_at FROM devices WHERE user_name = ?1 ORDER BY device_id",
-                                           [.text(user)]) { row in try deviceRecord(row) }
-                try db.execute("DELETE FROM devices WHERE user_name = ?1", [.text(user)])
-                tokenCache.withLock { $0.removeAll() }
-                return records
+        defer { dropTokenCache() }
+        return try storage.transaction { sql in
+            guard try sql.exists("SELECT 1 FROM \(t.users) WHERE name = ?1", [.text(user)]) else {
+                throw ChronicleError(.unknownEntity, "No user named '\(user)'.")
             }
+            let records = try sql.rows("SELECT device_id, user_name, library_id, created_at FROM \(t.devices) WHERE user_name = ?1 ORDER BY device_id",
+                                       [.text(user)]).map(deviceRecord)
+            try sql.execute("DELETE FROM \(t.devices) WHERE user_name = ?1", [.text(user)])
+            return records
         }
     }
 
@@ -76,37 +72,33 @@ extension Accounts {
             throw ChronicleError(.invalidValue, "A password needs at least 8 characters.")
         }
         let hash = Secrets.hashPassword(password)
-        try reading { db in
-            try db.execute("UPDATE users SET password_hash = ?1 WHERE name = ?2", [.text(hash), .text(user)])
-            guard db.changes == 1 else { throw ChronicleError(.unknownEntity, "No user named '\(user)'.") }
+        try storage.transaction { sql in
+            guard try sql.execute("UPDATE \(t.users) SET password_hash = ?1 WHERE name = ?2", [.text(hash), .text(user)]) == 1 else {
+                throw ChronicleError(.unknownEntity, "No user named '\(user)'.")
+            }
         }
     }
 
     /// Removes `user` and every device registration of theirs, in one transaction: their tokens
     /// stop working at once (also on a running server) and their password signs in no more.
-    /// Their library's file is left where it is, owned by no one (`unownedLibraries`), to be
-    /// given back (`add-user --library`) or deleted (`requestLibraryDeletion`); with
-    /// `deletingLibrary`, its deletion is asked for in the same transaction.
+    /// Their library is left where it is, owned by no one (`unownedLibraries`), to be given back
+    /// (`add-user --library`) or deleted (`requestLibraryDeletion`); with `deletingLibrary`, its
+    /// deletion is asked for in the same transaction.
     /// Returns the removed user and how many devices were signed out.
     @discardableResult
     public func removeUser(_ user: String, deletingLibrary: Bool = false) throws -> (user: UserRecord, devices: Int) {
-        try reading { db in
-            try db.transaction { db in
-                guard let record = try db.query("SELECT name, library_id, schema_name FROM users WHERE name = ?1", [.text(user)], { row in
-                    try userRecord(row)
-                }).first else {
-                    throw ChronicleError(.unknownEntity, "No user named '\(user)'.")
-                }
-                try db.execute("DELETE FROM devices WHERE user_name = ?1", [.text(user)])
-                let devices = db.changes
-                try db.execute("DELETE FROM users WHERE name = ?1", [.text(user)])
-                if deletingLibrary {
-                    try db.execute("INSERT OR IGNORE INTO library_deletions(library_id, requested_at) VALUES (?1, ?2)",
-                                   [.text(record.libraryID.lowercased), .integer(clock.nowMilliseconds())])
-                }
-                tokenCache.withLock { $0.removeAll() }
-                return (record, devices)
+        defer { dropTokenCache() }
+        return try storage.transaction { sql in
+            guard let record = try sql.rows("SELECT name, library_id, schema_name FROM \(t.users) WHERE name = ?1", [.text(user)]).first.map(userRecord) else {
+                throw ChronicleError(.unknownEntity, "No user named '\(user)'.")
             }
+            let devices = try sql.execute("DELETE FROM \(t.devices) WHERE user_name = ?1", [.text(user)])
+            try sql.execute("DELETE FROM \(t.users) WHERE name = ?1", [.text(user)])
+            if deletingLibrary {
+                try sql.execute("INSERT INTO \(t.deletions)(library_id, requested_at) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+                                [.text(record.libraryID.lowercased), .integer(clock.nowMilliseconds())])
+            }
+            return (record, devices)
         }
     }
 
@@ -118,7 +110,7 @@ extension Accounts {
     }
 
     /// A device read from columns 0–3 of `row` (device_id, user_name, library_id, created_at).
-    private func deviceRecord(_ row: Row) throws -> DeviceRecord {
+    private func deviceRecord(_ row: AccountsRow) throws -> DeviceRecord {
         DeviceRecord(deviceID: try id(row.text(0), "a device id"), user: row.text(1),
                      libraryID: try id(row.text(2), "device \(row.text(0))'s library id"), registeredAt: row.int(3))
     }

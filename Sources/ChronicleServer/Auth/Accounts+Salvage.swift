@@ -86,19 +86,19 @@ extension Accounts {
         }
         // Rows are checked once copied (below), not one by one as they go in.
         try out.execute("PRAGMA foreign_keys = OFF")
-        for statement in statements { try out.execute(statement) }
+        for statement in SQLiteAccountsStorage.statements { try out.execute(statement) }
         report.tables.append(try SalvageCopy.copyWhole("chronicle_meta", in: out))
         report.tables.append(try SalvageCopy.copyWhole("users", in: out, alphabet: nameAlphabet))
         report.tables.append(try SalvageCopy.copyWhole("devices", in: out))
         if let kind = try out.scalarText("SELECT value FROM chronicle_meta WHERE key = 'kind'"), kind != "server" {
             throw ChronicleError(.notAChronicleStore, "\(path) is not a server's accounts file (its kind is '\(kind)').")
         }
-        if let format = try out.scalarInt("SELECT value FROM chronicle_meta WHERE key = 'format_version'"), format > formatVersion {
-            throw ChronicleError(.futureStoreVersion, "\(path) uses server format v\(format), but this build reads up to v\(formatVersion). Update Chronicle; the file was left untouched.")
+        if let format = try out.scalarInt("SELECT value FROM chronicle_meta WHERE key = 'format_version'"), format > SQLiteAccountsStorage.formatVersion {
+            throw ChronicleError(.futureStoreVersion, "\(path) uses server format v\(format), but this build reads up to v\(SQLiteAccountsStorage.formatVersion). Update Chronicle; the file was left untouched.")
         }
         // What could not be read of the metadata is what every accounts file of this format holds.
         try out.execute("INSERT OR IGNORE INTO chronicle_meta(key, value) VALUES ('format_version', ?1), ('kind', 'server')",
-                        [.integer(formatVersion)])
+                        [.integer(SQLiteAccountsStorage.formatVersion)])
 
         let users = try out.query("SELECT name, library_id FROM users") { ($0.text(0), $0.text(1)) }
         for (name, library) in users where !isValidUserName(name) || UUID(text: library)?.lowercased != library {
@@ -140,7 +140,7 @@ extension Accounts {
     }
 
     /// The ids of the library files in the data directory (`libraries/<id>.sqlite`).
-    static func libraryFiles(in dataDirectory: String) -> [UUID] {
+    public static func libraryFiles(in dataDirectory: String) -> [UUID] {
         let directory = (dataDirectory as NSString).appendingPathComponent("libraries")
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
         return names.compactMap { name -> UUID? in
@@ -191,10 +191,7 @@ extension Accounts {
     public func verify() -> VerifyCheck {
         let name = "the accounts file can be read"
         do {
-            let problems = try db.withLock { db in
-                try db.query("PRAGMA integrity_check(20)") { $0.text(0) }.filter { $0 != "ok" }
-                    + db.query("PRAGMA foreign_key_check") { "a row of \($0.text(0)) names a row of \($0.text(2)) that is missing" }
-            }
+            let problems = try storage.integrityProblems()
             guard problems.isEmpty else {
                 return VerifyCheck(name: name, passed: false, detail: Accounts.damaged(path, problems.prefix(3).joined(separator: "; ")).message)
             }

@@ -16,53 +16,27 @@ public struct UserRecord: Sendable, Equatable {
     public var schemaName: String
 }
 
-/// Users, their libraries and registered devices, in `<data>/server.sqlite`
-/// (`Schemas/store/server-v1.md`). Passwords are kept as scrypt hashes and
-/// tokens as SHA-256 hashes: the file never holds a secret a thief could replay.
+/// Users, their libraries and registered devices: in `<data>/server.sqlite`
+/// (`Schemas/store/server-v1.md`), or in the PostgreSQL database servers on several machines
+/// share (`AccountsStorage`). Passwords are kept as scrypt hashes and tokens as SHA-256 hashes:
+/// the storage never holds a secret a thief could replay.
 public final class Accounts: Sendable {
-    public let path: String
-    let db: Locked<Database>
+    public let storage: any AccountsStorage
+    /// Where the accounts are, for messages: the file's path, or the database.
+    public var path: String { storage.label }
     let clock: any ChronicleClock
     /// token hash → identity; tokens are checked on every request.
-    let tokenCache: Locked<[String: DeviceIdentity]>
-    /// The file's `PRAGMA data_version` when `tokenCache` was last known good: it changes when
-    /// another process (`chronicle server revoke`) commits to the file, and the cache is dropped.
-    private let cachedVersion = Locked<Int64>(-1)
+    let tokenCache = Locked(TokenCache())
 
-    static let formatVersion: Int64 = 1
-    static let statements = [
-        "CREATE TABLE chronicle_meta (key TEXT PRIMARY KEY NOT NULL, value) WITHOUT ROWID",
-        """
-        CREATE TABLE users (
-          name TEXT PRIMARY KEY NOT NULL,
-          password_hash TEXT NOT NULL,
-          library_id TEXT NOT NULL UNIQUE,
-          schema_name TEXT NOT NULL,
-          created_at INTEGER NOT NULL
-        ) WITHOUT ROWID
-        """,
-        """
-        CREATE TABLE devices (
-          device_id TEXT PRIMARY KEY NOT NULL,
-          user_name TEXT NOT NULL REFERENCES users(name),
-          library_id TEXT NOT NULL,
-          token_hash TEXT NOT NULL UNIQUE,
-          created_at INTEGER NOT NULL
-        ) WITHOUT ROWID
-        """,
-    ] + deletionStatements
+    struct TokenCache {
+        /// The storage's `changeCount` the entries were read under: another process's change drops them.
+        var storageCount = Int64.min
+        /// Moves on each change of this process's own: a row read before it is not cached after it.
+        var epoch: Int64 = 0
+        var entries: [String: DeviceIdentity] = [:]
+    }
 
-    /// Libraries whose file is to be deleted once no request holds it (`Accounts+Deletions.swift`).
-    /// Added to format 1 as it stands: a build from before never reads the table, and needs
-    /// nothing from it (it never opens a library no user owns), so the file stays readable by it.
-    static let deletionStatements = [
-        """
-        CREATE TABLE library_deletions (
-          library_id TEXT PRIMARY KEY NOT NULL,
-          requested_at INTEGER NOT NULL
-        ) WITHOUT ROWID
-        """,
-    ]
+    var t: AccountsTables { storage.tables }
 
     public convenience init(dataDirectory: String, clock: any ChronicleClock = SystemClock()) throws {
         try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
@@ -71,32 +45,22 @@ public final class Accounts: Sendable {
 
     /// The accounts file at `path` (created if missing): a data directory's `server.sqlite`, or a
     /// salvage's new copy of it.
-    init(path: String, clock: any ChronicleClock = SystemClock()) throws {
-        self.path = path
-        do {
-            let database = try Database(path: path)
-            if try database.scalarInt("SELECT count(*) FROM sqlite_master WHERE name = 'chronicle_meta'") == 0 {
-                try database.transaction { db in
-                    for statement in Self.statements { try db.execute(statement) }
-                    try db.execute("INSERT INTO chronicle_meta(key, value) VALUES ('format_version', ?1), ('kind', 'server')",
-                                   [.integer(Self.formatVersion)])
-                }
-            } else if let format = try database.scalarInt("SELECT value FROM chronicle_meta WHERE key = 'format_version'"),
-                      format > Self.formatVersion {
-                throw ChronicleError(.futureStoreVersion, "\(path) uses server format v\(format), but this build reads up to v\(Self.formatVersion). Update Chronicle; the file was left untouched.")
-            } else if try database.scalarInt("SELECT count(*) FROM sqlite_master WHERE name = 'library_deletions'") == 0 {
-                try database.transaction { db in
-                    if try db.scalarInt("SELECT count(*) FROM sqlite_master WHERE name = 'library_deletions'") == 0 {
-                        for statement in Self.deletionStatements { try db.execute(statement) }
-                    }
-                }
-            }
-            db = Locked(database)
-        } catch {
-            throw Self.damagedOr(error, path)
-        }
+    convenience init(path: String, clock: any ChronicleClock = SystemClock()) throws {
+        self.init(storage: try SQLiteAccountsStorage(path: path), clock: clock)
+    }
+
+    /// The accounts kept in `storage`.
+    public init(storage: any AccountsStorage, clock: any ChronicleClock = SystemClock()) {
+        self.storage = storage
         self.clock = clock
-        tokenCache = Locked([:])
+    }
+
+    /// Drops the cached token `hash` (every one when nil) after a change of this process's own (a revocation).
+    func dropTokenCache(_ hash: String? = nil) {
+        tokenCache.withLock { cache in
+            cache.epoch += 1
+            if let hash { cache.entries.removeValue(forKey: hash) } else { cache.entries.removeAll() }
+        }
     }
 
     /// The code of a server whose accounts file cannot be read.
@@ -117,25 +81,12 @@ public final class Accounts: Sendable {
         return damaged(path, "SQLite cannot read part of it (\(sqlite.message))")
     }
 
-    /// What a device is answered while the accounts cannot be read: 503 with a Retry-After, as
-    /// for a damaged library; devices keep what they hold and try again.
-    static func unavailable(_ error: any Error, _ what: String) -> ProtocolError {
-        if let error = error as? ChronicleError, error.code == .storeDamaged {
-            return ProtocolError(503, damagedCode,
-                                 "The server's accounts (users, devices, tokens) cannot be read: its file is damaged. Nothing was written. "
-                                 + "The server's operator salvages them (`chronicle server salvage --accounts`) or restores a backup; try again later.",
-                                 retryAfterSeconds: 300)
-        }
+    /// What a device is answered while the accounts cannot be read or reached: 503 with a
+    /// Retry-After (a damaged file, an unreachable database); devices keep what they hold and try again.
+    func unavailable(_ error: any Error, _ what: String) -> ProtocolError {
+        if let error = error as? ProtocolError { return error }
+        if let answer = storage.unavailable(error) { return answer }
         return ProtocolError(500, "server_store", "\(what): \(error)")
-    }
-
-    /// Runs `body` on the file; SQLite finding it damaged is `damaged`.
-    func reading<T>(_ body: (Database) throws -> T) throws -> T {
-        do {
-            return try db.withLock { try body($0) }
-        } catch {
-            throw Self.damagedOr(error, path)
-        }
     }
 
     /// An id read from the file; one that does not parse is damage.
@@ -145,7 +96,7 @@ public final class Accounts: Sendable {
     }
 
     /// A user read from columns 0–2 of `row` (name, library_id, schema_name).
-    func userRecord(_ row: Row) throws -> UserRecord {
+    func userRecord(_ row: AccountsRow) throws -> UserRecord {
         UserRecord(name: row.text(0), libraryID: try id(row.text(1), "user \(row.text(0))'s library id"), schemaName: row.text(2))
     }
 
@@ -166,33 +117,32 @@ public final class Accounts: Sendable {
             throw ChronicleError(.invalidValue, "A password needs at least 8 characters.")
         }
         let hash = Secrets.hashPassword(password)
-        return try reading { db in try db.transaction { db in
-            if try db.scalarInt("SELECT 1 FROM users WHERE name = ?1", [.text(name)]) != nil {
+        return try storage.transaction { sql in
+            if try sql.exists("SELECT 1 FROM \(t.users) WHERE name = ?1", [.text(name)]) {
                 throw ChronicleError(.entityExists, "A user named '\(name)' already exists.")
             }
-            if try db.scalarInt("SELECT 1 FROM library_deletions WHERE library_id = ?1", [.text(libraryID.lowercased)]) != nil {
+            if try sql.exists("SELECT 1 FROM \(t.users) WHERE library_id = ?1", [.text(libraryID.lowercased)]) {
+                throw ChronicleError(.entityExists, "Library \(libraryID.lowercased) already belongs to a user.")
+            }
+            if try sql.exists("SELECT 1 FROM \(t.deletions) WHERE library_id = ?1", [.text(libraryID.lowercased)]) {
                 throw ChronicleError(.libraryBeingDeleted, "Library \(libraryID.lowercased) is being deleted: its file goes as soon as the running server lets go of it (`chronicle server users` lists it until then). Give the user a new library, or wait for it to go.")
             }
-            try db.execute("INSERT INTO users(name, password_hash, library_id, schema_name, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-                           [.text(name), .text(hash), .text(libraryID.lowercased), .text(schema.name), .integer(clock.nowMilliseconds())])
+            try sql.execute("INSERT INTO \(t.users)(name, password_hash, library_id, schema_name, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                            [.text(name), .text(hash), .text(libraryID.lowercased), .text(schema.name), .integer(clock.nowMilliseconds())])
             return UserRecord(name: name, libraryID: libraryID, schemaName: schema.name)
-        } }
+        }
     }
 
     public func user(_ name: String) throws -> UserRecord? {
-        try reading { db in
-            try db.query("SELECT name, library_id, schema_name FROM users WHERE name = ?1", [.text(name)]) { row in
-                try userRecord(row)
-            }.first
+        try storage.read { sql in
+            try sql.rows("SELECT name, library_id, schema_name FROM \(t.users) WHERE name = ?1", [.text(name)]).first.map(userRecord)
         }
     }
 
     /// Every library and the schema it uses.
     public func libraries() throws -> [UserRecord] {
-        try reading { db in
-            try db.query("SELECT name, library_id, schema_name FROM users ORDER BY name") { row in
-                try userRecord(row)
-            }
+        try storage.read { sql in
+            try sql.rows("SELECT name, library_id, schema_name FROM \(t.users) ORDER BY name").map(userRecord)
         }
     }
 
@@ -201,13 +151,13 @@ public final class Accounts: Sendable {
     public func registerDevice(user name: String, password: String, deviceID: UUID) throws(ProtocolError) -> (token: String, user: UserRecord) {
         let found: (UserRecord, String)?
         do {
-            found = try reading { db in
-                try db.query("SELECT name, library_id, schema_name, password_hash FROM users WHERE name = ?1", [.text(name)]) { row in
+            found = try storage.read { sql in
+                try sql.rows("SELECT name, library_id, schema_name, password_hash FROM \(t.users) WHERE name = ?1", [.text(name)]).first.map { row in
                     (try userRecord(row), row.text(3))
-                }.first
+                }
             }
         } catch {
-            throw Self.unavailable(error, "The server could not read its accounts")
+            throw unavailable(error, "The server could not read its accounts")
         }
         // Same work whether or not the user exists, so timing does not tell names apart.
         let ok = Secrets.verifyPassword(password, against: found?.1 ?? Secrets.hashPassword("not a password"))
@@ -216,54 +166,58 @@ public final class Accounts: Sendable {
         }
         let token = Secrets.newToken()
         let hash = Secrets.tokenHash(token)
+        let taken = ProtocolError(409, "device_taken", "Device \(deviceID.lowercased) is registered to another user.")
         do {
-            try reading { db in
-                try db.transaction { db in
-                    if let owner = try db.scalarText("SELECT user_name FROM devices WHERE device_id = ?1", [.text(deviceID.lowercased)]),
-                       owner != user.name {
-                        throw ProtocolError(409, "device_taken", "Device \(deviceID.lowercased) is registered to another user.")
-                    }
-                    let old = try db.scalarText("SELECT token_hash FROM devices WHERE device_id = ?1", [.text(deviceID.lowercased)])
-                    try db.execute("""
-                        INSERT INTO devices(device_id, user_name, library_id, token_hash, created_at) VALUES (?1, ?2, ?3, ?4, ?5)
-                        ON CONFLICT(device_id) DO UPDATE SET token_hash = excluded.token_hash
-                        """, [.text(deviceID.lowercased), .text(user.name), .text(user.libraryID.lowercased), .text(hash),
-                              .integer(clock.nowMilliseconds())])
-                    if let old { tokenCache.withLock { _ = $0.removeValue(forKey: old) } }
-                }
+            let old = try storage.transaction { sql -> String? in
+                let old = try sql.text("SELECT token_hash FROM \(t.devices) WHERE device_id = ?1", [.text(deviceID.lowercased)])
+                // Only a registration of the same user is replaced, also when another server registers
+                // the device at the same moment: a token never names another user's library.
+                let changed = try sql.execute("""
+                    INSERT INTO \(t.devices)(device_id, user_name, library_id, token_hash, created_at) VALUES (?1, ?2, ?3, ?4, ?5)
+                    ON CONFLICT(device_id) DO UPDATE SET token_hash = excluded.token_hash WHERE \(t.devices).user_name = excluded.user_name
+                    """, [.text(deviceID.lowercased), .text(user.name), .text(user.libraryID.lowercased), .text(hash),
+                          .integer(clock.nowMilliseconds())])
+                guard changed == 1 else { throw taken }
+                return old
             }
-        } catch let error as ProtocolError {
-            throw error
+            if let old { dropTokenCache(old) }
         } catch {
-            throw Self.unavailable(error, "The server could not record the device")
+            throw unavailable(error, "The server could not record the device")
         }
         return (token, user)
     }
 
-    /// The device a bearer token belongs to, or nil; 503 `accounts_damaged` (not a 401, which
-    /// would tell the device it was signed out) where the file cannot be read.
+    /// The device a bearer token belongs to, or nil; 503 (`accounts_damaged`, or
+    /// `server_store_unavailable` for a database out of reach), not a 401, which would tell the
+    /// device it was signed out, where the accounts cannot be read.
     public func authenticate(_ token: String) throws(ProtocolError) -> DeviceIdentity? {
         guard token.hasPrefix("chr_"), token.utf8.count == 68 else { return nil }
         let hash = Secrets.tokenHash(token)
         do {
-            return try reading { db in
-                // A token revoked by another process (`chronicle server revoke`) stops working at once,
-                // not at the next restart: its commit changes the file's data_version. All under the
-                // file's lock, so a row read before such a commit is cached under the version before it.
-                let version = try db.scalarInt("PRAGMA data_version") ?? 0
-                if cachedVersion.withLock({ cached in defer { cached = version }; return cached != version }) {
-                    tokenCache.withLock { $0.removeAll() }
-                }
-                if let cached = tokenCache.withLock({ $0[hash] }) { return cached }
-                let found = try db.query("SELECT device_id, library_id, user_name FROM devices WHERE token_hash = ?1", [.text(hash)]) { row in
+            // A token revoked by another process (`chronicle server revoke`, another server) stops
+            // working at once, not at the next restart: the storage's change count moves, and the
+            // cache goes. A row is cached only under the count and epoch it was read in, so one read
+            // while the cache was dropped is not put back after it.
+            let count = try storage.changeCount()
+            let (cached, epoch) = tokenCache.withLock { cache -> (DeviceIdentity?, Int64) in
+                if cache.storageCount != count { cache.storageCount = count; cache.entries.removeAll() }
+                return (cache.entries[hash], cache.epoch)
+            }
+            if let cached { return cached }
+            let found = try storage.read { sql in
+                try sql.rows("SELECT device_id, library_id, user_name FROM \(t.devices) WHERE token_hash = ?1", [.text(hash)]).first.map { row in
                     DeviceIdentity(deviceID: try id(row.text(0), "a device id"), libraryID: try id(row.text(1), "device \(row.text(0))'s library id"),
                                    user: row.text(2))
-                }.first
-                if let found { tokenCache.withLock { $0[hash] = found } }
-                return found
+                }
             }
+            if let found {
+                tokenCache.withLock { cache in
+                    if cache.storageCount == count, cache.epoch == epoch { cache.entries[hash] = found }
+                }
+            }
+            return found
         } catch {
-            throw Self.unavailable(error, "The server could not read its accounts")
+            throw unavailable(error, "The server could not read its accounts")
         }
     }
 }

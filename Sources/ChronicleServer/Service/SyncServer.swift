@@ -17,9 +17,9 @@ public final class SyncServer: Sendable {
     public init(dataDirectory: String, configuration: HTTPServer.Configuration = HTTPServer.Configuration(),
                 limits: ServiceLimits = ServiceLimits(), maintenance: MaintenancePolicy = MaintenancePolicy(),
                 log: ServerLog = ServerLog(to: nil), clock: any ChronicleClock = SystemClock(), schemas: [Schema] = [],
-                fault503Rate: Double = 0, shared: (any SharedLibraryStore)? = nil) throws {
+                fault503Rate: Double = 0, shared: (any SharedLibraryStore)? = nil, accounts: Accounts? = nil) throws {
         let service = try SyncService(dataDirectory: dataDirectory, limits: limits, maintenance: maintenance, log: log, clock: clock,
-                                      schemas: schemas, shared: shared)
+                                      schemas: schemas, shared: shared, accounts: accounts)
         self.service = service
         host = configuration.host
         let routes = SyncRoutes(service: service)

@@ -98,15 +98,16 @@ public final class SyncService: SyncEndpoint {
     /// `schemas`: schemas of the apps this server serves beyond the built-in ones (`Schema.builtIn`);
     /// a library is opened with the one of its name, the newest version with its history.
     /// `shared`: libraries ordered in a database several servers share, each served from this
-    /// process's replica (users and devices stay in the data directory's accounts).
+    /// process's replica. `accounts`: users and devices kept elsewhere than the data directory's
+    /// `server.sqlite` (in the database the servers share).
     public init(dataDirectory: String, limits: ServiceLimits = ServiceLimits(), maintenance: MaintenancePolicy = MaintenancePolicy(),
                 log: ServerLog = ServerLog(to: nil), clock: any ChronicleClock = SystemClock(), schemas: [Schema] = [],
-                shared: (any SharedLibraryStore)? = nil) throws {
+                shared: (any SharedLibraryStore)? = nil, accounts: Accounts? = nil) throws {
         self.dataDirectory = dataDirectory
         self.schemas = schemas
         self.shared = shared
         maintenancePolicy = maintenance
-        self.accounts = try Accounts(dataDirectory: dataDirectory, clock: clock)
+        self.accounts = try accounts ?? Accounts(dataDirectory: dataDirectory, clock: clock)
         self.metrics = Metrics()
         self.limits = limits
         self.log = log
@@ -168,7 +169,7 @@ public final class SyncService: SyncEndpoint {
         if let found { return found }
         let records: [UserRecord]
         do { records = try accounts.libraries() } catch {
-            throw Accounts.unavailable(error, "The server could not read its accounts")
+            throw accounts.unavailable(error, "The server could not read its accounts")
         }
         do {
             guard let record = records.first(where: { $0.libraryID == id }) else {
