@@ -86,7 +86,17 @@ import Testing
         try a.ok("sync")
         try b.ok("sync")
         try a.ok("sync")
-        #expect(try DeviceStore.open(at: a.store).digest() == DeviceStore.open(at: b.store).digest())
+        let before = try DeviceStore.open(at: a.store).digest()
+        #expect(try DeviceStore.open(at: b.store).digest() == before)
+
+        // A plan change is ordered in PostgreSQL like a push, and reaches devices on either server.
+        let plan = try Tool.exec(Tool.binary, ["server", "set-plan", "ada", "premium"] + pg)
+        #expect(plan.status == 0 && plan.stdout.contains("premium (seq 21)"), "\(plan.stdout) \(plan.stderr)")
+        try a.ok("sync")
+        try b.ok("sync")
+        let after = try DeviceStore.open(at: a.store).digest()
+        let afterB = try DeviceStore.open(at: b.store).digest()
+        #expect(after != before && afterB == after)
 
         let users = try Tool.exec(Tool.binary, ["server", "users", "--json"] + pg)
         #expect(users.status == 0 && users.stdout.contains("\"ada\""), "\(users.stdout) \(users.stderr)")

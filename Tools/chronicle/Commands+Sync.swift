@@ -125,7 +125,7 @@ extension Command {
             `server add-user --data DIR`) has them copied to PostgreSQL on the first start, and the file is kept as it
             was; a DIR holding a lone server's libraries is refused (their history is not moved). A server that cannot
             reach PostgreSQL answers 503 server_store_unavailable and writes nothing. Not yet with --postgres:
-            --horizon-days, and the `server` commands that work on library files (set-plan, compact, backup, verify, salvage).
+            --horizon-days, and the `server` commands that work on library files (compact, backup, verify, salvage).
             """) { args, ctx in
         let usage = "chronicle serve (--data DIR | --postgres CONNINFO (--data DIR | --replicas DIR)) [--port N] [--host 127.0.0.1] [--threads N] [--body-memory-mb N] [--open-libraries N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact]"
         let dataOption = args.option("data")
@@ -293,7 +293,7 @@ extension Command {
 
     static let server = Command(
         name: "server", summary: "Administer a server's data directory or PostgreSQL accounts (add-user, users, devices, revoke, passwd, remove-user, delete-library, set-plan, compact, backup, verify, salvage).",
-        usage: "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run] | devices --data DIR NAME | revoke --data DIR (DEVICE | --all NAME) | passwd --data DIR NAME [--revoke-devices] | remove-user --data DIR NAME [--delete-library] [--wait S] | delete-library --data DIR ID [--wait S] (add-user, users, devices, revoke, passwd, remove-user and delete-library take --postgres CONNINFO in place of --data DIR)",
+        usage: "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run] | devices --data DIR NAME | revoke --data DIR (DEVICE | --all NAME) | passwd --data DIR NAME [--revoke-devices] | remove-user --data DIR NAME [--delete-library] [--wait S] | delete-library --data DIR ID [--wait S] (add-user, users, devices, revoke, passwd, remove-user, delete-library and set-plan take --postgres CONNINFO in place of --data DIR)",
         details: """
             add-user reads the password from the first line of stdin (at least 8 characters) and creates the user's library;
             with --library ID it gives the user a library already in DIR that no user owns (one `salvage --accounts`
@@ -340,25 +340,26 @@ extension Command {
             a device whose registration was lost signs in again (401; its store and queue are kept), and a library whose
             user was lost stays on disk and is listed with the `add-user --library` command that gives it back.
             Servers that share PostgreSQL (`serve --postgres`) keep users and devices there: add-user, users, devices,
-            revoke, passwd, remove-user and delete-library take --postgres CONNINFO (or CHRONICLE_POSTGRES, when --data is
-            not given) in place of --data DIR, and work beside the running servers; remove-user --delete-library and
-            delete-library delete the library from PostgreSQL at once (no user owns it, so no device can reach it), and
-            each server drops its replica when it next starts. The other actions are not available there yet.
+            revoke, passwd, remove-user, delete-library and set-plan take --postgres CONNINFO (or CHRONICLE_POSTGRES, when
+            --data is not given) in place of --data DIR, and work beside the running servers; remove-user --delete-library
+            and delete-library delete the library from PostgreSQL at once (no user owns it, so no device can reach it), and
+            each server drops its replica when it next starts; set-plan orders its op there as a push is, after reading the
+            library's log into a scratch replica. compact, backup, verify and salvage are not available there yet.
             """) { args, ctx in
-        let usage = "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run] | devices --data DIR NAME | revoke --data DIR (DEVICE | --all NAME) | passwd --data DIR NAME [--revoke-devices] | remove-user --data DIR NAME [--delete-library] [--wait S] | delete-library --data DIR ID [--wait S] (add-user, users, devices, revoke, passwd, remove-user and delete-library take --postgres CONNINFO in place of --data DIR)"
+        let usage = "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run] | devices --data DIR NAME | revoke --data DIR (DEVICE | --all NAME) | passwd --data DIR NAME [--revoke-devices] | remove-user --data DIR NAME [--delete-library] [--wait S] | delete-library --data DIR ID [--wait S] (add-user, users, devices, revoke, passwd, remove-user, delete-library and set-plan take --postgres CONNINFO in place of --data DIR)"
         let action = try args.requirePositional("an action (add-user, users, devices, revoke, passwd, remove-user, delete-library, set-plan, compact, backup, verify or salvage)", usage: usage)
         let place = try AccountsPlace.parse(&args, usage: usage)
-        let accountActions = ["add-user", "users", "devices", "revoke", "passwd", "remove-user", "delete-library"]
+        let accountActions = ["add-user", "users", "devices", "revoke", "passwd", "remove-user", "delete-library", "set-plan"]
         // Only the account actions work on PostgreSQL; the others read and write library files.
         let data = place.directory ?? ""
-        if place.directory == nil, !accountActions.contains(action), ["set-plan", "compact", "backup", "verify", "salvage"].contains(action) {
+        if place.directory == nil, !accountActions.contains(action), ["compact", "backup", "verify", "salvage"].contains(action) {
             throw ChronicleError(.librariesInPostgreSQL, "`chronicle server \(action)` works on a data directory's files and is not available with --postgres yet. Use PostgreSQL's own tools (pg_dump for backups), or a running `chronicle serve --postgres` for everything a server does.")
         }
         // These work on library files, which are only a server's replicas where libraries are ordered in PostgreSQL.
         if ["set-plan", "compact", "backup", "verify", "delete-library"].contains(action) || (action == "salvage" && !args.has("accounts")) {
             let accountsFile = (data as NSString).appendingPathComponent("server.sqlite")
             if FileManager.default.fileExists(atPath: accountsFile), let accounts = try? Accounts(dataDirectory: data) {
-                if action == "delete-library" { _ = try place.open(for: action) }   // accounts moved: says to use --postgres
+                if ["delete-library", "set-plan"].contains(action) { _ = try place.open(for: action) }   // accounts moved: says to use --postgres
                 try accounts.refuseIfOrderedElsewhere("`chronicle server \(action)`")
             }
         }
@@ -395,7 +396,25 @@ extension Command {
             let plan = try args.requirePositional("the plan (free or premium)", usage: usage)
             try args.finish(usage: usage)
             guard plan == "free" || plan == "premium" else { throw ChronicleError(.usage, "The plan is free or premium (got '\(plan)').") }
-            let service = try SyncService(dataDirectory: data, limits: .besideARunningServer)
+            // With --postgres the op is ordered there like a push, decided on a replica read into a
+            // scratch directory; running servers' parked pulls answer with it (NOTIFY).
+            var scratch: String?
+            defer { scratch.map { try? FileManager.default.removeItem(atPath: $0) } }
+            let service: SyncService
+            if case .postgres(let conninfo) = place {
+                let directory = (NSTemporaryDirectory() as NSString).appendingPathComponent("chronicle-set-plan-\(UUID().lowercased)")
+                scratch = directory
+                let store: PostgresServerStore
+                do {
+                    store = try PostgresServerStore(conninfo: conninfo, cacheDirectory: directory, schema: .readItLater, poolSize: 2)
+                } catch let error as PostgresError {
+                    throw ChronicleError(.database, "Cannot use PostgreSQL (\(error.message)). Check --postgres.")
+                }
+                service = try SyncService(dataDirectory: directory, limits: .besideARunningServer, maintenance: .off, shared: store,
+                                          accounts: try place.open(for: "set-plan"))
+            } else {
+                service = try SyncService(dataDirectory: data, limits: .besideARunningServer)
+            }
             guard let user = try service.accounts.user(name) else { throw ChronicleError(.unknownEntity, "No user named '\(name)'.") }
             let op: Op
             do { op = try service.setPlan(library: user.libraryID, plan: plan) } catch let error as ProtocolError {
