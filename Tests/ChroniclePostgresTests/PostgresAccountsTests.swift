@@ -119,6 +119,42 @@ struct PostgresAccountsTests {
         }
     }
 
+    /// The listening connection killed under a server (PostgreSQL restarted, a proxy timed it out):
+    /// it reconnects, and a revocation made afterwards still reaches the server's cache.
+    @Test func aRevocationReachesAServerWhoseListenerReconnected() throws {
+        let database = try TestDatabase()
+        let server = Accounts(storage: try PostgresAccountsStorage(conninfo: database.conninfo))
+        let operatorAccounts = Accounts(storage: try PostgresAccountsStorage(conninfo: database.conninfo, listening: false))
+        _ = try server.addUser("ada", password: Self.password, schema: .readItLater)
+        let device = UUID()
+        let token = try server.registerDevice(user: "ada", password: Self.password, deviceID: device).token
+        let pg = try database.connection()
+        func listeners() throws -> Int64 {
+            try pg.execute("""
+                SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN \(PostgresAccountsStorage.channel)'
+                """).int(0, 0)
+        }
+        var deadline = Date().addingTimeInterval(10)
+        while try listeners() == 0, Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        #expect(try listeners() == 1)
+        try pg.execute("""
+            SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+            WHERE datname = current_database() AND query = 'LISTEN \(PostgresAccountsStorage.channel)'
+            """)
+        // Reconnected (within a second or two), and checking tokens meanwhile.
+        deadline = Date().addingTimeInterval(15)
+        while try listeners() == 0, Date() < deadline {
+            #expect(try server.authenticate(token)?.deviceID == device)
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        #expect(try listeners() == 1, "the listener did not reconnect")
+        for _ in 0..<3 { #expect(try server.authenticate(token)?.deviceID == device) }   // cached again
+        try operatorAccounts.revokeDevice(device)
+        deadline = Date().addingTimeInterval(10)
+        while try server.authenticate(token) != nil, Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
+        #expect(try server.authenticate(token) == nil, "a revoked token still works after the listener reconnected")
+    }
+
     /// A data directory's users and devices copied into PostgreSQL once: the same tokens and
     /// passwords work there, and copying again (a second server starting) changes nothing.
     @Test func aDataDirectorysAccountsAreCopiedOnce() throws {
