@@ -323,6 +323,49 @@ public final class PostgresServerStore: SharedLibraryStore {
         try pool.withConnection { pg in try PostgresLibrary.readState(id, pg, forUpdate: false).head }
     }
 
+    /// What PostgreSQL promises of library `id`, checked there (read only; beside running
+    /// servers): the log runs 1…head with no gap, each device's last answered number covers its
+    /// ops and refusals, and the guard triggers are in place. `chronicle server verify --postgres`
+    /// adds the replica's own checks (a replay of the log against the projection).
+    public func checks(of id: UUID) throws -> [VerifyCheck] {
+        let key = id.lowercased
+        return try pool.withConnection { pg in
+            try pg.transaction { pg in
+                try pg.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                var checks: [VerifyCheck] = []
+                let state = try PostgresLibrary.readState(id, pg, forUpdate: false)
+                let log = try pg.execute("SELECT count(*), coalesce(min(server_seq), 0), coalesce(max(server_seq), 0) FROM chronicle_log WHERE library_id = $1", [key])
+                let (count, first, last) = (try log.int(0, 0), try log.int(0, 1), try log.int(0, 2))
+                let whole = count == state.head && last == state.head && (count == 0 || first == 1)
+                checks.append(VerifyCheck(name: "the log in PostgreSQL runs 1…head with no gap", passed: whole,
+                                          detail: whole ? "\(count) ops, head \(state.head)" : "\(count) ops from seq \(first) to \(last), but the head is \(state.head)"))
+                let behind = try pg.execute("""
+                    SELECT o.device_id, o.top, coalesce(d.last_device_seq, -1) FROM (
+                      SELECT device_id, max(device_seq) AS top FROM (
+                        SELECT device_id, device_seq FROM chronicle_log WHERE library_id = $1
+                        UNION ALL SELECT device_id, device_seq FROM chronicle_rejected_ops WHERE library_id = $1) AS answered
+                      GROUP BY device_id) AS o
+                    LEFT JOIN chronicle_devices d ON d.library_id = $1 AND d.device_id = o.device_id
+                    WHERE coalesce(d.last_device_seq, -1) < o.top
+                    """, [key])
+                let detail = try (0..<min(behind.count, 3)).map { row in
+                    "device \(try behind.string(row, 0)) answered up to \(try behind.int(row, 1)) but recorded at \(try behind.int(row, 2))"
+                }
+                checks.append(VerifyCheck(name: "every device's last answered number covers its ops", passed: behind.count == 0,
+                                          detail: behind.count == 0 ? "ok" : detail.joined(separator: "; ")))
+                let triggers = try pg.execute("""
+                    SELECT tgname FROM pg_trigger WHERE NOT tgisinternal AND tgenabled <> 'D'
+                      AND tgname IN ('chronicle_log_kept', 'chronicle_rejected_ops_kept', 'chronicle_devices_forward') ORDER BY tgname
+                    """)
+                let found = Set(try (0..<triggers.count).map { try triggers.string($0, 0) })
+                let missing = ["chronicle_devices_forward", "chronicle_log_kept", "chronicle_rejected_ops_kept"].filter { !found.contains($0) }
+                checks.append(VerifyCheck(name: "the guard triggers are in place", passed: missing.isEmpty,
+                                          detail: missing.isEmpty ? "ok" : "missing or disabled: \(missing.joined(separator: ", "))"))
+                return checks
+            }
+        }
+    }
+
     /// Where this process keeps its replica of library `id`.
     public func replicaPath(_ id: UUID) -> String {
         (cacheDirectory as NSString).appendingPathComponent("\(id.lowercased).sqlite")

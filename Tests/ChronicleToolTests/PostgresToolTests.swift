@@ -98,6 +98,19 @@ import Testing
         let afterB = try DeviceStore.open(at: b.store).digest()
         #expect(after != before && afterB == after)
 
+        // verify: PostgreSQL's checks and a replay of the log, beside the running servers; then an op
+        // taken out by hand (its guard trigger disabled first) fails it.
+        let verified = try Tool.exec(Tool.binary, ["server", "verify", "--all"] + pg)
+        #expect(verified.status == 0 && verified.stdout.contains("ok   the log in PostgreSQL runs 1…head with no gap: 21 ops")
+                && verified.stdout.contains("ok   digest equals a replay of the log"), "\(verified.stdout) \(verified.stderr)")
+        let tamper = try PostgresConnection(conninfo)
+        try tamper.execute("ALTER TABLE chronicle_log DISABLE TRIGGER chronicle_log_kept")
+        try tamper.execute("DELETE FROM chronicle_log WHERE server_seq = 5")
+        let broken = try Tool.exec(Tool.binary, ["server", "verify", "ada"] + pg)
+        #expect(broken.status == 1 && broken.stdout.contains("FAIL the log in PostgreSQL runs 1…head with no gap: 20 ops from seq 1 to 21, but the head is 21")
+                && broken.stdout.contains("FAIL the guard triggers are in place: missing or disabled: chronicle_log_kept"), "\(broken.stdout) \(broken.stderr)")
+        try tamper.execute("ALTER TABLE chronicle_log ENABLE TRIGGER chronicle_log_kept")
+
         let users = try Tool.exec(Tool.binary, ["server", "users", "--json"] + pg)
         #expect(users.status == 0 && users.stdout.contains("\"ada\""), "\(users.stdout) \(users.stderr)")
         let devices = try Tool.exec(Tool.binary, ["server", "devices", "ada", "--json"] + pg)

@@ -1,4 +1,5 @@
 import ChronicleCore
+import ChroniclePostgres
 import ChronicleServer
 import ChronicleStore
 import Foundation
@@ -264,7 +265,27 @@ extension Command {
 
     /// `chronicle server verify --data DIR (NAME | --all)`: each library's checks, beside a running server.
     static func verifyLibraries(data: String, user: String?, _ ctx: Context) throws -> Int32 {
-        let service = try SyncService(dataDirectory: data, limits: .besideARunningServer, maintenance: .off)
+        try verifyLibraries(try SyncService(dataDirectory: data, limits: .besideARunningServer, maintenance: .off), postgres: nil, user: user, ctx)
+    }
+
+    /// `chronicle server verify --postgres CONNINFO (NAME | --all)`: PostgreSQL's checks of each
+    /// library, then a scratch replica read from its log and verified as a library file is
+    /// (the projection against a replay), beside the running servers.
+    static func verifyPostgres(conninfo: String, accounts: Accounts, user: String?, _ ctx: Context) throws -> Int32 {
+        let directory = (NSTemporaryDirectory() as NSString).appendingPathComponent("chronicle-verify-\(UUID().lowercased)")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store: PostgresServerStore
+        do {
+            store = try PostgresServerStore(conninfo: conninfo, cacheDirectory: directory, schema: .readItLater, poolSize: 2)
+        } catch let error as PostgresError {
+            throw ChronicleError(.database, "Cannot use PostgreSQL (\(error.message)). Check --postgres.")
+        }
+        let service = try SyncService(dataDirectory: directory, limits: .besideARunningServer, maintenance: .off, shared: store, accounts: accounts)
+        return try verifyLibraries(service, postgres: store, user: user, ctx)
+    }
+
+    static func verifyLibraries(_ service: SyncService, postgres: PostgresServerStore?, user: String?, _ ctx: Context) throws -> Int32 {
+        let ordered = try postgres.map { _ in Set(try (service.accounts.storage as? PostgresAccountsStorage)?.libraries().map(\.id) ?? []) }
         let targets: [(name: String, library: UUID)]
         if let user {
             guard let record = try service.accounts.user(user) else { throw ChronicleError(.unknownEntity, "No user named '\(user)'.") }
@@ -277,18 +298,29 @@ extension Command {
         // With --all, the accounts file too: which library is whose, and the devices' tokens.
         let accounts = user == nil ? service.accounts.verify() : nil
         if let accounts, !ctx.output.json {
-            ctx.output.line("The accounts file \(service.accounts.path):")
+            ctx.output.line(postgres == nil ? "The accounts file \(service.accounts.path):" : "The accounts in \(service.accounts.path):")
             ctx.output.line("  \(accounts.passed ? "ok  " : "FAIL") \(accounts.name): \(accounts.detail)")
         }
         for target in targets {
             let report: VerifyReport
+            var first: [VerifyCheck] = []   // PostgreSQL's own checks, ahead of the replica's
             do {
-                let bar = ProgressBar("Replaying \(target.name)'s library")
-                report = try service.library(target.library).verify { bar.update($0, $1) }
-                bar.finish()
+                if postgres != nil, ordered?.contains(target.library) != true {
+                    // No row in PostgreSQL: the library never synced, and verifying it would make one.
+                    report = VerifyReport(checks: [VerifyCheck(name: "the library is in PostgreSQL", passed: true, detail: "not yet: it has never synced")],
+                                          digest: "")
+                } else {
+                    first = try postgres?.checks(of: target.library) ?? []
+                    let bar = ProgressBar("Replaying \(target.name)'s library")
+                    var verified = try service.library(target.library).verify { bar.update($0, $1) }
+                    bar.finish()
+                    verified.checks = first + verified.checks
+                    report = verified
+                }
             } catch let error as ProtocolError {
-                // A library so damaged it does not open: a failed check too.
-                report = VerifyReport(checks: [VerifyCheck(name: "the file can be opened", passed: false, detail: "\(error.message) [\(error.code)]")], digest: "")
+                // A library so damaged it does not open (or, from PostgreSQL, cannot be read into a replica): a failed check too.
+                let what = postgres == nil ? "the file can be opened" : "the log in PostgreSQL can be read into a replica"
+                report = VerifyReport(checks: first + [VerifyCheck(name: what, passed: false, detail: "\(error.message) [\(error.code)]")], digest: "")
             }
             if !report.passed { failed.append(target.name) }
             if ctx.output.json {

@@ -125,7 +125,7 @@ extension Command {
             `server add-user --data DIR`) has them copied to PostgreSQL on the first start, and the file is kept as it
             was; a DIR holding a lone server's libraries is refused (their history is not moved). A server that cannot
             reach PostgreSQL answers 503 server_store_unavailable and writes nothing. Not yet with --postgres:
-            --horizon-days, and the `server` commands that work on library files (compact, backup, verify, salvage).
+            --horizon-days, and `server compact`, `backup` and `salvage`.
             """) { args, ctx in
         let usage = "chronicle serve (--data DIR | --postgres CONNINFO (--data DIR | --replicas DIR)) [--port N] [--host 127.0.0.1] [--threads N] [--body-memory-mb N] [--open-libraries N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact]"
         let dataOption = args.option("data")
@@ -293,7 +293,7 @@ extension Command {
 
     static let server = Command(
         name: "server", summary: "Administer a server's data directory or PostgreSQL accounts (add-user, users, devices, revoke, passwd, remove-user, delete-library, set-plan, compact, backup, verify, salvage).",
-        usage: "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run] | devices --data DIR NAME | revoke --data DIR (DEVICE | --all NAME) | passwd --data DIR NAME [--revoke-devices] | remove-user --data DIR NAME [--delete-library] [--wait S] | delete-library --data DIR ID [--wait S] (add-user, users, devices, revoke, passwd, remove-user, delete-library and set-plan take --postgres CONNINFO in place of --data DIR)",
+        usage: "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run] | devices --data DIR NAME | revoke --data DIR (DEVICE | --all NAME) | passwd --data DIR NAME [--revoke-devices] | remove-user --data DIR NAME [--delete-library] [--wait S] | delete-library --data DIR ID [--wait S] (add-user, users, devices, revoke, passwd, remove-user, delete-library, set-plan and verify take --postgres CONNINFO in place of --data DIR)",
         details: """
             add-user reads the password from the first line of stdin (at least 8 characters) and creates the user's library;
             with --library ID it gives the user a library already in DIR that no user owns (one `salvage --accounts`
@@ -344,22 +344,25 @@ extension Command {
             --data is not given) in place of --data DIR, and work beside the running servers; remove-user --delete-library
             and delete-library delete the library from PostgreSQL at once (no user owns it, so no device can reach it), and
             each server drops its replica when it next starts; set-plan orders its op there as a push is, after reading the
-            library's log into a scratch replica. compact, backup, verify and salvage are not available there yet.
+            library's log into a scratch replica; verify checks there that each library's log runs 1…head with no gap,
+            that every device's number covers its ops and that the guard triggers are in place, then reads the log into a
+            scratch replica and checks it as a library file (the projection against a replay). compact, backup and
+            salvage are not available there yet (back up with pg_dump).
             """) { args, ctx in
-        let usage = "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run] | devices --data DIR NAME | revoke --data DIR (DEVICE | --all NAME) | passwd --data DIR NAME [--revoke-devices] | remove-user --data DIR NAME [--delete-library] [--wait S] | delete-library --data DIR ID [--wait S] (add-user, users, devices, revoke, passwd, remove-user, delete-library and set-plan take --postgres CONNINFO in place of --data DIR)"
+        let usage = "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run] | devices --data DIR NAME | revoke --data DIR (DEVICE | --all NAME) | passwd --data DIR NAME [--revoke-devices] | remove-user --data DIR NAME [--delete-library] [--wait S] | delete-library --data DIR ID [--wait S] (add-user, users, devices, revoke, passwd, remove-user, delete-library, set-plan and verify take --postgres CONNINFO in place of --data DIR)"
         let action = try args.requirePositional("an action (add-user, users, devices, revoke, passwd, remove-user, delete-library, set-plan, compact, backup, verify or salvage)", usage: usage)
         let place = try AccountsPlace.parse(&args, usage: usage)
-        let accountActions = ["add-user", "users", "devices", "revoke", "passwd", "remove-user", "delete-library", "set-plan"]
+        let accountActions = ["add-user", "users", "devices", "revoke", "passwd", "remove-user", "delete-library", "set-plan", "verify"]
         // Only the account actions work on PostgreSQL; the others read and write library files.
         let data = place.directory ?? ""
-        if place.directory == nil, !accountActions.contains(action), ["compact", "backup", "verify", "salvage"].contains(action) {
+        if place.directory == nil, !accountActions.contains(action), ["compact", "backup", "salvage"].contains(action) {
             throw ChronicleError(.librariesInPostgreSQL, "`chronicle server \(action)` works on a data directory's files and is not available with --postgres yet. Use PostgreSQL's own tools (pg_dump for backups), or a running `chronicle serve --postgres` for everything a server does.")
         }
         // These work on library files, which are only a server's replicas where libraries are ordered in PostgreSQL.
         if ["set-plan", "compact", "backup", "verify", "delete-library"].contains(action) || (action == "salvage" && !args.has("accounts")) {
             let accountsFile = (data as NSString).appendingPathComponent("server.sqlite")
             if FileManager.default.fileExists(atPath: accountsFile), let accounts = try? Accounts(dataDirectory: data) {
-                if ["delete-library", "set-plan"].contains(action) { _ = try place.open(for: action) }   // accounts moved: says to use --postgres
+                if ["delete-library", "set-plan", "verify"].contains(action) { _ = try place.open(for: action) }   // accounts moved: says to use --postgres
                 try accounts.refuseIfOrderedElsewhere("`chronicle server \(action)`")
             }
         }
@@ -491,6 +494,9 @@ extension Command {
             let all = args.flag("all")
             let name = all ? nil : try args.requirePositional("the user name (or --all)", usage: usage)
             try args.finish(usage: usage)
+            if case .postgres(let conninfo) = place {
+                return try verifyPostgres(conninfo: conninfo, accounts: try place.open(for: "verify"), user: name, ctx)
+            }
             return try verifyLibraries(data: data, user: name, ctx)
         case "salvage":
             let accounts = args.flag("accounts")
