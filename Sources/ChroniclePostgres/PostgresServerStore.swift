@@ -205,7 +205,10 @@ public final class PostgresServerStore: SharedLibraryStore {
         let state = try upstream.create(schema: schema, now: clock.nowMilliseconds())
         let path = replicaPath(id)
         func make() throws -> ServerLibrary {
-            try ServerLibrary.openOrCreate(at: path, libraryID: id, schema: schema, clock: clock, caps: caps, incarnation: state.incarnation)
+            // PostgreSQL commits each write first, so the replica's commits need not wait for the disk:
+            // one lost with a power cut leaves the replica behind, and it catches up.
+            try ServerLibrary.openOrCreate(at: path, libraryID: id, schema: schema, clock: clock, caps: caps, incarnation: state.incarnation,
+                                           durable: false)
         }
         var replica = try? make()
         if let existing = replica {

@@ -101,15 +101,21 @@ public final class ServerLibrary: Sendable {
     /// `caps`: the free-tier caps to enforce, installed as triggers in the file in place of those
     /// it has; nil leaves the file's as they are (a tool working beside a running server, which
     /// enforces its own).
+    ///
+    /// `durable` false (a replica, which another database has committed first): commits do not
+    /// wait for the disk (`synchronous = NORMAL` in WAL mode: never damaged by a power loss, but
+    /// the last commits may be lost with it, and the replica then catches up again).
     public static func openOrCreate(at path: String, libraryID: UUID, schema: Schema,
                                     clock: any ChronicleClock = SystemClock(), ids: (any IDGenerator)? = nil,
-                                    caps: [FreeTierCap]? = nil, incarnation: UUID? = nil) throws -> ServerLibrary {
+                                    caps: [FreeTierCap]? = nil, incarnation: UUID? = nil, durable: Bool = true) throws -> ServerLibrary {
         let fresh = !FileManager.default.fileExists(atPath: path)
         var migrated: (Int64, Double)?
         if fresh {
             try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
         }
-        let db = try Database(path: path)
+        var options = Database.Options()
+        options.synchronousFull = durable
+        let db = try Database(path: path, options: options)
         let projection = ProjectionSchema(schema: schema)
         let hasMeta = try db.scalarInt("SELECT count(*) FROM sqlite_master WHERE name = 'chronicle_meta'") ?? 0
         if fresh || hasMeta == 0 {
