@@ -29,8 +29,9 @@ public final class PostgresAccountsStorage: AccountsStorage {
 
     /// Connects, makes or upgrades the tables (`PostgresServerStore.setUp`), and starts listening.
     /// `listening` false (a command that checks no tokens): nothing is cached, no thread is started.
-    public init(conninfo: String, poolSize: Int = 4, listening: Bool = true) throws {
-        pool = PostgresPool(conninfo, size: poolSize)
+    public init(conninfo: String, poolSize: Int = 4, listening: Bool = true,
+                statementTimeoutMilliseconds: Int? = PostgresServerStore.defaultStatementTimeoutMilliseconds) throws {
+        pool = PostgresPool(conninfo, size: poolSize, statementTimeoutMilliseconds: statementTimeoutMilliseconds)
         try pool.withConnection { pg in try PostgresServerStore.setUp(pg) }
         let changes = self.changes
         listener = PostgresListener(conninfo: conninfo, channel: Self.channel) { _ in
@@ -126,7 +127,7 @@ public final class PostgresAccountsStorage: AccountsStorage {
     }
 
     public func unavailable(_ error: any Error) -> ProtocolError? {
-        guard let error = error as? PostgresError, error.isConnectionFailure else { return nil }
+        guard let error = error as? PostgresError, error.isUnavailable else { return nil }
         return PostgresLibrary.unavailable(error)
     }
 

@@ -17,6 +17,13 @@ public struct PostgresError: Error, CustomStringConvertible, Sendable {
     /// No answer came: the connection failed or was lost. The same work may be tried again on a new one.
     public var isConnectionFailure: Bool { sqlState == nil || sqlState!.hasPrefix("08") || sqlState == "57P01" }
 
+    /// PostgreSQL cannot do the work now: the connection failed or was lost, a statement ran past
+    /// its timeout (waiting on a lock another server holds, say), or the server is out of
+    /// connections or shutting down. Answered 503 with a Retry-After; nothing was written.
+    public var isUnavailable: Bool {
+        isConnectionFailure || sqlState == "57014" || sqlState == "55P03" || sqlState?.hasPrefix("53") == true || sqlState?.hasPrefix("57P") == true
+    }
+
     /// Another transaction got in the way (serialization failure, deadlock): try the whole transaction again.
     public var isRetryable: Bool { sqlState == "40001" || sqlState == "40P01" }
 }
@@ -63,14 +70,30 @@ public final class PostgresRows {
 public final class PostgresConnection {
     private let handle: OpaquePointer
     public let conninfo: String
+    /// The `statement_timeout` this connection sets (again after `reset`).
+    public let statementTimeoutMilliseconds: Int?
 
     /// Connects; `conninfo` is a libpq connection string (`host=127.0.0.1 port=5432 dbname=chronicle`)
-    /// or URI (`postgresql://user@host/db`). Waits at most `connectTimeoutSeconds`.
-    public init(_ conninfo: String, connectTimeoutSeconds: Int = 10) throws(PostgresError) {
+    /// or URI (`postgresql://user@host/db`). Unless `conninfo` says otherwise, a connection attempt
+    /// waits at most `connectTimeoutSeconds`, and TCP keepalives find a peer gone silent within
+    /// about a minute. `statementTimeoutMilliseconds`: no statement (a lock wait included) runs
+    /// longer; it fails with SQLSTATE 57014 (`isUnavailable`) instead of holding its caller.
+    public init(_ conninfo: String, connectTimeoutSeconds: Int = 10, statementTimeoutMilliseconds: Int? = nil) throws(PostgresError) {
         self.conninfo = conninfo
-        let withTimeout = conninfo.contains("connect_timeout") || conninfo.contains("://")
-            ? conninfo : conninfo + " connect_timeout=\(connectTimeoutSeconds)"
-        guard let handle = PQconnectdb(withTimeout) else {
+        self.statementTimeoutMilliseconds = statementTimeoutMilliseconds
+        // Defaults first, the caller's string last: libpq takes the last value given for a key word,
+        // and expands `dbname` (the first one) when it holds a connection string or URI.
+        let settings: [(String, String)] = [("connect_timeout", String(connectTimeoutSeconds)), ("keepalives", "1"),
+                                            ("keepalives_idle", "30"), ("keepalives_interval", "10"), ("keepalives_count", "3"),
+                                            ("dbname", conninfo)]
+        let keys = settings.map { strdup($0.0) }, values = settings.map { strdup($0.1) }
+        defer { for pointer in keys + values { free(pointer) } }
+        let made: OpaquePointer? = (keys.map { UnsafePointer($0) } + [nil]).withUnsafeBufferPointer { keyBuffer in
+            (values.map { UnsafePointer($0) } + [nil]).withUnsafeBufferPointer { valueBuffer in
+                PQconnectdbParams(keyBuffer.baseAddress, valueBuffer.baseAddress, 1)
+            }
+        }
+        guard let handle = made else {
             throw PostgresError(sqlState: nil, message: "libpq could not allocate a connection")
         }
         self.handle = handle
@@ -80,6 +103,9 @@ public final class PostgresConnection {
         }
         // Warnings and notices (NOTICE: relation already exists…) are not written to stderr.
         PQsetNoticeProcessor(handle, { _, _ in }, nil)
+        if let statementTimeoutMilliseconds {
+            try execute("SELECT set_config('statement_timeout', $1, false)", [String(statementTimeoutMilliseconds)])
+        }
     }
 
     deinit { PQfinish(handle) }
@@ -88,7 +114,12 @@ public final class PostgresConnection {
     public var isHealthy: Bool { PQstatus(handle) == CONNECTION_OK }
 
     /// Reconnects with the same parameters.
-    public func reset() { PQreset(handle) }
+    public func reset() {
+        PQreset(handle)
+        if isHealthy, let statementTimeoutMilliseconds {
+            _ = try? execute("SELECT set_config('statement_timeout', $1, false)", [String(statementTimeoutMilliseconds)])
+        }
+    }
 
     /// Runs one statement with `parameters` bound to `$1`, `$2`… (nil is NULL).
     @discardableResult
@@ -166,13 +197,16 @@ public final class PostgresConnection {
 public final class PostgresPool: @unchecked Sendable {
     public let conninfo: String
     public let size: Int
+    /// Each connection's `statement_timeout` (nil: PostgreSQL's own, none by default).
+    public let statementTimeoutMilliseconds: Int?
     private let condition = NSCondition()
     private var idle: [PostgresConnection] = []
     private var open = 0
 
-    public init(_ conninfo: String, size: Int = 8) {
+    public init(_ conninfo: String, size: Int = 8, statementTimeoutMilliseconds: Int? = nil) {
         self.conninfo = conninfo
         self.size = max(1, size)
+        self.statementTimeoutMilliseconds = statementTimeoutMilliseconds
     }
 
     public func withConnection<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
@@ -192,7 +226,7 @@ public final class PostgresPool: @unchecked Sendable {
         open += 1
         condition.unlock()
         do {
-            return try PostgresConnection(conninfo)
+            return try PostgresConnection(conninfo, statementTimeoutMilliseconds: statementTimeoutMilliseconds)
         } catch {
             condition.lock()
             open -= 1

@@ -68,7 +68,7 @@ public final class PostgresLibrary: LibraryUpstream {
             try writing.withLock { _ in
                 try pool.withConnection { pg in try catchUp(replica, to: try Self.readState(libraryID, pg, forUpdate: false), pg) }
             }
-        } catch let error as PostgresError where error.isConnectionFailure {
+        } catch let error as PostgresError where error.isUnavailable {
             throw Self.unavailable(error)
         }
     }
@@ -174,7 +174,7 @@ public final class PostgresLibrary: LibraryUpstream {
                     }
                 }
             }
-        } catch let error as PostgresError where error.isConnectionFailure {
+        } catch let error as PostgresError where error.isUnavailable {
             throw Self.unavailable(error)
         }
     }

@@ -22,6 +22,9 @@ public final class PostgresServerStore: SharedLibraryStore {
     /// v1: libraries, log, refused ops and devices. v2: users, device registrations and library
     /// deletions too (`PostgresAccountsStorage`); a v1 database gains them when a v2 build opens it.
     public static let formatVersion: Int64 = 2
+    /// How long a statement may run by default (`statement_timeout`): 30 s.
+    public static let defaultStatementTimeoutMilliseconds = 30_000
+
     /// The key of the advisory lock that orders the setup of the tables between processes.
     static let setupLockKey: Int64 = 0x4348_524F_4E49_434C   // "CHRONICL"
 
@@ -35,9 +38,12 @@ public final class PostgresServerStore: SharedLibraryStore {
 
     /// Connects, makes the tables on first use (one process at a time), and refuses a database
     /// written by a newer format.
+    /// `statementTimeoutMilliseconds`: how long a statement may run, a wait for a library's row
+    /// lock included, before the request is answered 503 (`server_store_unavailable`, Retry-After):
+    /// a database that stalls never holds requests for longer.
     public init(conninfo: String, cacheDirectory: String, schema: Schema, poolSize: Int = 8,
-                clock: any ChronicleClock = SystemClock()) throws {
-        self.pool = PostgresPool(conninfo, size: poolSize)
+                statementTimeoutMilliseconds: Int? = defaultStatementTimeoutMilliseconds, clock: any ChronicleClock = SystemClock()) throws {
+        self.pool = PostgresPool(conninfo, size: poolSize, statementTimeoutMilliseconds: statementTimeoutMilliseconds)
         self.cacheDirectory = cacheDirectory
         self.schema = schema
         self.clock = clock
@@ -190,7 +196,7 @@ public final class PostgresServerStore: SharedLibraryStore {
     public func library(_ id: UUID, schema: Schema? = nil, caps: [FreeTierCap]? = nil) throws -> ServerLibrary {
         do {
             return try open(id, schema: schema ?? self.schema, caps: caps)
-        } catch let error as PostgresError where error.isConnectionFailure {
+        } catch let error as PostgresError where error.isUnavailable {
             throw PostgresLibrary.unavailable(error)
         }
     }

@@ -162,6 +162,36 @@ struct PostgresLibraryTests {
         #expect(remade.incarnation == again.incarnation)
     }
 
+    /// A database that stalls (here: another server's transaction holding the library's row lock
+    /// and never ending) holds a push no longer than the statement timeout: 503 with a Retry-After,
+    /// nothing written, and the same push goes in once the lock is let go.
+    @Test func aPushStuckOnALockIsAnswered503AtTheStatementTimeout() throws {
+        let database = try TestDatabase()
+        let library = UUID()
+        let server = try PostgresServerStore(conninfo: database.conninfo, cacheDirectory: database.directory + "/a", schema: .readItLater,
+                                             poolSize: 2, statementTimeoutMilliseconds: 300)
+        let shared = try server.library(library)
+        let writer = try Writer(library: library, in: database.directory, seed: 9)
+        let batch = try writer.write(4)
+        let holder = try database.connection()
+        try holder.execute("BEGIN")
+        try holder.execute("SELECT 1 FROM chronicle_libraries WHERE library_id = $1 FOR UPDATE", [library.lowercased])
+        let start = DispatchTime.now().uptimeNanoseconds
+        do {
+            _ = try shared.push(batch, from: writer.deviceID)
+            Issue.record("a push waiting on a held lock was answered")
+        } catch {
+            #expect(error.status == 503 && error.code == PostgresLibrary.unavailableCode && error.retryAfterSeconds != nil, "\(error)")
+        }
+        let waited = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        #expect(waited < 10, "held \(waited) s")
+        try holder.execute("ROLLBACK")
+        #expect(try holder.execute("SELECT count(*) FROM chronicle_log").int(0, 0) == 0, "nothing was written")
+        let response = try shared.push(batch, from: writer.deviceID)
+        #expect(response.results.allSatisfy { if case .accepted = $0.outcome { true } else { false } })
+        #expect(response.head == 4)
+    }
+
     @Test func aServerThatLostItsConnectionAnswers503AndThenRecovers() throws {
         let database = try TestDatabase()
         let library = UUID()

@@ -75,7 +75,8 @@ import Testing
         let pg = ["--postgres", conninfo]
         #expect(try Tool.exec(Tool.binary, ["server", "add-user"] + pg + ["ada"], stdin: "password123\n").status == 0)
         let one = try ServerProcess(data: a.directory.appendingPathComponent("replicas").path, arguments: pg, dataFlag: "--replicas")
-        let two = try ServerProcess(data: b.directory.appendingPathComponent("replicas").path, arguments: pg, dataFlag: "--replicas")
+        let two = try ServerProcess(data: b.directory.appendingPathComponent("replicas").path,
+                                    arguments: pg + ["--postgres-pool", "3", "--postgres-timeout", "20"], dataFlag: "--replicas")
         #expect(one.banner.contains("order and accounts in PostgreSQL"), "\(one.banner)")
         try a.signIn(one)
         try b.signIn(two)

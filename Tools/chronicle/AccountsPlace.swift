@@ -34,9 +34,10 @@ enum AccountsPlace {
     }
 
     /// Connects to PostgreSQL's accounts (made on first use); a connection that fails is a clear error.
-    static func postgresStorage(_ conninfo: String, listening: Bool) throws -> PostgresAccountsStorage {
+    static func postgresStorage(_ conninfo: String, listening: Bool,
+                                timeoutMilliseconds: Int = PostgresServerStore.defaultStatementTimeoutMilliseconds) throws -> PostgresAccountsStorage {
         do {
-            return try PostgresAccountsStorage(conninfo: conninfo, listening: listening)
+            return try PostgresAccountsStorage(conninfo: conninfo, listening: listening, statementTimeoutMilliseconds: timeoutMilliseconds)
         } catch let error as PostgresError {
             throw ChronicleError(.database, "Cannot use PostgreSQL (\(error.message)). Check --postgres (a libpq connection string or postgresql:// URI; the password is best kept in PGPASSWORD or ~/.pgpass).")
         }

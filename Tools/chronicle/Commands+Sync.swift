@@ -77,7 +77,7 @@ extension Command {
 
     static let serve = Command(
         name: "serve", summary: "Run the sync server (HTTP/1.1 on libmicrohttpd; embedded SQLite store, or PostgreSQL shared by several servers).",
-        usage: "chronicle serve (--data DIR | --postgres CONNINFO (--data DIR | --replicas DIR)) [--port N] [--host 127.0.0.1] [--threads N] [--body-memory-mb N] [--open-libraries N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact]",
+        usage: "chronicle serve (--data DIR | --postgres CONNINFO (--data DIR | --replicas DIR) [--postgres-pool N] [--postgres-timeout S]) [--port N] [--host 127.0.0.1] [--threads N] [--body-memory-mb N] [--open-libraries N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact]",
         details: """
             DIR holds server.sqlite (users, devices) and libraries/<id>.sqlite (one per library); it is created if missing.
             --port 0 (the default is 8080) picks a free port. The first line on stdout says where it listens;
@@ -124,10 +124,14 @@ extension Command {
             revocation there stops the token on every server at once. A --data DIR with a server.sqlite (users added with
             `server add-user --data DIR`) has them copied to PostgreSQL on the first start, and the file is kept as it
             was; a DIR holding a lone server's libraries is refused (their history is not moved). A server that cannot
-            reach PostgreSQL answers 503 server_store_unavailable and writes nothing. Not yet with --postgres:
+            reach PostgreSQL answers 503 server_store_unavailable and writes nothing; so does a request whose statement
+            runs past --postgres-timeout S (default \(PostgresServerStore.defaultStatementTimeoutMilliseconds / 1000) s; a wait for a library's row lock
+            included), so a stalled database never holds requests longer. Each server keeps up to --postgres-pool N
+            (default 8) connections for libraries, 4 for accounts and 2 listening; connections left silent are found
+            dead by TCP keepalives within about a minute. Not yet with --postgres:
             --horizon-days, and `server compact`, `backup` and `salvage`.
             """) { args, ctx in
-        let usage = "chronicle serve (--data DIR | --postgres CONNINFO (--data DIR | --replicas DIR)) [--port N] [--host 127.0.0.1] [--threads N] [--body-memory-mb N] [--open-libraries N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact]"
+        let usage = "chronicle serve (--data DIR | --postgres CONNINFO (--data DIR | --replicas DIR) [--postgres-pool N] [--postgres-timeout S]) [--port N] [--host 127.0.0.1] [--threads N] [--body-memory-mb N] [--open-libraries N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact]"
         let dataOption = args.option("data")
         var limits = ServiceLimits()
         if let list = args.option("free-caps"), list != "none" {
@@ -162,7 +166,22 @@ extension Command {
         let maintenance = try maintenancePolicy(&args)
         let postgres = args.option("postgres") ?? ProcessInfo.processInfo.environment["CHRONICLE_POSTGRES"].flatMap { $0.isEmpty ? nil : $0 }
         let replicasOption = args.option("replicas")
+        var pool = (size: 8, timeoutMilliseconds: PostgresServerStore.defaultStatementTimeoutMilliseconds)
+        let poolText = args.option("postgres-pool"), timeoutText = args.option("postgres-timeout")
+        if let text = poolText {
+            guard let n = Int(text), (1...256).contains(n) else { throw ChronicleError(.usage, "--postgres-pool takes 1 to 256 connections (got '\(text)').") }
+            pool.size = n
+        }
+        if let text = timeoutText {
+            guard let seconds = Double(text), seconds.isFinite, (0.1...3_600).contains(seconds) else {
+                throw ChronicleError(.usage, "--postgres-timeout takes 0.1 to 3600 seconds (got '\(text)').")
+            }
+            pool.timeoutMilliseconds = Int(seconds * 1000)
+        }
         try args.finish(usage: usage)
+        if postgres == nil, poolText != nil || timeoutText != nil {
+            throw ChronicleError(.usage, "--postgres-pool and --postgres-timeout go with --postgres.")
+        }
         if postgres != nil, maintenance.compaction?.horizonMilliseconds != nil {
             throw ChronicleError(.usage, "--horizon-days is not available with --postgres yet: PostgreSQL keeps each library's whole history.")
         }
@@ -181,7 +200,7 @@ extension Command {
         var held: [DataDirectoryLock] = []
         defer { withExtendedLifetime(held) {} }
         if let postgres {
-            let served = try servePostgres(conninfo: postgres, data: dataOption, replicas: replicasOption)
+            let served = try servePostgres(conninfo: postgres, data: dataOption, replicas: replicasOption, pool: pool)
             held = served.locks
             server = try SyncServer(dataDirectory: served.store.cacheDirectory, configuration: configuration, limits: limits, maintenance: maintenance,
                                     log: ServerLog(to: .standardError), fault503Rate: faultRate, shared: served.store, accounts: served.accounts)
@@ -215,7 +234,8 @@ extension Command {
     /// lock), each in a replicas directory of its own; its server.sqlite, if any, has its users and
     /// devices copied to PostgreSQL once, and is kept as it was, marked as no longer used. A data
     /// directory holding a lone server's library files is refused: their history is not moved.
-    static func servePostgres(conninfo: String, data: String?, replicas: String?) throws -> PostgresServing {
+    static func servePostgres(conninfo: String, data: String?, replicas: String?,
+                              pool: (size: Int, timeoutMilliseconds: Int)) throws -> PostgresServing {
         var locks: [DataDirectoryLock] = []
         var local: Accounts?
         if let data {
@@ -240,11 +260,12 @@ extension Command {
         }
         let store: PostgresServerStore
         do {
-            store = try PostgresServerStore(conninfo: conninfo, cacheDirectory: replicasDirectory, schema: .readItLater)
+            store = try PostgresServerStore(conninfo: conninfo, cacheDirectory: replicasDirectory, schema: .readItLater, poolSize: pool.size,
+                                            statementTimeoutMilliseconds: pool.timeoutMilliseconds)
         } catch let error as PostgresError {
             throw ChronicleError(.database, "Cannot use PostgreSQL (\(error.message)). Check --postgres (a libpq connection string or postgresql:// URI; the password is best kept in PGPASSWORD or ~/.pgpass).")
         }
-        let storage = try AccountsPlace.postgresStorage(conninfo, listening: true)
+        let storage = try AccountsPlace.postgresStorage(conninfo, listening: true, timeoutMilliseconds: pool.timeoutMilliseconds)
         var moved: (users: Int, devices: Int)?
         if let local, try local.accountsMovedTo() == nil {
             moved = try storage.copy(from: local)

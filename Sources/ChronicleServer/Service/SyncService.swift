@@ -287,16 +287,19 @@ public final class SyncService: SyncEndpoint {
         }
         guard waitMilliseconds > 0 else { answer(); return nil }
 
-        // Register under the lock, then re-check the head: a push that committed in
-        // between has already updated the head, so no wake-up is lost.
-        let parked: Int? = waiters.withLock { registry in
-            if library.head > cursor { return nil }
+        // Register, then re-check the head: a push that committed before the registration is
+        // seen by the check, and one after it wakes the waiter, so no wake-up is lost. The check
+        // runs outside the registry's lock: for a library ordered in PostgreSQL it asks there.
+        let waiterID: Int = waiters.withLock { registry in
             let id = registry.nextID
             registry.nextID += 1
             registry.byLibrary[library.libraryID, default: [:]][id] = Waiter(after: cursor, fire: answer)
             return id
         }
-        guard let waiterID = parked else { answer(); return nil }
+        if library.head > cursor, waiters.withLock({ $0.byLibrary[library.libraryID]?.removeValue(forKey: waiterID) }) != nil {
+            answer()   // taken back before any wake-up fired it
+            return nil
+        }
         metrics.waiting(1)
         let release: @Sendable () -> Void = { [self] in
             let expired = waiters.withLock { $0.byLibrary[library.libraryID]?.removeValue(forKey: waiterID) }
