@@ -186,4 +186,52 @@ import Testing
         let stderr = (try? String(contentsOf: errors, encoding: .utf8)) ?? ""
         #expect(status != nil && status != 0 && stderr.contains("libraries_in_postgresql"), "\(String(describing: status)) \(stderr)")
     }
+
+    /// A user removed from PostgreSQL leaves their library there, owned by no one; it is given back
+    /// to a new user (`add-user --library`), whose device syncs on with its history, and then
+    /// deleted (`delete-library`).
+    @Test func aLibraryIsGivenBackAndThenDeletedThroughPostgreSQL() throws {
+        let (conninfo, drop) = try database()
+        defer { drop() }
+        let a = try Tool()
+        let pg = ["--postgres", conninfo]
+        #expect(try Tool.exec(Tool.binary, ["server", "add-user"] + pg + ["ada"], stdin: "password123\n").status == 0)
+        let server = try ServerProcess(data: a.directory.appendingPathComponent("replicas").path, arguments: pg, dataFlag: "--replicas")
+        defer { server.stop() }
+        try a.signIn(server)
+        try a.ok("save", "https://example.com/kept", "--title", "Kept")
+        try a.ok("sync")
+        let library = try #require(try a.credentials["library"] as? String)
+
+        let removed = try Tool.exec(Tool.binary, ["server", "remove-user", "ada"] + pg)
+        #expect(removed.status == 0 && removed.stdout.contains("stays in PostgreSQL"), "\(removed.stdout) \(removed.stderr)")
+        let listed = try Tool.exec(Tool.binary, ["server", "users", "--json"] + pg)
+        let rows = try #require(try listed.json() as? [[String: Any]], "\(listed.stdout) \(listed.stderr)")
+        #expect(rows.count == 1 && rows[0]["library_id"] as? String == library && rows[0]["user"] is NSNull, "\(rows)")
+        let wrongSchema = try Tool.exec(Tool.binary, ["server", "add-user", "bea", "--library", library, "--schema", "fieldservice"] + pg, stdin: "password456\n")
+        #expect(wrongSchema.status == 4 && wrongSchema.stderr.contains("schema_mismatch"), "\(wrongSchema.stderr)")
+        let unknown = try Tool.exec(Tool.binary, ["server", "add-user", "bea", "--library", UUID().lowercased] + pg, stdin: "password456\n")
+        #expect(unknown.status == 3 && unknown.stderr.contains("PostgreSQL has no library"), "\(unknown.stderr)")
+        let given = try Tool.exec(Tool.binary, ["server", "add-user", "bea", "--library", library] + pg, stdin: "password456\n")
+        #expect(given.status == 0, "\(given.stderr)")
+
+        // The device signs in as its new owner and syncs on with the history it has.
+        let login = try a.run(["login", "--server", server.url, "--user", "bea"], stdin: "password456\n")
+        #expect(login.status == 0, "\(login.stderr)")
+        try a.ok("save", "https://example.com/after")
+        try a.ok("sync")
+        let check = try PostgresConnection(conninfo)
+        #expect(try check.execute("SELECT count(*) FROM chronicle_log WHERE library_id = $1", [library]).int(0, 0) == 2)
+
+        let owned = try Tool.exec(Tool.binary, ["server", "delete-library", library] + pg)
+        #expect(owned.status == 3 && owned.stderr.contains("belongs to user bea"), "\(owned.stderr)")
+        #expect(try Tool.exec(Tool.binary, ["server", "remove-user", "bea"] + pg).status == 0)
+        let deleted = try Tool.exec(Tool.binary, ["server", "delete-library", library] + pg)
+        #expect(deleted.status == 0 && deleted.stdout.contains("deleted from PostgreSQL"), "\(deleted.stdout) \(deleted.stderr)")
+        #expect(try check.execute("SELECT count(*) FROM chronicle_log").int(0, 0) == 0)
+        let again = try Tool.exec(Tool.binary, ["server", "delete-library", library] + pg)
+        #expect(again.status == 3 && again.stderr.contains("PostgreSQL has no library"), "\(again.stderr)")
+        let empty = try Tool.exec(Tool.binary, ["server", "users", "--json"] + pg)
+        #expect((try empty.json() as? [Any])?.isEmpty == true, "\(empty.stdout)")
+    }
 }
