@@ -202,6 +202,7 @@ public final class PostgresPool: @unchecked Sendable {
     private let condition = NSCondition()
     private var idle: [PostgresConnection] = []
     private var open = 0
+    private var waited = 0
 
     public init(_ conninfo: String, size: Int = 8, statementTimeoutMilliseconds: Int? = nil) {
         self.conninfo = conninfo
@@ -217,6 +218,7 @@ public final class PostgresPool: @unchecked Sendable {
 
     private func take() throws -> PostgresConnection {
         condition.lock()
+        if idle.isEmpty && open >= size { waited += 1 }
         while idle.isEmpty && open >= size { condition.wait() }
         if let connection = idle.popLast() {
             condition.unlock()
@@ -234,6 +236,12 @@ public final class PostgresPool: @unchecked Sendable {
             condition.unlock()
             throw error
         }
+    }
+
+    func usageNow() -> (open: Int, idle: Int, waited: Int) {
+        condition.lock()
+        defer { condition.unlock() }
+        return (open, idle.count, waited)
     }
 
     private func give(_ connection: PostgresConnection) {

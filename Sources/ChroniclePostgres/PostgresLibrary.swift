@@ -25,9 +25,19 @@ public final class PostgresLibrary: LibraryUpstream {
         var incarnation: UUID
     }
 
-    init(libraryID: UUID, pool: PostgresPool) {
+    /// The store's counters (`/metrics`), shared by its libraries.
+    let counters: Locked<PostgresCounters>
+
+    init(libraryID: UUID, pool: PostgresPool, counters: Locked<PostgresCounters> = Locked(PostgresCounters())) {
         self.libraryID = libraryID
         self.pool = pool
+        self.counters = counters
+    }
+
+    /// `unavailable(error)`, counted.
+    func counted(_ error: PostgresError) -> ProtocolError {
+        counters.withLock { $0.unavailable += 1 }
+        return Self.unavailable(error)
     }
 
     /// Makes the library's row if there is none; returns what PostgreSQL holds.
@@ -69,7 +79,7 @@ public final class PostgresLibrary: LibraryUpstream {
                 try pool.withConnection { pg in try catchUp(replica, to: try Self.readState(libraryID, pg, forUpdate: false), pg) }
             }
         } catch let error as PostgresError where error.isUnavailable {
-            throw Self.unavailable(error)
+            throw counted(error)
         }
     }
 
@@ -85,6 +95,8 @@ public final class PostgresLibrary: LibraryUpstream {
         let known = try replica.replicaGeneration()
         if known == state.generation { return }
         var head = replica.localHead
+        let startHead = head
+        defer { counters.withLock { $0.catchUps += 1; $0.opsCaughtUp += Int(replica.localHead - startHead) } }
         guard known < state.generation, head <= state.head else {
             throw ChronicleError(.invariantViolated, "This server's replica of library \(libraryID.lowercased) is ahead of PostgreSQL (seq \(head), generation \(known); PostgreSQL: seq \(state.head), generation \(state.generation)). Restart the server to make the replica anew.")
         }
@@ -175,7 +187,7 @@ public final class PostgresLibrary: LibraryUpstream {
                 }
             }
         } catch let error as PostgresError where error.isUnavailable {
-            throw Self.unavailable(error)
+            throw counted(error)
         }
     }
 
@@ -194,6 +206,7 @@ public final class PostgresLibrary: LibraryUpstream {
                     let wrote = !writes.accepted.isEmpty || !writes.rejected.isEmpty || writes.device != nil
                     let generation = wrote ? state.generation + 1 : state.generation
                     if wrote {
+                        counters.withLock { $0.writes += 1 }
                         try self.write(writes, generation: generation, over: state, pg)
                         try pg.execute("SELECT pg_notify($1, $2)", [Self.channel, self.libraryID.lowercased])
                     }

@@ -33,6 +33,7 @@ public final class PostgresServerStore: SharedLibraryStore {
     public let schema: Schema
     let clock: any ChronicleClock
     private let listener = Locked<PostgresListener?>(nil)
+    let counters = Locked(PostgresCounters())
     /// Each library's upstream, made once: it orders this process's writes to the library.
     private let upstreams = Locked<[UUID: PostgresLibrary]>([:])
 
@@ -197,6 +198,7 @@ public final class PostgresServerStore: SharedLibraryStore {
         do {
             return try open(id, schema: schema ?? self.schema, caps: caps)
         } catch let error as PostgresError where error.isUnavailable {
+            counters.withLock { $0.unavailable += 1 }
             throw PostgresLibrary.unavailable(error)
         }
     }
@@ -204,7 +206,7 @@ public final class PostgresServerStore: SharedLibraryStore {
     private func open(_ id: UUID, schema: Schema, caps: [FreeTierCap]?) throws -> ServerLibrary {
         let upstream = upstreams.withLock { open in
             if let known = open[id] { return known }
-            let made = PostgresLibrary(libraryID: id, pool: pool)
+            let made = PostgresLibrary(libraryID: id, pool: pool, counters: counters)
             open[id] = made
             return made
         }
@@ -293,10 +295,13 @@ public final class PostgresServerStore: SharedLibraryStore {
     /// Listens for other processes' writes (`NOTIFY` on `PostgresLibrary.channel`) on a connection
     /// and thread of its own.
     public func watch(_ changed: @escaping @Sendable (UUID?) -> Void) {
+        let counters = self.counters
         let made = PostgresListener(conninfo: pool.conninfo, channel: PostgresLibrary.channel) { payload in
             if let payload {
+                counters.withLock { $0.notifications += 1 }
                 if let id = UUID(text: payload) { changed(id) }
             } else {
+                counters.withLock { $0.listenerReconnects += 1 }
                 changed(nil)
             }
         }
@@ -313,6 +318,44 @@ public final class PostgresServerStore: SharedLibraryStore {
             defer { current = nil }
             return current
         }?.stop()
+    }
+
+    /// The store's lines for `/metrics` (Prometheus text format).
+    public func renderMetrics() -> String {
+        let c = counters.withLock { $0 }
+        let pool = self.pool.usage
+        let listening = listener.withLock { $0?.isListening ?? false }
+        return """
+            # HELP chronicle_postgres_connections Connections this server holds open to PostgreSQL for libraries, by state (serve --postgres-pool caps them).
+            # TYPE chronicle_postgres_connections gauge
+            chronicle_postgres_connections{state="busy"} \(pool.open - pool.idle)
+            chronicle_postgres_connections{state="idle"} \(pool.idle)
+            # HELP chronicle_postgres_connection_waits_total Times a request waited for a connection because every pooled one was busy.
+            # TYPE chronicle_postgres_connection_waits_total counter
+            chronicle_postgres_connection_waits_total \(pool.waited)
+            # HELP chronicle_postgres_unavailable_total Requests answered 503 server_store_unavailable: PostgreSQL out of reach, or past --postgres-timeout.
+            # TYPE chronicle_postgres_unavailable_total counter
+            chronicle_postgres_unavailable_total \(c.unavailable)
+            # HELP chronicle_postgres_writes_total Writes (pushes, server ops) ordered and committed in PostgreSQL by this server.
+            # TYPE chronicle_postgres_writes_total counter
+            chronicle_postgres_writes_total \(c.writes)
+            # HELP chronicle_postgres_catchups_total Times a replica caught up with what other servers committed.
+            # TYPE chronicle_postgres_catchups_total counter
+            chronicle_postgres_catchups_total \(c.catchUps)
+            # HELP chronicle_postgres_ops_caught_up_total Ops replicas read from PostgreSQL while catching up.
+            # TYPE chronicle_postgres_ops_caught_up_total counter
+            chronicle_postgres_ops_caught_up_total \(c.opsCaughtUp)
+            # HELP chronicle_postgres_notifications_total Notifications of writes (NOTIFY chronicle_pushes) this server received.
+            # TYPE chronicle_postgres_notifications_total counter
+            chronicle_postgres_notifications_total \(c.notifications)
+            # HELP chronicle_postgres_listening Whether the connection listening for other servers' writes is up (1) or reconnecting (0).
+            # TYPE chronicle_postgres_listening gauge
+            chronicle_postgres_listening \(listening ? 1 : 0)
+            # HELP chronicle_postgres_listener_reconnects_total Times the listening connection was opened again; parked pulls were all answered each time.
+            # TYPE chronicle_postgres_listener_reconnects_total counter
+            chronicle_postgres_listener_reconnects_total \(c.listenerReconnects)
+
+            """
     }
 
     /// Why PostgreSQL cannot be reached now (`SELECT 1` on a pooled connection); nil when it can.

@@ -222,6 +222,9 @@ struct PostgresLibraryTests {
             (error as? ProtocolError).map { $0.status == 503 && $0.code == PostgresLibrary.unavailableCode } ?? false
         }
         #expect(try shared.pull(after: 0, limit: 100).ops.count == 8)
+        // Both 503s are counted for /metrics, and the writes that went in.
+        let metrics = server.renderMetrics()
+        #expect(metrics.contains("chronicle_postgres_unavailable_total 2\n") && metrics.contains("chronicle_postgres_writes_total 2\n"), "\(metrics)")
     }
 
     @Test func aDatabaseOfANewerFormatIsRefusedUntouched() throws {

@@ -96,6 +96,16 @@ struct SharedServersTests {
         #expect(page.segment.ops.map(\.entityID) == [id])
         // Answered by the push, not by the end of its wait (which would also hold the op).
         #expect(seconds < Double(waited) / 1000 / 2, "answered after \(seconds) s")
+
+        // Server two's /metrics: the notification it got, the catch-up it made, its listener up.
+        let (body, _) = try await URLSession.shared.data(from: pair.servers[1].url.appendingPathComponent("metrics"))
+        let metrics = String(decoding: body, as: UTF8.self)
+        func value(_ name: String) -> Double? {
+            metrics.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Double($0.split(separator: " ").last!) }
+        }
+        #expect((value("chronicle_postgres_notifications_total") ?? 0) >= 1, "\(metrics)")
+        #expect((value("chronicle_postgres_catchups_total") ?? 0) >= 1 && (value("chronicle_postgres_ops_caught_up_total") ?? 0) >= 1)
+        #expect(value("chronicle_postgres_listening") == 1 && value("chronicle_postgres_unavailable_total") == 0)
     }
 
     /// A device signs in through one server and syncs through the other with the same token, until

@@ -132,4 +132,11 @@ public protocol SharedLibraryStore: Sendable {
 
     /// Why the shared store cannot be reached now (one round trip); nil when it can.
     func unreachable() -> String?
+
+    /// Lines for the server's `/metrics` (Prometheus text format) about the shared store.
+    func renderMetrics() -> String
+}
+
+extension SharedLibraryStore {
+    public func renderMetrics() -> String { "" }
 }
