@@ -10,7 +10,7 @@
 # Thread: the suites where threads meet: the HTTP server and its worker threads, the sync engine
 # against a live server, the SQLite layer's writer and readers, the background checkpointer,
 # compaction beside writes, the two-thread search index build and searches on two read connections,
-# servers sharing PostgreSQL (replicas caught up beside pushes, the LISTEN thread).
+# servers sharing PostgreSQL (replicas caught up beside pushes, the LISTEN threads, the token cache).
 # Not part of test.sh: each build takes a few minutes and the runs are several times slower.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -45,7 +45,7 @@ for kind in "${kinds[@]}"; do
       echo "== ThreadSanitizer (build in $build)"
       swift build --build-tests -Xswiftc -sanitize=thread --build-path "$build"
       TSAN_OPTIONS=halt_on_error=1 swift test --skip-build --build-path "$build" --filter \
-        "HTTPServerTests|WorkerPoolTests|HTTPBadInputTests|PushPipelineTests|ServerMaintenanceTests|ServerIsolationTests|SharedSessionTests|SyncTransportSuite|SQLiteLayerTests|LocalWriteTests|SearchRankTests|CheckpointerTests|ParallelSearchBuildTests|ParallelSearchTests|CompactionTests|BulkApplyTests|RetentionHorizonTests|PostgresLibraryTests|SharedServersTests"
+        "HTTPServerTests|WorkerPoolTests|HTTPBadInputTests|PushPipelineTests|ServerMaintenanceTests|ServerIsolationTests|SharedSessionTests|SyncTransportSuite|SQLiteLayerTests|LocalWriteTests|SearchRankTests|CheckpointerTests|ParallelSearchBuildTests|ParallelSearchTests|CompactionTests|BulkApplyTests|RetentionHorizonTests|PostgresLibraryTests|PostgresAccountsTests|SharedServersTests"
       ;;
   esac
 done
