@@ -44,7 +44,8 @@ for kind in "${kinds[@]}"; do
     thread)
       echo "== ThreadSanitizer (build in $build)"
       swift build --build-tests -Xswiftc -sanitize=thread --build-path "$build"
-      TSAN_OPTIONS=halt_on_error=1 swift test --skip-build --build-path "$build" --filter \
+      # PGGSSENCMODE=disable: libpq leaves Kerberos alone, whose mutexes assert at exit under TSan.
+      PGGSSENCMODE=disable TSAN_OPTIONS=halt_on_error=1 swift test --skip-build --build-path "$build" --filter \
         "HTTPServerTests|WorkerPoolTests|HTTPBadInputTests|PushPipelineTests|ServerMaintenanceTests|ServerIsolationTests|SharedSessionTests|SyncTransportSuite|SQLiteLayerTests|LocalWriteTests|SearchRankTests|CheckpointerTests|ParallelSearchBuildTests|ParallelSearchTests|CompactionTests|BulkApplyTests|RetentionHorizonTests|PostgresLibraryTests|PostgresAccountsTests|SharedServersTests"
       ;;
   esac
