@@ -29,6 +29,9 @@ struct PushPipelineTests {
             var answered: [[Int64]] = []
             /// Milliseconds a push (by its number) waits before it reaches the server.
             var delays: [Int: Int] = [:]
+            /// Pushes (by number) held on their way until the next push has been sent (at most 10 s),
+            /// then for their delay: the next one is in flight beside them however slow the machine.
+            var heldForNext: Set<Int> = []
             /// Pushes on their way now, and the most there ever were.
             var inFlight = 0
             var inFlightMost = 0
@@ -43,13 +46,20 @@ struct PushPipelineTests {
 
         func push(_ segment: Segment) async throws(SyncError) -> PushResponse {
             let seqs = segment.ops.map(\.deviceSeq)
-            let (index, opsMax, fail, during, delay) = script.withLock { s in
+            let (index, opsMax, fail, during, delay, held) = script.withLock { s in
                 s.pushes.append(seqs)
                 s.inFlight += 1
                 s.inFlightMost = max(s.inFlightMost, s.inFlight)
-                return (s.pushes.count, s.opsMax, s.failPush, s.during[s.pushes.count], s.delays[s.pushes.count])
+                return (s.pushes.count, s.opsMax, s.failPush, s.during[s.pushes.count], s.delays[s.pushes.count],
+                        s.heldForNext.contains(s.pushes.count))
             }
             defer { script.withLock { $0.inFlight -= 1 } }
+            if held {
+                let deadline = DispatchTime.now().uptimeNanoseconds + 10_000_000_000
+                while script.withLock({ $0.pushes.count <= index }), DispatchTime.now().uptimeNanoseconds < deadline {
+                    try? await Task.sleep(nanoseconds: 1_000_000)
+                }
+            }
             if let delay { try? await Task.sleep(nanoseconds: UInt64(delay) * 1_000_000) }
             if seqs.count > opsMax {
                 throw .terminal(ProtocolError(413, "too_many_ops", "At most \(opsMax) ops a push."))
@@ -157,9 +167,12 @@ struct PushPipelineTests {
         limits.pushGapWaitMilliseconds = 60_000
         let harness = try SyncHarness(.inMemory, limits: limits)
         var script = ScriptedPushes.Script()
-        // Every push but the first is held 20 ms on its way, so the one behind it overtakes it:
-        // the server holds each overtaking batch until the one ahead lands.
+        // Every other push is held on its way until the one behind it has been sent, then 20 ms
+        // more, so the one behind overtakes it: the server holds each overtaking batch until the
+        // one ahead lands. (Held for the next, not for a time: a loaded machine may take longer
+        // than any fixed delay to send it.)
         for index in 2...40 { script.delays[index] = index % 2 == 0 ? 20 : 0 }
+        script.heldForNext = Set(stride(from: 2, to: 20, by: 2))
         let (device, transport, engine) = try device(harness, script, batch: 10, inFlight: 2)
         for i in 0..<200 { try device.save("queued \(i)") }
         let report = await engine.syncOnce()
