@@ -238,7 +238,8 @@ public final class PostgresPool: @unchecked Sendable {
         }
     }
 
-    func usageNow() -> (open: Int, idle: Int, waited: Int) {
+    /// Connections open now, how many of them are idle, and how many times a caller waited for one.
+    public var usage: (open: Int, idle: Int, waited: Int) {
         condition.lock()
         defer { condition.unlock() }
         return (open, idle.count, waited)

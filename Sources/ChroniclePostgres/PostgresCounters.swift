@@ -14,8 +14,3 @@ struct PostgresCounters: Sendable {
     var notifications = 0
     var listenerReconnects = 0
 }
-
-extension PostgresPool {
-    /// Connections open now, how many of them are idle, and how many times a caller waited for one.
-    public var usage: (open: Int, idle: Int, waited: Int) { usageNow() }
-}
