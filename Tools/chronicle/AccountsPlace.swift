@@ -36,8 +36,22 @@ enum AccountsPlace {
     /// Connects to PostgreSQL's accounts (made on first use); a connection that fails is a clear error.
     static func postgresStorage(_ conninfo: String, listening: Bool,
                                 timeoutMilliseconds: Int = PostgresServerStore.defaultStatementTimeoutMilliseconds) throws -> PostgresAccountsStorage {
+        try connecting { try PostgresAccountsStorage(conninfo: conninfo, listening: listening, statementTimeoutMilliseconds: timeoutMilliseconds) }
+    }
+
+    /// PostgreSQL's order, with this process's replicas in `replicas` (a server's, or a command's
+    /// scratch directory); a connection that fails is a clear error.
+    static func postgresStore(_ conninfo: String, replicas: String, poolSize: Int,
+                              timeoutMilliseconds: Int = PostgresServerStore.defaultStatementTimeoutMilliseconds) throws -> PostgresServerStore {
+        try connecting {
+            try PostgresServerStore(conninfo: conninfo, cacheDirectory: replicas, schema: .readItLater, poolSize: poolSize,
+                                    statementTimeoutMilliseconds: timeoutMilliseconds)
+        }
+    }
+
+    private static func connecting<T>(_ body: () throws -> T) throws -> T {
         do {
-            return try PostgresAccountsStorage(conninfo: conninfo, listening: listening, statementTimeoutMilliseconds: timeoutMilliseconds)
+            return try body()
         } catch let error as PostgresError {
             throw ChronicleError(.database, "Cannot use PostgreSQL (\(error.message)). Check --postgres (a libpq connection string or postgresql:// URI; the password is best kept in PGPASSWORD or ~/.pgpass).")
         }

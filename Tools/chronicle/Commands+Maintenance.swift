@@ -274,18 +274,14 @@ extension Command {
     static func verifyPostgres(conninfo: String, accounts: Accounts, user: String?, _ ctx: Context) throws -> Int32 {
         let directory = (NSTemporaryDirectory() as NSString).appendingPathComponent("chronicle-verify-\(UUID().lowercased)")
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let store: PostgresServerStore
-        do {
-            store = try PostgresServerStore(conninfo: conninfo, cacheDirectory: directory, schema: .readItLater, poolSize: 2)
-        } catch let error as PostgresError {
-            throw ChronicleError(.database, "Cannot use PostgreSQL (\(error.message)). Check --postgres.")
-        }
+        let store = try AccountsPlace.postgresStore(conninfo, replicas: directory, poolSize: 2)
         let service = try SyncService(dataDirectory: directory, limits: .besideARunningServer, maintenance: .off, shared: store, accounts: accounts)
         return try verifyLibraries(service, postgres: store, user: user, ctx)
     }
 
     static func verifyLibraries(_ service: SyncService, postgres: PostgresServerStore?, user: String?, _ ctx: Context) throws -> Int32 {
-        let ordered = try postgres.map { _ in Set(try (service.accounts.storage as? PostgresAccountsStorage)?.libraries().map(\.id) ?? []) }
+        // The libraries PostgreSQL has a row for (empty for a data directory).
+        let ordered = Set(try (service.accounts.storage as? PostgresAccountsStorage)?.libraries().map(\.id) ?? [])
         let targets: [(name: String, library: UUID)]
         if let user {
             guard let record = try service.accounts.user(user) else { throw ChronicleError(.unknownEntity, "No user named '\(user)'.") }
@@ -305,7 +301,7 @@ extension Command {
             let report: VerifyReport
             var first: [VerifyCheck] = []   // PostgreSQL's own checks, ahead of the replica's
             do {
-                if postgres != nil, ordered?.contains(target.library) != true {
+                if postgres != nil, !ordered.contains(target.library) {
                     // No row in PostgreSQL: the library never synced, and verifying it would make one.
                     report = VerifyReport(checks: [VerifyCheck(name: "the library is in PostgreSQL", passed: true, detail: "not yet: it has never synced")],
                                           digest: "")

@@ -258,13 +258,8 @@ extension Command {
             replicasDirectory = claimed.path
             locks.append(claimed.lock)
         }
-        let store: PostgresServerStore
-        do {
-            store = try PostgresServerStore(conninfo: conninfo, cacheDirectory: replicasDirectory, schema: .readItLater, poolSize: pool.size,
-                                            statementTimeoutMilliseconds: pool.timeoutMilliseconds)
-        } catch let error as PostgresError {
-            throw ChronicleError(.database, "Cannot use PostgreSQL (\(error.message)). Check --postgres (a libpq connection string or postgresql:// URI; the password is best kept in PGPASSWORD or ~/.pgpass).")
-        }
+        let store = try AccountsPlace.postgresStore(conninfo, replicas: replicasDirectory, poolSize: pool.size,
+                                                    timeoutMilliseconds: pool.timeoutMilliseconds)
         let storage = try AccountsPlace.postgresStorage(conninfo, listening: true, timeoutMilliseconds: pool.timeoutMilliseconds)
         var moved: (users: Int, devices: Int)?
         if let local, try local.accountsMovedTo() == nil {
@@ -428,12 +423,7 @@ extension Command {
             if case .postgres(let conninfo) = place {
                 let directory = (NSTemporaryDirectory() as NSString).appendingPathComponent("chronicle-set-plan-\(UUID().lowercased)")
                 scratch = directory
-                let store: PostgresServerStore
-                do {
-                    store = try PostgresServerStore(conninfo: conninfo, cacheDirectory: directory, schema: .readItLater, poolSize: 2)
-                } catch let error as PostgresError {
-                    throw ChronicleError(.database, "Cannot use PostgreSQL (\(error.message)). Check --postgres.")
-                }
+                let store = try AccountsPlace.postgresStore(conninfo, replicas: directory, poolSize: 2)
                 service = try SyncService(dataDirectory: directory, limits: .besideARunningServer, maintenance: .off, shared: store,
                                           accounts: try place.open(for: "set-plan"))
             } else {
