@@ -4,7 +4,7 @@ import ChronicleStore
 import Foundation
 
 /// Users, their libraries and devices' registrations in the PostgreSQL database that servers on
-/// several machines share (format 2, `Schemas/store/server-postgres-v2.md`), so that no server
+/// several machines share (from format 2, `Schemas/store/server-postgres-v2.md`), so that no server
 /// keeps a file another one needs.
 ///
 /// Each server caches the tokens it has checked. A transaction that changes a registration

@@ -55,6 +55,19 @@ public final class PostgresRows {
         return value
     }
 
+    /// A `bytea` value's bytes (libpq unescapes PostgreSQL's text form); NULL is an error.
+    public func bytes(_ row: Int, _ column: Int) throws(PostgresError) -> [UInt8] {
+        guard !isNull(row, column), let value = PQgetvalue(result, Int32(row), Int32(column)) else {
+            throw PostgresError(sqlState: nil, message: "column \(column) of row \(row) is NULL")
+        }
+        var length = 0
+        guard let raw = PQunescapeBytea(UnsafeRawPointer(value).assumingMemoryBound(to: UInt8.self), &length) else {
+            throw PostgresError(sqlState: nil, message: "column \(column) of row \(row) is not a bytea value")
+        }
+        defer { PQfreemem(raw) }
+        return Array(UnsafeBufferPointer(start: raw, count: length))
+    }
+
     /// The value as text; NULL is an error.
     public func string(_ row: Int, _ column: Int) throws(PostgresError) -> String {
         guard let text = text(row, column) else {
@@ -131,6 +144,11 @@ public final class PostgresConnection {
                 PQexecParams(handle, sql, Int32(parameters.count), nil, parameters.isEmpty ? nil : values, nil, nil, 0)
             }
         }
+        return try finished(result)
+    }
+
+    /// The rows of a statement's `result`, or its error.
+    private func finished(_ result: OpaquePointer?) throws(PostgresError) -> PostgresRows {
         guard let result else {
             throw PostgresError(sqlState: nil, message: Self.trimmed(PQerrorMessage(handle)))
         }
@@ -144,6 +162,38 @@ public final class PostgresConnection {
             PQclear(result)
             throw PostgresError(sqlState: state, message: message.isEmpty ? Self.trimmed(PQerrorMessage(handle)) : message)
         }
+    }
+
+    /// A statement parameter: text (nil is NULL), or bytes sent as they are (a `bytea` value).
+    public enum Value {
+        case text(String?)
+        case bytes([UInt8])
+    }
+
+    /// Runs one statement with `values` bound to `$1`, `$2`…; bytes travel in binary form, unescaped.
+    @discardableResult
+    public func execute(_ sql: String, values: [Value]) throws(PostgresError) -> PostgresRows {
+        var buffers: [UnsafeMutableRawPointer?] = []
+        var lengths: [Int32] = []
+        var formats: [Int32] = []
+        for value in values {
+            switch value {
+            case .text(let text):
+                buffers.append(text.map { UnsafeMutableRawPointer(strdup($0)!) })
+                lengths.append(0)
+                formats.append(0)
+            case .bytes(let bytes):
+                let copy = malloc(max(bytes.count, 1))!
+                bytes.withUnsafeBytes { if let base = $0.baseAddress { copy.copyMemory(from: base, byteCount: bytes.count) } }
+                buffers.append(copy)
+                lengths.append(Int32(bytes.count))
+                formats.append(1)
+            }
+        }
+        defer { for buffer in buffers { free(buffer) } }
+        let pointers: [UnsafePointer<CChar>?] = buffers.map { $0.map { UnsafePointer($0.assumingMemoryBound(to: CChar.self)) } }
+        let result: OpaquePointer? = PQexecParams(handle, sql, Int32(values.count), nil, pointers, lengths, formats, 0)
+        return try finished(result)
     }
 
     /// Runs `body` in a transaction: committed if it returns, rolled back if it throws.

@@ -13,4 +13,7 @@ struct PostgresCounters: Sendable {
     /// Notifications of other processes' writes, and reconnections of the listening connection.
     var notifications = 0
     var listenerReconnects = 0
+    /// Segments this process's replicas handed over to PostgreSQL, and the ops that left its log with them.
+    var segmentsSealed = 0
+    var opsSealed = 0
 }

@@ -17,14 +17,22 @@ public final class PostgresLibrary: LibraryUpstream {
     /// so that the lock guards a value: ThreadSanitizer reports accesses to an empty one as races).
     private let writing = Locked<Int>(0)
 
-    /// What PostgreSQL holds for the library: its head, and a generation that moves with every
-    /// write.
+    /// What PostgreSQL holds for the library: its head, a generation that moves with every
+    /// write, and where its sealed segments end.
     struct State {
         var head: Int64
         var headTime: Int64
         var generation: Int64
         var incarnation: UUID
+        /// The last seq kept in `chronicle_segments` (0: none); the log holds the ops after it.
+        var sealedThrough: Int64
+        /// The chained digest of the last segment ("" before the first).
+        var sealedDigest: String
     }
+
+    /// How far PostgreSQL's segments were last seen to reach: a replica that has sealed no
+    /// further has nothing to hand over (`sealed`).
+    private let published = Locked<Int64>(0)
 
     /// The store's counters (`/metrics`), shared by its libraries.
     let counters: Locked<PostgresCounters>
@@ -52,15 +60,35 @@ public final class PostgresLibrary: LibraryUpstream {
         }
     }
 
-    /// The op id PostgreSQL holds at `seq`.
+    /// The op id PostgreSQL holds at `seq`, in the log or in a sealed segment.
     func opID(at seq: Int64) throws -> String? {
-        try pool.withConnection { pg in
-            try pg.execute("SELECT op_id FROM chronicle_log WHERE library_id = $1 AND server_seq = $2", [libraryID.lowercased, String(seq)]).text(0, 0)
+        let key = libraryID.lowercased
+        return try pool.withConnection { pg in
+            if let id = try pg.execute("SELECT op_id FROM chronicle_log WHERE library_id = $1 AND server_seq = $2", [key, String(seq)]).text(0, 0) {
+                return id
+            }
+            // Sealed (the segment goes in before its ops leave the log, in one transaction).
+            let rows = try pg.execute("""
+                SELECT frame FROM chronicle_segments WHERE library_id = $1 AND first_seq <= $2 AND last_seq >= $2
+                """, [key, String(seq)])
+            guard rows.count == 1 else { return nil }
+            return try Self.decode(try rows.bytes(0, 0), libraryID).ops.first { $0.serverSeq == seq }?.opID.lowercased
         }
     }
 
+    /// A sealed segment's ops and body, from its frame; checked to be this library's, gap-free.
+    static func decode(_ frame: [UInt8], _ libraryID: UUID) throws -> (ops: [Op], body: [UInt8]) {
+        let body = try LZ4Frame.decompress(frame, maxBytes: SegmentCodec.Limits().maxDecodedBytes)
+        let segment = try SegmentCodec.decodeBody(body)
+        guard segment.libraryID == libraryID, let first = segment.firstSeq, let last = segment.lastSeq,
+              segment.ops.count == Int(last - first + 1) else {
+            throw ChronicleError(.invariantViolated, "A sealed segment in PostgreSQL does not hold a gap-free run of library \(libraryID.lowercased)'s ops.")
+        }
+        return (segment.ops, body)
+    }
+
     static func readState(_ id: UUID, _ pg: PostgresConnection, forUpdate: Bool) throws -> State {
-        let rows = try pg.execute("SELECT head, head_time, generation, incarnation FROM chronicle_libraries WHERE library_id = $1"
+        let rows = try pg.execute("SELECT head, head_time, generation, incarnation, sealed_through, sealed_digest FROM chronicle_libraries WHERE library_id = $1"
                                   + (forUpdate ? " FOR UPDATE" : ""), [id.lowercased])
         guard rows.count == 1 else {
             throw ProtocolError(404, "unknown_library", "The server has no library \(id.lowercased).")
@@ -68,7 +96,8 @@ public final class PostgresLibrary: LibraryUpstream {
         guard let incarnation = UUID(text: try rows.string(0, 3)) else {
             throw ChronicleError(.invariantViolated, "Library \(id.lowercased) has a malformed incarnation in PostgreSQL.")
         }
-        return State(head: try rows.int(0, 0), headTime: try rows.int(0, 1), generation: try rows.int(0, 2), incarnation: incarnation)
+        return State(head: try rows.int(0, 0), headTime: try rows.int(0, 1), generation: try rows.int(0, 2), incarnation: incarnation,
+                     sealedThrough: try rows.int(0, 4), sealedDigest: try rows.string(0, 5))
     }
 
     // MARK: - Catching up
@@ -91,9 +120,10 @@ public final class PostgresLibrary: LibraryUpstream {
                       retryAfterSeconds: 2)
     }
 
-    /// Ops are read by seq after the replica's head; refused ops and devices by the generation
-    /// that wrote them, after the one the replica records.
+    /// Ops are read by seq after the replica's head, from sealed segments and then the log;
+    /// refused ops and devices by the generation that wrote them, after the one the replica records.
     private func catchUp(_ replica: ServerLibrary, to state: State, _ pg: PostgresConnection) throws {
+        var state = state
         let known = try replica.replicaGeneration()
         if known == state.generation { return }
         var head = replica.localHead
@@ -104,12 +134,39 @@ public final class PostgresLibrary: LibraryUpstream {
         }
         let key = libraryID.lowercased
         while head < state.head {
+            if head < state.sealedThrough {
+                // Segments are never changed, so they are read without the row lock.
+                let segments = try pg.execute("""
+                    SELECT frame FROM chronicle_segments WHERE library_id = $1 AND last_seq > $2 AND first_seq <= $3
+                    ORDER BY first_seq LIMIT 4
+                    """, [key, String(head), String(state.sealedThrough)])
+                guard segments.count > 0 else {
+                    throw ChronicleError(.invariantViolated, "PostgreSQL has no sealed segment of library \(key) after seq \(head), though its segments reach \(state.sealedThrough).")
+                }
+                for row in 0..<segments.count {
+                    try replica.replicate(sealed: try segments.bytes(row, 0), generation: known)
+                }
+                let moved = replica.localHead
+                guard moved > head else {
+                    throw ChronicleError(.invariantViolated, "PostgreSQL's sealed segments of library \(key) do not continue seq \(head).")
+                }
+                head = moved
+                continue
+            }
             let rows = try pg.execute("""
                 SELECT \(Self.logColumns) FROM chronicle_log
                 WHERE library_id = $1 AND server_seq > $2 AND server_seq <= $3 ORDER BY server_seq LIMIT \(Self.catchUpBatch)
                 """, [key, String(head), String(state.head)])
-            guard rows.count > 0 else {
-                throw ChronicleError(.invariantViolated, "PostgreSQL's log of library \(key) has no op after seq \(head), though its head is \(state.head).")
+            let firstSeq = rows.count == 0 ? nil : try rows.int(0, 0)
+            if firstSeq != head + 1 {
+                // Another server sealed these ops since the state was read (outside the row lock):
+                // they are in segments now.
+                let now = try Self.readState(libraryID, pg, forUpdate: false)
+                guard now.sealedThrough > head else {
+                    throw ChronicleError(.invariantViolated, "PostgreSQL's log of library \(key) has no op at seq \(head + 1), though its head is \(state.head).")
+                }
+                state.sealedThrough = now.sealedThrough
+                continue
             }
             let ops = try (0..<rows.count).map { try op(rows, $0) }
             head = ops.last!.serverSeq!
@@ -158,6 +215,57 @@ public final class PostgresLibrary: LibraryUpstream {
                   type: try rows.string(row, 4), version: Int(try rows.int(row, 5)), entityID: try id(6),
                   payload: try CanonicalJSON.decodePayload(try rows.string(row, 7)), deviceTime: try rows.int(row, 8),
                   baseSeq: try rows.int(row, 9), serverSeq: try rows.int(row, 0), serverTime: try rows.int(row, 10))
+    }
+
+    // MARK: - Sealing
+
+    /// Hands what `replica` sealed over to PostgreSQL: each segment that continues PostgreSQL's
+    /// sealed prefix goes into `chronicle_segments`, chained there, and its ops leave
+    /// `chronicle_log`, one segment per transaction under the library's row lock. A segment is
+    /// checked op by op against the log rows it replaces before they go (the guard trigger lets
+    /// only ops a segment holds leave). Several servers may hand over at once: each segment goes
+    /// in once, and a replica whose segments end elsewhere than PostgreSQL's leaves the rest to
+    /// another. Nothing to do (no query) while the replica has sealed no further than PostgreSQL.
+    public func sealed(_ replica: ServerLibrary) throws {
+        let local = try replica.sealedThrough()
+        guard local > published.withLock({ $0 }) else { return }
+        do {
+            try pool.withConnection { pg in
+                while try pg.transaction({ pg in try sealNext(replica, pg) }) {}
+            }
+        } catch let error as PostgresError where error.isUnavailable {
+            throw counted(error)
+        }
+        published.withLock { $0 = max($0, local) }
+    }
+
+    /// Moves the replica's segment that follows PostgreSQL's sealed prefix there, in the caller's
+    /// transaction; false when the replica has none (or none that fits).
+    private func sealNext(_ replica: ServerLibrary, _ pg: PostgresConnection) throws -> Bool {
+        let state = try Self.readState(libraryID, pg, forUpdate: true)
+        published.withLock { $0 = max($0, state.sealedThrough) }
+        guard let segment = try replica.sealedSegments(after: state.sealedThrough, limit: 1).first,
+              segment.firstSeq == state.sealedThrough + 1, segment.lastSeq <= state.head else { return false }
+        let key = libraryID.lowercased
+        let (ops, body) = try Self.decode(segment.frame, libraryID)
+        let digest = DeviceStore.chainDigest(previous: state.sealedDigest, body: body)
+        try pg.execute("""
+            INSERT INTO chronicle_segments(library_id, first_seq, last_seq, op_count, frame, digest, previous_digest, body_bytes, created_at)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, (extract(epoch FROM clock_timestamp()) * 1000)::bigint)
+            """, values: [.text(key), .text(String(segment.firstSeq)), .text(String(segment.lastSeq)), .text(String(ops.count)),
+                          .bytes(segment.frame), .text(digest), .text(state.sealedDigest), .text(String(body.count))])
+        let removed = try pg.execute("""
+            DELETE FROM chronicle_log WHERE library_id = $1 AND server_seq >= $2 AND server_seq <= $3 RETURNING \(Self.logColumns)
+            """, [key, String(segment.firstSeq), String(segment.lastSeq)])
+        var logged = try (0..<removed.count).map { try op(removed, $0) }
+        logged.sort { $0.serverSeq! < $1.serverSeq! }
+        guard logged == ops else {
+            throw ChronicleError(.invariantViolated, "This server's sealed segment \(segment.firstSeq)…\(segment.lastSeq) of library \(key) does not hold the ops PostgreSQL logged there; nothing was sealed in PostgreSQL. Remove the replica (it is made anew) and check the library with `chronicle server verify --postgres`.")
+        }
+        try pg.execute("UPDATE chronicle_libraries SET sealed_through = $2, sealed_digest = $3 WHERE library_id = $1",
+                       [key, String(segment.lastSeq), digest])
+        counters.withLock { $0.segmentsSealed += 1; $0.opsSealed += ops.count }
+        return true
     }
 
     // MARK: - Writes

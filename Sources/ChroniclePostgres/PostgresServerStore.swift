@@ -3,7 +3,7 @@ import ChronicleStore
 import Foundation
 
 /// The server's order kept in one PostgreSQL database that several `chronicle serve` processes
-/// share (`Schemas/store/server-postgres-v2.md`; format 1 in `server-postgres-v1.md`).
+/// share (`Schemas/store/server-postgres-v3.md`; formats 1 and 2 in `server-postgres-v1.md`, `-v2.md`).
 ///
 /// PostgreSQL holds what decides: each library's log with its gap-free serverSeq, the answer
 /// every refused op got, and each device's last answered deviceSeq. A push takes its library's
@@ -20,8 +20,9 @@ import Foundation
 /// ```
 public final class PostgresServerStore: SharedLibraryStore {
     /// v1: libraries, log, refused ops and devices. v2: users, device registrations and library
-    /// deletions too (`PostgresAccountsStorage`); a v1 database gains them when a v2 build opens it.
-    public static let formatVersion: Int64 = 2
+    /// deletions too (`PostgresAccountsStorage`). v3: sealed segments, which the log's oldest ops
+    /// leave it for (`PostgresLibrary.sealed`). An older database gains what it lacks when it is opened.
+    public static let formatVersion: Int64 = 3
     /// How long a statement may run by default (`statement_timeout`): 30 s.
     public static let defaultStatementTimeoutMilliseconds = 30_000
 
@@ -59,7 +60,7 @@ public final class PostgresServerStore: SharedLibraryStore {
         let exists = try pg.execute("SELECT to_regclass('chronicle_meta') IS NOT NULL").text(0, 0) == "t"
         if !exists {
             try pg.transaction { pg in
-                for statement in statements + accountsStatements { try pg.execute(statement) }
+                for statement in statements + accountsStatements + sealingStatements { try pg.execute(statement) }
                 try pg.execute("INSERT INTO chronicle_meta(key, value) VALUES ('format_version', $1), ('kind', 'chronicle-server')",
                                [String(formatVersion)])
             }
@@ -72,13 +73,69 @@ public final class PostgresServerStore: SharedLibraryStore {
         if format > formatVersion {
             throw ChronicleError(.futureStoreVersion, "The PostgreSQL database uses Chronicle's server format v\(format), but this build reads up to v\(formatVersion). Update Chronicle; nothing was changed.")
         }
-        if format == 1 {
+        if format < formatVersion {
             try pg.transaction { pg in
-                for statement in accountsStatements { try pg.execute(statement) }
+                for statement in (format < 2 ? accountsStatements : []) + sealingStatements { try pg.execute(statement) }
                 try pg.execute("UPDATE chronicle_meta SET value = $1 WHERE key = 'format_version'", [String(formatVersion)])
             }
         }
     }
+
+    /// Format 3's sealed segments: a library's oldest ops, kept as the segments a server sealed
+    /// (the documented encoding in an LZ4 frame), chained by digest, in place of their log rows.
+    static let sealingStatements: [String] = [
+        "ALTER TABLE chronicle_libraries ADD COLUMN sealed_through bigint NOT NULL DEFAULT 0",
+        "ALTER TABLE chronicle_libraries ADD COLUMN sealed_digest text NOT NULL DEFAULT ''",
+        "ALTER TABLE chronicle_libraries ADD CONSTRAINT chronicle_libraries_sealed_within CHECK (sealed_through >= 0 AND sealed_through <= head)",
+        """
+        CREATE TABLE chronicle_segments (
+          library_id text NOT NULL REFERENCES chronicle_libraries,
+          first_seq bigint NOT NULL CHECK (first_seq > 0),
+          last_seq bigint NOT NULL,
+          op_count integer NOT NULL,
+          frame bytea NOT NULL,
+          digest text NOT NULL,
+          previous_digest text NOT NULL,
+          body_bytes bigint NOT NULL,
+          created_at bigint NOT NULL,
+          PRIMARY KEY (library_id, first_seq),
+          CHECK (last_seq >= first_seq AND op_count = last_seq - first_seq + 1)
+        )
+        """,
+        "CREATE TRIGGER chronicle_segments_kept BEFORE UPDATE OR DELETE ON chronicle_segments FOR EACH ROW EXECUTE FUNCTION chronicle_kept('a sealed segment')",
+        // A segment continues the sealed prefix, chained to its last segment.
+        """
+        CREATE FUNCTION chronicle_segments_follow() RETURNS trigger LANGUAGE plpgsql AS $$
+        DECLARE
+          library record;
+        BEGIN
+          SELECT sealed_through, sealed_digest INTO library FROM chronicle_libraries WHERE library_id = NEW.library_id;
+          IF NEW.first_seq <> library.sealed_through + 1 OR NEW.previous_digest <> library.sealed_digest THEN
+            RAISE EXCEPTION 'chronicle_segments: a segment must continue the sealed prefix (after seq %)', library.sealed_through
+              USING ERRCODE = 'restrict_violation';
+          END IF;
+          RETURN NEW;
+        END
+        $$
+        """,
+        "CREATE TRIGGER chronicle_segments_follow BEFORE INSERT ON chronicle_segments FOR EACH ROW EXECUTE FUNCTION chronicle_segments_follow()",
+        // Confirmed ops are never changed; one leaves the log only for a segment that holds its seq,
+        // or with its whole library.
+        """
+        CREATE FUNCTION chronicle_log_kept() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          IF TG_OP = 'DELETE' AND (current_setting('chronicle.deleting_library', true) = OLD.library_id
+             OR (SELECT last_seq FROM chronicle_segments WHERE library_id = OLD.library_id AND first_seq <= OLD.server_seq
+                 ORDER BY first_seq DESC LIMIT 1) >= OLD.server_seq) THEN
+            RETURN OLD;
+          END IF;
+          RAISE EXCEPTION 'chronicle_log: a confirmed op is never changed, and leaves only for a sealed segment' USING ERRCODE = 'restrict_violation';
+        END
+        $$
+        """,
+        "DROP TRIGGER chronicle_log_kept ON chronicle_log",
+        "CREATE TRIGGER chronicle_log_kept BEFORE UPDATE OR DELETE ON chronicle_log FOR EACH ROW EXECUTE FUNCTION chronicle_log_kept()",
+    ]
 
     /// Format 2's accounts (`PostgresAccountsStorage`): what `server.sqlite` holds for a lone server.
     static let accountsStatements: [String] = [
@@ -260,7 +317,7 @@ public final class PostgresServerStore: SharedLibraryStore {
         return try pool.withConnection { pg in
             try pg.transaction { pg in
                 try pg.execute("SELECT set_config('chronicle.deleting_library', $1, true)", [key])
-                for table in ["chronicle_log", "chronicle_rejected_ops", "chronicle_devices"] {
+                for table in ["chronicle_log", "chronicle_segments", "chronicle_rejected_ops", "chronicle_devices"] {
                     try pg.execute("DELETE FROM \(table) WHERE library_id = $1", [key])
                 }
                 let existed = try pg.execute("DELETE FROM chronicle_libraries WHERE library_id = $1", [key]).affected > 0
@@ -354,6 +411,12 @@ public final class PostgresServerStore: SharedLibraryStore {
             # HELP chronicle_postgres_listener_reconnects_total Times the listening connection was opened again; parked pulls were all answered each time.
             # TYPE chronicle_postgres_listener_reconnects_total counter
             chronicle_postgres_listener_reconnects_total \(c.listenerReconnects)
+            # HELP chronicle_postgres_segments_sealed_total Sealed segments this server's replicas handed over to PostgreSQL in place of their log rows.
+            # TYPE chronicle_postgres_segments_sealed_total counter
+            chronicle_postgres_segments_sealed_total \(c.segmentsSealed)
+            # HELP chronicle_postgres_ops_sealed_total Ops that left PostgreSQL's log for those segments.
+            # TYPE chronicle_postgres_ops_sealed_total counter
+            chronicle_postgres_ops_sealed_total \(c.opsSealed)
 
             """
     }
@@ -376,7 +439,7 @@ public final class PostgresServerStore: SharedLibraryStore {
     }
 
     /// What PostgreSQL promises of library `id`, checked there (read only; beside running
-    /// servers): the log runs 1…head with no gap, each device's last answered number covers its
+    /// servers): the sealed segments run from seq 1, chained, and the log on from them to the head with no gap, each device's last answered number covers its
     /// ops and refusals, and the guard triggers are in place. `chronicle server verify --postgres`
     /// adds the replica's own checks (a replay of the log against the projection).
     public func checks(of id: UUID) throws -> [VerifyCheck] {
@@ -386,11 +449,15 @@ public final class PostgresServerStore: SharedLibraryStore {
                 try pg.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                 var checks: [VerifyCheck] = []
                 let state = try PostgresLibrary.readState(id, pg, forUpdate: false)
+                checks.append(try Self.segmentsCheck(id, state, pg))
                 let log = try pg.execute("SELECT count(*), coalesce(min(server_seq), 0), coalesce(max(server_seq), 0) FROM chronicle_log WHERE library_id = $1", [key])
                 let (count, first, last) = (try log.int(0, 0), try log.int(0, 1), try log.int(0, 2))
-                let whole = count == state.head && last == state.head && (count == 0 || first == 1)
-                checks.append(VerifyCheck(name: "the log in PostgreSQL runs 1…head with no gap", passed: whole,
-                                          detail: whole ? "\(count) ops, head \(state.head)" : "\(count) ops from seq \(first) to \(last), but the head is \(state.head)"))
+                let sealed = state.sealedThrough
+                let whole = count == state.head - sealed && (count == 0 ? state.head == sealed : first == sealed + 1 && last == state.head)
+                let segments = sealed == 0 ? "" : " the segments end at \(sealed) and"
+                checks.append(VerifyCheck(name: "the log in PostgreSQL runs on from its sealed segments to the head with no gap", passed: whole,
+                                          detail: whole ? "\(count) ops\(sealed == 0 ? "" : " after seq \(sealed)"), head \(state.head)"
+                                                        : "\(count) ops from seq \(first) to \(last), but\(segments) the head is \(state.head)"))
                 let behind = try pg.execute("""
                     SELECT o.device_id, o.top, coalesce(d.last_device_seq, -1) FROM (
                       SELECT device_id, max(device_seq) AS top FROM (
@@ -407,15 +474,53 @@ public final class PostgresServerStore: SharedLibraryStore {
                                           detail: behind.count == 0 ? "ok" : detail.joined(separator: "; ")))
                 let triggers = try pg.execute("""
                     SELECT tgname FROM pg_trigger WHERE NOT tgisinternal AND tgenabled <> 'D'
-                      AND tgname IN ('chronicle_log_kept', 'chronicle_rejected_ops_kept', 'chronicle_devices_forward') ORDER BY tgname
+                      AND tgname IN ('chronicle_log_kept', 'chronicle_rejected_ops_kept', 'chronicle_devices_forward',
+                                     'chronicle_segments_kept', 'chronicle_segments_follow') ORDER BY tgname
                     """)
                 let found = Set(try (0..<triggers.count).map { try triggers.string($0, 0) })
-                let missing = ["chronicle_devices_forward", "chronicle_log_kept", "chronicle_rejected_ops_kept"].filter { !found.contains($0) }
+                let missing = ["chronicle_devices_forward", "chronicle_log_kept", "chronicle_rejected_ops_kept", "chronicle_segments_follow",
+                               "chronicle_segments_kept"].filter { !found.contains($0) }
                 checks.append(VerifyCheck(name: "the guard triggers are in place", passed: missing.isEmpty,
                                           detail: missing.isEmpty ? "ok" : "missing or disabled: \(missing.joined(separator: ", "))"))
                 return checks
             }
         }
+    }
+
+    /// The sealed segments of library `id` run from seq 1 to where the library says they end, each
+    /// one chained to the one before it, readable, and holding exactly its seqs of this library.
+    static func segmentsCheck(_ id: UUID, _ state: PostgresLibrary.State, _ pg: PostgresConnection) throws -> VerifyCheck {
+        var problems: [String] = []
+        var expected: Int64 = 1
+        var previous = ""
+        var count = 0
+        let rows = try pg.execute("""
+            SELECT first_seq, last_seq, frame, digest, previous_digest FROM chronicle_segments WHERE library_id = $1 ORDER BY first_seq
+            """, [id.lowercased])
+        for row in 0..<rows.count {
+            let first = try rows.int(row, 0), last = try rows.int(row, 1)
+            let name = "segment \(first)…\(last)"
+            if first != expected { problems.append("\(name) does not follow seq \(expected - 1)") }
+            if try rows.string(row, 4) != previous { problems.append("\(name) is not chained to the one before it") }
+            do {
+                let (ops, body) = try PostgresLibrary.decode(try rows.bytes(row, 2), id)
+                if ops.first?.serverSeq != first || ops.last?.serverSeq != last { problems.append("\(name) holds other seqs") }
+                if DeviceStore.chainDigest(previous: try rows.string(row, 4), body: body) != (try rows.string(row, 3)) {
+                    problems.append("\(name): its digest does not match its bytes")
+                }
+            } catch {
+                problems.append("\(name) cannot be read: \(error)")
+            }
+            previous = try rows.string(row, 3)
+            expected = last + 1
+            count += 1
+        }
+        if expected - 1 != state.sealedThrough || previous != state.sealedDigest {
+            problems.append("the segments end at seq \(expected - 1), but the library says \(state.sealedThrough)")
+        }
+        return VerifyCheck(name: "the sealed segments in PostgreSQL run from seq 1, chained and readable", passed: problems.isEmpty,
+                           detail: problems.isEmpty ? "\(count) segments through seq \(state.sealedThrough)"
+                                                    : problems.prefix(3).joined(separator: "; "))
     }
 
     /// Where this process keeps its replica of library `id`.

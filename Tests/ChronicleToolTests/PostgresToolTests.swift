@@ -102,13 +102,13 @@ import Testing
         // verify: PostgreSQL's checks and a replay of the log, beside the running servers; then an op
         // taken out by hand (its guard trigger disabled first) fails it.
         let verified = try Tool.exec(Tool.binary, ["server", "verify", "--all"] + pg)
-        #expect(verified.status == 0 && verified.stdout.contains("ok   the log in PostgreSQL runs 1…head with no gap: 21 ops")
+        #expect(verified.status == 0 && verified.stdout.contains("ok   the log in PostgreSQL runs on from its sealed segments to the head with no gap: 21 ops, head 21")
                 && verified.stdout.contains("ok   digest equals a replay of the log"), "\(verified.stdout) \(verified.stderr)")
         let tamper = try PostgresConnection(conninfo)
         try tamper.execute("ALTER TABLE chronicle_log DISABLE TRIGGER chronicle_log_kept")
         try tamper.execute("DELETE FROM chronicle_log WHERE server_seq = 5")
         let broken = try Tool.exec(Tool.binary, ["server", "verify", "ada"] + pg)
-        #expect(broken.status == 1 && broken.stdout.contains("FAIL the log in PostgreSQL runs 1…head with no gap: 20 ops from seq 1 to 21, but the head is 21")
+        #expect(broken.status == 1 && broken.stdout.contains("FAIL the log in PostgreSQL runs on from its sealed segments to the head with no gap: 20 ops from seq 1 to 21, but the head is 21")
                 && broken.stdout.contains("FAIL the guard triggers are in place: missing or disabled: chronicle_log_kept"), "\(broken.stdout) \(broken.stderr)")
         try tamper.execute("ALTER TABLE chronicle_log ENABLE TRIGGER chronicle_log_kept")
 
@@ -233,5 +233,44 @@ import Testing
         #expect(again.status == 3 && again.stderr.contains("PostgreSQL has no library"), "\(again.stderr)")
         let empty = try Tool.exec(Tool.binary, ["server", "users", "--json"] + pg)
         #expect((try empty.json() as? [Any])?.isEmpty == true, "\(empty.stdout)")
+    }
+
+    /// Servers compact their replicas on their own and hand the sealed segments over to PostgreSQL,
+    /// where they take the place of the oldest log rows; a server started later with no replica
+    /// makes one from them, and a new device pulls the whole history through it.
+    @Test func serversSealIntoPostgreSQLAndANewServerStartsFromTheSegments() throws {
+        let (conninfo, drop) = try database()
+        defer { drop() }
+        let a = try Tool(), c = try Tool()
+        let pg = ["--postgres", conninfo]
+        #expect(try Tool.exec(Tool.binary, ["server", "add-user"] + pg + ["ada"], stdin: "password123\n").status == 0)
+        let compacting = pg + ["--compact-keep-ops", "5", "--compact-segment-ops", "10", "--compact-snapshot-ops", "10", "--compact-every", "0.1"]
+        let one = try ServerProcess(data: a.directory.appendingPathComponent("replicas").path, arguments: compacting, dataFlag: "--replicas")
+        try a.signIn(one)
+        for index in 0..<36 { try a.ok("save", "https://example.com/a/\(index)") }
+        try a.ok("sync")
+
+        // 36 ops, 5 kept hot: three whole segments of 10 are sealed and handed over.
+        let database = try PostgresConnection(conninfo)
+        var sealed: Int64 = 0
+        for _ in 0..<200 where sealed < 30 {
+            sealed = try database.execute("SELECT coalesce(max(sealed_through), 0) FROM chronicle_libraries").int(0, 0)
+            if sealed < 30 { Thread.sleep(forTimeInterval: 0.05) }
+        }
+        #expect(sealed == 30, "\((try? String(contentsOfFile: one.logPath, encoding: .utf8)) ?? "")")
+        #expect(try database.execute("SELECT count(*), min(server_seq) FROM chronicle_log").int(0, 0) == 6)
+        #expect(try database.execute("SELECT count(*) FROM chronicle_segments").int(0, 0) == 3)
+
+        let two = try ServerProcess(data: c.directory.appendingPathComponent("replicas").path, arguments: pg, dataFlag: "--replicas")
+        try c.signIn(two)
+        try c.ok("sync")
+        #expect(try DeviceStore.open(at: c.store).digest() == (try DeviceStore.open(at: a.store).digest()))
+        let log = try c.run(["log", "--json"])
+        #expect(log.status == 0 && log.stdout.components(separatedBy: "article.save").count - 1 == 36, "\(log.stdout.prefix(400))")
+
+        let verified = try Tool.exec(Tool.binary, ["server", "verify", "--all"] + pg)
+        #expect(verified.status == 0 && verified.stdout.contains("ok   the sealed segments in PostgreSQL run from seq 1, chained and readable: 3 segments through seq 30")
+                && verified.stdout.contains("ok   the log in PostgreSQL runs on from its sealed segments to the head with no gap: 6 ops after seq 30, head 36"),
+                "\(verified.stdout) \(verified.stderr)")
     }
 }

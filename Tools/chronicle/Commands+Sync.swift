@@ -117,7 +117,7 @@ extension Command {
             push takes its library's row lock there and commits there first, and a pull parked on one server answers as
             soon as another commits (LISTEN/NOTIFY). CONNINFO is a libpq connection string ("host=db.internal
             dbname=chronicle user=chronicle") or a postgresql:// URI; keep the password in PGPASSWORD or ~/.pgpass. The
-            tables are made on first use (Schemas/store/server-postgres-v2.md). Each server keeps replicas of the
+            tables are made on first use (Schemas/store/server-postgres-v3.md). Each server keeps replicas of the
             libraries it serves in --replicas DIR (or the first of DIR/replicas/1, /2… that no other server holds, where
             servers on one machine share --data DIR), made from PostgreSQL where missing; nothing else of a server's is
             kept on its disk. Users and devices are administered with `chronicle server ACTION --postgres CONNINFO`; a
@@ -128,7 +128,9 @@ extension Command {
             runs past --postgres-timeout S (default \(PostgresServerStore.defaultStatementTimeoutMilliseconds / 1000) s; a wait for a library's row lock
             included), so a stalled database never holds requests longer. Each server keeps up to --postgres-pool N
             (default 8) connections for libraries, 4 for accounts and 2 listening; connections left silent are found
-            dead by TCP keepalives within about a minute. Not yet with --postgres:
+            dead by TCP keepalives within about a minute. Each server compacts its replicas as above and hands the
+            segments it sealed over to PostgreSQL, where they take the place of their ops' log rows (the first server
+            to seal a segment hands it over; a new replica is made from the segments and the log). Not yet with --postgres:
             --horizon-days, and `server compact`, `backup` and `salvage`.
             """) { args, ctx in
         let usage = "chronicle serve (--data DIR | --postgres CONNINFO (--data DIR | --replicas DIR) [--postgres-pool N] [--postgres-timeout S]) [--port N] [--host 127.0.0.1] [--threads N] [--body-memory-mb N] [--open-libraries N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact]"
@@ -360,8 +362,8 @@ extension Command {
             --data is not given) in place of --data DIR, and work beside the running servers; remove-user --delete-library
             and delete-library delete the library from PostgreSQL at once (no user owns it, so no device can reach it), and
             each server drops its replica when it next starts; set-plan orders its op there as a push is, after reading the
-            library's log into a scratch replica; verify checks there that each library's log runs 1…head with no gap,
-            that every device's number covers its ops and that the guard triggers are in place, then reads the log into a
+            library's log into a scratch replica; verify checks there that each library's sealed segments run from seq 1,
+            chained and readable, and its log on from them to the head with no gap, that every device's number covers its ops and that the guard triggers are in place, then reads the log into a
             scratch replica and checks it as a library file (the projection against a replay). compact, backup and
             salvage are not available there yet (back up with pg_dump).
             """) { args, ctx in

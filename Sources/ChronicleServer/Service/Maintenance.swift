@@ -165,7 +165,11 @@ extension SyncService {
             let sealDue = plan.opsToSeal > 0
             let horizonDue = policy.horizonMilliseconds != nil && maintenance.horizonDue(id, interval: maintenancePolicy.horizonCheckSeconds)
             if !sealDue {
-                guard horizonDue, try library.compactionPlan(policy).dropThrough != nil else { return nil }
+                guard horizonDue, try library.compactionPlan(policy).dropThrough != nil else {
+                    // What an earlier pass sealed may not have reached a shared store yet (it was out of reach).
+                    try library.publishSealed()
+                    return nil
+                }
             }
             let report = try library.compact(policy, afterStep: { [maintenance] _, _ in
                 if maintenance.isStopping { throw MaintenanceStopped() }

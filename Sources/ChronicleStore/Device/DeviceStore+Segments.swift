@@ -39,8 +39,8 @@ extension DeviceStore {
         try meta("history_base_seq", in: db).integerValue ?? 0
     }
 
-    /// The chained digest of a segment body.
-    static func chainDigest(previous: String, body: [UInt8]) -> String {
+    /// The chained digest of a segment body: SHA-256 (hex) of the previous segment's digest ("" before the first) and the body.
+    public static func chainDigest(previous: String, body: [UInt8]) -> String {
         let hasher = SHA256Hasher()
         hasher.update(previous)
         hasher.update(body)

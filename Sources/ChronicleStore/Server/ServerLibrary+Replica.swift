@@ -14,6 +14,14 @@ public protocol LibraryUpstream: AnyObject, Sendable {
 
     /// Brings `library` up to what the upstream holds now (`ServerLibrary.replicate`).
     func catchUp(_ library: ServerLibrary) throws
+
+    /// Called after `library` compacted: the upstream may keep the segments it sealed in place of
+    /// their ops (`ServerLibrary.sealedSegments`). Cheap when there is nothing new to keep.
+    func sealed(_ library: ServerLibrary) throws
+}
+
+extension LibraryUpstream {
+    public func sealed(_ library: ServerLibrary) throws {}
 }
 
 /// A library file kept as a replica of a library whose order lives in another database
@@ -70,6 +78,68 @@ extension ServerLibrary {
             INSERT INTO chronicle_devices(device_id, last_device_seq) VALUES (?1, ?2)
             ON CONFLICT(device_id) DO UPDATE SET last_device_seq = max(last_device_seq, excluded.last_device_seq)
             """, [.text(device), .integer(seq)])
+    }
+
+    /// A sealed segment as this file keeps it (`chronicle_segments`).
+    public struct SealedSegment: Sendable, Equatable {
+        public var firstSeq: Int64
+        public var lastSeq: Int64
+        /// The segment body in an LZ4 frame (content checksum on), as sealed.
+        public var frame: [UInt8]
+        /// The chained digest (`SegmentInfo.digest`) and the one it chains to.
+        public var digest: String
+        public var previousDigest: String
+    }
+
+    /// The highest seq sealed into segments in this file (0: none).
+    public func sealedThrough() throws -> Int64 {
+        try read { db in try db.scalarInt("SELECT coalesce(\(StoreFormat.sealedEnd), 0)") ?? 0 }
+    }
+
+    /// Up to `limit` sealed segments that end after `seq`, oldest first, with their frames.
+    public func sealedSegments(after seq: Int64, limit: Int) throws -> [SealedSegment] {
+        try read { db in
+            try db.query("""
+                SELECT first_seq, last_seq, body, digest, previous_digest FROM chronicle_segments
+                WHERE last_seq > ?1 ORDER BY first_seq LIMIT ?2
+                """, [.integer(seq), .integer(Int64(limit))]) {
+                SealedSegment(firstSeq: $0.int(0), lastSeq: $0.int(1), frame: $0.withBytes(2) { Array($0) }, digest: $0.text(3),
+                              previousDigest: $0.text(4))
+            }
+        }
+    }
+
+    /// Appends the ops of a segment another database sealed (`frame`, the segment body in an LZ4
+    /// frame) that lie after this file's head, folded into the projection as `replicate` folds them.
+    /// Where the file holds nothing past its sealed prefix and the segment starts at the head, it
+    /// is kept sealed as it came, so nothing is left to seal again; otherwise its ops go into the
+    /// log. Records `generation`.
+    public func replicate(sealed frame: [UInt8], generation: Int64) throws {
+        let body = try LZ4Frame.decompress(frame, maxBytes: SegmentCodec.Limits().maxDecodedBytes)
+        let segment = try SegmentCodec.decodeBody(body)
+        guard segment.libraryID == libraryID, let first = segment.firstSeq, let last = segment.lastSeq,
+              segment.ops.count == Int(last - first + 1) else {
+            throw ChronicleError(.invariantViolated, "Library \(libraryID.lowercased): a replicated segment belongs to another library or has a gap.")
+        }
+        let kept: Bool = try writer.withLock { db in
+            try db.transaction { db in
+                let head = try Self.head(in: db)
+                guard first == head + 1, try DeviceStore.sealedUpTo(in: db) == head else { return false }
+                let encoded = EncodedSegment(firstSeq: first, lastSeq: last, body: body, frame: frame,
+                                             filter: SegmentFilter(ids: Set(segment.ops.map(\.entityID))).bytes)
+                try storeSegment(encoded, ops: segment.ops[...], now: clock.nowMilliseconds(), in: db)
+                for op in segment.ops { try DeviceStore.materialize(op, materializer, in: db) }
+                try DeviceStore.setMeta(Self.replicaGenerationKey, .integer(generation), in: db)
+                return true
+            }
+        }
+        if kept {
+            tail.withLock { if last > $0.seq { $0 = (last, segment.ops.last!.serverTime ?? 0) } }
+            pushes.advance()
+            return
+        }
+        let head = localHead
+        try replicate(ops: segment.ops.filter { $0.serverSeq! > head }, rejected: [], devices: [], generation: generation)
     }
 
     /// The generation of the other database this file has caught up with (0: none yet).

@@ -476,7 +476,15 @@ extension ServerLibrary: LogLifecycle {
     @discardableResult
     public func compact(_ policy: CompactionPolicy, progress: ProgressHandler? = nil,
                         afterStep: ((Int, String) throws -> Void)? = nil) throws -> CompactionReport {
-        try runCompaction(policy, progress: progress, afterStep: afterStep)
+        let report = try runCompaction(policy, progress: progress, afterStep: afterStep)
+        try publishSealed()
+        return report
+    }
+
+    /// Lets the database this file follows keep the segments it sealed in place of their ops
+    /// (`LibraryUpstream.sealed`); nothing for a library that is its own file.
+    public func publishSealed() throws {
+        try upstream?.sealed(self)
     }
 
     public func compactionPlan(_ policy: CompactionPolicy) throws -> CompactionPlan {

@@ -1,0 +1,182 @@
+import ChronicleCore
+import ChroniclePostgres
+import ChronicleStore
+import Foundation
+import Testing
+
+/// Sealed history kept in PostgreSQL (format 3): segments a server's replica sealed take the
+/// place of their ops' log rows there, and replicas are made and caught up from them.
+@Suite("PostgreSQL sealed segments", .serialized)
+struct PostgresSealingTests {
+    /// Keep 200 ops hot, seal whole segments of 250.
+    static func policy(segment: Int = 250, keep: Int64 = 200) -> CompactionPolicy {
+        var policy = CompactionPolicy()
+        policy.keepOps = keep
+        policy.segmentOpsMax = segment
+        policy.wholeSegmentsOnly = true
+        policy.givesSpaceBack = false
+        return policy
+    }
+
+    static func push(_ ops: [Op], to library: ServerLibrary, from device: UUID) throws -> [PushResult] {
+        var results: [PushResult] = []
+        for start in stride(from: 0, to: ops.count, by: 100) {
+            results += try library.push(Array(ops[start..<min(start + 100, ops.count)]), from: device).results
+        }
+        return results
+    }
+
+    static func failed(_ checks: [VerifyCheck]) -> [String] {
+        checks.filter { !$0.passed }.map { "\($0.name): \($0.detail)" }
+    }
+
+    @Test func sealedSegmentsTakeThePlaceOfTheOldestLogRowsAndReplicasAreMadeFromThem() throws {
+        let database = try TestDatabase()
+        let library = UUID()
+        let writer = try Writer(library: library, in: database.directory, seed: 31)
+        let a = try database.server("a")
+        let onA = try a.library(library)
+        let first = try writer.write(600)
+        let firstResults = try Self.push(first, to: onA, from: writer.deviceID)
+        // Server c has caught up to 600 before anything is sealed: it later catches up across the seal.
+        let onC = try database.server("c").library(library)
+        #expect(onC.localHead == 600)
+        _ = try Self.push(try writer.write(600, salt: 1), to: onA, from: writer.deviceID)
+
+        let report = try onA.compact(Self.policy())
+        #expect(report.opsSealed == 1_000)
+        let pg = try database.connection()
+        let key = library.lowercased
+        #expect(try pg.execute("SELECT sealed_through FROM chronicle_libraries WHERE library_id = $1", [key]).int(0, 0) == 1_000)
+        #expect(try pg.execute("SELECT count(*), min(server_seq) FROM chronicle_log WHERE library_id = $1", [key]).int(0, 0) == 200)
+        #expect(try pg.execute("SELECT min(server_seq) FROM chronicle_log WHERE library_id = $1", [key]).int(0, 0) == 1_001)
+        let segments = try pg.execute("SELECT first_seq, last_seq, length(frame) FROM chronicle_segments WHERE library_id = $1 ORDER BY first_seq", [key])
+        #expect(try (0..<segments.count).map { try segments.int($0, 0) } == [1, 251, 501, 751])
+        // Each row holds the replica's frame as it is: an LZ4 frame.
+        let frame = try pg.execute("SELECT frame FROM chronicle_segments WHERE library_id = $1 AND first_seq = 1", [key]).bytes(0, 0)
+        #expect(Array(frame.prefix(4)) == [0x04, 0x22, 0x4D, 0x18])
+        #expect(try onA.sealedSegments(after: 0, limit: 1).first?.frame == frame)
+        #expect(Self.failed(try a.checks(of: library)).isEmpty)
+        #expect(a.renderMetrics().contains("chronicle_postgres_segments_sealed_total 4\n"))
+        #expect(a.renderMetrics().contains("chronicle_postgres_ops_sealed_total 1000\n"))
+
+        // c was at 600: it reads the segments after it (as log rows: its log holds ops past its sealed
+        // prefix), then the log.
+        let page = try onC.pull(after: 600, limit: 10_000)
+        #expect(page.ops.map(\.opID) == (try onA.allOps()).suffix(600).map(\.opID))
+        #expect(try onC.digest() == (try onA.digest()))
+
+        // A server with no replica makes it from the segments, kept sealed as they came, and the log.
+        let b = try database.server("b")
+        let onB = try b.library(library)
+        #expect(onB.localHead == 1_200)
+        #expect(try onB.sealedThrough() == 1_000)
+        #expect(try onB.sealedSegments(after: 0, limit: 10).map(\.firstSeq) == [1, 251, 501, 751])
+        #expect(try onB.allOps() == (try onA.allOps()))
+        #expect(try onB.digest() == (try onA.digest()))
+
+        // A repeat of the first batch, sealed now, is answered as it was, through any server.
+        let repeated = try onC.push(Array(first.prefix(100)), from: writer.deviceID).results
+        #expect(repeated.map(\.outcome.serverSeq) == firstResults.prefix(100).map(\.outcome.serverSeq))
+        #expect(repeated.allSatisfy { if case .duplicate = $0.outcome { true } else { false } })
+
+        // b seals the next segment after more pushes; a and c catch up across it.
+        _ = try Self.push(try writer.write(300, salt: 2), to: onB, from: writer.deviceID)
+        // What b sealed itself is handed over; what it was given is not handed back.
+        #expect(try onB.compact(Self.policy()).opsSealed == 250)
+        #expect(try pg.execute("SELECT sealed_through FROM chronicle_libraries WHERE library_id = $1", [key]).int(0, 0) == 1_250)
+        #expect(b.renderMetrics().contains("chronicle_postgres_segments_sealed_total 1\n"))
+        // a, caught up, seals the same segment on its replica: PostgreSQL has it already, nothing changes.
+        try onA.catchUp()
+        #expect(try onA.compact(Self.policy()).opsSealed == 250)
+        #expect(a.renderMetrics().contains("chronicle_postgres_segments_sealed_total 4\n"))
+        #expect(try onA.digest() == (try onB.digest()))
+        try onC.catchUp()
+        #expect(onC.localHead == 1_500)
+        #expect(try onC.digest() == (try onB.digest()))
+        #expect(Self.failed(try b.checks(of: library)).isEmpty)
+    }
+
+    /// A replica whose segments end elsewhere than PostgreSQL's hands over nothing, and is not
+    /// refused; PostgreSQL's guards keep the log whole and the segments as they are.
+    @Test func aSegmentThatDoesNotContinuePostgreSQLsIsLeftAndTheGuardsHold() throws {
+        let database = try TestDatabase()
+        let library = UUID()
+        let writer = try Writer(library: library, in: database.directory, seed: 32)
+        let d = try database.server("d")
+        let onD = try d.library(library)
+        _ = try Self.push(try writer.write(500), to: onD, from: writer.deviceID)
+        let e = try database.server("e")
+        let onE = try e.library(library)
+        #expect(try onD.compact(Self.policy(segment: 300, keep: 0)).opsSealed == 300)
+        #expect(try onE.compact(Self.policy(segment: 200, keep: 0)).opsSealed == 400)
+        let pg = try database.connection()
+        let key = library.lowercased
+        #expect(try pg.execute("SELECT sealed_through FROM chronicle_libraries WHERE library_id = $1", [key]).int(0, 0) == 300)
+        #expect(e.renderMetrics().contains("chronicle_postgres_segments_sealed_total 0\n"))
+        #expect(Self.failed(try e.checks(of: library)).isEmpty)
+
+        // An op no segment holds cannot leave the log; a segment is never changed or removed; one
+        // that leaves a gap, or is not chained to the last, is refused.
+        #expect(throws: PostgresError.self) { try pg.execute("DELETE FROM chronicle_log WHERE server_seq = 301") }
+        #expect(throws: PostgresError.self) { try pg.execute("UPDATE chronicle_segments SET digest = 'x'") }
+        #expect(throws: PostgresError.self) { try pg.execute("DELETE FROM chronicle_segments") }
+        let digest = try pg.execute("SELECT sealed_digest FROM chronicle_libraries").string(0, 0)
+        for (first, previous) in [(302, digest), (301, "not the last digest")] {
+            #expect(throws: PostgresError.self) {
+                try pg.execute("""
+                    INSERT INTO chronicle_segments(library_id, first_seq, last_seq, op_count, frame, digest, previous_digest, body_bytes, created_at)
+                    VALUES ($1, $2, 310, $3, '\\x00', 'd', $4, 1, 0)
+                    """, [key, String(first), String(311 - first), previous])
+            }
+        }
+        #expect(try pg.execute("SELECT count(*) FROM chronicle_log").int(0, 0) == 200)
+
+        // A segment that does not hold what the log holds is refused with nothing changed: here the
+        // log's op at 301 is altered behind the guard, so f's segment 301…400 (f's replica was made from
+        // PostgreSQL's segments and log before) no longer matches it.
+        let f = try database.server("f")
+        let onF = try f.library(library)
+        try pg.execute("ALTER TABLE chronicle_log DISABLE TRIGGER chronicle_log_kept")
+        try pg.execute("UPDATE chronicle_log SET payload = '{\"tag\":\"altered\"}' WHERE server_seq = 301")
+        try pg.execute("ALTER TABLE chronicle_log ENABLE TRIGGER chronicle_log_kept")
+        #expect(throws: ChronicleError.self) { try onF.compact(Self.policy(segment: 100, keep: 0)) }
+        #expect(try pg.execute("SELECT sealed_through FROM chronicle_libraries WHERE library_id = $1", [key]).int(0, 0) == 300)
+        #expect(try pg.execute("SELECT count(*) FROM chronicle_log").int(0, 0) == 200)
+    }
+
+    /// A format-2 database (no sealed segments) gains them when a format-3 build opens it, with
+    /// its libraries whole, and they seal from then on.
+    @Test func aFormat2DatabaseIsUpgradedInPlace() throws {
+        let database = try TestDatabase()
+        let library = UUID()
+        let writer = try Writer(library: library, in: database.directory, seed: 33)
+        let digest: String
+        do {
+            let onA = try database.server("a").library(library)
+            _ = try Self.push(try writer.write(300), to: onA, from: writer.deviceID)
+            digest = try onA.digest()
+        }
+        // Back to format 2, as a v2 build left it.
+        let pg = try database.connection()
+        for statement in [
+            "DROP TABLE chronicle_segments",
+            "DROP FUNCTION chronicle_segments_follow()",
+            "ALTER TABLE chronicle_libraries DROP COLUMN sealed_through",
+            "ALTER TABLE chronicle_libraries DROP COLUMN sealed_digest",
+            "DROP TRIGGER chronicle_log_kept ON chronicle_log",
+            "DROP FUNCTION chronicle_log_kept()",
+            "CREATE TRIGGER chronicle_log_kept BEFORE UPDATE OR DELETE ON chronicle_log FOR EACH ROW EXECUTE FUNCTION chronicle_kept('a confirmed op')",
+            "UPDATE chronicle_meta SET value = '2' WHERE key = 'format_version'",
+        ] { try pg.execute(statement) }
+
+        let b = try database.server("b")
+        #expect(try pg.execute("SELECT value FROM chronicle_meta WHERE key = 'format_version'").text(0, 0) == "3")
+        let onB = try b.library(library)
+        #expect(try onB.digest() == digest)
+        #expect(try onB.compact(Self.policy(segment: 100, keep: 50)).opsSealed == 200)
+        #expect(try pg.execute("SELECT sealed_through FROM chronicle_libraries").int(0, 0) == 200)
+        #expect(Self.failed(try b.checks(of: library)).isEmpty)
+        #expect(try database.server("c").library(library).digest() == digest)
+    }
+}
