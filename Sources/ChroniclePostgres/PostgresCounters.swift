@@ -16,4 +16,6 @@ struct PostgresCounters: Sendable {
     /// Segments this process's replicas handed over to PostgreSQL, and the ops that left its log with them.
     var segmentsSealed = 0
     var opsSealed = 0
+    /// Ops whose history this process's replicas dropped in PostgreSQL past the retention horizon.
+    var opsDropped = 0
 }

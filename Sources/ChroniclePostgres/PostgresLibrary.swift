@@ -28,11 +28,18 @@ public final class PostgresLibrary: LibraryUpstream {
         var sealedThrough: Int64
         /// The chained digest of the last segment ("" before the first).
         var sealedDigest: String
+        /// The seq history begins after (0: whole); a snapshot there holds the state, and the ids of
+        /// the ops before it are kept (`chronicle_dropped_ops`).
+        var historyBase: Int64
+        var historyDroppedAt: Int64?
     }
 
     /// How far PostgreSQL's segments were last seen to reach: a replica that has sealed no
     /// further has nothing to hand over (`sealed`).
     private let published = Locked<Int64>(0)
+    /// Where PostgreSQL's history was last seen to begin: a replica whose history begins no later
+    /// has nothing to drop there.
+    private let publishedBase = Locked<Int64>(0)
 
     /// The store's counters (`/metrics`), shared by its libraries.
     let counters: Locked<PostgresCounters>
@@ -67,12 +74,41 @@ public final class PostgresLibrary: LibraryUpstream {
             if let id = try pg.execute("SELECT op_id FROM chronicle_log WHERE library_id = $1 AND server_seq = $2", [key, String(seq)]).text(0, 0) {
                 return id
             }
-            // Sealed (the segment goes in before its ops leave the log, in one transaction).
+            // Sealed (the segment goes in before its ops leave the log, in one transaction), or past the horizon.
             let rows = try pg.execute("""
                 SELECT frame FROM chronicle_segments WHERE library_id = $1 AND first_seq <= $2 AND last_seq >= $2
                 """, [key, String(seq)])
-            guard rows.count == 1 else { return nil }
+            guard rows.count == 1 else {
+                return try pg.execute("SELECT op_id FROM chronicle_dropped_ops WHERE library_id = $1 AND server_seq = $2",
+                                      [key, String(seq)]).text(0, 0)
+            }
             return try Self.decode(try rows.bytes(0, 0), libraryID).ops.first { $0.serverSeq == seq }?.opID.lowercased
+        }
+    }
+
+    /// Starts an empty replica where PostgreSQL's history begins: the snapshot there, and the ids of
+    /// the ops before it, read a batch at a time.
+    private func start(_ replica: ServerLibrary, at state: State, _ pg: PostgresConnection) throws {
+        let key = libraryID.lowercased
+        let snapshot = try pg.execute("SELECT frame, state_digest FROM chronicle_snapshots WHERE library_id = $1 AND seq = $2",
+                                      [key, String(state.historyBase)])
+        guard snapshot.count == 1 else {
+            throw ChronicleError(.invariantViolated, "PostgreSQL's history of library \(key) begins after seq \(state.historyBase), but holds no snapshot there.")
+        }
+        try replica.start(fromSnapshot: try snapshot.bytes(0, 0), at: state.historyBase, stateDigest: try snapshot.string(0, 1),
+                          droppedAt: state.historyDroppedAt) { remember in
+            var after: Int64 = 0
+            while true {
+                let rows = try pg.execute("""
+                    SELECT op_id, server_seq, device_id FROM chronicle_dropped_ops
+                    WHERE library_id = $1 AND server_seq > $2 AND server_seq <= $3 ORDER BY server_seq LIMIT 20000
+                    """, [key, String(after), String(state.historyBase)])
+                if rows.count == 0 { break }
+                try remember(try (0..<rows.count).map {
+                    ServerLibrary.DroppedOp(opID: try rows.string($0, 0), serverSeq: try rows.int($0, 1), deviceID: try rows.string($0, 2))
+                })
+                after = try rows.int(rows.count - 1, 1)
+            }
         }
     }
 
@@ -88,7 +124,10 @@ public final class PostgresLibrary: LibraryUpstream {
     }
 
     static func readState(_ id: UUID, _ pg: PostgresConnection, forUpdate: Bool) throws -> State {
-        let rows = try pg.execute("SELECT head, head_time, generation, incarnation, sealed_through, sealed_digest FROM chronicle_libraries WHERE library_id = $1"
+        let rows = try pg.execute("""
+            SELECT head, head_time, generation, incarnation, sealed_through, sealed_digest, history_base, history_dropped_at
+            FROM chronicle_libraries WHERE library_id = $1
+            """
                                   + (forUpdate ? " FOR UPDATE" : ""), [id.lowercased])
         guard rows.count == 1 else {
             throw ProtocolError(404, "unknown_library", "The server has no library \(id.lowercased).")
@@ -97,7 +136,8 @@ public final class PostgresLibrary: LibraryUpstream {
             throw ChronicleError(.invariantViolated, "Library \(id.lowercased) has a malformed incarnation in PostgreSQL.")
         }
         return State(head: try rows.int(0, 0), headTime: try rows.int(0, 1), generation: try rows.int(0, 2), incarnation: incarnation,
-                     sealedThrough: try rows.int(0, 4), sealedDigest: try rows.string(0, 5))
+                     sealedThrough: try rows.int(0, 4), sealedDigest: try rows.string(0, 5), historyBase: try rows.int(0, 6),
+                     historyDroppedAt: rows.isNull(0, 7) ? nil : try rows.int(0, 7))
     }
 
     // MARK: - Catching up
@@ -133,6 +173,13 @@ public final class PostgresLibrary: LibraryUpstream {
             throw ChronicleError(.invariantViolated, "This server's replica of library \(libraryID.lowercased) is ahead of PostgreSQL (seq \(head), generation \(known); PostgreSQL: seq \(state.head), generation \(state.generation)). Restart the server to make the replica anew.")
         }
         let key = libraryID.lowercased
+        if head < state.historyBase {
+            guard head == 0 else {
+                throw ChronicleError(.invariantViolated, "This server's replica of library \(key) stopped at seq \(head), and PostgreSQL's history now begins after seq \(state.historyBase) (retention horizon). Restart the server to make the replica anew from the snapshot there.")
+            }
+            try start(replica, at: state, pg)
+            head = replica.localHead
+        }
         while head < state.head {
             if head < state.sealedThrough {
                 // Segments are never changed, so they are read without the row lock.
@@ -141,7 +188,7 @@ public final class PostgresLibrary: LibraryUpstream {
                     ORDER BY first_seq LIMIT 4
                     """, [key, String(head), String(state.sealedThrough)])
                 guard segments.count > 0 else {
-                    throw ChronicleError(.invariantViolated, "PostgreSQL has no sealed segment of library \(key) after seq \(head), though its segments reach \(state.sealedThrough).")
+                    throw ChronicleError(.invariantViolated, "PostgreSQL has no sealed segment of library \(key) after seq \(head), though its segments reach \(state.sealedThrough) (history dropped past the retention horizon meanwhile?). Restart the server to make the replica anew.")
                 }
                 for row in 0..<segments.count {
                     try replica.replicate(sealed: try segments.bytes(row, 0), generation: known)
@@ -228,45 +275,135 @@ public final class PostgresLibrary: LibraryUpstream {
     /// another. Nothing to do (no query) while the replica has sealed no further than PostgreSQL.
     public func sealed(_ replica: ServerLibrary) throws {
         let local = try replica.sealedThrough()
-        guard local > published.withLock({ $0 }) else { return }
+        let base = try replica.historyBase()
+        let sealDue = local > published.withLock({ $0 })
+        let dropDue = base > publishedBase.withLock({ $0 })
+        guard sealDue || dropDue else { return }
         do {
             try pool.withConnection { pg in
-                while try pg.transaction({ pg in try sealNext(replica, pg) }) {}
+                if sealDue {
+                    while try pg.transaction({ pg in try sealNext(replica, through: local, pg) }) {}
+                }
+                if dropDue {
+                    try pg.transaction { pg in try drop(through: base, replica, pg) }
+                }
             }
         } catch let error as PostgresError where error.isUnavailable {
             throw counted(error)
         }
         published.withLock { $0 = max($0, local) }
+        publishedBase.withLock { $0 = max($0, base) }
     }
 
-    /// Moves the replica's segment that follows PostgreSQL's sealed prefix there, in the caller's
-    /// transaction; false when the replica has none (or none that fits).
-    private func sealNext(_ replica: ServerLibrary, _ pg: PostgresConnection) throws -> Bool {
+    /// Drops PostgreSQL's history through `base` where the replica has (past the retention
+    /// horizon), in the caller's transaction under the library's row lock: the replica's snapshot
+    /// at `base` is kept there, the ids of the ops in the segments that go are kept
+    /// (`chronicle_dropped_ops`: each op still applies at most once), and the segments and older
+    /// snapshots go. Only at the end of one of PostgreSQL's segments, and only through what is
+    /// sealed there; otherwise nothing changes (a replica whose segments end where PostgreSQL's do
+    /// drops it later).
+    private func drop(through base: Int64, _ replica: ServerLibrary, _ pg: PostgresConnection) throws {
+        let state = try Self.readState(libraryID, pg, forUpdate: true)
+        publishedBase.withLock { $0 = max($0, state.historyBase) }
+        let key = libraryID.lowercased
+        guard base > state.historyBase, base <= state.sealedThrough,
+              try pg.execute("SELECT 1 FROM chronicle_segments WHERE library_id = $1 AND last_seq = $2", [key, String(base)]).count == 1,
+              let snapshot = try replica.snapshot(at: base) else { return }
+        let body = try LZ4Frame.decompress(snapshot.frame, maxBytes: SnapshotCodec.Limits().maxDecodedBytes)
+        try pg.execute("""
+            INSERT INTO chronicle_snapshots(library_id, seq, frame, state_digest, body_bytes, created_at)
+            VALUES ($1, $2, $3, $4, $5, (extract(epoch FROM clock_timestamp()) * 1000)::bigint) ON CONFLICT (library_id, seq) DO NOTHING
+            """, values: [.text(key), .text(String(base)), .bytes(snapshot.frame), .text(snapshot.stateDigest), .text(String(body.count))])
+        var after = state.historyBase
+        var dropped = 0
+        while after < base {
+            let segments = try pg.execute("""
+                SELECT frame, last_seq FROM chronicle_segments WHERE library_id = $1 AND first_seq > $2 AND last_seq <= $3
+                ORDER BY first_seq LIMIT 4
+                """, [key, String(after), String(base)])
+            guard segments.count > 0 else {
+                throw ChronicleError(.invariantViolated, "PostgreSQL's segments of library \(key) do not run on from seq \(after).")
+            }
+            for row in 0..<segments.count {
+                let ops = try Self.decode(try segments.bytes(row, 0), libraryID).ops
+                for chunk in ops.chunks(of: 1_000) {
+                    var parameters: [String?] = []
+                    var rows: [String] = []
+                    for op in chunk {
+                        let at = parameters.count
+                        rows.append("($1, $\(at + 2), $\(at + 3), $\(at + 4))")
+                        parameters += [op.opID.lowercased, String(op.serverSeq!), op.deviceID.lowercased]
+                    }
+                    try pg.execute("INSERT INTO chronicle_dropped_ops(library_id, op_id, server_seq, device_id) VALUES " + rows.joined(separator: ", "),
+                                   [key] + parameters)
+                }
+                dropped += ops.count
+                after = try segments.int(row, 1)
+            }
+        }
+        try pg.execute("""
+            UPDATE chronicle_libraries SET history_base = $2, history_dropped_at = (extract(epoch FROM clock_timestamp()) * 1000)::bigint
+            WHERE library_id = $1
+            """, [key, String(base)])
+        try pg.execute("DELETE FROM chronicle_segments WHERE library_id = $1 AND last_seq <= $2", [key, String(base)])
+        try pg.execute("DELETE FROM chronicle_snapshots WHERE library_id = $1 AND seq < $2", [key, String(base)])
+        counters.withLock { $0.opsDropped += dropped }
+    }
+
+    /// Seals PostgreSQL's next segment, up to `target` (where the replica's sealed prefix ends), in
+    /// the caller's transaction; false when PostgreSQL is sealed that far. Where the replica has a
+    /// segment that starts at PostgreSQL's sealed end, that segment's frame is kept, once it is
+    /// found to hold exactly the ops logged there. Otherwise (the replica dropped those segments
+    /// past the horizon already, or seals other sizes) PostgreSQL's own rows are sealed, up to
+    /// where the replica's next segment starts, so that the two line up again.
+    private func sealNext(_ replica: ServerLibrary, through target: Int64, _ pg: PostgresConnection) throws -> Bool {
         let state = try Self.readState(libraryID, pg, forUpdate: true)
         published.withLock { $0 = max($0, state.sealedThrough) }
-        guard let segment = try replica.sealedSegments(after: state.sealedThrough, limit: 1).first,
-              segment.firstSeq == state.sealedThrough + 1, segment.lastSeq <= state.head else { return false }
+        let end = min(target, state.head)
+        guard state.sealedThrough < end else { return false }
         let key = libraryID.lowercased
-        let (ops, body) = try Self.decode(segment.frame, libraryID)
+        let first = state.sealedThrough + 1
+        let next = try replica.sealedSegments(after: state.sealedThrough, limit: 1).first
+        let ops: [Op], body: [UInt8], frame: [UInt8]
+        if let next, next.firstSeq == first, next.lastSeq <= end {
+            (ops, body) = try Self.decode(next.frame, libraryID)
+            frame = next.frame
+        } else {
+            var last = min(end, first + Int64(Self.ownSegmentOpsMax) - 1)
+            if let next, next.firstSeq > first { last = min(last, next.firstSeq - 1) }
+            let rows = try pg.execute("""
+                SELECT \(Self.logColumns) FROM chronicle_log WHERE library_id = $1 AND server_seq >= $2 AND server_seq <= $3 ORDER BY server_seq
+                """, [key, String(first), String(last)])
+            let logged = try (0..<rows.count).map { try op(rows, $0) }
+            guard logged.count == Int(last - first + 1), logged.first?.serverSeq == first else {
+                throw ChronicleError(.invariantViolated, "PostgreSQL's log of library \(key) does not run from seq \(first) to \(last) without a gap.")
+            }
+            let sealed = try ServerLibrary.encodeSegment(logged)
+            ops = Array(logged.prefix(sealed.opCount))
+            (body, frame) = (sealed.body, sealed.frame)
+        }
+        let last = ops.last!.serverSeq!
         let digest = DeviceStore.chainDigest(previous: state.sealedDigest, body: body)
         try pg.execute("""
             INSERT INTO chronicle_segments(library_id, first_seq, last_seq, op_count, frame, digest, previous_digest, body_bytes, created_at)
             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, (extract(epoch FROM clock_timestamp()) * 1000)::bigint)
-            """, values: [.text(key), .text(String(segment.firstSeq)), .text(String(segment.lastSeq)), .text(String(ops.count)),
-                          .bytes(segment.frame), .text(digest), .text(state.sealedDigest), .text(String(body.count))])
+            """, values: [.text(key), .text(String(first)), .text(String(last)), .text(String(ops.count)),
+                          .bytes(frame), .text(digest), .text(state.sealedDigest), .text(String(body.count))])
+        // The segment is in, so the guard trigger lets the rows it holds go: they must be its ops.
         let removed = try pg.execute("""
             DELETE FROM chronicle_log WHERE library_id = $1 AND server_seq >= $2 AND server_seq <= $3 RETURNING \(Self.logColumns)
-            """, [key, String(segment.firstSeq), String(segment.lastSeq)])
-        var logged = try (0..<removed.count).map { try op(removed, $0) }
-        logged.sort { $0.serverSeq! < $1.serverSeq! }
-        guard logged == ops else {
-            throw ChronicleError(.invariantViolated, "This server's sealed segment \(segment.firstSeq)…\(segment.lastSeq) of library \(key) does not hold the ops PostgreSQL logged there; nothing was sealed in PostgreSQL. Remove the replica (it is made anew) and check the library with `chronicle server verify --postgres`.")
+            """, [key, String(first), String(last)])
+        guard try (0..<removed.count).map({ try op(removed, $0) }).sorted(by: { $0.serverSeq! < $1.serverSeq! }) == ops else {
+            throw ChronicleError(.invariantViolated, "This server's sealed segment \(first)…\(last) of library \(key) does not hold the ops PostgreSQL logged there; nothing was sealed in PostgreSQL. Remove the replica (it is made anew) and check the library with `chronicle server verify --postgres`.")
         }
         try pg.execute("UPDATE chronicle_libraries SET sealed_through = $2, sealed_digest = $3 WHERE library_id = $1",
-                       [key, String(segment.lastSeq), digest])
+                       [key, String(last), digest])
         counters.withLock { $0.segmentsSealed += 1; $0.opsSealed += ops.count }
         return true
     }
+
+    /// The most ops in a segment PostgreSQL seals from its own rows.
+    static let ownSegmentOpsMax = 10_000
 
     // MARK: - Writes
 

@@ -82,11 +82,18 @@ public final class PostgresServerStore: SharedLibraryStore {
     }
 
     /// Format 3's sealed segments: a library's oldest ops, kept as the segments a server sealed
-    /// (the documented encoding in an LZ4 frame), chained by digest, in place of their log rows.
+    /// (the documented encoding in an LZ4 frame), chained by digest, in place of their log rows;
+    /// and the retention horizon: segments older than it dropped behind a snapshot of the state
+    /// there, their op ids kept.
     static let sealingStatements: [String] = [
         "ALTER TABLE chronicle_libraries ADD COLUMN sealed_through bigint NOT NULL DEFAULT 0",
         "ALTER TABLE chronicle_libraries ADD COLUMN sealed_digest text NOT NULL DEFAULT ''",
-        "ALTER TABLE chronicle_libraries ADD CONSTRAINT chronicle_libraries_sealed_within CHECK (sealed_through >= 0 AND sealed_through <= head)",
+        "ALTER TABLE chronicle_libraries ADD COLUMN history_base bigint NOT NULL DEFAULT 0",
+        "ALTER TABLE chronicle_libraries ADD COLUMN history_dropped_at bigint",
+        """
+        ALTER TABLE chronicle_libraries ADD CONSTRAINT chronicle_libraries_sealed_within
+          CHECK (history_base >= 0 AND history_base <= sealed_through AND sealed_through <= head)
+        """,
         """
         CREATE TABLE chronicle_segments (
           library_id text NOT NULL REFERENCES chronicle_libraries,
@@ -102,7 +109,73 @@ public final class PostgresServerStore: SharedLibraryStore {
           CHECK (last_seq >= first_seq AND op_count = last_seq - first_seq + 1)
         )
         """,
-        "CREATE TRIGGER chronicle_segments_kept BEFORE UPDATE OR DELETE ON chronicle_segments FOR EACH ROW EXECUTE FUNCTION chronicle_kept('a sealed segment')",
+        """
+        CREATE TABLE chronicle_snapshots (
+          library_id text NOT NULL REFERENCES chronicle_libraries,
+          seq bigint NOT NULL CHECK (seq > 0),
+          frame bytea NOT NULL,
+          state_digest text NOT NULL,
+          body_bytes bigint NOT NULL,
+          created_at bigint NOT NULL,
+          PRIMARY KEY (library_id, seq)
+        )
+        """,
+        """
+        CREATE TABLE chronicle_dropped_ops (
+          library_id text NOT NULL REFERENCES chronicle_libraries,
+          op_id text NOT NULL,
+          server_seq bigint NOT NULL,
+          device_id text NOT NULL,
+          PRIMARY KEY (library_id, op_id)
+        )
+        """,
+        "CREATE INDEX chronicle_dropped_ops_by_seq ON chronicle_dropped_ops(library_id, server_seq)",
+        // Segments, snapshots and dropped op ids are never changed. A segment goes only behind the
+        // horizon (at or before the library's history_base), a snapshot only where it is not the one
+        // history begins at, an op id never: each also with its whole library.
+        """
+        CREATE FUNCTION chronicle_history_kept() RETURNS trigger LANGUAGE plpgsql AS $$
+        DECLARE
+          base bigint;
+        BEGIN
+          IF TG_OP = 'DELETE' THEN
+            IF current_setting('chronicle.deleting_library', true) = OLD.library_id THEN
+              RETURN OLD;
+            END IF;
+            SELECT history_base INTO base FROM chronicle_libraries WHERE library_id = OLD.library_id;
+            IF TG_TABLE_NAME = 'chronicle_segments' AND OLD.last_seq <= base THEN
+              RETURN OLD;
+            END IF;
+            IF TG_TABLE_NAME = 'chronicle_snapshots' AND OLD.seq <> base THEN
+              RETURN OLD;
+            END IF;
+          END IF;
+          RAISE EXCEPTION '%: % is never changed', TG_TABLE_NAME, TG_ARGV[0] USING ERRCODE = 'restrict_violation';
+        END
+        $$
+        """,
+        "CREATE TRIGGER chronicle_segments_kept BEFORE UPDATE OR DELETE ON chronicle_segments FOR EACH ROW EXECUTE FUNCTION chronicle_history_kept('a sealed segment')",
+        "CREATE TRIGGER chronicle_snapshots_kept BEFORE UPDATE OR DELETE ON chronicle_snapshots FOR EACH ROW EXECUTE FUNCTION chronicle_history_kept('a snapshot')",
+        "CREATE TRIGGER chronicle_dropped_ops_kept BEFORE UPDATE OR DELETE ON chronicle_dropped_ops FOR EACH ROW EXECUTE FUNCTION chronicle_history_kept('an op id')",
+        // History begins at a snapshot of the state there.
+        """
+        CREATE FUNCTION chronicle_history_base() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          IF NEW.history_base < OLD.history_base THEN
+            RAISE EXCEPTION 'chronicle_libraries: history_base never moves back' USING ERRCODE = 'restrict_violation';
+          END IF;
+          IF NEW.history_base > OLD.history_base
+             AND NOT EXISTS (SELECT 1 FROM chronicle_snapshots WHERE library_id = NEW.library_id AND seq = NEW.history_base) THEN
+            RAISE EXCEPTION 'chronicle_libraries: history is dropped only behind a snapshot' USING ERRCODE = 'restrict_violation';
+          END IF;
+          RETURN NEW;
+        END
+        $$
+        """,
+        """
+        CREATE TRIGGER chronicle_history_base BEFORE UPDATE OF history_base ON chronicle_libraries FOR EACH ROW
+        WHEN (NEW.history_base IS DISTINCT FROM OLD.history_base) EXECUTE FUNCTION chronicle_history_base()
+        """,
         // A segment continues the sealed prefix, chained to its last segment.
         """
         CREATE FUNCTION chronicle_segments_follow() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -278,7 +351,8 @@ public final class PostgresServerStore: SharedLibraryStore {
         var replica = try? make()
         if let existing = replica {
             let head = existing.localHead
-            let same = existing.incarnation == state.incarnation && head <= state.head
+            // (A replica short of where PostgreSQL's history now begins cannot catch up: it starts again from the snapshot there.)
+            let same = existing.incarnation == state.incarnation && head <= state.head && (head == 0 || head >= state.historyBase)
                 && (try? existing.replicaGeneration()).map { $0 <= state.generation } == true
                 && (head == 0 || (try? existing.pull(after: head - 1, limit: 1).ops.first?.opID.lowercased) == (try? upstream.opID(at: head)))
             if !same { replica = nil }
@@ -317,7 +391,8 @@ public final class PostgresServerStore: SharedLibraryStore {
         return try pool.withConnection { pg in
             try pg.transaction { pg in
                 try pg.execute("SELECT set_config('chronicle.deleting_library', $1, true)", [key])
-                for table in ["chronicle_log", "chronicle_segments", "chronicle_rejected_ops", "chronicle_devices"] {
+                for table in ["chronicle_log", "chronicle_segments", "chronicle_snapshots", "chronicle_dropped_ops", "chronicle_rejected_ops",
+                              "chronicle_devices"] {
                     try pg.execute("DELETE FROM \(table) WHERE library_id = $1", [key])
                 }
                 let existed = try pg.execute("DELETE FROM chronicle_libraries WHERE library_id = $1", [key]).affected > 0
@@ -417,6 +492,9 @@ public final class PostgresServerStore: SharedLibraryStore {
             # HELP chronicle_postgres_ops_sealed_total Ops that left PostgreSQL's log for those segments.
             # TYPE chronicle_postgres_ops_sealed_total counter
             chronicle_postgres_ops_sealed_total \(c.opsSealed)
+            # HELP chronicle_postgres_ops_dropped_total Ops whose history left PostgreSQL past the retention horizon (their ids are kept).
+            # TYPE chronicle_postgres_ops_dropped_total counter
+            chronicle_postgres_ops_dropped_total \(c.opsDropped)
 
             """
     }
@@ -475,11 +553,13 @@ public final class PostgresServerStore: SharedLibraryStore {
                 let triggers = try pg.execute("""
                     SELECT tgname FROM pg_trigger WHERE NOT tgisinternal AND tgenabled <> 'D'
                       AND tgname IN ('chronicle_log_kept', 'chronicle_rejected_ops_kept', 'chronicle_devices_forward',
-                                     'chronicle_segments_kept', 'chronicle_segments_follow') ORDER BY tgname
+                                     'chronicle_segments_kept', 'chronicle_segments_follow', 'chronicle_snapshots_kept',
+                                     'chronicle_dropped_ops_kept', 'chronicle_history_base') ORDER BY tgname
                     """)
                 let found = Set(try (0..<triggers.count).map { try triggers.string($0, 0) })
-                let missing = ["chronicle_devices_forward", "chronicle_log_kept", "chronicle_rejected_ops_kept", "chronicle_segments_follow",
-                               "chronicle_segments_kept"].filter { !found.contains($0) }
+                let missing = ["chronicle_devices_forward", "chronicle_dropped_ops_kept", "chronicle_history_base", "chronicle_log_kept",
+                               "chronicle_rejected_ops_kept", "chronicle_segments_follow", "chronicle_segments_kept",
+                               "chronicle_snapshots_kept"].filter { !found.contains($0) }
                 checks.append(VerifyCheck(name: "the guard triggers are in place", passed: missing.isEmpty,
                                           detail: missing.isEmpty ? "ok" : "missing or disabled: \(missing.joined(separator: ", "))"))
                 return checks
@@ -491,8 +571,9 @@ public final class PostgresServerStore: SharedLibraryStore {
     /// one chained to the one before it, readable, and holding exactly its seqs of this library.
     static func segmentsCheck(_ id: UUID, _ state: PostgresLibrary.State, _ pg: PostgresConnection) throws -> VerifyCheck {
         var problems: [String] = []
-        var expected: Int64 = 1
-        var previous = ""
+        let key = id.lowercased
+        var expected = state.historyBase + 1
+        var previous: String? = state.historyBase == 0 ? "" : nil   // unknown where history was dropped
         var count = 0
         let rows = try pg.execute("""
             SELECT first_seq, last_seq, frame, digest, previous_digest FROM chronicle_segments WHERE library_id = $1 ORDER BY first_seq
@@ -501,7 +582,7 @@ public final class PostgresServerStore: SharedLibraryStore {
             let first = try rows.int(row, 0), last = try rows.int(row, 1)
             let name = "segment \(first)…\(last)"
             if first != expected { problems.append("\(name) does not follow seq \(expected - 1)") }
-            if try rows.string(row, 4) != previous { problems.append("\(name) is not chained to the one before it") }
+            if let previous, try rows.string(row, 4) != previous { problems.append("\(name) is not chained to the one before it") }
             do {
                 let (ops, body) = try PostgresLibrary.decode(try rows.bytes(row, 2), id)
                 if ops.first?.serverSeq != first || ops.last?.serverSeq != last { problems.append("\(name) holds other seqs") }
@@ -515,11 +596,34 @@ public final class PostgresServerStore: SharedLibraryStore {
             expected = last + 1
             count += 1
         }
-        if expected - 1 != state.sealedThrough || previous != state.sealedDigest {
+        if expected - 1 != state.sealedThrough || (count > 0 && previous != state.sealedDigest) {
             problems.append("the segments end at seq \(expected - 1), but the library says \(state.sealedThrough)")
         }
-        return VerifyCheck(name: "the sealed segments in PostgreSQL run from seq 1, chained and readable", passed: problems.isEmpty,
-                           detail: problems.isEmpty ? "\(count) segments through seq \(state.sealedThrough)"
+        var history = ""
+        if state.historyBase > 0 {
+            // Past the retention horizon: a snapshot where history begins, and the id of every op before it.
+            let snapshot = try pg.execute("SELECT frame, state_digest FROM chronicle_snapshots WHERE library_id = $1 AND seq = $2",
+                                          [key, String(state.historyBase)])
+            if snapshot.count != 1 {
+                problems.append("history begins after seq \(state.historyBase), but there is no snapshot there")
+            } else {
+                do {
+                    let decoded = try SnapshotCodec.decode(try snapshot.bytes(0, 0))
+                    if decoded.libraryID != id || decoded.seq != state.historyBase {
+                        problems.append("the snapshot at seq \(state.historyBase) holds library \(decoded.libraryID.lowercased) at seq \(decoded.seq)")
+                    }
+                } catch {
+                    problems.append("the snapshot at seq \(state.historyBase) cannot be read: \(error)")
+                }
+            }
+            let ids = try pg.execute("SELECT count(*), coalesce(min(server_seq), 0), coalesce(max(server_seq), 0) FROM chronicle_dropped_ops WHERE library_id = $1", [key])
+            if try ids.int(0, 0) != state.historyBase || ids.int(0, 1) != 1 || ids.int(0, 2) != state.historyBase {
+                problems.append("\(try ids.int(0, 0)) ids kept of the \(state.historyBase) ops dropped past the horizon")
+            }
+            history = "; history begins after seq \(state.historyBase), at its snapshot, with the ids of the ops before it"
+        }
+        return VerifyCheck(name: "the sealed segments in PostgreSQL run on from where history begins, chained and readable", passed: problems.isEmpty,
+                           detail: problems.isEmpty ? "\(count) segments through seq \(state.sealedThrough)\(history)"
                                                     : problems.prefix(3).joined(separator: "; "))
     }
 

@@ -97,9 +97,10 @@ struct PostgresSealingTests {
         #expect(Self.failed(try b.checks(of: library)).isEmpty)
     }
 
-    /// A replica whose segments end elsewhere than PostgreSQL's hands over nothing, and is not
-    /// refused; PostgreSQL's guards keep the log whole and the segments as they are.
-    @Test func aSegmentThatDoesNotContinuePostgreSQLsIsLeftAndTheGuardsHold() throws {
+    /// A replica whose segments end elsewhere than PostgreSQL's has PostgreSQL seal its own rows
+    /// up to where the replica has sealed; PostgreSQL's guards keep the log whole and the segments
+    /// as they are; a segment that does not hold what the log holds is refused.
+    @Test func segmentsThatDoNotLineUpAreSealedFromTheLogAndTheGuardsHold() throws {
         let database = try TestDatabase()
         let library = UUID()
         let writer = try Writer(library: library, in: database.directory, seed: 32)
@@ -109,40 +110,114 @@ struct PostgresSealingTests {
         let e = try database.server("e")
         let onE = try e.library(library)
         #expect(try onD.compact(Self.policy(segment: 300, keep: 0)).opsSealed == 300)
+        // e seals 1…200 and 201…400: PostgreSQL, sealed through 300, seals 301…400 from its own rows.
         #expect(try onE.compact(Self.policy(segment: 200, keep: 0)).opsSealed == 400)
         let pg = try database.connection()
         let key = library.lowercased
-        #expect(try pg.execute("SELECT sealed_through FROM chronicle_libraries WHERE library_id = $1", [key]).int(0, 0) == 300)
-        #expect(e.renderMetrics().contains("chronicle_postgres_segments_sealed_total 0\n"))
+        #expect(try pg.execute("SELECT sealed_through FROM chronicle_libraries WHERE library_id = $1", [key]).int(0, 0) == 400)
+        let segments = try pg.execute("SELECT first_seq, last_seq FROM chronicle_segments ORDER BY first_seq")
+        #expect(try (0..<segments.count).map { "\(try segments.int($0, 0))…\(try segments.int($0, 1))" } == ["1…300", "301…400"])
+        #expect(e.renderMetrics().contains("chronicle_postgres_segments_sealed_total 1\n"))
         #expect(Self.failed(try e.checks(of: library)).isEmpty)
+        #expect(try database.server("g").library(library).allOps() == (try onD.allOps()))
 
         // An op no segment holds cannot leave the log; a segment is never changed or removed; one
         // that leaves a gap, or is not chained to the last, is refused.
-        #expect(throws: PostgresError.self) { try pg.execute("DELETE FROM chronicle_log WHERE server_seq = 301") }
+        #expect(throws: PostgresError.self) { try pg.execute("DELETE FROM chronicle_log WHERE server_seq = 401") }
         #expect(throws: PostgresError.self) { try pg.execute("UPDATE chronicle_segments SET digest = 'x'") }
         #expect(throws: PostgresError.self) { try pg.execute("DELETE FROM chronicle_segments") }
         let digest = try pg.execute("SELECT sealed_digest FROM chronicle_libraries").string(0, 0)
-        for (first, previous) in [(302, digest), (301, "not the last digest")] {
+        for (first, previous) in [(402, digest), (401, "not the last digest")] {
             #expect(throws: PostgresError.self) {
                 try pg.execute("""
                     INSERT INTO chronicle_segments(library_id, first_seq, last_seq, op_count, frame, digest, previous_digest, body_bytes, created_at)
-                    VALUES ($1, $2, 310, $3, '\\x00', 'd', $4, 1, 0)
-                    """, [key, String(first), String(311 - first), previous])
+                    VALUES ($1, $2, 410, $3, '\\x00', 'd', $4, 1, 0)
+                    """, [key, String(first), String(411 - first), previous])
             }
         }
-        #expect(try pg.execute("SELECT count(*) FROM chronicle_log").int(0, 0) == 200)
+        #expect(try pg.execute("SELECT count(*) FROM chronicle_log").int(0, 0) == 100)
 
         // A segment that does not hold what the log holds is refused with nothing changed: here the
-        // log's op at 301 is altered behind the guard, so f's segment 301…400 (f's replica was made from
-        // PostgreSQL's segments and log before) no longer matches it.
+        // log's op at 401 is altered behind the guard, so f's segment 401…500 (f's replica was made
+        // from PostgreSQL's segments and log before) no longer matches it.
         let f = try database.server("f")
         let onF = try f.library(library)
+        #expect(try onF.sealedThrough() == 400)
         try pg.execute("ALTER TABLE chronicle_log DISABLE TRIGGER chronicle_log_kept")
-        try pg.execute("UPDATE chronicle_log SET payload = '{\"tag\":\"altered\"}' WHERE server_seq = 301")
+        try pg.execute("UPDATE chronicle_log SET payload = '{\"tag\":\"altered\"}' WHERE server_seq = 401")
         try pg.execute("ALTER TABLE chronicle_log ENABLE TRIGGER chronicle_log_kept")
         #expect(throws: ChronicleError.self) { try onF.compact(Self.policy(segment: 100, keep: 0)) }
-        #expect(try pg.execute("SELECT sealed_through FROM chronicle_libraries WHERE library_id = $1", [key]).int(0, 0) == 300)
-        #expect(try pg.execute("SELECT count(*) FROM chronicle_log").int(0, 0) == 200)
+        #expect(try pg.execute("SELECT sealed_through FROM chronicle_libraries WHERE library_id = $1", [key]).int(0, 0) == 400)
+        #expect(try pg.execute("SELECT count(*) FROM chronicle_log").int(0, 0) == 100)
+    }
+
+    /// History past the retention horizon leaves PostgreSQL too, behind the snapshot there, with its
+    /// op ids kept; replicas made afterwards start from that snapshot, and devices whose cursor is
+    /// older are told to start from it (410).
+    @Test func historyPastTheHorizonIsDroppedBehindASnapshotAndReplicasStartThere() throws {
+        let database = try TestDatabase()
+        let library = UUID()
+        let clock = ManualClock()
+        let writer = try Writer(library: library, in: database.directory, seed: 34)
+        let a = try database.server("a", clock: clock)
+        let onA = try a.library(library)
+        let old = try writer.write(600)
+        let oldResults = try Self.push(old, to: onA, from: writer.deviceID)
+        do {
+            // A server whose replica stops at 300, and is opened again only after history was dropped.
+            _ = try database.server("d", clock: clock).library(library)
+        }
+        clock.advance(milliseconds: 3 * 86_400_000)
+        _ = try Self.push(try writer.write(300, salt: 1), to: onA, from: writer.deviceID)
+        let onC = try database.server("c", clock: clock).library(library)   // at the head: it goes on across the drop
+
+        var policy = Self.policy(segment: 100, keep: 100)
+        policy.horizonMilliseconds = 86_400_000
+        let report = try onA.compact(policy)
+        #expect(report.opsSealed == 800 && report.historyDroppedThrough == 600)
+        let pg = try database.connection()
+        let key = library.lowercased
+        let row = try pg.execute("SELECT sealed_through, history_base, history_dropped_at IS NOT NULL FROM chronicle_libraries WHERE library_id = $1", [key])
+        #expect(try row.int(0, 0) == 800 && row.int(0, 1) == 600 && row.text(0, 2) == "t", "\(row.text(0, 0) ?? "") \(row.text(0, 1) ?? "") \(report)")
+        #expect(try pg.execute("SELECT min(first_seq), count(*) FROM chronicle_segments").int(0, 0) == 601)
+        #expect(try pg.execute("SELECT count(*) FROM chronicle_segments").int(0, 0) == 2)
+        #expect(try pg.execute("SELECT count(*), min(server_seq), max(server_seq) FROM chronicle_dropped_ops").int(0, 0) == 600)
+        #expect(try pg.execute("SELECT seq FROM chronicle_snapshots").int(0, 0) == 600)
+        let checks = try a.checks(of: library)
+        #expect(Self.failed(checks).isEmpty)
+        #expect(checks.contains { $0.detail.contains("history begins after seq 600") })
+        #expect(a.renderMetrics().contains("chronicle_postgres_ops_dropped_total 600\n"))
+
+        // A new replica starts from the snapshot, with the ids of the ops before it.
+        let b = try database.server("b", clock: clock)
+        let onB = try b.library(library)
+        #expect(onB.localHead == 900)
+        #expect(try onB.historyBase() == 600)
+        #expect(try onB.digest() == (try onA.digest()))
+        #expect(try onB.allOps() == (try onA.allOps()))
+        do {
+            _ = try onB.pull(after: 10, limit: 100)
+            Issue.record("a cursor before the horizon must be told to start from the snapshot")
+        } catch let error as ProtocolError {
+            #expect(error.status == 410 && error.code == "cursor_too_old")
+        }
+        let repeated = try onB.push(Array(old.prefix(100)), from: writer.deviceID).results
+        #expect(repeated.map(\.outcome) == oldResults.prefix(100).map { PushOutcome.duplicate(serverSeq: $0.outcome.serverSeq!) })
+        // The replica that stopped at 300 is made anew from the snapshot; the one at the head goes on.
+        let onD = try database.server("d", clock: clock).library(library)
+        #expect(onD.localHead == 900)
+        #expect(try onD.digest() == (try onA.digest()))
+        _ = try Self.push(try writer.write(10, salt: 2), to: onC, from: writer.deviceID)
+        #expect(try onB.pull(after: 900, limit: 100).ops.count == 10)
+        #expect(try onC.digest() == (try onB.digest()))
+
+        // The snapshot history begins at, and the ids kept, cannot be taken away; history_base moves
+        // only forward, and only to a snapshot.
+        #expect(throws: PostgresError.self) { try pg.execute("DELETE FROM chronicle_snapshots") }
+        #expect(throws: PostgresError.self) { try pg.execute("DELETE FROM chronicle_dropped_ops WHERE server_seq = 1") }
+        #expect(throws: PostgresError.self) { try pg.execute("UPDATE chronicle_libraries SET history_base = 500") }
+        #expect(throws: PostgresError.self) { try pg.execute("UPDATE chronicle_libraries SET history_base = 700") }
+        #expect(Self.failed(try b.checks(of: library)).isEmpty)
     }
 
     /// A format-2 database (no sealed segments) gains them when a format-3 build opens it, with
@@ -160,10 +235,12 @@ struct PostgresSealingTests {
         // Back to format 2, as a v2 build left it.
         let pg = try database.connection()
         for statement in [
-            "DROP TABLE chronicle_segments",
+            "DROP TABLE chronicle_segments, chronicle_snapshots, chronicle_dropped_ops",
             "DROP FUNCTION chronicle_segments_follow()",
-            "ALTER TABLE chronicle_libraries DROP COLUMN sealed_through",
-            "ALTER TABLE chronicle_libraries DROP COLUMN sealed_digest",
+            "DROP FUNCTION chronicle_history_kept()",
+            "DROP TRIGGER chronicle_history_base ON chronicle_libraries",
+            "DROP FUNCTION chronicle_history_base()",
+            "ALTER TABLE chronicle_libraries DROP COLUMN sealed_through, DROP COLUMN sealed_digest, DROP COLUMN history_base, DROP COLUMN history_dropped_at",
             "DROP TRIGGER chronicle_log_kept ON chronicle_log",
             "DROP FUNCTION chronicle_log_kept()",
             "CREATE TRIGGER chronicle_log_kept BEFORE UPDATE OR DELETE ON chronicle_log FOR EACH ROW EXECUTE FUNCTION chronicle_kept('a confirmed op')",

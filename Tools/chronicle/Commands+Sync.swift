@@ -128,10 +128,11 @@ extension Command {
             runs past --postgres-timeout S (default \(PostgresServerStore.defaultStatementTimeoutMilliseconds / 1000) s; a wait for a library's row lock
             included), so a stalled database never holds requests longer. Each server keeps up to --postgres-pool N
             (default 8) connections for libraries, 4 for accounts and 2 listening; connections left silent are found
-            dead by TCP keepalives within about a minute. Each server compacts its replicas as above and hands the
-            segments it sealed over to PostgreSQL, where they take the place of their ops' log rows (the first server
-            to seal a segment hands it over; a new replica is made from the segments and the log). Not yet with --postgres:
-            --horizon-days, and `server compact`, `backup` and `salvage`.
+            dead by TCP keepalives within about a minute. Each server compacts its replicas as above, and PostgreSQL
+            seals with them: the segments a replica sealed take the place of their ops' log rows there (checked op by
+            op first; the first server to seal a segment hands it over). With --horizon-days, history past the horizon
+            leaves PostgreSQL too, behind a snapshot of the state there, with the ids of its ops kept; replicas made
+            afterwards start from that snapshot. Not yet with --postgres: `server compact`, `backup` and `salvage`.
             """) { args, ctx in
         let usage = "chronicle serve (--data DIR | --postgres CONNINFO (--data DIR | --replicas DIR) [--postgres-pool N] [--postgres-timeout S]) [--port N] [--host 127.0.0.1] [--threads N] [--body-memory-mb N] [--open-libraries N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact]"
         let dataOption = args.option("data")
@@ -183,9 +184,6 @@ extension Command {
         try args.finish(usage: usage)
         if postgres == nil, poolText != nil || timeoutText != nil {
             throw ChronicleError(.usage, "--postgres-pool and --postgres-timeout go with --postgres.")
-        }
-        if postgres != nil, maintenance.compaction?.horizonMilliseconds != nil {
-            throw ChronicleError(.usage, "--horizon-days is not available with --postgres yet: PostgreSQL keeps each library's whole history.")
         }
         if postgres == nil, replicasOption != nil { throw ChronicleError(.usage, "--replicas goes with --postgres.") }
         guard let data = dataOption ?? (postgres != nil ? replicasOption : nil) else {

@@ -109,6 +109,78 @@ extension ServerLibrary {
         }
     }
 
+    /// Encodes confirmed `ops` (gap-free, in order) as one sealed segment as a compaction would: the
+    /// body and its LZ4 frame, of the first `opCount` ops (all of them, unless so large a body would
+    /// pass the decoders' cap).
+    public static func encodeSegment(_ ops: [Op]) throws -> (opCount: Int, body: [UInt8], frame: [UInt8]) {
+        guard let libraryID = ops.first?.libraryID else {
+            throw ChronicleError(.invariantViolated, "A segment holds at least one op.")
+        }
+        let segment = try DeviceStore.encodeSegments(ops[...], libraryID: libraryID, opsMax: ops.count)[0]
+        return (Int(segment.lastSeq - segment.firstSeq + 1), segment.body, segment.frame)
+    }
+
+    /// The seq this file's history begins after (0: all of it is here; past a retention horizon,
+    /// the snapshot at that seq holds the state there).
+    public func historyBase() throws -> Int64 {
+        try read { db in try DeviceStore.historyBase(in: db) }
+    }
+
+    /// The snapshot kept at exactly `seq`: its LZ4 frame and the digest of the state it holds.
+    public func snapshot(at seq: Int64) throws -> (frame: [UInt8], stateDigest: String)? {
+        try read { db in
+            try db.query("SELECT body, state_digest FROM chronicle_snapshots WHERE seq = ?1", [.integer(seq)]) {
+                ($0.withBytes(0) { Array($0) }, $0.text(1))
+            }.first
+        }
+    }
+
+    /// An op id kept for history that is no longer here (`chronicle_sealed_ops`).
+    public struct DroppedOp: Sendable, Equatable {
+        public var opID: String
+        public var serverSeq: Int64
+        public var deviceID: String
+
+        public init(opID: String, serverSeq: Int64, deviceID: String) {
+            self.opID = opID
+            self.serverSeq = serverSeq
+            self.deviceID = deviceID
+        }
+    }
+
+    /// Starts this file, empty, where another database's history begins (past its retention
+    /// horizon): the snapshot `frame` of the state at `seq` is kept and loaded into the projection,
+    /// its state digest checked, and the ids of the ops before it kept, so that each still applies
+    /// at most once and a repeat is answered with its seq. In one transaction; the ops after `seq`
+    /// follow through `replicate`.
+    /// `droppedOps` hands the ids over in batches, inside the transaction (a large library's
+    /// are never all in memory at once).
+    public func start(fromSnapshot frame: [UInt8], at seq: Int64, stateDigest: String, droppedAt: Int64?,
+                      droppedOps: (_ remember: ([DroppedOp]) throws -> Void) throws -> Void) throws {
+        try writer.withLock { db in
+            try db.transaction { db in
+                guard try Self.head(in: db) == 0 else {
+                    throw ChronicleError(.invariantViolated, "Library \(libraryID.lowercased): only an empty replica starts from a snapshot.")
+                }
+                try DeviceStore.insertSnapshot(at: seq, frame: frame, stateDigest: stateDigest, createdAt: clock.nowMilliseconds(), in: db)
+                try DeviceStore.setMeta("history_base_seq", .integer(seq), in: db)
+                if let droppedAt { try DeviceStore.setMeta("history_dropped_at", .integer(droppedAt), in: db) }
+                // A snapshot of an earlier schema version has its state carried over: its digest is of the old shape.
+                let migratedFrom = try DeviceStore.load(storedAt: seq, from: db, into: db, projection, libraryID: libraryID)
+                let loaded = try DeviceStore.digest(projection, in: db)
+                guard migratedFrom != nil || loaded == stateDigest else {
+                    throw ChronicleError(.invariantViolated, "Library \(libraryID.lowercased): the snapshot at seq \(seq) holds a state whose digest is not the one it was kept with.")
+                }
+                let remember = try db.statement("INSERT INTO chronicle_sealed_ops(op_id, server_seq, device_id) VALUES (?1, ?2, ?3)")
+                try droppedOps { batch in
+                    for op in batch { try remember.execute([.text(op.opID), .integer(op.serverSeq), .text(op.deviceID)]) }
+                }
+            }
+        }
+        tail.withLock { if seq > $0.seq { $0.seq = seq } }
+        pushes.advance()
+    }
+
     /// Appends the ops of a segment another database sealed (`frame`, the segment body in an LZ4
     /// frame) that lie after this file's head, folded into the projection as `replicate` folds them.
     /// Where the file holds nothing past its sealed prefix and the segment starts at the head, it
