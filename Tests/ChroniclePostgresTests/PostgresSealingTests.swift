@@ -143,9 +143,9 @@ struct PostgresSealingTests {
         let f = try database.server("f")
         let onF = try f.library(library)
         #expect(try onF.sealedThrough() == 400)
-        try pg.execute("ALTER TABLE chronicle_log DISABLE TRIGGER chronicle_log_kept")
+        try pg.execute("ALTER TABLE chronicle_log DISABLE TRIGGER USER")
         try pg.execute("UPDATE chronicle_log SET payload = '{\"tag\":\"altered\"}' WHERE server_seq = 401")
-        try pg.execute("ALTER TABLE chronicle_log ENABLE TRIGGER chronicle_log_kept")
+        try pg.execute("ALTER TABLE chronicle_log ENABLE TRIGGER USER")
         #expect(throws: ChronicleError.self) { try onF.compact(Self.policy(segment: 100, keep: 0)) }
         #expect(try pg.execute("SELECT sealed_through FROM chronicle_libraries WHERE library_id = $1", [key]).int(0, 0) == 400)
         #expect(try pg.execute("SELECT count(*) FROM chronicle_log").int(0, 0) == 100)
@@ -220,6 +220,34 @@ struct PostgresSealingTests {
         #expect(Self.failed(try b.checks(of: library)).isEmpty)
     }
 
+    /// A replica that dropped every segment it sealed (all of them past the horizon) before any
+    /// reached PostgreSQL: PostgreSQL seals its own rows up to there, and drops them too.
+    @Test func historyDroppedWholeOnTheReplicaIsDroppedInPostgreSQL() throws {
+        let database = try TestDatabase()
+        let library = UUID()
+        let clock = ManualClock()
+        let writer = try Writer(library: library, in: database.directory, seed: 35)
+        let a = try database.server("a", clock: clock)
+        let onA = try a.library(library)
+        _ = try Self.push(try writer.write(450), to: onA, from: writer.deviceID)
+        clock.advance(milliseconds: 3 * 86_400_000)
+        _ = try Self.push(try writer.write(50, salt: 1), to: onA, from: writer.deviceID)
+        var policy = Self.policy(segment: 150, keep: 50)
+        policy.horizonMilliseconds = 86_400_000
+        let report = try onA.compact(policy)
+        #expect(report.opsSealed == 450 && report.historyDroppedThrough == 450)
+        #expect(try onA.sealedSegments(after: 0, limit: 10).isEmpty)
+        let pg = try database.connection()
+        let row = try pg.execute("SELECT sealed_through, history_base FROM chronicle_libraries")
+        #expect(try row.int(0, 0) == 450 && row.int(0, 1) == 450)
+        #expect(try pg.execute("SELECT count(*) FROM chronicle_segments").int(0, 0) == 0)
+        #expect(try pg.execute("SELECT count(*) FROM chronicle_log").int(0, 0) == 50)
+        #expect(Self.failed(try a.checks(of: library)).isEmpty)
+        let onB = try database.server("b", clock: clock).library(library)
+        #expect(onB.localHead == 500)
+        #expect(try onB.digest() == (try onA.digest()))
+    }
+
     /// A format-2 database (no sealed segments) gains them when a format-3 build opens it, with
     /// its libraries whole, and they seal from then on.
     @Test func aFormat2DatabaseIsUpgradedInPlace() throws {
@@ -242,7 +270,8 @@ struct PostgresSealingTests {
             "DROP FUNCTION chronicle_history_base()",
             "ALTER TABLE chronicle_libraries DROP COLUMN sealed_through, DROP COLUMN sealed_digest, DROP COLUMN history_base, DROP COLUMN history_dropped_at",
             "DROP TRIGGER chronicle_log_kept ON chronicle_log",
-            "DROP FUNCTION chronicle_log_kept()",
+            "DROP TRIGGER chronicle_log_unchanged ON chronicle_log",
+            "DROP FUNCTION chronicle_log_leaves()",
             "CREATE TRIGGER chronicle_log_kept BEFORE UPDATE OR DELETE ON chronicle_log FOR EACH ROW EXECUTE FUNCTION chronicle_kept('a confirmed op')",
             "UPDATE chronicle_meta SET value = '2' WHERE key = 'format_version'",
         ] { try pg.execute(statement) }

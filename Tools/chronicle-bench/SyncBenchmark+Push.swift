@@ -38,6 +38,8 @@ extension SyncBenchmark {
         /// The same pushNow calls into a service whose libraries are ordered in PostgreSQL
         /// (`CHRONICLE_BENCH_POSTGRES`); nil when not set.
         var postgresSeconds: Double?
+        /// What sealing that library in PostgreSQL did, after those pushes.
+        var postgresSealing: PostgresSealing?
 
         var oneInFlightOpsPerSecond: Double { Double(ops) / oneInFlightSeconds }
 
@@ -105,6 +107,7 @@ extension SyncBenchmark {
         // With CHRONICLE_BENCH_POSTGRES (a libpq connection string): the same batches into a service
         // whose libraries are ordered in that PostgreSQL database (`serve --postgres`), in process.
         var postgresSeconds: Double?
+        var postgresSealing: PostgresSealing?
         if let conninfo = ProcessInfo.processInfo.environment["CHRONICLE_BENCH_POSTGRES"], !conninfo.isEmpty {
             progress("sync push: the same batches into SyncService.pushNow with the order in PostgreSQL…")
             let store = try PostgresServerStore(conninfo: conninfo, cacheDirectory: directory + "/sync-push-postgres-replicas", schema: .readItLater)
@@ -114,6 +117,7 @@ extension SyncBenchmark {
             let token = try service.accounts.registerDevice(user: "writer", password: SyncRig.password, deviceID: device.store.deviceID).token
             postgresSeconds = Double(try pushAll(into: service, token: token)) / 1e9
             if try store.head(libraryID) != Int64(n) { syncFailure("PostgreSQL holds \(try store.head(libraryID)) ops after the push; expected \(n)") }
+            postgresSealing = try measurePostgresSealing(conninfo, service: service, libraryID: libraryID)
             _ = try store.deleteLibrary(libraryID)
         }
 
@@ -165,7 +169,7 @@ extension SyncBenchmark {
                                 digestMatches: serverDigest == deviceDigest && library.head == Int64(n), wire: wire,
                                 typeCounts: writer.typeCounts, serverPushNow: logged.pushNow, serverRequests: logged.request,
                                 storeBytes: fileBytes(device.store.path), storeWALBytes: fileBytes(device.store.path + "-wal"),
-                                oneInFlightSeconds: 0, postgresSeconds: postgresSeconds)
+                                oneInFlightSeconds: 0, postgresSeconds: postgresSeconds, postgresSealing: postgresSealing)
         progress("sync push: chronicle \(formatCount(result.opsPerSecond)) ops/s over HTTP, pushNow in process \(formatCount(result.baselineOpsPerSecond)) ops/s (\(ratioText(result.ratio)))")
         remove(device.store.path)
 
@@ -188,5 +192,68 @@ extension SyncBenchmark {
         progress("sync push: one request in flight \(formatCount(result.oneInFlightOpsPerSecond)) ops/s")
         remove(copyPath)
         return result
+    }
+}
+
+/// Sealing a library whose order is in PostgreSQL (`serve --postgres`): the bytes its history
+/// takes there before and after, a replica's compaction with and without the handover of its
+/// segments, and a replica made anew from the log rows against one made from the segments.
+struct PostgresSealing {
+    var ops: Int
+    var opsSealed: Int64
+    /// `pg_column_size` of the library's log rows, then of its log rows and segments.
+    var bytesBefore: Int64
+    var bytesAfter: Int64
+    /// A replica's compaction that sealed and handed the segments over, and the same compaction
+    /// of another replica afterwards, which found them there.
+    var compactWithHandoverSeconds: Double
+    var compactSeconds: Double
+    /// A new server's replica of the library, made from PostgreSQL: before sealing (every op a
+    /// row) and after (segments, kept sealed, then the rows after them).
+    var replicaFromRowsSeconds: Double
+    var replicaFromSegmentsSeconds: Double
+    var digestsMatch: Bool
+}
+
+extension SyncBenchmark {
+    func measurePostgresSealing(_ conninfo: String, service: SyncService, libraryID: UUID) throws -> PostgresSealing {
+        let key = libraryID.lowercased
+        let pg = try PostgresConnection(conninfo)
+        func bytes() throws -> Int64 {
+            try pg.execute("SELECT coalesce(sum(pg_column_size(l.*)), 0) FROM chronicle_log l WHERE library_id = $1", [key]).int(0, 0)
+                + pg.execute("SELECT coalesce(sum(pg_column_size(s.*)), 0) FROM chronicle_segments s WHERE library_id = $1", [key]).int(0, 0)
+        }
+        var stores: [PostgresServerStore] = []
+        func freshReplica(_ name: String) throws -> (seconds: Double, library: ServerLibrary) {
+            let store = try PostgresServerStore(conninfo: conninfo, cacheDirectory: directory + "/sync-push-postgres-\(name)", schema: .readItLater)
+            stores.append(store)
+            let t0 = nowNanoseconds()
+            let library = try store.library(libraryID)
+            return (Double(nowNanoseconds() - t0) / 1e9, library)
+        }
+        var policy = CompactionPolicy()
+        policy.keepOps = 10_000
+        policy.wholeSegmentsOnly = true
+        policy.givesSpaceBack = false
+        let before = try bytes()
+        progress("sync push, PostgreSQL: a replica made anew from \(formatCount(Double(sizes.pushOps))) log rows…")
+        let fromRows = try freshReplica("rows")
+        progress("sync push, PostgreSQL: that replica compacted, its segments handed over…")
+        var t0 = nowNanoseconds()
+        let sealed = try fromRows.library.compact(policy)
+        let withHandover = Double(nowNanoseconds() - t0) / 1e9
+        progress("sync push, PostgreSQL: the service's replica compacted, its segments there already…")
+        t0 = nowNanoseconds()
+        _ = try service.compact(library: libraryID, policy: policy)
+        let without = Double(nowNanoseconds() - t0) / 1e9
+        let after = try bytes()
+        progress("sync push, PostgreSQL: a replica made anew from the segments and the rows after them…")
+        let fromSegments = try freshReplica("segments")
+        let digests = try [fromRows.library, fromSegments.library, service.library(libraryID)].map { try $0.digest() }
+        for name in ["rows", "segments"] { try? FileManager.default.removeItem(atPath: directory + "/sync-push-postgres-\(name)") }
+        return PostgresSealing(ops: sizes.pushOps, opsSealed: sealed.opsSealed, bytesBefore: before, bytesAfter: after,
+                               compactWithHandoverSeconds: withHandover, compactSeconds: without,
+                               replicaFromRowsSeconds: fromRows.seconds, replicaFromSegmentsSeconds: fromSegments.seconds,
+                               digestsMatch: Set(digests).count == 1)
     }
 }

@@ -112,6 +112,19 @@ extension SyncBenchmark.Result {
                                       chronicle: formatCount(opsPerSecond) + " ops/s", baseline: formatCount(push.baselineOpsPerSecond) + " ops/s",
                                       ratio: ratioText(opsPerSecond / push.baselineOpsPerSecond), target: "", verdict: ""))
         }
+        if let sealing = push.postgresSealing {
+            sink.rows.append(TableRow(measurement: "PostgreSQL: a new server's replica made from sealed segments (base: from log rows, before sealing)",
+                                      chronicle: formatFixed(sealing.replicaFromSegmentsSeconds, 2) + " s",
+                                      baseline: formatFixed(sealing.replicaFromRowsSeconds, 2) + " s",
+                                      ratio: ratioText(sealing.replicaFromRowsSeconds / sealing.replicaFromSegmentsSeconds), target: "",
+                                      verdict: sealing.digestsMatch ? "" : "digests differ"))
+            sink.rows.append(TableRow(measurement: "PostgreSQL: a replica's compaction handing its segments over (base: the same compaction, segments there already)",
+                                      chronicle: formatFixed(sealing.compactWithHandoverSeconds, 2) + " s",
+                                      baseline: formatFixed(sealing.compactSeconds, 2) + " s",
+                                      ratio: ratioText(sealing.compactSeconds / sealing.compactWithHandoverSeconds), target: "", verdict: ""))
+            sink.notes.append("PostgreSQL sealing: of \(formatCount(Double(sealing.ops))) ops pushed, \(formatCount(Double(sealing.opsSealed))) were sealed (10,000 kept hot); the library's history took \(formatFixed(Double(sealing.bytesBefore) / 1e6, 1)) MB in PostgreSQL as log rows and \(formatFixed(Double(sealing.bytesAfter) / 1e6, 1)) MB as segments and the rows after them (pg_column_size), \(formatFixed(Double(sealing.bytesBefore) / Double(max(1, sealing.bytesAfter)), 1))x smaller; the three replicas' digests \(sealing.digestsMatch ? "match" : "DIFFER").")
+            if !sealing.digestsMatch { syncFailure("PostgreSQL sealing: the replicas' digests differ") }
+        }
         sink.rows.append(wireRow("push batch", push.wire))
         sink.json.append(("push", .object([
             ("ops", .int(Int64(push.ops))), ("pushed", .int(Int64(push.pushed))), ("rejected", .int(Int64(push.rejected))),

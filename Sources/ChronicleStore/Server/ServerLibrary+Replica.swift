@@ -91,9 +91,9 @@ extension ServerLibrary {
         public var previousDigest: String
     }
 
-    /// The highest seq sealed into segments in this file (0: none).
+    /// The highest seq sealed into segments in this file, or before which history was dropped (0: none).
     public func sealedThrough() throws -> Int64 {
-        try read { db in try db.scalarInt("SELECT coalesce(\(StoreFormat.sealedEnd), 0)") ?? 0 }
+        try read { db in try DeviceStore.sealedUpTo(in: db) }
     }
 
     /// Up to `limit` sealed segments that end after `seq`, oldest first, with their frames.
