@@ -130,6 +130,9 @@ public final class PostgresServerStore: SharedLibraryStore {
         )
         """,
         "CREATE INDEX chronicle_dropped_ops_by_seq ON chronicle_dropped_ops(library_id, server_seq)",
+        // Frames are LZ4 already: stored out of line without PostgreSQL trying to compress them again.
+        "ALTER TABLE chronicle_segments ALTER COLUMN frame SET STORAGE EXTERNAL",
+        "ALTER TABLE chronicle_snapshots ALTER COLUMN frame SET STORAGE EXTERNAL",
         // Segments, snapshots and dropped op ids are never changed. A segment goes only behind the
         // horizon (at or before the library's history_base), a snapshot only where it is not the one
         // history begins at, an op id never: each also with its whole library.
