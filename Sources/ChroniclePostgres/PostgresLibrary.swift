@@ -266,13 +266,13 @@ public final class PostgresLibrary: LibraryUpstream {
 
     // MARK: - Sealing
 
-    /// Hands what `replica` sealed over to PostgreSQL: each segment that continues PostgreSQL's
-    /// sealed prefix goes into `chronicle_segments`, chained there, and its ops leave
-    /// `chronicle_log`, one segment per transaction under the library's row lock. A segment is
-    /// checked op by op against the log rows it replaces before they go (the guard trigger lets
-    /// only ops a segment holds leave). Several servers may hand over at once: each segment goes
-    /// in once, and a replica whose segments end elsewhere than PostgreSQL's leaves the rest to
-    /// another. Nothing to do (no query) while the replica has sealed no further than PostgreSQL.
+    /// Seals PostgreSQL as far as `replica` is sealed (`sealNext`: the replica's segments where
+    /// they continue PostgreSQL's, else PostgreSQL's own rows), one segment per transaction under
+    /// the library's row lock, each checked op by op against the log rows it replaces before they
+    /// go (the guard trigger lets only ops a segment holds leave); then drops PostgreSQL's history
+    /// as far as the replica's was dropped past the retention horizon (`drop`). Several servers
+    /// may do this at once: each segment goes in once. Nothing to do (no query) while the replica
+    /// has sealed and dropped no further than PostgreSQL was last seen to have.
     public func sealed(_ replica: ServerLibrary) throws {
         let local = try replica.sealedThrough()
         let base = try replica.historyBase()

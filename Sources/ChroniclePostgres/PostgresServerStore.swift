@@ -517,6 +517,13 @@ public final class PostgresServerStore: SharedLibraryStore {
         }
     }
 
+    /// Where library `id`'s log stands in PostgreSQL: its head, how far it is sealed into segments,
+    /// and the seq its history begins after (0: whole).
+    public func lifecycle(_ id: UUID) throws -> (head: Int64, sealedThrough: Int64, historyBase: Int64) {
+        let state = try pool.withConnection { pg in try PostgresLibrary.readState(id, pg, forUpdate: false) }
+        return (state.head, state.sealedThrough, state.historyBase)
+    }
+
     /// PostgreSQL's head for library `id`.
     public func head(_ id: UUID) throws -> Int64 {
         try pool.withConnection { pg in try PostgresLibrary.readState(id, pg, forUpdate: false).head }

@@ -131,8 +131,8 @@ import Testing
         try b.ok("sync")
 
         // What works on library files is refused; a user removed with their library leaves PostgreSQL.
-        let compact = try Tool.exec(Tool.binary, ["server", "compact", "--all"] + pg)
-        #expect(compact.status != 0 && compact.stderr.contains("libraries_in_postgresql"), "\(compact.stderr)")
+        let backup = try Tool.exec(Tool.binary, ["server", "backup", "--to", a.directory.appendingPathComponent("copy").path] + pg)
+        #expect(backup.status != 0 && backup.stderr.contains("libraries_in_postgresql"), "\(backup.stderr)")
         let both = try Tool.exec(Tool.binary, ["server", "users", "--data", a.directory.path] + pg)
         #expect(both.status == 2, "\(both.stderr)")
         let removed = try Tool.exec(Tool.binary, ["server", "remove-user", "ada", "--delete-library"] + pg)
@@ -274,5 +274,16 @@ import Testing
         #expect(verified.status == 0 && verified.stdout.contains("ok   the sealed segments in PostgreSQL run on from where history begins, chained and readable: 3 segments through seq 30")
                 && verified.stdout.contains("ok   the log in PostgreSQL runs on from its sealed segments to the head with no gap: 6 ops after seq 30, head 36"),
                 "\(verified.stdout) \(verified.stderr)")
+
+        // An operator seals the rest now, beside the running servers; devices go on syncing.
+        let compacted = try Tool.exec(Tool.binary, ["server", "compact", "ada", "--keep-ops", "0"] + pg)
+        #expect(compacted.status == 0 && compacted.stdout.contains("Sealed 6 ops of ada's library in PostgreSQL: its segments reach seq 36 of 36."),
+                "\(compacted.stdout) \(compacted.stderr)")
+        #expect(try database.execute("SELECT count(*) FROM chronicle_log").int(0, 0) == 0)
+        try a.ok("save", "https://example.com/a/after")
+        try a.ok("sync")
+        try c.ok("sync")
+        #expect(try DeviceStore.open(at: c.store).digest() == (try DeviceStore.open(at: a.store).digest()))
+        #expect(try Tool.exec(Tool.binary, ["server", "verify", "ada"] + pg).status == 0)
     }
 }

@@ -279,6 +279,55 @@ extension Command {
         return try verifyLibraries(service, postgres: store, user: user, ctx)
     }
 
+    /// `chronicle server compact --postgres CONNINFO (NAME | --all)`: each library read into a scratch
+    /// replica and compacted there with `policy`, which has PostgreSQL seal as far (and drop history
+    /// past the horizon), beside the running servers.
+    static func compactPostgres(conninfo: String, accounts: Accounts, user: String?, policy: CompactionPolicy, _ ctx: Context) throws -> Int32 {
+        let directory = (NSTemporaryDirectory() as NSString).appendingPathComponent("chronicle-compact-\(UUID().lowercased)")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try AccountsPlace.postgresStore(conninfo, replicas: directory, poolSize: 2)
+        let service = try SyncService(dataDirectory: directory, limits: .besideARunningServer, maintenance: .off, shared: store, accounts: accounts)
+        var policy = policy
+        policy.givesSpaceBack = false   // the scratch replica is thrown away; PostgreSQL's autovacuum reuses what the rows left
+        let targets: [(name: String, library: UUID)]
+        if let user {
+            guard let record = try accounts.user(user) else { throw ChronicleError(.unknownEntity, "No user named '\(user)'.") }
+            targets = [(user, record.libraryID)]
+        } else {
+            targets = try accounts.libraries().map { ($0.name, $0.libraryID) }
+        }
+        let bar = ProgressBar("Compacting", unit: "libraries")
+        var results: [[String: Any]] = []
+        var failures: [String] = []
+        for (done, target) in targets.enumerated() {
+            bar.update(Int64(done), Int64(targets.count))
+            do {
+                let before = try store.lifecycle(target.library)
+                _ = try service.compact(library: target.library, policy: policy)
+                let after = try store.lifecycle(target.library)
+                results.append(["user": target.name, "library_id": target.library.lowercased, "head": after.head,
+                                "ops_sealed": after.sealedThrough - before.sealedThrough, "sealed_through": after.sealedThrough,
+                                "history_base": after.historyBase, "history_dropped_through": after.historyBase > before.historyBase ? after.historyBase : NSNull()])
+                if !ctx.output.json {
+                    bar.finish()
+                    ctx.output.line("Sealed \(after.sealedThrough - before.sealedThrough) ops of \(target.name)'s library in PostgreSQL: "
+                                    + "its segments reach seq \(after.sealedThrough) of \(after.head)"
+                                    + (after.historyBase > before.historyBase ? "; history through seq \(after.historyBase) dropped" : "")
+                                    + (after.historyBase > 0 ? "; history begins after seq \(after.historyBase)." : "."))
+                }
+            } catch {
+                guard user == nil else { throw error }
+                failures.append("\(target.name): \((error as? ChronicleError)?.message ?? (error as? ProtocolError)?.message ?? "\(error)")")
+            }
+        }
+        bar.finish()
+        if ctx.output.json { ctx.output.emit(user == nil ? results as Any : results.first as Any) }
+        if !failures.isEmpty {
+            throw ChronicleError(.database, "\(failures.count) of \(targets.count) libraries could not be compacted (the others were): \(failures.joined(separator: "; ")).")
+        }
+        return ExitCode.success
+    }
+
     static func verifyLibraries(_ service: SyncService, postgres: PostgresServerStore?, user: String?, _ ctx: Context) throws -> Int32 {
         // The libraries PostgreSQL has a row for (empty for a data directory).
         let ordered = Set(try (service.accounts.storage as? PostgresAccountsStorage)?.libraries().map(\.id) ?? [])

@@ -309,7 +309,7 @@ extension Command {
 
     static let server = Command(
         name: "server", summary: "Administer a server's data directory or PostgreSQL accounts (add-user, users, devices, revoke, passwd, remove-user, delete-library, set-plan, compact, backup, verify, salvage).",
-        usage: "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run] | devices --data DIR NAME | revoke --data DIR (DEVICE | --all NAME) | passwd --data DIR NAME [--revoke-devices] | remove-user --data DIR NAME [--delete-library] [--wait S] | delete-library --data DIR ID [--wait S] (add-user, users, devices, revoke, passwd, remove-user, delete-library, set-plan and verify take --postgres CONNINFO in place of --data DIR)",
+        usage: "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run] | devices --data DIR NAME | revoke --data DIR (DEVICE | --all NAME) | passwd --data DIR NAME [--revoke-devices] | remove-user --data DIR NAME [--delete-library] [--wait S] | delete-library --data DIR ID [--wait S] (add-user, users, devices, revoke, passwd, remove-user, delete-library, set-plan, compact and verify take --postgres CONNINFO in place of --data DIR)",
         details: """
             add-user reads the password from the first line of stdin (at least 8 characters) and creates the user's library;
             with --library ID it gives the user a library already in DIR that no user owns (one `salvage --accounts`
@@ -356,29 +356,32 @@ extension Command {
             a device whose registration was lost signs in again (401; its store and queue are kept), and a library whose
             user was lost stays on disk and is listed with the `add-user --library` command that gives it back.
             Servers that share PostgreSQL (`serve --postgres`) keep users and devices there: add-user, users, devices,
-            revoke, passwd, remove-user, delete-library and set-plan take --postgres CONNINFO (or CHRONICLE_POSTGRES, when
+            revoke, passwd, remove-user, delete-library, set-plan, compact and verify take --postgres CONNINFO (or CHRONICLE_POSTGRES, when
             --data is not given) in place of --data DIR, and work beside the running servers; remove-user --delete-library
             and delete-library delete the library from PostgreSQL at once (no user owns it, so no device can reach it), and
             each server drops its replica when it next starts; set-plan orders its op there as a push is, after reading the
-            library's log into a scratch replica; verify checks there that each library's sealed segments run from seq 1,
-            chained and readable, and its log on from them to the head with no gap, that every device's number covers its ops and that the guard triggers are in place, then reads the log into a
-            scratch replica and checks it as a library file (the projection against a replay). compact, backup and
-            salvage are not available there yet (back up with pg_dump).
+            library's log into a scratch replica; compact reads the library into a scratch replica, compacts it with
+            --keep-ops N (default 10,000) and --horizon-days D, and has PostgreSQL seal as far (and drop history past the
+            horizon behind the snapshot there), as the running servers do on their own; verify checks there that each
+            library's sealed segments run on from where its history begins, chained and readable, and its log on from
+            them to the head with no gap, that every device's number covers its ops and that the guard triggers are in
+            place, then reads the log into a scratch replica and checks it as a library file (the projection against a
+            replay). backup and salvage are not available there (back up with pg_dump).
             """) { args, ctx in
-        let usage = "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run] | devices --data DIR NAME | revoke --data DIR (DEVICE | --all NAME) | passwd --data DIR NAME [--revoke-devices] | remove-user --data DIR NAME [--delete-library] [--wait S] | delete-library --data DIR ID [--wait S] (add-user, users, devices, revoke, passwd, remove-user, delete-library, set-plan and verify take --postgres CONNINFO in place of --data DIR)"
+        let usage = "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run] | devices --data DIR NAME | revoke --data DIR (DEVICE | --all NAME) | passwd --data DIR NAME [--revoke-devices] | remove-user --data DIR NAME [--delete-library] [--wait S] | delete-library --data DIR ID [--wait S] (add-user, users, devices, revoke, passwd, remove-user, delete-library, set-plan, compact and verify take --postgres CONNINFO in place of --data DIR)"
         let action = try args.requirePositional("an action (add-user, users, devices, revoke, passwd, remove-user, delete-library, set-plan, compact, backup, verify or salvage)", usage: usage)
         let place = try AccountsPlace.parse(&args, usage: usage)
-        let accountActions = ["add-user", "users", "devices", "revoke", "passwd", "remove-user", "delete-library", "set-plan", "verify"]
-        // Only the account actions work on PostgreSQL; the others read and write library files.
+        let accountActions = ["add-user", "users", "devices", "revoke", "passwd", "remove-user", "delete-library", "set-plan", "compact", "verify"]
+        // backup and salvage read and write library files; the other actions work on PostgreSQL too.
         let data = place.directory ?? ""
-        if place.directory == nil, !accountActions.contains(action), ["compact", "backup", "salvage"].contains(action) {
-            throw ChronicleError(.librariesInPostgreSQL, "`chronicle server \(action)` works on a data directory's files and is not available with --postgres yet. Use PostgreSQL's own tools (pg_dump for backups), or a running `chronicle serve --postgres` for everything a server does.")
+        if place.directory == nil, !accountActions.contains(action), ["backup", "salvage"].contains(action) {
+            throw ChronicleError(.librariesInPostgreSQL, "`chronicle server \(action)` works on a data directory's files and is not available with --postgres. Use PostgreSQL's own tools (pg_dump for backups), or a running `chronicle serve --postgres` for everything a server does.")
         }
         // These work on library files, which are only a server's replicas where libraries are ordered in PostgreSQL.
         if ["set-plan", "compact", "backup", "verify", "delete-library"].contains(action) || (action == "salvage" && !args.has("accounts")) {
             let accountsFile = (data as NSString).appendingPathComponent("server.sqlite")
             if FileManager.default.fileExists(atPath: accountsFile), let accounts = try? Accounts(dataDirectory: data) {
-                if ["delete-library", "set-plan", "verify"].contains(action) { _ = try place.open(for: action) }   // accounts moved: says to use --postgres
+                if ["delete-library", "set-plan", "compact", "verify"].contains(action) { _ = try place.open(for: action) }   // accounts moved: says to use --postgres
                 try accounts.refuseIfOrderedElsewhere("`chronicle server \(action)`")
             }
         }
@@ -452,6 +455,9 @@ extension Command {
                 policy.horizonMilliseconds = n * 86_400_000
             }
             try args.finish(usage: usage)
+            if case .postgres(let conninfo) = place {
+                return try compactPostgres(conninfo: conninfo, accounts: try place.open(for: "compact"), user: name, policy: policy, ctx)
+            }
             let service = try SyncService(dataDirectory: data, limits: .besideARunningServer, maintenance: .off)
             let targets: [(name: String, library: UUID)]
             if let name {
