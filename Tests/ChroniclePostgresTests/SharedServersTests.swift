@@ -20,11 +20,11 @@ struct SharedServersTests {
         let user: UserRecord
         let password = "correct horse battery staple"
 
-        init() throws {
+        init(maintenance: MaintenancePolicy = MaintenancePolicy()) throws {
             let database = try TestDatabase()
             self.database = database
             servers = try ["one", "two"].map { name in
-                try SyncServer(dataDirectory: database.directory + "/\(name)", shared: try database.server(name),
+                try SyncServer(dataDirectory: database.directory + "/\(name)", maintenance: maintenance, shared: try database.server(name),
                                accounts: Accounts(storage: try PostgresAccountsStorage(conninfo: database.conninfo)))
             }
             user = try servers[0].service.accounts.addUser("ada", password: password, schema: .readItLater)
@@ -43,6 +43,53 @@ struct SharedServersTests {
             configuration.backoffMaxMilliseconds = 50
             return (store, transport, SyncEngine(store: store, transport: transport, configuration: configuration, random: { 0.5 }))
         }
+    }
+
+    /// Both servers compact their replicas on their own (every 20 ms, segments of 40 ops) while
+    /// devices push through both: PostgreSQL is sealed as they go, under the same row lock as the
+    /// pushes, and ends whole, gap-free and in one history with every replica and device.
+    @Test func serversSealPostgreSQLWhileDevicesPushThroughBoth() async throws {
+        var maintenance = MaintenancePolicy()
+        maintenance.compaction?.keepOps = 20
+        maintenance.compaction?.segmentOpsMax = 40
+        maintenance.compaction?.snapshotEveryOps = 200
+        maintenance.checkIntervalSeconds = 0.02
+        let pair = try Pair(maintenance: maintenance)
+        let devices = try [pair.device(0), pair.device(1), pair.device(0), pair.device(1)]
+        for round in 0..<12 {
+            for (index, device) in devices.enumerated() {
+                for op in 0..<10 {
+                    _ = try device.store.write("article.save", payload: ["url": .text("https://example.com/\(index)/\(round)/\(op)")])
+                }
+            }
+            async let one = devices[0].engine.syncOnce()
+            async let two = devices[1].engine.syncOnce()
+            async let three = devices[2].engine.syncOnce()
+            async let four = devices[3].engine.syncOnce()
+            let outcomes = await [one.outcome, two.outcome, three.outcome, four.outcome]
+            #expect(outcomes.allSatisfy { $0 == .synced }, "\(outcomes)")
+        }
+        let total: Int64 = 12 * 4 * 10
+        let check = try pair.database.server("check")
+        let pg = try pair.database.connection()
+        var sealed: Int64 = 0
+        let deadline = Date().addingTimeInterval(20)
+        while sealed < total - 20 - 39, Date() < deadline {
+            sealed = try pg.execute("SELECT sealed_through FROM chronicle_libraries").int(0, 0)
+            try await Task.sleep(nanoseconds: 20_000_000)
+        }
+        #expect(sealed >= total - 20 - 39 && sealed % 40 == 0, "sealed through \(sealed) of \(total)")
+        #expect(try pg.execute("SELECT count(*) FROM chronicle_log").int(0, 0) == total - sealed)
+        let failed = try check.checks(of: pair.user.libraryID).filter { !$0.passed }
+        #expect(failed.isEmpty, "\(failed)")
+        for device in devices { _ = await device.engine.syncOnce() }
+        let replicas = try pair.servers.map { try $0.service.library(pair.user.libraryID) } + [try check.library(pair.user.libraryID)]
+        for replica in replicas { try replica.catchUp() }
+        let digest = try replicas[0].digest()
+        for replica in replicas { #expect(try replica.digest() == digest) }
+        for device in devices { #expect(try device.store.digest() == digest) }
+        let ops = try replicas[2].allOps()
+        #expect(ops.count == Int(total) && Set(ops.map(\.opID)).count == ops.count)
     }
 
     @Test func devicesOnEitherServerConvergeOnOneHistory() async throws {

@@ -46,7 +46,7 @@ for kind in "${kinds[@]}"; do
       swift build --build-tests -Xswiftc -sanitize=thread --build-path "$build"
       # PGGSSENCMODE=disable: libpq leaves Kerberos alone, whose mutexes assert at exit under TSan.
       PGGSSENCMODE=disable TSAN_OPTIONS=halt_on_error=1 swift test --skip-build --build-path "$build" --filter \
-        "HTTPServerTests|WorkerPoolTests|HTTPBadInputTests|PushPipelineTests|ServerMaintenanceTests|ServerIsolationTests|SharedSessionTests|SyncTransportSuite|SQLiteLayerTests|LocalWriteTests|SearchRankTests|CheckpointerTests|ParallelSearchBuildTests|ParallelSearchTests|CompactionTests|BulkApplyTests|RetentionHorizonTests|PostgresLibraryTests|PostgresAccountsTests|SharedServersTests"
+        "HTTPServerTests|WorkerPoolTests|HTTPBadInputTests|PushPipelineTests|ServerMaintenanceTests|ServerIsolationTests|SharedSessionTests|SyncTransportSuite|SQLiteLayerTests|LocalWriteTests|SearchRankTests|CheckpointerTests|ParallelSearchBuildTests|ParallelSearchTests|CompactionTests|BulkApplyTests|RetentionHorizonTests|PostgresLibraryTests|PostgresAccountsTests|PostgresSealingTests|SharedServersTests"
       ;;
   esac
 done
