@@ -289,39 +289,52 @@ extension Command {
         let service = try SyncService(dataDirectory: directory, limits: .besideARunningServer, maintenance: .off, shared: store, accounts: accounts)
         var policy = policy
         policy.givesSpaceBack = false   // the scratch replica is thrown away; PostgreSQL's autovacuum reuses what the rows left
-        let targets: [(name: String, library: UUID)]
-        if let user {
-            guard let record = try accounts.user(user) else { throw ChronicleError(.unknownEntity, "No user named '\(user)'.") }
-            targets = [(user, record.libraryID)]
-        } else {
-            targets = try accounts.libraries().map { ($0.name, $0.libraryID) }
+        return try compactEach(try libraryTargets(accounts, user: user), all: user == nil, ctx) { target in
+            let before = try store.lifecycle(target.library)
+            _ = try service.compact(library: target.library, policy: policy)
+            let after = try store.lifecycle(target.library)
+            let dropped = after.historyBase > before.historyBase
+            return (["user": target.name, "library_id": target.library.lowercased, "head": after.head,
+                     "ops_sealed": after.sealedThrough - before.sealedThrough, "sealed_through": after.sealedThrough,
+                     "history_base": after.historyBase, "history_dropped_through": dropped ? after.historyBase : NSNull()],
+                    "Sealed \(after.sealedThrough - before.sealedThrough) ops of \(target.name)'s library in PostgreSQL: "
+                    + "its segments reach seq \(after.sealedThrough) of \(after.head)"
+                    + (dropped ? "; history through seq \(after.historyBase) dropped" : "")
+                    + (after.historyBase > 0 ? "; history begins after seq \(after.historyBase)." : "."))
         }
+    }
+
+    /// NAME's library, or every user's (`user` nil), by user name.
+    static func libraryTargets(_ accounts: Accounts, user: String?) throws -> [(name: String, library: UUID)] {
+        guard let user else { return try accounts.libraries().map { ($0.name, $0.libraryID) } }
+        guard let record = try accounts.user(user) else { throw ChronicleError(.unknownEntity, "No user named '\(user)'.") }
+        return [(user, record.libraryID)]
+    }
+
+    /// `server compact`'s loop: `compact` on each target under a progress bar, its line printed (or
+    /// its result gathered for --json). With --all (`all`), one that fails does not stop the rest,
+    /// and the command fails at the end naming each.
+    static func compactEach(_ targets: [(name: String, library: UUID)], all: Bool, _ ctx: Context,
+                            _ compact: ((name: String, library: UUID)) throws -> (result: [String: Any], line: String)) throws -> Int32 {
         let bar = ProgressBar("Compacting", unit: "libraries")
         var results: [[String: Any]] = []
         var failures: [String] = []
         for (done, target) in targets.enumerated() {
             bar.update(Int64(done), Int64(targets.count))
             do {
-                let before = try store.lifecycle(target.library)
-                _ = try service.compact(library: target.library, policy: policy)
-                let after = try store.lifecycle(target.library)
-                results.append(["user": target.name, "library_id": target.library.lowercased, "head": after.head,
-                                "ops_sealed": after.sealedThrough - before.sealedThrough, "sealed_through": after.sealedThrough,
-                                "history_base": after.historyBase, "history_dropped_through": after.historyBase > before.historyBase ? after.historyBase : NSNull()])
+                let (result, line) = try compact(target)
+                results.append(result)
                 if !ctx.output.json {
                     bar.finish()
-                    ctx.output.line("Sealed \(after.sealedThrough - before.sealedThrough) ops of \(target.name)'s library in PostgreSQL: "
-                                    + "its segments reach seq \(after.sealedThrough) of \(after.head)"
-                                    + (after.historyBase > before.historyBase ? "; history through seq \(after.historyBase) dropped" : "")
-                                    + (after.historyBase > 0 ? "; history begins after seq \(after.historyBase)." : "."))
+                    ctx.output.line(line)
                 }
             } catch {
-                guard user == nil else { throw error }
+                guard all else { throw error }
                 failures.append("\(target.name): \((error as? ChronicleError)?.message ?? (error as? ProtocolError)?.message ?? "\(error)")")
             }
         }
         bar.finish()
-        if ctx.output.json { ctx.output.emit(user == nil ? results as Any : results.first as Any) }
+        if ctx.output.json { ctx.output.emit(all ? results as Any : results.first as Any) }
         if !failures.isEmpty {
             throw ChronicleError(.database, "\(failures.count) of \(targets.count) libraries could not be compacted (the others were): \(failures.joined(separator: "; ")).")
         }
@@ -331,13 +344,7 @@ extension Command {
     static func verifyLibraries(_ service: SyncService, postgres: PostgresServerStore?, user: String?, _ ctx: Context) throws -> Int32 {
         // The libraries PostgreSQL has a row for (empty for a data directory).
         let ordered = Set(try (service.accounts.storage as? PostgresAccountsStorage)?.libraries().map(\.id) ?? [])
-        let targets: [(name: String, library: UUID)]
-        if let user {
-            guard let record = try service.accounts.user(user) else { throw ChronicleError(.unknownEntity, "No user named '\(user)'.") }
-            targets = [(user, record.libraryID)]
-        } else {
-            targets = try service.accounts.libraries().map { ($0.name, $0.libraryID) }
-        }
+        let targets = try libraryTargets(service.accounts, user: user)
         var results: [[String: Any]] = []
         var failed: [String] = []
         // With --all, the accounts file too: which library is whose, and the devices' tokens.

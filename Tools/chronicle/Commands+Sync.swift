@@ -459,40 +459,16 @@ extension Command {
                 return try compactPostgres(conninfo: conninfo, accounts: try place.open(for: "compact"), user: name, policy: policy, ctx)
             }
             let service = try SyncService(dataDirectory: data, limits: .besideARunningServer, maintenance: .off)
-            let targets: [(name: String, library: UUID)]
-            if let name {
-                guard let user = try service.accounts.user(name) else { throw ChronicleError(.unknownEntity, "No user named '\(name)'.") }
-                targets = [(name, user.libraryID)]
-            } else {
-                targets = try service.accounts.libraries().map { ($0.name, $0.libraryID) }
-            }
-            let bar = ProgressBar("Compacting", unit: "libraries")
-            var results: [[String: Any]] = []
-            var failures: [String] = []
-            for (done, target) in targets.enumerated() {
-                bar.update(Int64(done), Int64(targets.count))
-                do {
-                    let report = try service.compact(library: target.library, policy: policy)
-                    results.append(["user": target.name, "library_id": target.library.lowercased, "ops_sealed": report.opsSealed,
-                                    "segments_written": report.segmentsWritten, "snapshot_seq": report.snapshotSeq as Any? ?? NSNull(),
-                                    "history_dropped_through": report.historyDroppedThrough as Any? ?? NSNull(),
-                                    "file_bytes_before": report.fileBytesBefore, "file_bytes_after": report.fileBytesAfter])
-                    if !ctx.output.json {
-                        bar.finish()
-                        ctx.output.line("Sealed \(report.opsSealed) ops of \(target.name)'s library into \(report.segmentsWritten) segments" +
-                                        (report.snapshotSeq.map { "; snapshot at seq \($0)" } ?? "") +
-                                        (report.historyDroppedThrough.map { "; history through seq \($0) dropped" } ?? "") +
-                                        "; \(report.fileBytesBefore) → \(report.fileBytesAfter) bytes.")
-                    }
-                } catch {
-                    guard all else { throw error }
-                    failures.append("\(target.name): \((error as? ChronicleError)?.message ?? (error as? ProtocolError)?.message ?? "\(error)")")
-                }
-            }
-            bar.finish()
-            if ctx.output.json { ctx.output.emit(all ? results as Any : results.first as Any) }
-            if !failures.isEmpty {
-                throw ChronicleError(.database, "\(failures.count) of \(targets.count) libraries could not be compacted (the others were): \(failures.joined(separator: "; ")).")
+            return try compactEach(try libraryTargets(service.accounts, user: name), all: all, ctx) { target in
+                let report = try service.compact(library: target.library, policy: policy)
+                return (["user": target.name, "library_id": target.library.lowercased, "ops_sealed": report.opsSealed,
+                         "segments_written": report.segmentsWritten, "snapshot_seq": report.snapshotSeq as Any? ?? NSNull(),
+                         "history_dropped_through": report.historyDroppedThrough as Any? ?? NSNull(),
+                         "file_bytes_before": report.fileBytesBefore, "file_bytes_after": report.fileBytesAfter],
+                        "Sealed \(report.opsSealed) ops of \(target.name)'s library into \(report.segmentsWritten) segments" +
+                        (report.snapshotSeq.map { "; snapshot at seq \($0)" } ?? "") +
+                        (report.historyDroppedThrough.map { "; history through seq \($0) dropped" } ?? "") +
+                        "; \(report.fileBytesBefore) → \(report.fileBytesAfter) bytes.")
             }
         case "backup":
             guard let destination = args.option("to") else { throw ChronicleError(.usage, "--to DEST is required (a new or empty directory). Usage: \(usage)") }
