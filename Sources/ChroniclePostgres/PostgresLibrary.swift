@@ -82,7 +82,7 @@ public final class PostgresLibrary: LibraryUpstream {
                 return try pg.execute("SELECT op_id FROM chronicle_dropped_ops WHERE library_id = $1 AND server_seq = $2",
                                       [key, String(seq)]).text(0, 0)
             }
-            return try Self.decode(try rows.bytes(0, 0), libraryID).ops.first { $0.serverSeq == seq }?.opID.lowercased
+            return try ServerLibrary.decodeSealed(try rows.bytes(0, 0), libraryID: libraryID).ops.first { $0.serverSeq == seq }?.opID.lowercased
         }
     }
 
@@ -110,17 +110,6 @@ public final class PostgresLibrary: LibraryUpstream {
                 after = try rows.int(rows.count - 1, 1)
             }
         }
-    }
-
-    /// A sealed segment's ops and body, from its frame; checked to be this library's, gap-free.
-    static func decode(_ frame: [UInt8], _ libraryID: UUID) throws -> (ops: [Op], body: [UInt8]) {
-        let body = try LZ4Frame.decompress(frame, maxBytes: SegmentCodec.Limits().maxDecodedBytes)
-        let segment = try SegmentCodec.decodeBody(body)
-        guard segment.libraryID == libraryID, let first = segment.firstSeq, let last = segment.lastSeq,
-              segment.ops.count == Int(last - first + 1) else {
-            throw ChronicleError(.invariantViolated, "A sealed segment in PostgreSQL does not hold a gap-free run of library \(libraryID.lowercased)'s ops.")
-        }
-        return (segment.ops, body)
     }
 
     static func readState(_ id: UUID, _ pg: PostgresConnection, forUpdate: Bool) throws -> State {
@@ -325,7 +314,7 @@ public final class PostgresLibrary: LibraryUpstream {
                 throw ChronicleError(.invariantViolated, "PostgreSQL's segments of library \(key) do not run on from seq \(after).")
             }
             for row in 0..<segments.count {
-                let ops = try Self.decode(try segments.bytes(row, 0), libraryID).ops
+                let ops = try ServerLibrary.decodeSealed(try segments.bytes(row, 0), libraryID: libraryID).ops
                 for chunk in ops.chunks(of: 1_000) {
                     var parameters: [String?] = []
                     var rows: [String] = []
@@ -366,7 +355,7 @@ public final class PostgresLibrary: LibraryUpstream {
         let next = try replica.sealedSegments(after: state.sealedThrough, limit: 1).first
         let ops: [Op], body: [UInt8], frame: [UInt8]
         if let next, next.firstSeq == first, next.lastSeq <= end {
-            (ops, body) = try Self.decode(next.frame, libraryID)
+            (ops, body) = try ServerLibrary.decodeSealed(next.frame, libraryID: libraryID)
             frame = next.frame
         } else {
             var last = min(end, first + Int64(Self.ownSegmentOpsMax) - 1)

@@ -597,7 +597,7 @@ public final class PostgresServerStore: SharedLibraryStore {
             if first != expected { problems.append("\(name) does not follow seq \(expected - 1)") }
             if let previous, try rows.string(row, 4) != previous { problems.append("\(name) is not chained to the one before it") }
             do {
-                let (ops, body) = try PostgresLibrary.decode(try rows.bytes(row, 2), id)
+                let (ops, body) = try ServerLibrary.decodeSealed(try rows.bytes(row, 2), libraryID: id)
                 if ops.first?.serverSeq != first || ops.last?.serverSeq != last { problems.append("\(name) holds other seqs") }
                 if DeviceStore.chainDigest(previous: try rows.string(row, 4), body: body) != (try rows.string(row, 3)) {
                     problems.append("\(name): its digest does not match its bytes")

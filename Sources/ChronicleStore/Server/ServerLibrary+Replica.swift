@@ -15,8 +15,9 @@ public protocol LibraryUpstream: AnyObject, Sendable {
     /// Brings `library` up to what the upstream holds now (`ServerLibrary.replicate`).
     func catchUp(_ library: ServerLibrary) throws
 
-    /// Called after `library` compacted: the upstream may keep the segments it sealed in place of
-    /// their ops (`ServerLibrary.sealedSegments`). Cheap when there is nothing new to keep.
+    /// Called after `library` compacted: the upstream may seal its own history as far as `library`
+    /// is sealed (`ServerLibrary.sealedSegments`), and drop it as far as `library`'s was dropped
+    /// past the retention horizon (`historyBase`, `snapshot(at:)`). Cheap when there is nothing new.
     func sealed(_ library: ServerLibrary) throws
 }
 
@@ -187,31 +188,39 @@ extension ServerLibrary {
     /// is kept sealed as it came, so nothing is left to seal again; otherwise its ops go into the
     /// log. Records `generation`.
     public func replicate(sealed frame: [UInt8], generation: Int64) throws {
-        let body = try LZ4Frame.decompress(frame, maxBytes: SegmentCodec.Limits().maxDecodedBytes)
-        let segment = try SegmentCodec.decodeBody(body)
-        guard segment.libraryID == libraryID, let first = segment.firstSeq, let last = segment.lastSeq,
-              segment.ops.count == Int(last - first + 1) else {
-            throw ChronicleError(.invariantViolated, "Library \(libraryID.lowercased): a replicated segment belongs to another library or has a gap.")
-        }
+        let (ops, body) = try Self.decodeSealed(frame, libraryID: libraryID)
+        let first = ops.first!.serverSeq!, last = ops.last!.serverSeq!
         let kept: Bool = try writer.withLock { db in
             try db.transaction { db in
                 let head = try Self.head(in: db)
                 guard first == head + 1, try DeviceStore.sealedUpTo(in: db) == head else { return false }
                 let encoded = EncodedSegment(firstSeq: first, lastSeq: last, body: body, frame: frame,
-                                             filter: SegmentFilter(ids: Set(segment.ops.map(\.entityID))).bytes)
-                try storeSegment(encoded, ops: segment.ops[...], now: clock.nowMilliseconds(), in: db)
-                for op in segment.ops { try DeviceStore.materialize(op, materializer, in: db) }
+                                             filter: SegmentFilter(ids: Set(ops.map(\.entityID))).bytes)
+                try storeSegment(encoded, ops: ops[...], now: clock.nowMilliseconds(), in: db)
+                for op in ops { try DeviceStore.materialize(op, materializer, in: db) }
                 try DeviceStore.setMeta(Self.replicaGenerationKey, .integer(generation), in: db)
                 return true
             }
         }
         if kept {
-            tail.withLock { if last > $0.seq { $0 = (last, segment.ops.last!.serverTime ?? 0) } }
+            tail.withLock { if last > $0.seq { $0 = (last, ops.last!.serverTime ?? 0) } }
             pushes.advance()
             return
         }
         let head = localHead
-        try replicate(ops: segment.ops.filter { $0.serverSeq! > head }, rejected: [], devices: [], generation: generation)
+        try replicate(ops: ops.filter { $0.serverSeq! > head }, rejected: [], devices: [], generation: generation)
+    }
+
+    /// A sealed segment's ops (at least one) and body, from its LZ4 frame: checked to be a gap-free
+    /// run of library `libraryID`'s confirmed ops, or `invariantViolated`.
+    public static func decodeSealed(_ frame: [UInt8], libraryID: UUID) throws -> (ops: [Op], body: [UInt8]) {
+        let body = try LZ4Frame.decompress(frame, maxBytes: SegmentCodec.Limits().maxDecodedBytes)
+        let segment = try SegmentCodec.decodeBody(body)
+        guard segment.libraryID == libraryID, let first = segment.firstSeq, let last = segment.lastSeq,
+              segment.ops.count == Int(last - first + 1) else {
+            throw ChronicleError(.invariantViolated, "A sealed segment does not hold a gap-free run of library \(libraryID.lowercased)'s confirmed ops.")
+        }
+        return (segment.ops, body)
     }
 
     /// The generation of the other database this file has caught up with (0: none yet).
