@@ -132,7 +132,7 @@ extension Command {
             seals with them: the segments a replica sealed take the place of their ops' log rows there (checked op by
             op first; the first server to seal a segment hands it over). With --horizon-days, history past the horizon
             leaves PostgreSQL too, behind a snapshot of the state there, with the ids of its ops kept; replicas made
-            afterwards start from that snapshot. Not yet with --postgres: `server compact`, `backup` and `salvage`.
+            afterwards start from that snapshot. `server backup` and `salvage` work on library files only (use pg_dump).
             """) { args, ctx in
         let usage = "chronicle serve (--data DIR | --postgres CONNINFO (--data DIR | --replicas DIR) [--postgres-pool N] [--postgres-timeout S]) [--port N] [--host 127.0.0.1] [--threads N] [--body-memory-mb N] [--open-libraries N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact]"
         let dataOption = args.option("data")
