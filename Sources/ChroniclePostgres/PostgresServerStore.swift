@@ -21,7 +21,8 @@ import Foundation
 public final class PostgresServerStore: SharedLibraryStore {
     /// v1: libraries, log, refused ops and devices. v2: users, device registrations and library
     /// deletions too (`PostgresAccountsStorage`). v3: sealed segments, which the log's oldest ops
-    /// leave it for (`PostgresLibrary.sealed`). An older database gains what it lacks when it is opened.
+    /// leave it for, and history dropped past the retention horizon behind a snapshot, the op ids
+    /// kept (`PostgresLibrary.sealed`). An older database gains what it lacks when it is opened.
     public static let formatVersion: Int64 = 3
     /// How long a statement may run by default (`statement_timeout`): 30 s.
     public static let defaultStatementTimeoutMilliseconds = 30_000
