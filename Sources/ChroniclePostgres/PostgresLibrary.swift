@@ -44,6 +44,10 @@ public final class PostgresLibrary: LibraryUpstream {
     /// The store's counters (`/metrics`), shared by its libraries.
     let counters: Locked<PostgresCounters>
 
+    /// Set when the replica was found short of where PostgreSQL's history begins: it cannot
+    /// catch up, and is made anew (`PostgresServerStore.needsRemaking`).
+    let behindHistory = Locked(false)
+
     init(libraryID: UUID, pool: PostgresPool, counters: Locked<PostgresCounters> = Locked(PostgresCounters())) {
         self.libraryID = libraryID
         self.pool = pool
@@ -164,7 +168,10 @@ public final class PostgresLibrary: LibraryUpstream {
         let key = libraryID.lowercased
         if head < state.historyBase {
             guard head == 0 else {
-                throw ChronicleError(.invariantViolated, "This server's replica of library \(key) stopped at seq \(head), and PostgreSQL's history now begins after seq \(state.historyBase) (retention horizon). Restart the server to make the replica anew from the snapshot there.")
+                // Idle here past the horizon while another server dropped history beyond its head.
+                behindHistory.withLock { $0 = true }
+                throw ProtocolError(503, "replica_behind_horizon", "This server's copy of library \(key) stopped at seq \(head), and the history it would catch up from now begins after seq \(state.historyBase) (retention horizon). It is being made anew from the snapshot there; nothing was written. Try again shortly.",
+                                    retryAfterSeconds: 1)
             }
             try start(replica, at: state, pg)
             head = replica.localHead

@@ -368,9 +368,16 @@ public final class PostgresServerStore: SharedLibraryStore {
             for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
             replica = try make()
         }
+        upstream.behindHistory.withLock { $0 = false }
         replica!.follow(upstream)
         try replica!.catchUp()
         return replica!
+    }
+
+    /// True when this process's replica of library `id` was found short of where PostgreSQL's
+    /// history begins (it sat unused past the horizon): it is made anew when next opened.
+    public func needsRemaking(_ id: UUID) -> Bool {
+        upstreams.withLock { $0[id] }?.behindHistory.withLock { $0 } ?? false
     }
 
     /// The server and database, from the connection string (its password left out).

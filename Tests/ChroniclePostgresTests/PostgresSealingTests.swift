@@ -1,5 +1,6 @@
 import ChronicleCore
 import ChroniclePostgres
+import ChronicleServer
 import ChronicleStore
 import Foundation
 import Testing
@@ -246,6 +247,42 @@ struct PostgresSealingTests {
         let onB = try database.server("b", clock: clock).library(library)
         #expect(onB.localHead == 500)
         #expect(try onB.digest() == (try onA.digest()))
+    }
+
+    /// A replica left open and unused on one server while another dropped history past the
+    /// horizon beyond its head cannot catch up: its request is answered 503 with a Retry-After,
+    /// and the server makes it anew from the snapshot once nothing holds it.
+    @Test func aReplicaLeftBehindTheHorizonIsMadeAnew() async throws {
+        let database = try TestDatabase()
+        let library = UUID()
+        let clock = ManualClock()
+        let writer = try Writer(library: library, in: database.directory, seed: 36)
+        let accounts = Accounts(storage: try PostgresAccountsStorage(conninfo: database.conninfo, listening: false))
+        _ = try accounts.addUser("ada", password: "correct horse battery staple", schema: .readItLater, libraryID: library)
+        let token = try accounts.registerDevice(user: "ada", password: "correct horse battery staple", deviceID: UUID()).token
+        let onA = try database.server("a", clock: clock).library(library)
+        _ = try Self.push(try writer.write(300), to: onA, from: writer.deviceID)
+        let service = try SyncService(dataDirectory: database.directory + "/service", maintenance: .off, clock: clock,
+                                      shared: try database.server("s", clock: clock), accounts: accounts)
+        #expect(try await service.pull(library: library, after: 0, limit: 1_000, waitMilliseconds: 0, token: token).head == 300)
+
+        _ = try Self.push(try writer.write(300, salt: 1), to: onA, from: writer.deviceID)
+        clock.advance(milliseconds: 3 * 86_400_000)
+        _ = try Self.push(try writer.write(300, salt: 2), to: onA, from: writer.deviceID)
+        var policy = Self.policy(segment: 100, keep: 100)
+        policy.horizonMilliseconds = 86_400_000
+        #expect(try onA.compact(policy).historyDroppedThrough == 600)
+
+        do {
+            _ = try await service.pull(library: library, after: 300, limit: 1_000, waitMilliseconds: 0, token: token)
+            Issue.record("a replica behind the horizon cannot answer")
+        } catch {
+            #expect(error.status == 503 && error.code == "replica_behind_horizon" && error.retryAfterSeconds == 1, "\(error)")
+        }
+        let page = try await service.pull(library: library, after: 600, limit: 1_000, waitMilliseconds: 0, token: token)
+        #expect(page.head == 900 && page.segment.ops.first?.serverSeq == 601)
+        #expect(try service.library(library).historyBase() == 600)
+        #expect(try service.library(library).digest() == (try onA.digest()))
     }
 
     /// A format-2 database (no sealed segments) gains them when a format-3 build opens it, with

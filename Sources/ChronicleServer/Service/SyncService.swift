@@ -165,7 +165,12 @@ public final class SyncService: SyncEndpoint {
 
     /// The library, or nil where a library was deleted while its owner was being read (read again).
     private func openLibrary(_ id: UUID) throws(ProtocolError) -> ServerLibrary? {
-        let (found, deletions) = libraries.withLock { ($0.use(id), $0.deletions) }
+        let remake = shared?.needsRemaking(id) ?? false
+        let (found, deletions) = libraries.withLock { open in
+            // A replica that cannot catch up is closed once nothing holds it, and made anew below.
+            if remake { _ = open.closeUnused(id) }
+            return (open.use(id), open.deletions)
+        }
         if let found { return found }
         let records: [UserRecord]
         do { records = try accounts.libraries() } catch {
@@ -265,7 +270,7 @@ public final class SyncService: SyncEndpoint {
             guard waitMilliseconds >= 0, waitMilliseconds <= limits.waitMillisecondsMax else {
                 throw ProtocolError(400, "wait_too_long", "A pull may wait 0 to \(limits.waitMillisecondsMax) ms (expected ≤ \(limits.waitMillisecondsMax), actual \(waitMilliseconds)).")
             }
-            let head = library.head
+            let head = try library.caughtUpHead()
             guard cursor <= head else {
                 var ahead = ProtocolError(409, ProtocolError.cursorAheadCode, "The cursor \(cursor) is past this library's last op \(head): the store was synced with another server or the server lost data (restored from a backup).")
                 ahead.serverHead = head
@@ -275,7 +280,7 @@ public final class SyncService: SyncEndpoint {
             completion(.failure(error))
             return nil
         } catch {
-            completion(.failure(ProtocolError(500, "server_error", "\(error)")))
+            completion(.failure(ProtocolError.serverStore("The server could not read library \(id.lowercased)", library: id, error)))
             return nil
         }
 
@@ -598,6 +603,11 @@ struct OpenLibraries {
     /// Marks `id` as being deleted and closes it if nothing else holds it; true when it is not open.
     mutating func closeForDeletion(_ id: UUID) -> Bool {
         deleting.insert(id)
+        return closeUnused(id)
+    }
+
+    /// Closes `id` if nothing else holds it; true when it is not open (any more).
+    mutating func closeUnused(_ id: UUID) -> Bool {
         guard byID[id] != nil else { return true }
         guard isKnownUniquelyReferenced(&byID[id]!.library) else { return false }
         byID[id] = nil

@@ -286,8 +286,14 @@ public protocol SharedLibraryStore: Sendable {
 
     /// Lines for the server's `/metrics` (Prometheus text format) about the shared store.
     func renderMetrics() -> String
+
+    /// True when this process's replica of library `id` cannot catch up any more (the shared
+    /// store's history now begins past its head): the server closes it once no request holds it,
+    /// and `library(_:schema:caps:)` makes it anew.
+    func needsRemaking(_ id: UUID) -> Bool
 }
 
 extension SharedLibraryStore {
     public func renderMetrics() -> String { "" }
+    public func needsRemaking(_ id: UUID) -> Bool { false }
 }

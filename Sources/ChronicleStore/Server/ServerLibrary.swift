@@ -258,6 +258,14 @@ public final class ServerLibrary: Sendable {
         return localHead
     }
 
+    /// `head`, but where the upstream cannot be asked this throws (a 503 where it is out of reach)
+    /// instead of answering with what the file holds: a device whose cursor is past a stale head
+    /// would otherwise be told the server lost its history (`cursor_ahead`).
+    public func caughtUpHead() throws -> Int64 {
+        try catchUp()
+        return localHead
+    }
+
     /// The highest serverSeq this file holds, without asking an upstream.
     public var localHead: Int64 {
         (try? read { db in try Self.head(in: db) }) ?? tail.withLock { $0.seq }
