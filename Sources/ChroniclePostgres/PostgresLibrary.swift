@@ -5,7 +5,7 @@ import Foundation
 /// One library whose order lives in PostgreSQL: the upstream its replica in this process
 /// follows (see `PostgresServerStore`).
 ///
-/// A write (a push, a server op) locks the library's row in PostgreSQL (`FOR UPDATE`), catches
+/// A write (a push, a server op) locks the library's row in PostgreSQL (`FOR NO KEY UPDATE`), catches
 /// the replica up with what other processes committed, runs on the replica exactly as on a
 /// server with its own file, writes what it decided to PostgreSQL and commits there, and only
 /// then commits the replica. A process that dies between the two commits leaves a replica
@@ -116,12 +116,15 @@ public final class PostgresLibrary: LibraryUpstream {
         }
     }
 
+    /// What PostgreSQL holds for library `id`; with `forUpdate`, the row is locked until the
+    /// transaction ends (`FOR NO KEY UPDATE`: writes queue on it one at a time, while a seal,
+    /// whose segment only refers to the row, goes on beside them).
     static func readState(_ id: UUID, _ pg: PostgresConnection, forUpdate: Bool) throws -> State {
         let rows = try pg.execute("""
             SELECT head, head_time, generation, incarnation, sealed_through, sealed_digest, history_base, history_dropped_at
             FROM chronicle_libraries WHERE library_id = $1
             """
-                                  + (forUpdate ? " FOR UPDATE" : ""), [id.lowercased])
+                                  + (forUpdate ? " FOR NO KEY UPDATE" : ""), [id.lowercased])
         guard rows.count == 1 else {
             throw ProtocolError(404, "unknown_library", "The server has no library \(id.lowercased).")
         }
@@ -264,11 +267,12 @@ public final class PostgresLibrary: LibraryUpstream {
 
     /// Seals PostgreSQL as far as `replica` is sealed (`sealNext`: the replica's segments where
     /// they continue PostgreSQL's, else PostgreSQL's own rows), one segment per transaction under
-    /// the library's row lock, each checked op by op against the log rows it replaces before they
-    /// go (the guard trigger lets only ops a segment holds leave); then drops PostgreSQL's history
-    /// as far as the replica's was dropped past the retention horizon (`drop`). Several servers
-    /// may do this at once: each segment goes in once. Nothing to do (no query) while the replica
-    /// has sealed and dropped no further than PostgreSQL was last seen to have.
+    /// the library's sealing lock (`lockSealing`; pushes go on meanwhile), each checked op by op
+    /// against the log rows it replaces before they go (the guard trigger lets only ops a segment
+    /// holds leave); then drops PostgreSQL's history as far as the replica's was dropped past the
+    /// retention horizon (`drop`). Several servers may do this at once: each segment goes in once.
+    /// Nothing to do (no query) while the replica has sealed and dropped no further than
+    /// PostgreSQL was last seen to have.
     public func sealed(_ replica: ServerLibrary) throws {
         let local = try replica.sealedThrough()
         let base = try replica.historyBase()
@@ -278,28 +282,37 @@ public final class PostgresLibrary: LibraryUpstream {
         do {
             try pool.withConnection { pg in
                 if sealDue {
-                    while try pg.transaction({ pg in try sealNext(replica, through: local, pg) }) {}
+                    var moved = 0
+                    while true {
+                        do {
+                            guard try pg.transaction({ pg in try sealNext(replica, through: local, pg) }) else { break }
+                        } catch is SealMoved where moved < 3 {
+                            moved += 1   // a server of an earlier version sealed meanwhile: read where it left off
+                        }
+                    }
                 }
                 if dropDue {
-                    try pg.transaction { pg in try drop(through: base, replica, pg) }
+                    do {
+                        try pg.transaction { pg in try drop(through: base, replica, pg) }
+                        publishedBase.withLock { $0 = max($0, base) }
+                    } catch is SealMoved {}   // moved by a server of an earlier version: the next pass looks again
                 }
             }
         } catch let error as PostgresError where error.isUnavailable {
             throw counted(error)
         }
         published.withLock { $0 = max($0, local) }
-        publishedBase.withLock { $0 = max($0, base) }
     }
 
     /// Drops PostgreSQL's history through `base` where the replica has (past the retention
-    /// horizon), in the caller's transaction under the library's row lock: the replica's snapshot
+    /// horizon), in the caller's transaction under the library's sealing lock: the replica's snapshot
     /// at `base` is kept there, the ids of the ops in the segments that go are kept
     /// (`chronicle_dropped_ops`: each op still applies at most once), and the segments and older
     /// snapshots go. Only at the end of one of PostgreSQL's segments, and only through what is
     /// sealed there; otherwise nothing changes (a replica whose segments end where PostgreSQL's do
     /// drops it later).
     private func drop(through base: Int64, _ replica: ServerLibrary, _ pg: PostgresConnection) throws {
-        let state = try Self.readState(libraryID, pg, forUpdate: true)
+        let state = try lockSealing(pg)
         publishedBase.withLock { $0 = max($0, state.historyBase) }
         let key = libraryID.lowercased
         guard base > state.historyBase, base <= state.sealedThrough,
@@ -337,10 +350,12 @@ public final class PostgresLibrary: LibraryUpstream {
                 after = try segments.int(row, 1)
             }
         }
-        try pg.execute("""
+        // The row is locked from here to the commit only (pushes wait on it that long, not for the ids above).
+        let moved = try pg.execute("""
             UPDATE chronicle_libraries SET history_base = $2, history_dropped_at = (extract(epoch FROM clock_timestamp()) * 1000)::bigint
-            WHERE library_id = $1
-            """, [key, String(base)])
+            WHERE library_id = $1 AND history_base = $3
+            """, [key, String(base), String(state.historyBase)])
+        guard moved.affected == 1 else { throw SealMoved() }
         try pg.execute("DELETE FROM chronicle_segments WHERE library_id = $1 AND last_seq <= $2", [key, String(base)])
         try pg.execute("DELETE FROM chronicle_snapshots WHERE library_id = $1 AND seq < $2", [key, String(base)])
         counters.withLock { $0.opsDropped += dropped }
@@ -353,7 +368,7 @@ public final class PostgresLibrary: LibraryUpstream {
     /// past the horizon already, or seals other sizes) PostgreSQL's own rows are sealed, up to
     /// where the replica's next segment starts, so that the two line up again.
     private func sealNext(_ replica: ServerLibrary, through target: Int64, _ pg: PostgresConnection) throws -> Bool {
-        let state = try Self.readState(libraryID, pg, forUpdate: true)
+        let state = try lockSealing(pg)
         published.withLock { $0 = max($0, state.sealedThrough) }
         let end = min(target, state.head)
         guard state.sealedThrough < end else { return false }
@@ -392,14 +407,41 @@ public final class PostgresLibrary: LibraryUpstream {
         guard try (0..<removed.count).map({ try op(removed, $0) }).sorted(by: { $0.serverSeq! < $1.serverSeq! }) == ops else {
             throw ChronicleError(.invariantViolated, "This server's sealed segment \(first)…\(last) of library \(key) does not hold the ops PostgreSQL logged there; nothing was sealed in PostgreSQL. Remove the replica (it is made anew) and check the library with `chronicle server verify --postgres`.")
         }
-        try pg.execute("UPDATE chronicle_libraries SET sealed_through = $2, sealed_digest = $3 WHERE library_id = $1",
-                       [key, String(last), digest])
+        // The row is locked from here to the commit only: a push waits that long, not for the rows above.
+        let moved = try pg.execute("""
+            UPDATE chronicle_libraries SET sealed_through = $2, sealed_digest = $3
+            WHERE library_id = $1 AND sealed_through = $4 AND sealed_digest = $5
+            """, [key, String(last), digest, String(state.sealedThrough), state.sealedDigest])
+        guard moved.affected == 1 else { throw SealMoved() }
         counters.withLock { $0.segmentsSealed += 1; $0.opsSealed += ops.count }
         return true
     }
 
     /// The most ops in a segment PostgreSQL seals from its own rows.
     static let ownSegmentOpsMax = 10_000
+
+    /// Takes the library's sealing lock for the caller's transaction and reads what PostgreSQL
+    /// holds. Sealing and dropping history take this lock (an advisory one, keyed by the library)
+    /// rather than the library's row: the row is locked only by the `UPDATE` that moves the sealed
+    /// end or the history base, just before the commit, so pushes to the library do not wait while
+    /// a segment's rows are checked and deleted. The segment's reference to the row takes a
+    /// `KEY SHARE` lock, which a write's `FOR NO KEY UPDATE` does not wait for.
+    private func lockSealing(_ pg: PostgresConnection) throws -> State {
+        try pg.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [Self.sealingLockPrefix + libraryID.lowercased])
+        return try Self.readState(libraryID, pg, forUpdate: false)
+    }
+
+    /// Names the advisory lock `lockSealing` takes (hashed with the library's id).
+    static let sealingLockPrefix = "chronicle sealing "
+
+    /// The sealed end or the history base moved while a seal or a drop was under way: only a
+    /// server of an earlier version, which does not take the sealing lock, can have moved it.
+    /// The transaction is rolled back, and sealing reads where it now begins.
+    struct SealMoved: Error, CustomStringConvertible {
+        var description: String {
+            "PostgreSQL's sealed segments moved while this server sealed (a server of an earlier version sealed too); nothing was changed, and the next pass seals from where they end."
+        }
+    }
 
     // MARK: - Writes
 

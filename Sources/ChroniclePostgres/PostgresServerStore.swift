@@ -8,7 +8,8 @@ import Foundation
 /// PostgreSQL holds what decides: each library's log with its gap-free serverSeq, the answer
 /// every refused op got, and each device's last answered deviceSeq. A push takes its library's
 /// row lock, so pushes to one library are ordered across every process, and commits there
-/// first. Each process keeps a replica of the libraries it serves, a `ServerLibrary` file in
+/// first. Sealing takes a lock of its own (`PostgresLibrary.sealed`), so pushes go on while a
+/// segment's rows leave the log. Each process keeps a replica of the libraries it serves, a `ServerLibrary` file in
 /// its cache directory: the projection that verdicts and rules read, and the log that pulls
 /// read. A replica is disposable; a process catches it up from PostgreSQL before each push and
 /// pull, and makes it anew from the log where it is missing, damaged, or from another history.

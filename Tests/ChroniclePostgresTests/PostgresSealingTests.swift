@@ -152,6 +152,66 @@ struct PostgresSealingTests {
         #expect(try pg.execute("SELECT count(*) FROM chronicle_log").int(0, 0) == 100)
     }
 
+    /// Sealing takes a lock of its own, not the library's row: a push through another server goes
+    /// on while a segment's rows are leaving the log (here the sealer's transaction is held just
+    /// after its DELETE, by a trigger that waits for a lock the test holds), and the seal lands
+    /// once let go, with both replicas whole.
+    @Test func pushesGoOnWhileASegmentIsSealed() throws {
+        let database = try TestDatabase()
+        let library = UUID()
+        let writer = try Writer(library: library, in: database.directory, seed: 37)
+        let a = try database.server("a")
+        let onA = try a.library(library)
+        _ = try Self.push(try writer.write(600), to: onA, from: writer.deviceID)
+        let onB = try database.server("b").library(library)
+        #expect(onB.localHead == 600)
+        let second = try writer.write(100, salt: 1)
+
+        let pg = try database.connection()
+        let gate = 0x7E57
+        try pg.execute("""
+            CREATE FUNCTION test_pause() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN PERFORM pg_advisory_lock(\(gate)); PERFORM pg_advisory_unlock(\(gate)); RETURN NULL; END $$
+            """)
+        try pg.execute("CREATE TRIGGER test_pause AFTER DELETE ON chronicle_log FOR EACH STATEMENT EXECUTE FUNCTION test_pause()")
+        let holder = try database.connection()
+        try holder.execute("SELECT pg_advisory_lock(\(gate))")
+        var held = true
+        defer { if held { _ = try? holder.execute("SELECT pg_advisory_unlock(\(gate))") } }
+
+        let sealing = Locked<Swift.Result<CompactionReport, any Error>?>(nil)
+        let sealer = Thread { let result = Swift.Result { try onA.compact(Self.policy()) }; sealing.withLock { $0 = result } }
+        sealer.start()
+        // Until the sealer waits at the pause: its segment is in, its rows deleted, nothing committed.
+        let deadline = Date().addingTimeInterval(60)
+        while try pg.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objid = \(gate)").int(0, 0) == 0 {
+            guard Date() < deadline, sealing.withLock({ $0 == nil }) else {
+                Issue.record("the sealer did not reach the pause: \(String(describing: sealing.withLock { $0 }))")
+                return
+            }
+            usleep(10_000)
+        }
+        // A push holding the library's row lock would wait here for the seal's commit (until the
+        // statement timeout): it is answered while the seal is still open.
+        let results = try onB.push(second, from: writer.deviceID).results
+        #expect(results.count == 100 && results.allSatisfy { if case .accepted = $0.outcome { true } else { false } })
+        #expect(sealing.withLock { $0 == nil })
+        #expect(try pg.execute("SELECT sealed_through, head FROM chronicle_libraries").int(0, 0) == 0)
+
+        try holder.execute("SELECT pg_advisory_unlock(\(gate))")
+        held = false
+        while sealing.withLock({ $0 == nil }) { usleep(10_000) }
+        let report = try sealing.withLock { $0! }.get()
+        #expect(report.opsSealed == 250)
+        let row = try pg.execute("SELECT sealed_through, head FROM chronicle_libraries")
+        #expect(try row.int(0, 0) == 250 && row.int(0, 1) == 700)
+        #expect(try pg.execute("SELECT count(*), min(server_seq) FROM chronicle_log").int(0, 0) == 450)
+        try onA.catchUp()
+        #expect(onA.localHead == 700)
+        #expect(try onA.digest() == (try onB.digest()))
+        #expect(Self.failed(try a.checks(of: library)).isEmpty)
+    }
+
     /// History past the retention horizon leaves PostgreSQL too, behind the snapshot there, with its
     /// op ids kept; replicas made afterwards start from that snapshot, and devices whose cursor is
     /// older are told to start from it (410).

@@ -213,6 +213,11 @@ struct PostgresSealing {
     var replicaFromRowsSeconds: Double
     var replicaFromSegmentsSeconds: Double
     var digestsMatch: Bool
+    /// Another device's small pushes (`pushBatchOps` ops each, one after another, into the
+    /// service): first with nothing else running, then while the handover above ran.
+    var pushesAlone: Samples
+    var pushesDuringHandover: Samples
+    static let pushBatchOps = 5
 }
 
 extension SyncBenchmark {
@@ -238,10 +243,52 @@ extension SyncBenchmark {
         let before = try bytes()
         progress("sync push, PostgreSQL: a replica made anew from \(formatCount(Double(sizes.pushOps))) log rows…")
         let fromRows = try freshReplica("rows")
-        progress("sync push, PostgreSQL: that replica compacted, its segments handed over…")
+
+        // Another device's ops, pushed a few at a time alone, then while the handover runs.
+        let pusherPath = directory + "/sync-push-postgres-pusher.chronicle"
+        remove(pusherPath)
+        defer { remove(pusherPath) }
+        var ids = SplitMix64(seed: seed ^ 0x9025)
+        let pusher = try DeviceStore.create(at: pusherPath, schema: .readItLater, libraryID: libraryID, deviceID: ids.uuid(),
+                                            clock: SystemClock(), ids: SeededV7IDGenerator(seed: seed ^ 0x9026, clock: SystemClock()))
+        var writer = LocalWriter(seed: seed ^ 0x9027, vocabulary: vocabulary)
+        try writer.write(4_000, to: pusher)
+        let pusherOps = try pusher.unacknowledgedOps(limit: 4_001)
+        let token = try service.accounts.registerDevice(user: "writer", password: SyncRig.password, deviceID: pusher.deviceID).token
+        let batches = try pusherOps.chunked(PostgresSealing.pushBatchOps).map { try Segment(libraryID: libraryID, ops: Array($0)) }
+        let aloneCount = 100
+        /// Pushes `batches[range]` one after another until `stop` is set: each push's nanoseconds.
+        @Sendable func push(_ range: Range<Int>, stop: Locked<Bool>) throws -> Samples {
+            var samples = Samples(capacity: range.count)
+            for index in range where !stop.withLock({ $0 }) {
+                let t0 = nowNanoseconds()
+                let response = try service.pushNow(batches[index], token: token)
+                samples.add(nowNanoseconds() - t0)
+                guard response.results.allSatisfy({ if case .accepted = $0.outcome { true } else { false } }) else {
+                    throw BenchError("sync push, PostgreSQL: a push beside the handover was refused: \(response.results.prefix(3))")
+                }
+            }
+            return samples
+        }
+        progress("sync push, PostgreSQL: \(aloneCount) pushes of \(PostgresSealing.pushBatchOps) ops by another device, alone…")
+        let alone = try push(0..<aloneCount, stop: Locked(false))
+        progress("sync push, PostgreSQL: that replica compacted, its segments handed over, while the other device pushes…")
+        let stop = Locked(false)
+        let during = Locked<Swift.Result<Samples, any Error>?>(nil)
+        let pushing = Thread {
+            let result = Swift.Result { try push(aloneCount..<batches.count, stop: stop) }
+            during.withLock { $0 = result }
+        }
+        pushing.start()
         var t0 = nowNanoseconds()
-        let sealed = try fromRows.library.compact(policy)
+        let sealed: CompactionReport
+        do {
+            defer { stop.withLock { $0 = true } }
+            sealed = try fromRows.library.compact(policy)
+        }
         let withHandover = Double(nowNanoseconds() - t0) / 1e9
+        while during.withLock({ $0 == nil }) { usleep(1_000) }
+        let duringHandover = try during.withLock { $0! }.get()
         progress("sync push, PostgreSQL: the service's replica compacted, its segments there already…")
         t0 = nowNanoseconds()
         _ = try service.compact(library: libraryID, policy: policy)
@@ -249,11 +296,12 @@ extension SyncBenchmark {
         let after = try bytes()
         progress("sync push, PostgreSQL: a replica made anew from the segments and the rows after them…")
         let fromSegments = try freshReplica("segments")
+        try fromRows.library.catchUp()   // the other device's pushes
         let digests = try [fromRows.library, fromSegments.library, service.library(libraryID)].map { try $0.digest() }
         for name in ["rows", "segments"] { try? FileManager.default.removeItem(atPath: directory + "/sync-push-postgres-\(name)") }
         return PostgresSealing(ops: sizes.pushOps, opsSealed: sealed.opsSealed, bytesBefore: before, bytesAfter: after,
                                compactWithHandoverSeconds: withHandover, compactSeconds: without,
                                replicaFromRowsSeconds: fromRows.seconds, replicaFromSegmentsSeconds: fromSegments.seconds,
-                               digestsMatch: Set(digests).count == 1)
+                               digestsMatch: Set(digests).count == 1, pushesAlone: alone, pushesDuringHandover: duringHandover)
     }
 }

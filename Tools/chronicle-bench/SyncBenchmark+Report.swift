@@ -122,6 +122,12 @@ extension SyncBenchmark.Result {
                                       chronicle: formatFixed(sealing.compactWithHandoverSeconds, 2) + " s",
                                       baseline: formatFixed(sealing.compactSeconds, 2) + " s",
                                       ratio: ratioText(sealing.compactSeconds / sealing.compactWithHandoverSeconds), target: "", verdict: ""))
+            var alone = sealing.pushesAlone, during = sealing.pushesDuringHandover
+            sink.rows.append(TableRow(measurement: "PostgreSQL: another device's pushes of \(PostgresSealing.pushBatchOps) ops during that handover, p99 / max (base: the same pushes alone)",
+                                      chronicle: formatFixed(during.percentileMilliseconds(0.99), 1) + " / " + formatFixed(during.percentileMilliseconds(1), 1) + " ms",
+                                      baseline: formatFixed(alone.percentileMilliseconds(0.99), 1) + " / " + formatFixed(alone.percentileMilliseconds(1), 1) + " ms",
+                                      ratio: ratioText(alone.percentileMilliseconds(1) / during.percentileMilliseconds(1)), target: "", verdict: ""))
+            sink.notes.append("PostgreSQL pushes beside the handover: \(during.count) pushes during it (p50 \(formatFixed(during.percentileMilliseconds(0.5), 1)) ms), \(alone.count) alone before it (p50 \(formatFixed(alone.percentileMilliseconds(0.5), 1)) ms), one after another from one thread into the same service.")
             sink.notes.append("PostgreSQL sealing: of \(formatCount(Double(sealing.ops))) ops pushed, \(formatCount(Double(sealing.opsSealed))) were sealed (10,000 kept hot); the library's history took \(formatFixed(Double(sealing.bytesBefore) / 1e6, 1)) MB in PostgreSQL as log rows and \(formatFixed(Double(sealing.bytesAfter) / 1e6, 1)) MB as segments and the rows after them (pg_column_size), \(formatFixed(Double(sealing.bytesBefore) / Double(max(1, sealing.bytesAfter)), 1))x smaller; the three replicas' digests \(sealing.digestsMatch ? "match" : "DIFFER").")
             if !sealing.digestsMatch { syncFailure("PostgreSQL sealing: the replicas' digests differ") }
         }
