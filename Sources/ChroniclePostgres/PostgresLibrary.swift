@@ -335,17 +335,8 @@ public final class PostgresLibrary: LibraryUpstream {
             }
             for row in 0..<segments.count {
                 let ops = try ServerLibrary.decodeSealed(try segments.bytes(row, 0), libraryID: libraryID).ops
-                for chunk in ops.chunks(of: 1_000) {
-                    var parameters: [String?] = []
-                    var rows: [String] = []
-                    for op in chunk {
-                        let at = parameters.count
-                        rows.append("($1, $\(at + 2), $\(at + 3), $\(at + 4))")
-                        parameters += [op.opID.lowercased, String(op.serverSeq!), op.deviceID.lowercased]
-                    }
-                    try pg.execute("INSERT INTO chronicle_dropped_ops(library_id, op_id, server_seq, device_id) VALUES " + rows.joined(separator: ", "),
-                                   [key] + parameters)
-                }
+                try Self.insertDropped(ops.map { ServerLibrary.DroppedOp(opID: $0.opID.lowercased, serverSeq: $0.serverSeq!, deviceID: $0.deviceID.lowercased) },
+                                       library: key, pg)
                 dropped += ops.count
                 after = try segments.int(row, 1)
             }
@@ -519,7 +510,28 @@ public final class PostgresLibrary: LibraryUpstream {
     private func write(_ writes: ServerLibrary.PushWrites, generation: Int64, over state: State, _ pg: PostgresConnection) throws {
         let key = libraryID.lowercased
         let stamp = String(generation)
-        for chunk in writes.accepted.chunks(of: 1_000) {
+        try Self.insertLog(writes.accepted[...], library: key, pg)
+        for row in writes.rejected { try Self.insertRejected(row, library: key, generation: generation, pg) }
+        if let device = writes.device {
+            try Self.recordDevice(device.id, device.lastDeviceSeq, library: key, generation: generation, pg)
+        }
+        let last = writes.accepted.last
+        let moved = try pg.execute("""
+            UPDATE chronicle_libraries SET head = $2, head_time = $3, generation = $4
+            WHERE library_id = $1 AND head = $5 AND generation = $6
+            """, [key, String(last?.serverSeq ?? state.head), String(last?.serverTime ?? state.headTime), stamp,
+                  String(state.head), String(state.generation)])
+        guard moved.affected == 1 else {
+            throw ChronicleError(.invariantViolated, "Library \(key) moved in PostgreSQL while its row was locked.")
+        }
+    }
+}
+
+extension PostgresLibrary {
+    /// Appends confirmed `ops` (with their serverSeq and serverTime) to library `key`'s log, a
+    /// thousand rows a statement.
+    static func insertLog(_ ops: ArraySlice<Op>, library key: String, _ pg: PostgresConnection) throws {
+        for chunk in Array(ops).chunks(of: 1_000) {
             var parameters: [String?] = []
             parameters.reserveCapacity(chunk.count * 12)
             var rows: [String] = []
@@ -530,29 +542,38 @@ public final class PostgresLibrary: LibraryUpstream {
                                String(op.version), op.entityID.lowercased, CanonicalJSON.encode(op.payload), String(op.deviceTime),
                                String(op.baseSeq), String(op.serverTime!)]
             }
-            try pg.execute("INSERT INTO chronicle_log(library_id, \(Self.logColumns)) VALUES " + rows.joined(separator: ", "), parameters)
+            try pg.execute("INSERT INTO chronicle_log(library_id, \(logColumns)) VALUES " + rows.joined(separator: ", "), parameters)
         }
-        for row in writes.rejected {
-            try pg.execute("""
-                INSERT INTO chronicle_rejected_ops(library_id, op_id, device_id, device_seq, type, entity_id, code, message, rejected_at, generation)
-                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-                """, [key, row.opID, row.deviceID, String(row.deviceSeq), row.type, row.entityID, row.code, row.message,
-                      String(row.rejectedAt), stamp])
-        }
-        if let device = writes.device {
-            try pg.execute("""
-                INSERT INTO chronicle_devices(library_id, device_id, last_device_seq, generation) VALUES ($1, $2, $3, $4)
-                ON CONFLICT (library_id, device_id) DO UPDATE SET last_device_seq = excluded.last_device_seq, generation = excluded.generation
-                """, [key, device.id, String(device.lastDeviceSeq), stamp])
-        }
-        let last = writes.accepted.last
-        let moved = try pg.execute("""
-            UPDATE chronicle_libraries SET head = $2, head_time = $3, generation = $4
-            WHERE library_id = $1 AND head = $5 AND generation = $6
-            """, [key, String(last?.serverSeq ?? state.head), String(last?.serverTime ?? state.headTime), stamp,
-                  String(state.head), String(state.generation)])
-        guard moved.affected == 1 else {
-            throw ChronicleError(.invariantViolated, "Library \(key) moved in PostgreSQL while its row was locked.")
+    }
+
+    static func insertRejected(_ row: ServerLibrary.RejectedOp, library key: String, generation: Int64, _ pg: PostgresConnection) throws {
+        try pg.execute("""
+            INSERT INTO chronicle_rejected_ops(library_id, op_id, device_id, device_seq, type, entity_id, code, message, rejected_at, generation)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+            """, [key, row.opID, row.deviceID, String(row.deviceSeq), row.type, row.entityID, row.code, row.message,
+                  String(row.rejectedAt), String(generation)])
+    }
+
+    static func recordDevice(_ device: String, _ lastDeviceSeq: Int64, library key: String, generation: Int64, _ pg: PostgresConnection) throws {
+        try pg.execute("""
+            INSERT INTO chronicle_devices(library_id, device_id, last_device_seq, generation) VALUES ($1, $2, $3, $4)
+            ON CONFLICT (library_id, device_id) DO UPDATE SET last_device_seq = excluded.last_device_seq, generation = excluded.generation
+            """, [key, device, String(lastDeviceSeq), String(generation)])
+    }
+
+    /// Keeps the ids of ops whose history is no longer in PostgreSQL (`chronicle_dropped_ops`), a
+    /// thousand a statement.
+    static func insertDropped(_ ops: [ServerLibrary.DroppedOp], library key: String, _ pg: PostgresConnection) throws {
+        for chunk in ops.chunks(of: 1_000) {
+            var parameters: [String?] = []
+            var rows: [String] = []
+            for op in chunk {
+                let at = parameters.count
+                rows.append("($1, $\(at + 2), $\(at + 3), $\(at + 4))")
+                parameters += [op.opID.lowercased(), String(op.serverSeq), op.deviceID.lowercased()]
+            }
+            try pg.execute("INSERT INTO chronicle_dropped_ops(library_id, op_id, server_seq, device_id) VALUES " + rows.joined(separator: ", "),
+                           [key] + parameters)
         }
     }
 }

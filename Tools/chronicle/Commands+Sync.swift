@@ -123,7 +123,7 @@ extension Command {
             kept on its disk. Users and devices are administered with `chronicle server ACTION --postgres CONNINFO`; a
             revocation there stops the token on every server at once. A --data DIR with a server.sqlite (users added with
             `server add-user --data DIR`) has them copied to PostgreSQL on the first start, and the file is kept as it
-            was; a DIR holding a lone server's libraries is refused (their history is not moved). A server that cannot
+            was; a DIR holding a lone server's libraries is refused until `server move-to-postgres` moved them. A server that cannot
             reach PostgreSQL answers 503 server_store_unavailable and writes nothing; so does a request whose statement
             runs past --postgres-timeout S (default \(PostgresServerStore.defaultStatementTimeoutMilliseconds / 1000) s; a wait for a library's row lock
             included), so a stalled database never holds requests longer. Each server keeps up to --postgres-pool N
@@ -233,7 +233,8 @@ extension Command {
     /// Connects `serve --postgres` to PostgreSQL. Servers on one machine share `data` (a shared
     /// lock), each in a replicas directory of its own; its server.sqlite, if any, has its users and
     /// devices copied to PostgreSQL once, and is kept as it was, marked as no longer used. A data
-    /// directory holding a lone server's library files is refused: their history is not moved.
+    /// directory holding a lone server's library files is refused until `server move-to-postgres`
+    /// has moved them.
     static func servePostgres(conninfo: String, data: String?, replicas: String?,
                               pool: (size: Int, timeoutMilliseconds: Int)) throws -> PostgresServing {
         var locks: [DataDirectoryLock] = []
@@ -243,7 +244,7 @@ extension Command {
             if FileManager.default.fileExists(atPath: (data as NSString).appendingPathComponent("server.sqlite")) {
                 let accounts = try Accounts(dataDirectory: data)
                 if try accounts.librariesOrderedIn() == nil, !Accounts.libraryFiles(in: data).isEmpty {
-                    throw ChronicleError(.librariesInPostgreSQL, "\(data) holds a lone server's libraries (\(data)/libraries), and `serve --postgres` does not move their history into PostgreSQL. Serve it without --postgres, or give --postgres a new data directory (or only --replicas DIR).")
+                    throw ChronicleError(.librariesInPostgreSQL, "\(data) holds a lone server's libraries (\(data)/libraries), which are not in PostgreSQL yet. Move them there first with `chronicle server move-to-postgres --data \(data) --postgres CONNINFO` (stop the lone server), or serve it without --postgres.")
                 }
                 local = accounts
             }
@@ -308,8 +309,8 @@ extension Command {
     }
 
     static let server = Command(
-        name: "server", summary: "Administer a server's data directory or PostgreSQL accounts (add-user, users, devices, revoke, passwd, remove-user, delete-library, set-plan, compact, backup, verify, salvage).",
-        usage: "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run] | devices --data DIR NAME | revoke --data DIR (DEVICE | --all NAME) | passwd --data DIR NAME [--revoke-devices] | remove-user --data DIR NAME [--delete-library] [--wait S] | delete-library --data DIR ID [--wait S] (add-user, users, devices, revoke, passwd, remove-user, delete-library, set-plan, compact and verify take --postgres CONNINFO in place of --data DIR)",
+        name: "server", summary: "Administer a server's data directory or PostgreSQL accounts (add-user, users, devices, revoke, passwd, remove-user, delete-library, set-plan, compact, backup, verify, salvage, move-to-postgres).",
+        usage: "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run] | devices --data DIR NAME | revoke --data DIR (DEVICE | --all NAME) | passwd --data DIR NAME [--revoke-devices] | remove-user --data DIR NAME [--delete-library] [--wait S] | delete-library --data DIR ID [--wait S] | move-to-postgres --data DIR --postgres CONNINFO [--dry-run] (add-user, users, devices, revoke, passwd, remove-user, delete-library, set-plan, compact and verify take --postgres CONNINFO in place of --data DIR)",
         details: """
             add-user reads the password from the first line of stdin (at least 8 characters) and creates the user's library;
             with --library ID it gives the user a library already in DIR that no user owns (one `salvage --accounts`
@@ -367,9 +368,30 @@ extension Command {
             them to the head with no gap, that every device's number covers its ops and that the guard triggers are in
             place, then reads the log into a scratch replica and checks it as a library file (the projection against a
             replay). backup and salvage are not available there (back up with pg_dump).
+            move-to-postgres --data DIR --postgres CONNINFO moves a lone server to PostgreSQL, for servers on several
+            machines to take over: stop the server on DIR first (data_directory_in_use while it runs). Every library
+            file goes in whole, one transaction each, as the servers there would have written it: its sealed segments
+            as they are, its log, the snapshot and op ids where history was dropped past a horizon, every refusal given
+            and each device's last answered number, under the file's incarnation (devices go on from their cursors).
+            Each is read back into a scratch replica, whose digest must be the file's, and checked as verify --postgres
+            checks it; then users and devices' registrations are copied (tokens keep working), and DIR is marked so that
+            `serve --postgres CONNINFO --data DIR` serves it and a lone `serve --data DIR` refuses it. Refused, with
+            nothing written, where PostgreSQL has a user of the same name with another library or the same library with
+            another history (store_exists). Interrupted, run it again: libraries already there with the same history
+            are left as they are. The files in DIR stay as they were. --dry-run lists what would move.
             """) { args, ctx in
-        let usage = "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run] | devices --data DIR NAME | revoke --data DIR (DEVICE | --all NAME) | passwd --data DIR NAME [--revoke-devices] | remove-user --data DIR NAME [--delete-library] [--wait S] | delete-library --data DIR ID [--wait S] (add-user, users, devices, revoke, passwd, remove-user, delete-library, set-plan, compact and verify take --postgres CONNINFO in place of --data DIR)"
-        let action = try args.requirePositional("an action (add-user, users, devices, revoke, passwd, remove-user, delete-library, set-plan, compact, backup, verify or salvage)", usage: usage)
+        let usage = "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run] | devices --data DIR NAME | revoke --data DIR (DEVICE | --all NAME) | passwd --data DIR NAME [--revoke-devices] | remove-user --data DIR NAME [--delete-library] [--wait S] | delete-library --data DIR ID [--wait S] | move-to-postgres --data DIR --postgres CONNINFO [--dry-run] (add-user, users, devices, revoke, passwd, remove-user, delete-library, set-plan, compact and verify take --postgres CONNINFO in place of --data DIR)"
+        let action = try args.requirePositional("an action (add-user, users, devices, revoke, passwd, remove-user, delete-library, set-plan, compact, backup, verify, salvage or move-to-postgres)", usage: usage)
+        if action == "move-to-postgres" {
+            let moveUsage = "chronicle server move-to-postgres --data DIR --postgres CONNINFO [--dry-run]"
+            guard let data = args.option("data") else { throw ChronicleError(.usage, "--data DIR (the lone server's data directory) is required. Usage: \(moveUsage)") }
+            guard let conninfo = args.option("postgres") ?? ProcessInfo.processInfo.environment["CHRONICLE_POSTGRES"].flatMap({ $0.isEmpty ? nil : $0 }) else {
+                throw ChronicleError(.usage, "--postgres CONNINFO (or CHRONICLE_POSTGRES) is required. Usage: \(moveUsage)")
+            }
+            let dryRun = args.flag("dry-run")
+            try args.finish(usage: moveUsage)
+            return try moveToPostgres(data: data, conninfo: conninfo, dryRun: dryRun, ctx)
+        }
         let place = try AccountsPlace.parse(&args, usage: usage)
         let accountActions = ["add-user", "users", "devices", "revoke", "passwd", "remove-user", "delete-library", "set-plan", "compact", "verify"]
         // backup and salvage read and write library files; the other actions work on PostgreSQL too.

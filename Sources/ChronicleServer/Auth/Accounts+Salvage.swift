@@ -150,7 +150,7 @@ extension Accounts {
     }
 
     /// The schema a library file names, or nil where it cannot be read.
-    static func schemaName(ofLibraryIn dataDirectory: String, _ id: UUID) -> String? {
+    public static func schemaName(ofLibraryIn dataDirectory: String, _ id: UUID) -> String? {
         libraryMeta(in: dataDirectory, id)?["schema_name"]
     }
 
