@@ -66,6 +66,59 @@ import Testing
         #expect(unreachable.status != 0 && unreachable.stderr.contains("Cannot use PostgreSQL"), "\(unreachable.stderr)")
     }
 
+    /// A lone server's data directory moved with `server move-to-postgres`: refused while the lone
+    /// server runs; then every library (one compacted, with history dropped past a horizon) and
+    /// the accounts go in, and `serve --postgres` on the same directory and port serves them:
+    /// devices sync on with their tokens and cursors, one pushing what it queued meanwhile, and a
+    /// new device converges with them.
+    @Test func aLoneServerMovesToPostgreSQLAndItsDevicesGoOn() throws {
+        let (conninfo, drop) = try database()
+        defer { drop() }
+        let a = try Tool(), b = try Tool()
+        let data = a.directory.appendingPathComponent("lone").path
+        for user in ["ada", "bob"] {
+            #expect(try Tool.exec(Tool.binary, ["server", "add-user", "--data", data, user], stdin: "password123\n").status == 0)
+        }
+        let lone = try ServerProcess(data: data)
+        try a.signIn(lone)
+        try b.signIn(lone, user: "bob")
+        for index in 0..<30 { try a.ok("save", "https://example.com/a/\(index)", "--title", "A \(index)") }
+        try a.ok("sync")
+        for index in 0..<5 { try b.ok("save", "https://example.com/b/\(index)") }
+        try b.ok("sync")
+        let compacted = try Tool.exec(Tool.binary, ["server", "compact", "--data", data, "ada", "--keep-ops", "5", "--horizon-days", "0"])
+        #expect(compacted.status == 0 && compacted.stdout.contains("history through seq"), "\(compacted.stdout) \(compacted.stderr)")
+        for index in 30..<35 { try a.ok("save", "https://example.com/a/\(index)") }   // queued, not synced
+
+        let move = ["server", "move-to-postgres", "--data", data, "--postgres", conninfo]
+        let busy = try Tool.exec(Tool.binary, move)
+        #expect(busy.status != 0 && busy.stderr.contains("data_directory_in_use"), "\(busy.stderr)")
+        lone.stop()
+        let dry = try Tool.exec(Tool.binary, move + ["--dry-run"])
+        #expect(dry.status == 0 && dry.stdout.contains("Would move 2 libraries and 2 users"), "\(dry.stdout) \(dry.stderr)")
+        let moved = try Tool.exec(Tool.binary, move)
+        #expect(moved.status == 0 && moved.stdout.contains("Moved 2 libraries, 2 users and 2 device registrations to PostgreSQL")
+                && moved.stdout.contains("digest matches") && !moved.stdout.contains("already"), "\(moved.stdout) \(moved.stderr)")
+        let again = try Tool.exec(Tool.binary, move)
+        #expect(again.status != 0 && again.stderr.contains("libraries_in_postgresql"), "\(again.stderr)")
+        let plain = try Tool.exec(Tool.binary, ["serve", "--data", data, "--port", "0"])
+        #expect(plain.status != 0 && plain.stderr.contains("libraries_in_postgresql"), "\(plain.stderr)")
+
+        let shared = try ServerProcess(data: data, port: lone.port, arguments: ["--postgres", conninfo])
+        defer { shared.stop() }
+        try a.ok("sync")
+        try b.ok("sync")
+        #expect(try DeviceStore.open(at: a.store).pendingOps().isEmpty)
+        let pg = try PostgresConnection(conninfo)
+        #expect(try pg.execute("SELECT max(head) FROM chronicle_libraries").int(0, 0) == 35)
+        let c = try Tool()
+        try c.signIn(shared)
+        try c.ok("sync")
+        #expect(try DeviceStore.open(at: c.store).digest() == (try DeviceStore.open(at: a.store).digest()))
+        let verified = try Tool.exec(Tool.binary, ["server", "verify", "--all", "--postgres", conninfo])
+        #expect(verified.status == 0, "\(verified.stdout) \(verified.stderr)")
+    }
+
     /// Servers as on two machines: no directory in common, each with its replicas only
     /// (`--replicas`), users and devices in PostgreSQL, administered with `server … --postgres`.
     @Test func serversWithNothingInCommonButPostgreSQL() throws {

@@ -142,7 +142,7 @@ extension Command {
         if ctx.output.json {
             ctx.output.emit(["libraries": json, "users": users, "skipped_being_deleted": deleting, "dry_run": true] as [String: Any])
         } else {
-            ctx.output.table(["USER", "LIBRARY", "HEAD", "SEALED", "HISTORY FROM"], rows)
+            if !rows.isEmpty { ctx.output.table(["USER", "LIBRARY", "HEAD", "SEALED", "HISTORY FROM"], rows) }
             ctx.output.line("Would move \(targets.count) librar\(targets.count == 1 ? "y" : "ies") and \(users) users with their devices' registrations"
                             + (deleting > 0 ? " (\(deleting) awaiting deletion left out)" : "") + ". (dry run: nothing was changed)")
         }
