@@ -40,6 +40,8 @@ extension SyncBenchmark {
         var postgresSeconds: Double?
         /// What sealing that library in PostgreSQL did, after those pushes.
         var postgresSealing: PostgresSealing?
+        /// The baseline's library file (all its ops in the log) moved into PostgreSQL (`importLibrary`).
+        var postgresMoveSeconds: Double?
 
         var oneInFlightOpsPerSecond: Double { Double(ops) / oneInFlightSeconds }
 
@@ -108,6 +110,7 @@ extension SyncBenchmark {
         // whose libraries are ordered in that PostgreSQL database (`serve --postgres`), in process.
         var postgresSeconds: Double?
         var postgresSealing: PostgresSealing?
+        var postgresMoveSeconds: Double?
         if let conninfo = ProcessInfo.processInfo.environment["CHRONICLE_BENCH_POSTGRES"], !conninfo.isEmpty {
             progress("sync push: the same batches into SyncService.pushNow with the order in PostgreSQL…")
             let store = try PostgresServerStore(conninfo: conninfo, cacheDirectory: directory + "/sync-push-postgres-replicas", schema: .readItLater)
@@ -119,6 +122,18 @@ extension SyncBenchmark {
             if try store.head(libraryID) != Int64(n) { syncFailure("PostgreSQL holds \(try store.head(libraryID)) ops after the push; expected \(n)") }
             postgresSealing = try measurePostgresSealing(conninfo, service: service, libraryID: libraryID)
             _ = try store.deleteLibrary(libraryID)
+            // The baseline's library file (the same ops, every one in its log) moved into PostgreSQL
+            // as `server move-to-postgres` moves it, then read back into a fresh replica.
+            progress("sync push: the baseline's library file moved into PostgreSQL (importLibrary)…")
+            let file = try baseService.library(libraryID)
+            let m0 = nowNanoseconds()
+            _ = try store.importLibrary(file)
+            let moveSeconds = Double(nowNanoseconds() - m0) / 1e9
+            let readBack = try PostgresServerStore(conninfo: conninfo, cacheDirectory: directory + "/sync-push-postgres-moved", schema: .readItLater)
+            if try readBack.library(libraryID).digest() != file.digest() { syncFailure("the library moved into PostgreSQL reads back with another digest") }
+            postgresMoveSeconds = moveSeconds
+            _ = try store.deleteLibrary(libraryID)
+            try? FileManager.default.removeItem(atPath: directory + "/sync-push-postgres-moved")
         }
 
         // The same again into a service that compacts the library on its own meanwhile (keep 10,000 hot,
@@ -169,7 +184,8 @@ extension SyncBenchmark {
                                 digestMatches: serverDigest == deviceDigest && library.head == Int64(n), wire: wire,
                                 typeCounts: writer.typeCounts, serverPushNow: logged.pushNow, serverRequests: logged.request,
                                 storeBytes: fileBytes(device.store.path), storeWALBytes: fileBytes(device.store.path + "-wal"),
-                                oneInFlightSeconds: 0, postgresSeconds: postgresSeconds, postgresSealing: postgresSealing)
+                                oneInFlightSeconds: 0, postgresSeconds: postgresSeconds, postgresSealing: postgresSealing,
+                                postgresMoveSeconds: postgresMoveSeconds)
         progress("sync push: chronicle \(formatCount(result.opsPerSecond)) ops/s over HTTP, pushNow in process \(formatCount(result.baselineOpsPerSecond)) ops/s (\(ratioText(result.ratio)))")
         remove(device.store.path)
 

@@ -112,6 +112,11 @@ extension SyncBenchmark.Result {
                                       chronicle: formatCount(opsPerSecond) + " ops/s", baseline: formatCount(push.baselineOpsPerSecond) + " ops/s",
                                       ratio: ratioText(opsPerSecond / push.baselineOpsPerSecond), target: "", verdict: ""))
         }
+        if let seconds = push.postgresMoveSeconds, let pushSeconds = push.postgresSeconds {
+            sink.rows.append(TableRow(measurement: "PostgreSQL: a lone server's library file moved in (server move-to-postgres; base: the same ops pushed, order in PostgreSQL)",
+                                      chronicle: formatCount(Double(push.ops) / seconds) + " ops/s", baseline: formatCount(Double(push.ops) / pushSeconds) + " ops/s",
+                                      ratio: ratioText(pushSeconds / seconds), target: "", verdict: ""))
+        }
         if let sealing = push.postgresSealing {
             sink.rows.append(TableRow(measurement: "PostgreSQL: a new server's replica made from sealed segments (base: from log rows, before sealing)",
                                       chronicle: formatFixed(sealing.replicaFromSegmentsSeconds, 2) + " s",
