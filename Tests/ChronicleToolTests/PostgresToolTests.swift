@@ -119,6 +119,42 @@ import Testing
         #expect(verified.status == 0, "\(verified.stdout) \(verified.stderr)")
     }
 
+    /// A move that meets a library file it cannot read stops there, naming the file, with the
+    /// accounts not moved: the lone server's directory is still its own, and a second run after the
+    /// file is put right finishes the move.
+    @Test func aMoveStopsAtADamagedLibraryAndIsRunAgain() throws {
+        let (conninfo, drop) = try database()
+        defer { drop() }
+        let a = try Tool()
+        let data = a.directory.appendingPathComponent("lone").path
+        #expect(try Tool.exec(Tool.binary, ["server", "add-user", "--data", data, "ada"], stdin: "password123\n").status == 0)
+        let lone = try ServerProcess(data: data)
+        try a.signIn(lone)
+        try a.ok("save", "https://example.com/one")
+        try a.ok("sync")
+        lone.stop()
+        let library = try #require(try FileManager.default.contentsOfDirectory(atPath: data + "/libraries").first { $0.hasSuffix(".sqlite") })
+        let path = data + "/libraries/" + library
+        // The file and its write-ahead log set aside, garbage in the file's place.
+        let fm = FileManager.default
+        for suffix in ["", "-wal", "-shm"] where fm.fileExists(atPath: path + suffix) { try fm.moveItem(atPath: path + suffix, toPath: path + suffix + ".kept") }
+        try Data(repeating: 0x5A, count: 65_536).write(to: URL(fileURLWithPath: path))
+        let move = ["server", "move-to-postgres", "--data", data, "--postgres", conninfo]
+        let failed = try Tool.exec(Tool.binary, move)
+        #expect(failed.status == 4 && failed.stderr.contains(path) && failed.stderr.contains("store_damaged")
+                && failed.stderr.contains("run the move again"), "\(failed.stderr)")
+        let pg = try PostgresConnection(conninfo)
+        #expect(try pg.execute("SELECT count(*) FROM chronicle_users").int(0, 0) == 0)
+        #expect(try Tool.exec(Tool.binary, ["server", "users", "--data", data]).status == 0, "the directory is still the lone server's")
+
+        for suffix in ["", "-wal", "-shm"] {
+            try? fm.removeItem(atPath: path + suffix)
+            if fm.fileExists(atPath: path + suffix + ".kept") { try fm.moveItem(atPath: path + suffix + ".kept", toPath: path + suffix) }
+        }
+        let moved = try Tool.exec(Tool.binary, move)
+        #expect(moved.status == 0 && moved.stdout.contains("Moved 1 library, 1 users"), "\(moved.stdout) \(moved.stderr)")
+    }
+
     /// Servers as on two machines: no directory in common, each with its replicas only
     /// (`--replicas`), users and devices in PostgreSQL, administered with `server … --postgres`.
     @Test func serversWithNothingInCommonButPostgreSQL() throws {

@@ -51,41 +51,16 @@ extension Command {
         var results: [[String: Any]] = []
         for (index, target) in targets.enumerated() {
             let who = target.owner.map { "\($0)'s library" } ?? "library \(target.id.lowercased) (no user owns it)"
-            let source = try ServerLibrary.openOrCreate(at: Accounts.libraryPath(data, target.id), libraryID: target.id, schema: target.schema)
-            let header = try source.exportHeader()
-            let bar = ProgressBar("Moving \(index + 1)/\(targets.count)")
-            let started = DispatchTime.now().uptimeNanoseconds
-            let outcome = try store.importLibrary(source) { bar.update($0, $1) }
-            bar.finish()
-            // Read back as a server would, and checked there.
-            let replica = try store.library(target.id, schema: target.schema)
-            let digest = try source.digest()
-            guard replica.localHead == header.head, try replica.digest() == digest else {
-                throw ChronicleError(.digestMismatch, "\(who) read back from PostgreSQL holds another state than its file (head \(replica.localHead) of \(header.head)); the accounts were not moved, so no server on PostgreSQL serves it. Run `chronicle server verify --data \(data) --all`, and report this.")
+            do {
+                results.append(try moveLibrary(target, who: who, data: data, store: store, position: (index, targets.count), ctx))
+            } catch {
+                // A file SQLite cannot read is a damaged store (exit 4), as the server answers it (library_damaged).
+                let code = (error as? ChronicleError)?.code ?? ((error as? SQLiteError)?.isCorrupt == true ? .storeDamaged : .database)
+                let message = (error as? ChronicleError)?.message ?? (error as? ProtocolError)?.message
+                    ?? ((error as? SQLiteError)?.isCorrupt == true ? "the file cannot be read as a library (\(error))." : "\(error)")
+                let before = index == 0 ? "No library is in PostgreSQL yet" : "The \(index) before it are in PostgreSQL"
+                throw ChronicleError(code, "Moving \(who) (\(Accounts.libraryPath(data, target.id))): \(message) \(before); the users and devices were not moved, so no server there serves any of them. Put it right (`chronicle server verify --data \(data) --all`, or `server salvage`) and run the move again: it leaves the libraries already there as they are.")
             }
-            let failed = try store.checks(of: target.id).filter { !$0.passed }
-            guard failed.isEmpty else {
-                throw ChronicleError(.invariantViolated, "\(who) in PostgreSQL fails its checks (\(failed.map { "\($0.name): \($0.detail)" }.joined(separator: "; "))); the accounts were not moved.")
-            }
-            let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
-            var result: [String: Any] = ["library_id": target.id.lowercased, "user": target.owner as Any? ?? NSNull(), "head": header.head,
-                                         "sealed_through": header.sealedThrough, "history_base": header.historyBase, "digest": digest,
-                                         "seconds": seconds]
-            switch outcome {
-            case .copied(let ops, let dropped):
-                result["outcome"] = "copied"
-                result["ops"] = ops
-                result["dropped_op_ids"] = dropped
-                if !ctx.output.json {
-                    ctx.output.line("Moved \(who): \(ops) ops (sealed through seq \(header.sealedThrough))"
-                                    + (header.historyBase > 0 ? ", history from seq \(header.historyBase) (the snapshot there and \(dropped) op ids before it)" : "")
-                                    + String(format: " in %.2f s; read back, digest matches.", seconds))
-                }
-            case .alreadyThere:
-                result["outcome"] = "already_there"
-                if !ctx.output.json { ctx.output.line("\(who) was in PostgreSQL already with the same history (head \(header.head)); digest matches.") }
-            }
-            results.append(result)
         }
 
         // Accounts last: from here on, servers on PostgreSQL serve these users.
@@ -100,6 +75,46 @@ extension Command {
             ctx.output.line("Devices keep their tokens and go on from their cursors. Serve it with `chronicle serve --postgres CONNINFO --data \(data)` (a lone `serve --data \(data)` now refuses it); the library files stay in \(data)/libraries as they were, no longer used.")
         }
         return ExitCode.success
+    }
+
+    /// One library of `moveToPostgres`: imported, read back and checked; its line printed.
+    static func moveLibrary(_ target: (id: UUID, owner: String?, schema: Schema), who: String, data: String, store: PostgresServerStore,
+                            position: (index: Int, count: Int), _ ctx: Context) throws -> [String: Any] {
+        let source = try ServerLibrary.openOrCreate(at: Accounts.libraryPath(data, target.id), libraryID: target.id, schema: target.schema)
+        let header = try source.exportHeader()
+        let bar = ProgressBar("Moving \(position.index + 1)/\(position.count)")
+        let started = DispatchTime.now().uptimeNanoseconds
+        let outcome = try store.importLibrary(source) { bar.update($0, $1) }
+        bar.finish()
+        // Read back as a server would, and checked there.
+        let replica = try store.library(target.id, schema: target.schema)
+        let digest = try source.digest()
+        guard replica.localHead == header.head, try replica.digest() == digest else {
+            throw ChronicleError(.digestMismatch, "\(who) read back from PostgreSQL holds another state than its file (head \(replica.localHead) of \(header.head)).")
+        }
+        let failed = try store.checks(of: target.id).filter { !$0.passed }
+        guard failed.isEmpty else {
+            throw ChronicleError(.invariantViolated, "\(who) in PostgreSQL fails its checks (\(failed.map { "\($0.name): \($0.detail)" }.joined(separator: "; "))).")
+        }
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
+        var result: [String: Any] = ["library_id": target.id.lowercased, "user": target.owner as Any? ?? NSNull(), "head": header.head,
+                                     "sealed_through": header.sealedThrough, "history_base": header.historyBase, "digest": digest,
+                                     "seconds": seconds]
+        switch outcome {
+        case .copied(let ops, let dropped):
+            result["outcome"] = "copied"
+            result["ops"] = ops
+            result["dropped_op_ids"] = dropped
+            if !ctx.output.json {
+                ctx.output.line("Moved \(who): \(ops) ops (sealed through seq \(header.sealedThrough))"
+                                + (header.historyBase > 0 ? ", history from seq \(header.historyBase) (the snapshot there and \(dropped) op ids before it)" : "")
+                                + String(format: " in %.2f s; read back, digest matches.", seconds))
+            }
+        case .alreadyThere:
+            result["outcome"] = "already_there"
+            if !ctx.output.json { ctx.output.line("\(who) was in PostgreSQL already with the same history (head \(header.head)); digest matches.") }
+        }
+        return result
     }
 
     /// Refuses, before anything is written, a user name PostgreSQL has for another library, and a
