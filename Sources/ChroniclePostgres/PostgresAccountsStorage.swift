@@ -142,38 +142,4 @@ public final class PostgresAccountsStorage: AccountsStorage {
             return found
         }
     }
-
-    /// Copies the users, device registrations and pending deletions of `accounts` (a data
-    /// directory's `server.sqlite`) into PostgreSQL, in one transaction; rows PostgreSQL already
-    /// has are kept as they are, so copying twice (two servers starting at once) changes nothing.
-    /// Returns how many users and registrations were new.
-    @discardableResult
-    public func copy(from accounts: Accounts) throws -> (users: Int, devices: Int) {
-        let source = accounts.storage.tables
-        let (users, devices, deletions) = try accounts.storage.read { sql in
-            (try sql.rows("SELECT name, password_hash, library_id, schema_name, created_at FROM \(source.users)", []),
-             try sql.rows("SELECT device_id, user_name, library_id, token_hash, created_at FROM \(source.devices)", []),
-             try sql.rows("SELECT library_id, requested_at FROM \(source.deletions)", []))
-        }
-        return try transaction { sql in
-            var copied = (users: 0, devices: 0)
-            for row in users {
-                copied.users += try sql.execute("""
-                    INSERT INTO \(tables.users)(name, password_hash, library_id, schema_name, created_at) VALUES (?1, ?2, ?3, ?4, ?5)
-                    ON CONFLICT DO NOTHING
-                    """, [.text(row.text(0)), .text(row.text(1)), .text(row.text(2)), .text(row.text(3)), .integer(row.int(4))])
-            }
-            for row in devices {
-                copied.devices += try sql.execute("""
-                    INSERT INTO \(tables.devices)(device_id, user_name, library_id, token_hash, created_at) VALUES (?1, ?2, ?3, ?4, ?5)
-                    ON CONFLICT DO NOTHING
-                    """, [.text(row.text(0)), .text(row.text(1)), .text(row.text(2)), .text(row.text(3)), .integer(row.int(4))])
-            }
-            for row in deletions {
-                try sql.execute("INSERT INTO \(tables.deletions)(library_id, requested_at) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
-                                [.text(row.text(0)), .integer(row.int(1))])
-            }
-            return copied
-        }
-    }
 }

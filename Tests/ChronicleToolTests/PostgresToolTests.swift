@@ -155,6 +155,58 @@ import Testing
         #expect(moved.status == 0 && moved.stdout.contains("Moved 1 library, 1 users"), "\(moved.stdout) \(moved.stderr)")
     }
 
+    /// `server backup --postgres` beside a running server writes a lone server's data directory:
+    /// it verifies, a lone server on it (where the PostgreSQL server was) takes the devices back as
+    /// a server restored from a backup (a new incarnation; one pushes what it wrote since), and
+    /// `move-to-postgres` puts it into a new database, where it verifies again.
+    @Test func aBackupOfPostgreSQLIsALoneServersDirectoryAndGoesBack() throws {
+        let (conninfo, drop) = try database()
+        defer { drop() }
+        let (target, dropTarget) = try database()
+        defer { dropTarget() }
+        let a = try Tool(), b = try Tool()
+        let pg = ["--postgres", conninfo]
+        for user in ["ada", "bob"] {
+            #expect(try Tool.exec(Tool.binary, ["server", "add-user"] + pg + [user], stdin: "password123\n").status == 0)
+        }
+        let shared = try ServerProcess(data: a.directory.appendingPathComponent("replicas").path, arguments: pg, dataFlag: "--replicas")
+        try a.signIn(shared)
+        try b.signIn(shared, user: "bob")
+        for index in 0..<40 { try a.ok("save", "https://example.com/a/\(index)", "--title", "A \(index)") }
+        try a.ok("sync")
+        try b.ok("save", "https://example.com/b")
+        try b.ok("sync")
+        #expect(try Tool.exec(Tool.binary, ["server", "compact", "ada", "--keep-ops", "10"] + pg).status == 0)
+
+        let copy = a.directory.appendingPathComponent("backup").path
+        let backup = try Tool.exec(Tool.binary, ["server", "backup", "--to", copy] + pg)
+        #expect(backup.status == 0 && backup.stdout.contains("Backed up 2 users, 2 device registrations and 2 libraries"), "\(backup.stdout) \(backup.stderr)")
+        let again = try Tool.exec(Tool.binary, ["server", "backup", "--to", copy] + pg)
+        #expect(again.status != 0 && again.stderr.contains("store_exists"), "\(again.stderr)")
+        let verified = try Tool.exec(Tool.binary, ["server", "verify", "--data", copy, "--all"])
+        #expect(verified.status == 0, "\(verified.stdout) \(verified.stderr)")
+
+        // Written after the backup: lost by a server restored from it, and pushed again by the device.
+        try a.ok("save", "https://example.com/a/after")
+        try a.ok("sync")
+        shared.stop()
+        let lone = try ServerProcess(data: copy, port: shared.port)
+        try a.ok("sync")
+        try a.ok("sync")
+        try b.ok("sync")
+        #expect(try DeviceStore.open(at: a.store).pendingOps().isEmpty)
+        let c = try Tool()
+        try c.signIn(lone)
+        try c.ok("sync")
+        #expect(try DeviceStore.open(at: c.store).digest() == (try DeviceStore.open(at: a.store).digest()))
+        lone.stop()
+
+        let moved = try Tool.exec(Tool.binary, ["server", "move-to-postgres", "--data", copy, "--postgres", target])
+        #expect(moved.status == 0 && moved.stdout.contains("Moved 2 libraries, 2 users"), "\(moved.stdout) \(moved.stderr)")
+        let there = try Tool.exec(Tool.binary, ["server", "verify", "--all", "--postgres", target])
+        #expect(there.status == 0, "\(there.stdout) \(there.stderr)")
+    }
+
     /// Servers as on two machines: no directory in common, each with its replicas only
     /// (`--replicas`), users and devices in PostgreSQL, administered with `server … --postgres`.
     @Test func serversWithNothingInCommonButPostgreSQL() throws {
@@ -220,8 +272,8 @@ import Testing
         try b.ok("sync")
 
         // What works on library files is refused; a user removed with their library leaves PostgreSQL.
-        let backup = try Tool.exec(Tool.binary, ["server", "backup", "--to", a.directory.appendingPathComponent("copy").path] + pg)
-        #expect(backup.status != 0 && backup.stderr.contains("libraries_in_postgresql"), "\(backup.stderr)")
+        let salvage = try Tool.exec(Tool.binary, ["server", "salvage", "ada"] + pg)
+        #expect(salvage.status != 0 && salvage.stderr.contains("libraries_in_postgresql"), "\(salvage.stderr)")
         let both = try Tool.exec(Tool.binary, ["server", "users", "--data", a.directory.path] + pg)
         #expect(both.status == 2, "\(both.stderr)")
         let removed = try Tool.exec(Tool.binary, ["server", "remove-user", "ada", "--delete-library"] + pg)

@@ -164,3 +164,58 @@ extension Command {
         return ExitCode.success
     }
 }
+
+extension Command {
+    /// `chronicle server backup --postgres CONNINFO --to DEST`: PostgreSQL's accounts and every
+    /// library it orders, written as a lone server's data directory, beside the running servers.
+    ///
+    /// The accounts first, then each library read into a scratch replica (caught up from its
+    /// segments and log, as a server makes one) and copied as `server backup --data` copies a
+    /// file: `VACUUM INTO` beside its name, given an incarnation of its own (devices that synced
+    /// after the backup can tell a restored server), checked, flushed, renamed. Each library is as
+    /// of its turn. `chronicle serve --data DEST` runs on the copy; `server move-to-postgres`
+    /// puts it into a PostgreSQL database again.
+    static func backupPostgres(conninfo: String, to destination: String, _ ctx: Context) throws -> Int32 {
+        let started = DispatchTime.now().uptimeNanoseconds
+        let files = FileManager.default
+        if files.fileExists(atPath: destination), !((try? files.contentsOfDirectory(atPath: destination)) ?? ["?"]).isEmpty {
+            throw ChronicleError(.storeExists, "\(destination) already exists and is not empty; a backup never writes over anything. Choose a new directory.")
+        }
+        let scratch = (NSTemporaryDirectory() as NSString).appendingPathComponent("chronicle-backup-\(UUID().lowercased)")
+        defer { try? files.removeItem(atPath: scratch) }
+        let storage = try AccountsPlace.postgresStorage(conninfo, listening: false)
+        let store = try AccountsPlace.postgresStore(conninfo, replicas: scratch + "/libraries", poolSize: 2)
+        try files.createDirectory(atPath: destination + "/libraries", withIntermediateDirectories: true)
+
+        // The accounts, into a server.sqlite of their own, then copied in as every file is.
+        let accounts = try Accounts(dataDirectory: scratch)
+        let copied = try accounts.storage.copy(from: Accounts(storage: storage))
+        var bytes = try ServerBackup.copy(scratch + "/server.sqlite", to: destination + "/server.sqlite")
+
+        let libraries = try storage.libraries()
+        let bar = ProgressBar("Backing up", unit: "libraries")
+        var done = 0
+        for library in libraries {
+            bar.update(Int64(done), Int64(libraries.count))
+            guard let schema = Schema.named(library.schemaName) else {
+                throw ChronicleError(.invalidSchema, "Library \(library.id.lowercased) uses schema '\(library.schemaName)', which this build does not include; the backup in \(destination) is incomplete.")
+            }
+            let replica = try store.library(library.id, schema: schema)
+            _ = try replica.caughtUpHead()
+            bytes += try ServerBackup.copy(replica.path, to: Accounts.libraryPath(destination, library.id), newIncarnation: true)
+            done += 1
+        }
+        bar.finish()
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
+        if ctx.output.json {
+            ctx.output.emit(["destination": destination, "libraries": done, "users": copied.users, "devices": copied.devices,
+                             "bytes": bytes, "seconds": seconds])
+        } else {
+            ctx.output.line("Backed up \(copied.users) users, \(copied.devices) device registrations and \(done) librar\(done == 1 ? "y" : "ies") "
+                            + "from PostgreSQL (\(bytes) bytes) to \(destination) in \(String(format: "%.2f", seconds)) s, as a lone server's data directory. "
+                            + "Run a server on it with `chronicle serve --data \(destination)`, or put it into a PostgreSQL database with "
+                            + "`chronicle server move-to-postgres --data \(destination) --postgres CONNINFO`.")
+        }
+        return ExitCode.success
+    }
+}

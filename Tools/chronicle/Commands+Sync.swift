@@ -310,7 +310,7 @@ extension Command {
 
     static let server = Command(
         name: "server", summary: "Administer a server's data directory or PostgreSQL accounts (add-user, users, devices, revoke, passwd, remove-user, delete-library, set-plan, compact, backup, verify, salvage, move-to-postgres).",
-        usage: "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run] | devices --data DIR NAME | revoke --data DIR (DEVICE | --all NAME) | passwd --data DIR NAME [--revoke-devices] | remove-user --data DIR NAME [--delete-library] [--wait S] | delete-library --data DIR ID [--wait S] | move-to-postgres --data DIR --postgres CONNINFO [--dry-run] (add-user, users, devices, revoke, passwd, remove-user, delete-library, set-plan, compact and verify take --postgres CONNINFO in place of --data DIR)",
+        usage: "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run] | devices --data DIR NAME | revoke --data DIR (DEVICE | --all NAME) | passwd --data DIR NAME [--revoke-devices] | remove-user --data DIR NAME [--delete-library] [--wait S] | delete-library --data DIR ID [--wait S] | move-to-postgres --data DIR --postgres CONNINFO [--dry-run] (add-user, users, devices, revoke, passwd, remove-user, delete-library, set-plan, compact, verify and backup take --postgres CONNINFO in place of --data DIR)",
         details: """
             add-user reads the password from the first line of stdin (at least 8 characters) and creates the user's library;
             with --library ID it gives the user a library already in DIR that no user owns (one `salvage --accounts`
@@ -357,7 +357,7 @@ extension Command {
             a device whose registration was lost signs in again (401; its store and queue are kept), and a library whose
             user was lost stays on disk and is listed with the `add-user --library` command that gives it back.
             Servers that share PostgreSQL (`serve --postgres`) keep users and devices there: add-user, users, devices,
-            revoke, passwd, remove-user, delete-library, set-plan, compact and verify take --postgres CONNINFO (or CHRONICLE_POSTGRES, when
+            revoke, passwd, remove-user, delete-library, set-plan, compact, verify and backup take --postgres CONNINFO (or CHRONICLE_POSTGRES, when
             --data is not given) in place of --data DIR, and work beside the running servers; remove-user --delete-library
             and delete-library delete the library from PostgreSQL at once (no user owns it, so no device can reach it), and
             each server drops its replica when it next starts; set-plan orders its op there as a push is, after reading the
@@ -367,7 +367,10 @@ extension Command {
             library's sealed segments run on from where its history begins, chained and readable, and its log on from
             them to the head with no gap, that every device's number covers its ops and that the guard triggers are in
             place, then reads the log into a scratch replica and checks it as a library file (the projection against a
-            replay). backup and salvage are not available there (back up with pg_dump).
+            replay); backup --postgres CONNINFO --to DEST writes PostgreSQL's accounts and every library it orders as a lone
+            server's data directory, beside the running servers (each library read into a scratch replica, then copied as
+            above, with an incarnation of its own, as of its turn): `serve --data DEST` runs on it, and move-to-postgres
+            puts it into a PostgreSQL database again. salvage is not available there.
             move-to-postgres --data DIR --postgres CONNINFO moves a lone server to PostgreSQL, for servers on several
             machines to take over: stop the server on DIR first (data_directory_in_use while it runs). Every library
             file goes in whole, one transaction each, as the servers there would have written it: its sealed segments
@@ -380,7 +383,7 @@ extension Command {
             another history (store_exists). Interrupted, run it again: libraries already there with the same history
             are left as they are. The files in DIR stay as they were. --dry-run lists what would move.
             """) { args, ctx in
-        let usage = "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run] | devices --data DIR NAME | revoke --data DIR (DEVICE | --all NAME) | passwd --data DIR NAME [--revoke-devices] | remove-user --data DIR NAME [--delete-library] [--wait S] | delete-library --data DIR ID [--wait S] | move-to-postgres --data DIR --postgres CONNINFO [--dry-run] (add-user, users, devices, revoke, passwd, remove-user, delete-library, set-plan, compact and verify take --postgres CONNINFO in place of --data DIR)"
+        let usage = "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run] | devices --data DIR NAME | revoke --data DIR (DEVICE | --all NAME) | passwd --data DIR NAME [--revoke-devices] | remove-user --data DIR NAME [--delete-library] [--wait S] | delete-library --data DIR ID [--wait S] | move-to-postgres --data DIR --postgres CONNINFO [--dry-run] (add-user, users, devices, revoke, passwd, remove-user, delete-library, set-plan, compact, verify and backup take --postgres CONNINFO in place of --data DIR)"
         let action = try args.requirePositional("an action (add-user, users, devices, revoke, passwd, remove-user, delete-library, set-plan, compact, backup, verify, salvage or move-to-postgres)", usage: usage)
         if action == "move-to-postgres" {
             let moveUsage = "chronicle server move-to-postgres --data DIR --postgres CONNINFO [--dry-run]"
@@ -394,10 +397,11 @@ extension Command {
         }
         let place = try AccountsPlace.parse(&args, usage: usage)
         let accountActions = ["add-user", "users", "devices", "revoke", "passwd", "remove-user", "delete-library", "set-plan", "compact", "verify"]
-        // backup and salvage read and write library files; the other actions work on PostgreSQL too.
+        // salvage reads and writes library files; the other actions work on PostgreSQL too (backup
+        // writes a lone server's data directory from it).
         let data = place.directory ?? ""
-        if place.directory == nil, !accountActions.contains(action), ["backup", "salvage"].contains(action) {
-            throw ChronicleError(.librariesInPostgreSQL, "`chronicle server \(action)` works on a data directory's files and is not available with --postgres. Use PostgreSQL's own tools (pg_dump for backups), or a running `chronicle serve --postgres` for everything a server does.")
+        if place.directory == nil, action == "salvage" {
+            throw ChronicleError(.librariesInPostgreSQL, "`chronicle server salvage` works on a data directory's files and is not available with --postgres. PostgreSQL keeps its own data whole (restore it from your PostgreSQL backups, or from `chronicle server backup --postgres` with `server move-to-postgres`).")
         }
         // These work on library files, which are only a server's replicas where libraries are ordered in PostgreSQL.
         if ["set-plan", "compact", "backup", "verify", "delete-library"].contains(action) || (action == "salvage" && !args.has("accounts")) {
@@ -495,6 +499,7 @@ extension Command {
         case "backup":
             guard let destination = args.option("to") else { throw ChronicleError(.usage, "--to DEST is required (a new or empty directory). Usage: \(usage)") }
             try args.finish(usage: usage)
+            if case .postgres(let conninfo) = place { return try backupPostgres(conninfo: conninfo, to: destination, ctx) }
             let bar = ProgressBar("Backing up", unit: "files")
             let report = try ServerBackup.run(dataDirectory: data, to: destination, progress: { bar.update($0, $1) })
             bar.finish()

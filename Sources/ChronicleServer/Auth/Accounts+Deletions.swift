@@ -114,6 +114,6 @@ extension Accounts {
     /// writes library files there, and those are only a server's replicas.
     public func refuseIfOrderedElsewhere(_ what: String) throws {
         guard let store = try librariesOrderedIn() else { return }
-        throw ChronicleError(.librariesInPostgreSQL, "The libraries of this data directory are ordered in \(store == "postgresql" ? "PostgreSQL" : store) (`chronicle serve --postgres`); \(what) works on library files and is not available for them yet. Use PostgreSQL's own tools (pg_dump for backups), or `chronicle serve --postgres` for everything a running server does.")
+        throw ChronicleError(.librariesInPostgreSQL, "The libraries of this data directory are ordered in \(store == "postgresql" ? "PostgreSQL" : store) (`chronicle serve --postgres`); \(what) works on library files and is not available for them. Use `chronicle server ACTION --postgres CONNINFO` (backup writes a lone server's data directory from PostgreSQL), or `chronicle serve --postgres` for everything a running server does.")
     }
 }

@@ -76,7 +76,7 @@ public enum ServerBackup {
     /// One file: `VACUUM INTO` a partial name, check it, flush it, rename it. Returns its size.
     /// `newIncarnation`: the copy of a library takes an incarnation of its own
     /// (`ServerLibrary.incarnation`), so that devices can tell a server restored from it.
-    static func copy(_ path: String, to destination: String, newIncarnation: Bool = false) throws -> Int64 {
+    public static func copy(_ path: String, to destination: String, newIncarnation: Bool = false) throws -> Int64 {
         let partial = destination + ".partial"
         try? FileManager.default.removeItem(atPath: partial)
         do {
