@@ -17,11 +17,11 @@ extension Command {
     /// serves it). Interrupted, it is run again: libraries already there with the same history
     /// are left as they are. The library files stay in DIR as they were.
     static func moveToPostgres(data: String, conninfo: String, dryRun: Bool, _ ctx: Context) throws -> Int32 {
-        let lock = try DataDirectoryLock(dataDirectory: data, purpose: "chronicle server move-to-postgres")
-        defer { withExtendedLifetime(lock) {} }
         guard FileManager.default.fileExists(atPath: (data as NSString).appendingPathComponent("server.sqlite")) else {
             throw ChronicleError(.storeMissing, "\(data) has no server.sqlite: it is not a lone server's data directory (`chronicle serve --data DIR` makes one).")
         }
+        let lock = try DataDirectoryLock(dataDirectory: data, purpose: "chronicle server move-to-postgres")
+        defer { withExtendedLifetime(lock) {} }
         let local = try Accounts(dataDirectory: data)
         if try local.librariesOrderedIn() != nil {
             throw ChronicleError(.librariesInPostgreSQL, "The libraries of \(data) are ordered in PostgreSQL already (moved before, or served by `chronicle serve --postgres`); there is nothing to move. Serve them with `chronicle serve --postgres CONNINFO --data \(data)`.")
@@ -178,8 +178,11 @@ extension Command {
     static func backupPostgres(conninfo: String, to destination: String, _ ctx: Context) throws -> Int32 {
         let started = DispatchTime.now().uptimeNanoseconds
         let files = FileManager.default
-        if files.fileExists(atPath: destination), !((try? files.contentsOfDirectory(atPath: destination)) ?? ["?"]).isEmpty {
-            throw ChronicleError(.storeExists, "\(destination) already exists and is not empty; a backup never writes over anything. Choose a new directory.")
+        var isDirectory: ObjCBool = false
+        if files.fileExists(atPath: destination, isDirectory: &isDirectory) {
+            guard isDirectory.boolValue, ((try? files.contentsOfDirectory(atPath: destination)) ?? ["?"]).isEmpty else {
+                throw ChronicleError(.storeExists, "\(destination) already exists and is not an empty directory; a backup never writes over anything. Choose a new directory.")
+            }
         }
         let scratch = (NSTemporaryDirectory() as NSString).appendingPathComponent("chronicle-backup-\(UUID().lowercased)")
         defer { try? files.removeItem(atPath: scratch) }
