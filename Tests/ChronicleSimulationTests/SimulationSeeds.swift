@@ -39,10 +39,12 @@ enum SimulationSeeds {
     /// Seeds run with app updates in the default suite (the soak's list with `CHRONICLE_SIM_APP_UPDATES=1`):
     /// the first eight, and those of 150 steps whose failures the soaks found (11, 187 and 202: an
     /// interrupted bulk apply of an old app; 498: an op of another device under the same id
-    /// taken for agreement after a restore), which stay as regression tests.
+    /// taken for agreement after a restore; 2575: a new app that started from the old server's
+    /// snapshot at the very seq the server, once updated, carried its own state over to, kept
+    /// its own carry-over, which knew less), which stay as regression tests.
     static var appUpdateSeeds: [UInt64] {
         if single != nil || environment["CHRONICLE_SIM_SEEDS"] != nil { return [] }
-        return Array(1...8) + [11, 187, 202, 498]
+        return Array(1...8) + [11, 187, 202, 498, 2575]
     }
 
     /// Safety-phase steps per seed run.

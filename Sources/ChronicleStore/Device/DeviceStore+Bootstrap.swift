@@ -148,6 +148,15 @@ extension DeviceStore {
             try DeviceStore.forgetDisagreement(in: db)
             try db.execute("DELETE FROM chronicle_meta WHERE key = ?1", [.text(DeviceStore.stateCarriedOverKey)])
             try DeviceStore.setMeta(DeviceStore.serverSnapshotKey, .integer(seq), in: db)
+            // A snapshot of an earlier schema version (the server not updated yet) gives a state
+            // carried over here, which the server's own carry-over, when it is updated, may not
+            // match even at this seq (it may carry over from an earlier snapshot and replay up to
+            // it, which knows more): the sync engine then starts over from the server's snapshot.
+            if filler.migratedFrom != nil {
+                try DeviceStore.setMeta(DeviceStore.serverSnapshotCarriedOverKey, .integer(seq), in: db)
+            } else {
+                try db.execute("DELETE FROM chronicle_meta WHERE key = ?1", [.text(DeviceStore.serverSnapshotCarriedOverKey)])
+            }
             if let incarnation {
                 try DeviceStore.setMeta(DeviceStore.serverIncarnationKey, .text(incarnation.lowercased), in: db)
             } else {

@@ -55,6 +55,7 @@ extension DeviceStore {
             if head == 0 { try db.execute("DELETE FROM chronicle_meta WHERE key = ?1", [.text(Self.stateCarriedOverKey)]) }
             if let started = try Self.meta(Self.serverSnapshotKey, in: db).integerValue, head < started {
                 try db.execute("DELETE FROM chronicle_meta WHERE key = ?1", [.text(Self.serverSnapshotKey)])
+                try db.execute("DELETE FROM chronicle_meta WHERE key = ?1", [.text(Self.serverSnapshotCarriedOverKey)])
             }
             // Keep whole segments only; before a snapshot the store started from there is no op to keep.
             var point = head
@@ -143,6 +144,18 @@ extension DeviceStore {
     /// (and has not gone back before it since).
     public func serverSnapshotSeq() throws -> Int64? {
         try read { db in try Self.meta(Self.serverSnapshotKey, in: db).integerValue }
+    }
+
+    /// Meta key: the seq of the server's snapshot this store started from (`serverSnapshotKey`)
+    /// where that snapshot was of an earlier schema version and its state was carried over here.
+    static let serverSnapshotCarriedOverKey = "server_snapshot_carried_over"
+
+    /// Whether the server's snapshot this store's state comes from was of an earlier schema
+    /// version, its state carried over on this device: a server that has carried its own state
+    /// over since (`PullPage.stateCarriedOverAt`), at that seq or later, may hold another state
+    /// there, and the sync engine starts over from the server's.
+    public func serverSnapshotCarriedOver() throws -> Bool {
+        try read { db in try Self.meta(Self.serverSnapshotCarriedOverKey, in: db).integerValue != nil }
     }
 
     /// Meta key: the lowest seq at which a sync found that the server holds other ops than this

@@ -785,9 +785,14 @@ public actor SyncEngine {
                 // history is compared first (once a round; then the new incarnation is kept).
                 // The server's state was carried over from a snapshot of an earlier schema version when
                 // it was updated: a store whose state is not the server's since then (it replays its own
-                // log, which knows more) starts over from the server's snapshot, once a round.
-                if count == 0, let at = page.stateCarriedOverAt, roundRewind == nil, (try store.serverSnapshotSeq() ?? -1) < at {
-                    throw StartOverFromServer()
+                // log, which knows more) starts over from the server's snapshot, once a round. So does
+                // one that started, at that very seq, from the server's snapshot of the earlier version
+                // and carried it over itself: the server may have carried over from an earlier snapshot
+                // and replayed up to there, which knows more (who set a field that became mergeOrAsk).
+                if count == 0, let at = page.stateCarriedOverAt, roundRewind == nil {
+                    let started = try store.serverSnapshotSeq() ?? -1
+                    let carriedHere = started == at ? try store.serverSnapshotCarriedOver() : false
+                    if started < at || carriedHere { throw StartOverFromServer() }
                 }
                 if count == 0, let theirs = page.incarnation, case let ours = try store.serverIncarnation(), ours != theirs {
                     if ours != nil, roundRewind == nil, roundBootstrap == nil, cursor > 0 { throw Diverged(cursor: cursor + 1) }
