@@ -15,7 +15,8 @@ extension Command {
     /// no server on PostgreSQL serves a library before it is whole; then DIR is marked as moved
     /// (a lone `serve --data DIR` refuses it from then on, and `serve --postgres --data DIR`
     /// serves it). Interrupted, it is run again: libraries already there with the same history
-    /// are left as they are. The library files stay in DIR as they were.
+    /// are left as they are. The library files stay in DIR, no longer used (one of an older format
+    /// is brought up to this build's first, as a server opening it would).
     static func moveToPostgres(data: String, conninfo: String, dryRun: Bool, _ ctx: Context) throws -> Int32 {
         guard FileManager.default.fileExists(atPath: (data as NSString).appendingPathComponent("server.sqlite")) else {
             throw ChronicleError(.storeMissing, "\(data) has no server.sqlite: it is not a lone server's data directory (`chronicle serve --data DIR` makes one).")
@@ -72,7 +73,7 @@ extension Command {
         } else {
             ctx.output.line("Moved \(targets.count) librar\(targets.count == 1 ? "y" : "ies"), \(copied.users) users and \(copied.devices) device registrations to PostgreSQL"
                             + (deleting.isEmpty ? "." : "; \(deleting.count) awaiting deletion were left out."))
-            ctx.output.line("Devices keep their tokens and go on from their cursors. Serve it with `chronicle serve --postgres CONNINFO --data \(data)` (a lone `serve --data \(data)` now refuses it); the library files stay in \(data)/libraries as they were, no longer used.")
+            ctx.output.line("Devices keep their tokens and go on from their cursors. Serve it with `chronicle serve --postgres CONNINFO --data \(data)` (a lone `serve --data \(data)` now refuses it); the library files stay in \(data)/libraries, no longer used.")
         }
         return ExitCode.success
     }
@@ -147,11 +148,18 @@ extension Command {
         var rows: [[String]] = []
         var json: [[String: Any]] = []
         for target in targets {
-            let source = try ServerLibrary.openOrCreate(at: Accounts.libraryPath(data, target.id), libraryID: target.id, schema: target.schema)
-            let header = try source.exportHeader()
-            rows.append([target.owner ?? "(no one)", target.id.lowercased, String(header.head), String(header.sealedThrough), String(header.historyBase)])
-            json.append(["library_id": target.id.lowercased, "user": target.owner as Any? ?? NSNull(), "head": header.head,
-                         "sealed_through": header.sealedThrough, "history_base": header.historyBase])
+            // Read only: a library file of an older format is not brought up to date by a dry run.
+            var options = Database.Options()
+            options.readOnly = true
+            let db = try Database(path: Accounts.libraryPath(data, target.id), options: options)
+            let logged = try db.scalarInt("SELECT max(server_seq) FROM chronicle_log") ?? 0
+            let segments = (try? db.scalarInt("SELECT max(last_seq) FROM chronicle_segments")) ?? nil
+            let base = (try? db.scalarInt("SELECT value FROM chronicle_meta WHERE key = 'history_base_seq'")) ?? nil
+            let sealed = max(segments ?? 0, base ?? 0)
+            let head = max(logged, sealed)
+            rows.append([target.owner ?? "(no one)", target.id.lowercased, String(head), String(sealed), String(base ?? 0)])
+            json.append(["library_id": target.id.lowercased, "user": target.owner as Any? ?? NSNull(), "head": head,
+                         "sealed_through": sealed, "history_base": base ?? 0])
         }
         let users = try local.libraries().count
         if ctx.output.json {

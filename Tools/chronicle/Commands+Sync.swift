@@ -381,7 +381,7 @@ extension Command {
             `serve --postgres CONNINFO --data DIR` serves it and a lone `serve --data DIR` refuses it. Refused, with
             nothing written, where PostgreSQL has a user of the same name with another library or the same library with
             another history (store_exists). Interrupted, run it again: libraries already there with the same history
-            are left as they are. The files in DIR stay as they were. --dry-run lists what would move.
+            are left as they are. The files stay in DIR, no longer used. --dry-run lists what would move, opening nothing for writing.
             """) { args, ctx in
         let usage = "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run] | devices --data DIR NAME | revoke --data DIR (DEVICE | --all NAME) | passwd --data DIR NAME [--revoke-devices] | remove-user --data DIR NAME [--delete-library] [--wait S] | delete-library --data DIR ID [--wait S] | move-to-postgres --data DIR --postgres CONNINFO [--dry-run] (add-user, users, devices, revoke, passwd, remove-user, delete-library, set-plan, compact, verify and backup take --postgres CONNINFO in place of --data DIR)"
         let action = try args.requirePositional("an action (add-user, users, devices, revoke, passwd, remove-user, delete-library, set-plan, compact, backup, verify, salvage or move-to-postgres)", usage: usage)
