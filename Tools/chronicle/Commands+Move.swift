@@ -211,8 +211,7 @@ extension Command {
             guard let schema = Schema.named(library.schemaName) else {
                 throw ChronicleError(.invalidSchema, "Library \(library.id.lowercased) uses schema '\(library.schemaName)', which this build does not include; the backup in \(destination) is incomplete.")
             }
-            let replica = try store.library(library.id, schema: schema)
-            _ = try replica.caughtUpHead()
+            let replica = try store.library(library.id, schema: schema)   // made and caught up from PostgreSQL
             bytes += try ServerBackup.copy(replica.path, to: Accounts.libraryPath(destination, library.id), newIncarnation: true)
             done += 1
         }
