@@ -318,11 +318,7 @@ public final class PostgresLibrary: LibraryUpstream {
         guard base > state.historyBase, base <= state.sealedThrough,
               try pg.execute("SELECT 1 FROM chronicle_segments WHERE library_id = $1 AND last_seq = $2", [key, String(base)]).count == 1,
               let snapshot = try replica.snapshot(at: base) else { return }
-        let body = try LZ4Frame.decompress(snapshot.frame, maxBytes: SnapshotCodec.Limits().maxDecodedBytes)
-        try pg.execute("""
-            INSERT INTO chronicle_snapshots(library_id, seq, frame, state_digest, body_bytes, created_at)
-            VALUES ($1, $2, $3, $4, $5, (extract(epoch FROM clock_timestamp()) * 1000)::bigint) ON CONFLICT (library_id, seq) DO NOTHING
-            """, values: [.text(key), .text(String(base)), .bytes(snapshot.frame), .text(snapshot.stateDigest), .text(String(body.count))])
+        try Self.insertSnapshot(snapshot.frame, at: base, stateDigest: snapshot.stateDigest, library: key, pg)
         var after = state.historyBase
         var dropped = 0
         while after < base {
@@ -386,11 +382,8 @@ public final class PostgresLibrary: LibraryUpstream {
         }
         let last = ops.last!.serverSeq!
         let digest = DeviceStore.chainDigest(previous: state.sealedDigest, body: body)
-        try pg.execute("""
-            INSERT INTO chronicle_segments(library_id, first_seq, last_seq, op_count, frame, digest, previous_digest, body_bytes, created_at)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, (extract(epoch FROM clock_timestamp()) * 1000)::bigint)
-            """, values: [.text(key), .text(String(first)), .text(String(last)), .text(String(ops.count)),
-                          .bytes(frame), .text(digest), .text(state.sealedDigest), .text(String(body.count))])
+        try Self.insertSegment(frame, first: first, last: last, digest: digest, previousDigest: state.sealedDigest, bodyBytes: body.count,
+                               library: key, pg)
         // The segment is in, so the guard trigger lets the rows it holds go: they must be its ops.
         let removed = try pg.execute("""
             DELETE FROM chronicle_log WHERE library_id = $1 AND server_seq >= $2 AND server_seq <= $3 RETURNING \(Self.logColumns)
@@ -544,6 +537,26 @@ extension PostgresLibrary {
             }
             try pg.execute("INSERT INTO chronicle_log(library_id, \(logColumns)) VALUES " + rows.joined(separator: ", "), parameters)
         }
+    }
+
+    /// Keeps a sealed segment's frame after the sealed prefix (the insert trigger checks that it
+    /// continues it, chained to `previousDigest`).
+    static func insertSegment(_ frame: [UInt8], first: Int64, last: Int64, digest: String, previousDigest: String, bodyBytes: Int,
+                              library key: String, _ pg: PostgresConnection) throws {
+        try pg.execute("""
+            INSERT INTO chronicle_segments(library_id, first_seq, last_seq, op_count, frame, digest, previous_digest, body_bytes, created_at)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, (extract(epoch FROM clock_timestamp()) * 1000)::bigint)
+            """, values: [.text(key), .text(String(first)), .text(String(last)), .text(String(last - first + 1)),
+                          .bytes(frame), .text(digest), .text(previousDigest), .text(String(bodyBytes))])
+    }
+
+    /// Keeps a snapshot's frame at `seq` (one already there is kept as it is).
+    static func insertSnapshot(_ frame: [UInt8], at seq: Int64, stateDigest: String, library key: String, _ pg: PostgresConnection) throws {
+        let body = try LZ4Frame.decompress(frame, maxBytes: SnapshotCodec.Limits().maxDecodedBytes)
+        try pg.execute("""
+            INSERT INTO chronicle_snapshots(library_id, seq, frame, state_digest, body_bytes, created_at)
+            VALUES ($1, $2, $3, $4, $5, (extract(epoch FROM clock_timestamp()) * 1000)::bigint) ON CONFLICT (library_id, seq) DO NOTHING
+            """, values: [.text(key), .text(String(seq)), .bytes(frame), .text(stateDigest), .text(String(body.count))])
     }
 
     static func insertRejected(_ row: ServerLibrary.RejectedOp, library key: String, generation: Int64, _ pg: PostgresConnection) throws {

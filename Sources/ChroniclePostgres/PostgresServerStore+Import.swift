@@ -51,12 +51,7 @@ extension PostgresServerStore {
                     guard let snapshot = try source.snapshot(at: header.historyBase) else {
                         throw ChronicleError(.invariantViolated, "Library \(key)'s history begins after seq \(header.historyBase), but its file holds no snapshot there; nothing was copied for it. Check it with `chronicle server verify`.")
                     }
-                    let body = try LZ4Frame.decompress(snapshot.frame, maxBytes: SnapshotCodec.Limits().maxDecodedBytes)
-                    try pg.execute("""
-                        INSERT INTO chronicle_snapshots(library_id, seq, frame, state_digest, body_bytes, created_at)
-                        VALUES ($1, $2, $3, $4, $5, (extract(epoch FROM clock_timestamp()) * 1000)::bigint)
-                        """, values: [.text(key), .text(String(header.historyBase)), .bytes(snapshot.frame), .text(snapshot.stateDigest),
-                                      .text(String(body.count))])
+                    try PostgresLibrary.insertSnapshot(snapshot.frame, at: header.historyBase, stateDigest: snapshot.stateDigest, library: key, pg)
                     var after: Int64 = 0
                     while true {
                         let batch = try source.droppedOps(after: after, through: header.historyBase, limit: 20_000)
@@ -77,12 +72,8 @@ extension PostgresServerStore {
                         guard DeviceStore.chainDigest(previous: segment.previousDigest, body: body) == segment.digest else {
                             throw ChronicleError(.invariantViolated, "Library \(key)'s sealed segment \(segment.firstSeq)…\(segment.lastSeq) does not match its digest; nothing was copied for it. Check the file with `chronicle server verify`.")
                         }
-                        try pg.execute("""
-                            INSERT INTO chronicle_segments(library_id, first_seq, last_seq, op_count, frame, digest, previous_digest, body_bytes, created_at)
-                            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, (extract(epoch FROM clock_timestamp()) * 1000)::bigint)
-                            """, values: [.text(key), .text(String(segment.firstSeq)), .text(String(segment.lastSeq)),
-                                          .text(String(segment.lastSeq - segment.firstSeq + 1)), .bytes(segment.frame), .text(segment.digest),
-                                          .text(segment.previousDigest), .text(String(body.count))])
+                        try PostgresLibrary.insertSegment(segment.frame, first: segment.firstSeq, last: segment.lastSeq, digest: segment.digest,
+                                                          previousDigest: segment.previousDigest, bodyBytes: body.count, library: key, pg)
                         try pg.execute("UPDATE chronicle_libraries SET sealed_through = $2, sealed_digest = $3 WHERE library_id = $1",
                                        [key, String(segment.lastSeq), segment.digest])
                         copied += segment.lastSeq - segment.firstSeq + 1
