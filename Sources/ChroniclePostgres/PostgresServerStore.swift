@@ -23,8 +23,9 @@ public final class PostgresServerStore: SharedLibraryStore {
     /// v1: libraries, log, refused ops and devices. v2: users, device registrations and library
     /// deletions too (`PostgresAccountsStorage`). v3: sealed segments, which the log's oldest ops
     /// leave it for, and history dropped past the retention horizon behind a snapshot, the op ids
-    /// kept (`PostgresLibrary.sealed`). An older database gains what it lacks when it is opened.
-    public static let formatVersion: Int64 = 3
+    /// kept (`PostgresLibrary.sealed`). v4: blobs, uploaded in chunks (`PostgresBlobStorage`).
+    /// An older database gains what it lacks when it is opened.
+    public static let formatVersion: Int64 = 4
     /// How long a statement may run by default (`statement_timeout`): 30 s.
     public static let defaultStatementTimeoutMilliseconds = 30_000
 
@@ -62,7 +63,7 @@ public final class PostgresServerStore: SharedLibraryStore {
         let exists = try pg.execute("SELECT to_regclass('chronicle_meta') IS NOT NULL").text(0, 0) == "t"
         if !exists {
             try pg.transaction { pg in
-                for statement in statements + accountsStatements + sealingStatements { try pg.execute(statement) }
+                for statement in statements + accountsStatements + sealingStatements + PostgresBlobStorage.statements { try pg.execute(statement) }
                 try pg.execute("INSERT INTO chronicle_meta(key, value) VALUES ('format_version', $1), ('kind', 'chronicle-server')",
                                [String(formatVersion)])
             }
@@ -77,7 +78,8 @@ public final class PostgresServerStore: SharedLibraryStore {
         }
         if format < formatVersion {
             try pg.transaction { pg in
-                for statement in (format < 2 ? accountsStatements : []) + sealingStatements { try pg.execute(statement) }
+                for statement in (format < 2 ? accountsStatements : []) + (format < 3 ? sealingStatements : [])
+                    + PostgresBlobStorage.statements { try pg.execute(statement) }
                 try pg.execute("UPDATE chronicle_meta SET value = $1 WHERE key = 'format_version'", [String(formatVersion)])
             }
         }
@@ -392,6 +394,9 @@ public final class PostgresServerStore: SharedLibraryStore {
 
     /// Deletes library `id`: its log, refused ops and devices in PostgreSQL (one transaction), then
     /// this process's replica. Other processes' replicas go when they start again (`sweepReplicas`).
+    /// The libraries' blobs, in the same database.
+    public var blobs: (any BlobStorage)? { PostgresBlobStorage(pool: pool) }
+
     public func deleteLibrary(_ id: UUID) throws -> Bool {
         let existed = try Self.deleteLibrary(id, pool: pool)
         upstreams.withLock { _ = $0.removeValue(forKey: id) }
@@ -406,7 +411,7 @@ public final class PostgresServerStore: SharedLibraryStore {
         return try pool.withConnection { pg in
             try pg.transaction { pg in
                 try pg.execute("SELECT set_config('chronicle.deleting_library', $1, true)", [key])
-                for table in ["chronicle_log", "chronicle_segments", "chronicle_snapshots", "chronicle_dropped_ops", "chronicle_rejected_ops",
+                for table in ["chronicle_blob_chunks", "chronicle_blobs", "chronicle_log", "chronicle_segments", "chronicle_snapshots", "chronicle_dropped_ops", "chronicle_rejected_ops",
                               "chronicle_devices"] {
                     try pg.execute("DELETE FROM \(table) WHERE library_id = $1", [key])
                 }

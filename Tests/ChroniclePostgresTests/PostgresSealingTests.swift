@@ -345,8 +345,8 @@ struct PostgresSealingTests {
         #expect(try service.library(library).digest() == (try onA.digest()))
     }
 
-    /// A format-2 database (no sealed segments) gains them when a format-3 build opens it, with
-    /// its libraries whole, and they seal from then on.
+    /// A format-2 database (no sealed segments) gains them, and blobs, when this build opens it,
+    /// with its libraries whole, and they seal from then on.
     @Test func aFormat2DatabaseIsUpgradedInPlace() throws {
         let database = try TestDatabase()
         let library = UUID()
@@ -360,7 +360,7 @@ struct PostgresSealingTests {
         // Back to format 2, as a v2 build left it.
         let pg = try database.connection()
         for statement in [
-            "DROP TABLE chronicle_segments, chronicle_snapshots, chronicle_dropped_ops",
+            "DROP TABLE chronicle_segments, chronicle_snapshots, chronicle_dropped_ops, chronicle_blob_chunks, chronicle_blobs",
             "DROP FUNCTION chronicle_segments_follow()",
             "DROP FUNCTION chronicle_history_kept()",
             "DROP TRIGGER chronicle_history_base ON chronicle_libraries",
@@ -374,7 +374,8 @@ struct PostgresSealingTests {
         ] { try pg.execute(statement) }
 
         let b = try database.server("b")
-        #expect(try pg.execute("SELECT value FROM chronicle_meta WHERE key = 'format_version'").text(0, 0) == "3")
+        #expect(try pg.execute("SELECT value FROM chronicle_meta WHERE key = 'format_version'").text(0, 0) == "4")
+        #expect(try pg.execute("SELECT to_regclass('chronicle_blob_chunks') IS NOT NULL").text(0, 0) == "t", "and blobs (format 4)")
         let onB = try b.library(library)
         #expect(try onB.digest() == digest)
         #expect(try onB.compact(Self.policy(segment: 100, keep: 50)).opsSealed == 200)

@@ -89,6 +89,15 @@ import Testing
         let compacted = try Tool.exec(Tool.binary, ["server", "compact", "--data", data, "ada", "--keep-ops", "5", "--horizon-days", "0"])
         #expect(compacted.status == 0 && compacted.stdout.contains("history through seq"), "\(compacted.stdout) \(compacted.stderr)")
         for index in 30..<35 { try a.ok("save", "https://example.com/a/\(index)") }   // queued, not synced
+        // A file on the lone server: it moves with the library.
+        let photo = a.directory.appendingPathComponent("photo.bin").path
+        let bytes = (0..<1_500_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 9) }
+        try Data(bytes).write(to: URL(fileURLWithPath: photo))
+        let added = try Tool.exec(Tool.binary, ["--store", b.store, "blob", "add", photo, "--type", "image/jpeg"])
+        let ref = added.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(added.status == 0 && ref.hasPrefix("sha256:"), "\(added.stdout) \(added.stderr)")
+        let uploaded = try Tool.exec(Tool.binary, ["--store", b.store, "sync"])
+        #expect(uploaded.status == 0 && uploaded.stdout.contains("Uploaded 1 file"), "\(uploaded.stdout) \(uploaded.stderr)")
 
         let move = ["server", "move-to-postgres", "--data", data, "--postgres", conninfo]
         let busy = try Tool.exec(Tool.binary, move)
@@ -97,7 +106,7 @@ import Testing
         let dry = try Tool.exec(Tool.binary, move + ["--dry-run"])
         #expect(dry.status == 0 && dry.stdout.contains("Would move 2 libraries and 2 users"), "\(dry.stdout) \(dry.stderr)")
         let moved = try Tool.exec(Tool.binary, move)
-        #expect(moved.status == 0 && moved.stdout.contains("Moved 2 libraries, 2 users and 2 device registrations to PostgreSQL")
+        #expect(moved.status == 0 && moved.stdout.contains("Moved 2 libraries, 2 users and 2 device registrations to PostgreSQL, with 1 file (1500000 bytes)")
                 && moved.stdout.contains("digest matches") && !moved.stdout.contains("already"), "\(moved.stdout) \(moved.stderr)")
         let again = try Tool.exec(Tool.binary, move)
         #expect(again.status != 0 && again.stderr.contains("libraries_in_postgresql"), "\(again.stderr)")
@@ -117,6 +126,12 @@ import Testing
         #expect(try DeviceStore.open(at: c.store).digest() == (try DeviceStore.open(at: a.store).digest()))
         let verified = try Tool.exec(Tool.binary, ["server", "verify", "--all", "--postgres", conninfo])
         #expect(verified.status == 0, "\(verified.stdout) \(verified.stderr)")
+        let d = try Tool()
+        try d.signIn(shared, user: "bob")
+        let out = d.directory.appendingPathComponent("photo.out").path
+        let fetched = try Tool.exec(Tool.binary, ["--store", d.store, "blob", "get", ref, "--to", out])
+        #expect(fetched.status == 0 && fetched.stdout.contains("fetched from the server"), "\(fetched.stdout) \(fetched.stderr)")
+        #expect(FileManager.default.contents(atPath: out) == Data(bytes), "the file came through PostgreSQL whole")
     }
 
     /// A move that meets a library file it cannot read stops there, naming the file, with the
@@ -177,10 +192,15 @@ import Testing
         try b.ok("save", "https://example.com/b")
         try b.ok("sync")
         #expect(try Tool.exec(Tool.binary, ["server", "compact", "ada", "--keep-ops", "10"] + pg).status == 0)
+        let photo = a.directory.appendingPathComponent("photo.bin").path
+        let bytes = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 11) }
+        try Data(bytes).write(to: URL(fileURLWithPath: photo))
+        let ref = try Tool.exec(Tool.binary, ["--store", a.store, "blob", "add", photo]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        try a.ok("sync")
 
         let copy = a.directory.appendingPathComponent("backup").path
         let backup = try Tool.exec(Tool.binary, ["server", "backup", "--to", copy] + pg)
-        #expect(backup.status == 0 && backup.stdout.contains("Backed up 2 users, 2 device registrations and 2 libraries"), "\(backup.stdout) \(backup.stderr)")
+        #expect(backup.status == 0 && backup.stdout.contains("Backed up 2 users, 2 device registrations and 2 libraries with 1 file"), "\(backup.stdout) \(backup.stderr)")
         let again = try Tool.exec(Tool.binary, ["server", "backup", "--to", copy] + pg)
         #expect(again.status != 0 && again.stderr.contains("store_exists"), "\(again.stderr)")
         let verified = try Tool.exec(Tool.binary, ["server", "verify", "--data", copy, "--all"])
@@ -199,12 +219,16 @@ import Testing
         try c.signIn(lone)
         try c.ok("sync")
         #expect(try DeviceStore.open(at: c.store).digest() == (try DeviceStore.open(at: a.store).digest()))
+        let out = c.directory.appendingPathComponent("photo.out").path
+        #expect(try Tool.exec(Tool.binary, ["--store", c.store, "blob", "get", ref, "--to", out]).status == 0)
+        #expect(FileManager.default.contents(atPath: out) == Data(bytes), "the backup holds the file")
         lone.stop()
 
         let moved = try Tool.exec(Tool.binary, ["server", "move-to-postgres", "--data", copy, "--postgres", target])
-        #expect(moved.status == 0 && moved.stdout.contains("Moved 2 libraries, 2 users"), "\(moved.stdout) \(moved.stderr)")
+        #expect(moved.status == 0 && moved.stdout.contains("Moved 2 libraries, 2 users") && moved.stdout.contains("with 1 file"), "\(moved.stdout) \(moved.stderr)")
         let there = try Tool.exec(Tool.binary, ["server", "verify", "--all", "--postgres", target])
         #expect(there.status == 0, "\(there.stdout) \(there.stderr)")
+        #expect(try PostgresConnection(target).execute("SELECT count(*) FROM chronicle_blobs WHERE complete").int(0, 0) == 1)
     }
 
     /// Servers as on two machines: no directory in common, each with its replicas only

@@ -14,6 +14,11 @@ import Testing
         _ = try Tool.exec(Tool.binary, ["server", "add-user", "--data", data, "ada"], stdin: "password123\n")
         try t.signIn(server)
         try t.write(300, prefix: "before")
+        // A file synced before the backup: the backup holds it.
+        let photo = t.directory.appendingPathComponent("photo.bin").path
+        let bytes = (0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ $0 >> 10) }
+        try Data(bytes).write(to: URL(fileURLWithPath: photo))
+        let ref = try t.run(["blob", "add", photo]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         try t.ok("sync")
         let digestAtBackup = try DeviceStore.open(at: t.store).digest()
 
@@ -25,7 +30,7 @@ import Testing
         #expect(backup.status == 0, "\(backup.stderr)")
         #expect(waitForExit(during, seconds: 60) == 0)
         let report = try backup.object()
-        #expect(report["libraries"] as? Int == 1 && (report["bytes"] as? Int ?? 0) > 0)
+        #expect(report["libraries"] as? Int == 1 && report["blob_files"] as? Int == 1 && (report["bytes"] as? Int ?? 0) > 0)
         let names = try FileManager.default.contentsOfDirectory(atPath: backupDirectory + "/libraries")
         #expect(names.count == 1 && names.allSatisfy { $0.hasSuffix(".sqlite") }, "no partial files: \(names)")
         try t.write(50, prefix: "after")
@@ -41,6 +46,9 @@ import Testing
         #expect(cursor >= 300 && cursor <= 500, "cursor \(cursor)")
         if cursor == 300 { #expect(try copy.digest() == digestAtBackup) }
         try other.ok("verify")
+        let out = other.directory.appendingPathComponent("photo.out").path
+        #expect(try other.run(["blob", "get", ref, "--to", out]).status == 0)
+        #expect(FileManager.default.contents(atPath: out) == Data(bytes), "the backup holds the file")
 
         // The first device synced past the backup (550 ops, all its own) and queued five more.
         // Against the restored server (same address) it goes back to what that server holds and

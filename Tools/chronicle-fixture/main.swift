@@ -133,6 +133,20 @@ let outRoot = argument("out", default: "Tests/Fixtures")
         }
     }
 
+    // MARK: - Blobs (format v8): one queued to upload, one uploaded, one fetched in part
+
+    var blobBytes = [UInt8]()
+    var seed: UInt32 = 0x2026_1206
+    for _ in 0..<6_000 { seed = seed &* 1_664_525 &+ 1_013_904_223; blobBytes.append(UInt8(truncatingIfNeeded: seed >> 24)) }
+    clock.advance(milliseconds: 1_000)
+    try store.addBlob(Array(blobBytes[0..<2_000]), mediaType: "image/jpeg")
+    clock.advance(milliseconds: 1_000)
+    let uploaded = try store.addBlob(Array(blobBytes[2_000..<4_000]), mediaType: "image/png")
+    try store.recordBlobUploaded(uploaded, serverHolds: 2_000, complete: true)
+    let fetching = BlobRef.of(Array(blobBytes[4_000..<6_000]))
+    try store.appendFetchedBlob(fetching, length: 2_000, offset: 0, bytes: Array(blobBytes[4_000..<5_000]))
+    let blobs = try store.blobs().count
+
     // MARK: - Dump
 
     let status = try store.status()
@@ -153,7 +167,7 @@ let outRoot = argument("out", default: "Tests/Fixtures")
         "schema": schema.name, "schema_version": schema.version, "format_version": status.formatVersion,
         "digest": digest, "cursor": status.cursor, "confirmed_ops": status.confirmedOps, "pending_ops": status.unsentOps,
         "library_id": library.lowercased, "device_id": device.lowercased,
-        "sealed_ops": compaction.opsSealed, "segments": compaction.segmentsWritten,
+        "sealed_ops": compaction.opsSealed, "segments": compaction.segmentsWritten, "blobs": blobs,
         "op_types": Array(Set(confirmed.map(\.typeAndVersion))).sorted(),
         "pending_op_types": try store.pendingOps().map(\.typeAndVersion),
         "note": "Made by chronicle-fixture with this version's own schema and op formats. Never edit; regenerate only for a new version.",

@@ -64,14 +64,25 @@ extension Command {
             }
         }
 
+        // The libraries' files (blobs), each complete one read back through PostgreSQL's checks.
+        var blobsMoved = (blobs: 0, bytes: Int64(0))
+        let localBlobs = ServerBlobFiles(dataDirectory: data), sharedBlobs = PostgresBlobStorage(pool: store.pool)
+        for library in ServerBlobFiles.libraries(in: data) where !deleting.contains(library) {
+            let copied = try sharedBlobs.copyBlobs(of: library, from: localBlobs)
+            blobsMoved.blobs += copied.blobs
+            blobsMoved.bytes += copied.bytes
+        }
+
         // Accounts last: from here on, servers on PostgreSQL serve these users.
         let copied = try storage.copy(from: local)
         try local.setLibrariesOrderedIn("postgresql")
         try local.setAccountsMoved(to: "postgresql")
         if ctx.output.json {
-            ctx.output.emit(["libraries": results, "users": copied.users, "devices": copied.devices, "skipped_being_deleted": deleting.count] as [String: Any])
+            ctx.output.emit(["libraries": results, "users": copied.users, "devices": copied.devices, "skipped_being_deleted": deleting.count,
+                             "blobs": blobsMoved.blobs, "blob_bytes": blobsMoved.bytes] as [String: Any])
         } else {
             ctx.output.line("Moved \(targets.count) librar\(targets.count == 1 ? "y" : "ies"), \(copied.users) users and \(copied.devices) device registrations to PostgreSQL"
+                            + (blobsMoved.blobs > 0 ? ", with \(blobsMoved.blobs) file\(blobsMoved.blobs == 1 ? "" : "s") (\(blobsMoved.bytes) bytes)" : "")
                             + (deleting.isEmpty ? "." : "; \(deleting.count) awaiting deletion were left out."))
             ctx.output.line("Devices keep their tokens and go on from their cursors. Serve it with `chronicle serve --postgres CONNINFO --data \(data)` (a lone `serve --data \(data)` now refuses it); the library files stay in \(data)/libraries, no longer used.")
         }
@@ -205,7 +216,7 @@ extension Command {
 
         let libraries = try storage.libraries()
         let bar = ProgressBar("Backing up", unit: "libraries")
-        var done = 0
+        var done = 0, blobs = 0
         for library in libraries {
             bar.update(Int64(done), Int64(libraries.count))
             guard let schema = Schema.named(library.schemaName) else {
@@ -213,15 +224,20 @@ extension Command {
             }
             let replica = try store.library(library.id, schema: schema)   // made and caught up from PostgreSQL
             bytes += try ServerBackup.copy(replica.path, to: Accounts.libraryPath(destination, library.id), newIncarnation: true)
+            // Its files, into the backup's blobs file for it.
+            let files = try ServerBlobFiles(dataDirectory: destination).copyBlobs(of: library.id, from: PostgresBlobStorage(pool: store.pool))
+            blobs += files.blobs
+            bytes += files.bytes
             done += 1
         }
         bar.finish()
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
         if ctx.output.json {
             ctx.output.emit(["destination": destination, "libraries": done, "users": copied.users, "devices": copied.devices,
-                             "bytes": bytes, "seconds": seconds])
+                             "blobs": blobs, "bytes": bytes, "seconds": seconds])
         } else {
             ctx.output.line("Backed up \(copied.users) users, \(copied.devices) device registrations and \(done) librar\(done == 1 ? "y" : "ies") "
+                            + (blobs > 0 ? "with \(blobs) file\(blobs == 1 ? "" : "s") " : "")
                             + "from PostgreSQL (\(bytes) bytes) to \(destination) in \(String(format: "%.2f", seconds)) s, as a lone server's data directory. "
                             + "Run a server on it with `chronicle serve --data \(destination)`, or put it into a PostgreSQL database with "
                             + "`chronicle server move-to-postgres --data \(destination) --postgres CONNINFO`.")

@@ -168,8 +168,12 @@ extension Command {
             let sync = try store.syncState()
             let credentials = try? Credentials.load(forStore: store.path)
             let phrases = try store.phraseIndexStatus()
-            let headline = statusLine(unsent: s.unsentOps, sync: sync, signedIn: credentials != nil,
+            let backlog = try store.blobUploadBacklog()
+            var headline = statusLine(unsent: s.unsentOps, sync: sync, signedIn: credentials != nil,
                                       now: Int64(Date().timeIntervalSince1970 * 1000))
+            if backlog.count > 0 {
+                headline += " \(backlog.count) file\(backlog.count == 1 ? "" : "s") (\(ByteCountFormatter.string(fromByteCount: backlog.bytes, countStyle: .file))) waiting to upload."
+            }
             if ctx.output.json {
                 ctx.output.emit(["store": s.path, "format_version": s.formatVersion, "schema": s.schema, "library_id": s.libraryID,
                                  "device_id": s.deviceID, "cursor": s.cursor, "confirmed_ops": s.confirmedOps, "unsent_ops": s.unsentOps,
@@ -177,6 +181,7 @@ extension Command {
                                  "signed_in": credentials != nil, "server": credentials?.server as Any? ?? NSNull(),
                                  "online": credentials != nil && !sync.isOffline, "last_error": sync.lastError as Any? ?? NSNull(),
                                  "server_head": sync.serverHead, "unseen_notices": sync.unseenNotices, "status_line": headline,
+                                 "blobs_queued": backlog.count, "blob_bytes_to_upload": backlog.bytes,
                                  "phrase_indexes": phrases.map { ["index": $0.index, "rows_indexed": $0.rowsIndexed, "rows": $0.rows,
                                                                   "complete": $0.isComplete] as [String: Any] }])
                 return ExitCode.success

@@ -7,7 +7,7 @@ import Dispatch
 import Foundation
 
 extension Command {
-    static let syncCommands: [Command] = [serve, server, login, sync, notices, conflicts, resolve]
+    static let syncCommands: [Command] = [serve, server, login, sync, notices, conflicts, resolve, blob]
 
     static let conflicts = Command(
         name: "conflicts", summary: "Concurrent edits to merge-or-ask fields: what won, and what it replaced.",
@@ -504,9 +504,11 @@ extension Command {
             let report = try ServerBackup.run(dataDirectory: data, to: destination, progress: { bar.update($0, $1) })
             bar.finish()
             if ctx.output.json {
-                ctx.output.emit(["destination": destination, "libraries": report.libraries, "bytes": report.bytes, "seconds": report.seconds])
+                ctx.output.emit(["destination": destination, "libraries": report.libraries, "blob_files": report.blobFiles,
+                                 "bytes": report.bytes, "seconds": report.seconds])
             } else {
                 ctx.output.line("Backed up server.sqlite and \(report.libraries) librar\(report.libraries == 1 ? "y" : "ies") "
+                                + (report.blobFiles > 0 ? "with the files of \(report.blobFiles) " : "")
                                 + "(\(report.bytes) bytes) to \(destination) in \(String(format: "%.2f", report.seconds)) s. "
                                 + "Run a server on it with `chronicle serve --data \(destination)`.")
             }
@@ -661,7 +663,9 @@ extension Command {
         let report = try Blocking.run { await engine.syncOnce() }
         if output.json {
             var object: [String: Any] = ["pushed": report.pushed, "rejected": report.rejected, "pulled": report.pulled, "retries": report.retries,
-                                         "renumbered": report.renumbered, "lost_with_server": report.lostWithServer]
+                                         "renumbered": report.renumbered, "lost_with_server": report.lostWithServer,
+                                         "blobs_uploaded": report.blobsUploaded, "blob_bytes_sent": report.blobBytesSent,
+                                         "blobs_refused": report.blobsRefused, "blob_error": report.blobError as Any? ?? NSNull()]
             if let rewound = report.rewound {
                 object["rewound"] = ["agreed_seq": rewound.agreedSeq, "rewound_to": rewound.rewoundTo, "dropped": rewound.dropped,
                                      "requeued": rewound.requeued, "lost": rewound.lost]
@@ -736,8 +740,16 @@ extension Command {
         let lost = lostCount > 0
             ? " \(lostCount) of this device's changes \(lostCount == 1 ? "is" : "are") lost with the server's data: it had dropped them past its retention horizon, trusting the server to keep them."
             : ""
+        var files = ""
+        if report.blobsUploaded > 0 {
+            files += " Uploaded \(report.blobsUploaded) file\(report.blobsUploaded == 1 ? "" : "s") (\(ByteCountFormatter.string(fromByteCount: report.blobBytesSent, countStyle: .file)) sent)."
+        }
+        if report.blobsRefused > 0 {
+            files += " \(report.blobsRefused) file\(report.blobsRefused == 1 ? " was" : "s were") refused by the server; see `chronicle blob list`."
+        }
+        if let error = report.blobError { files += " Files still to upload wait for the next sync: \(error)" }
         switch report.outcome {
-        case .synced: return "Synced: \(counts)." + rewound + lost
+        case .synced: return "Synced: \(counts)." + rewound + lost + files
         case .offline(let reason): return "Offline: \(reason) Changes stay saved on this device (\(counts))."
         case .blocked(let reason): return "Not synced: \(reason)"
         }

@@ -49,6 +49,10 @@ public struct ChronicleError: Error, Sendable, Equatable, CustomStringConvertibl
         public static let usage = Code(rawValue: "usage")
         public static let freeTierCap = Code(rawValue: "free_tier_cap")
         public static let historyDropped = Code(rawValue: "history_dropped")
+        /// A file named on the command line (or given to `addBlob(file:)`) cannot be read or written.
+        public static let fileUnreadable = Code(rawValue: "file_unreadable")
+        /// A blob is not held here and cannot be fetched now.
+        public static let blobNotHeld = Code(rawValue: "blob_not_held")
     }
 
     public let code: Code

@@ -31,6 +31,7 @@ public final class Metrics: Sendable {
         var compactions: [String: UInt64] = ["ok": 0, "failed": 0]
         var opsSealed: UInt64 = 0
         var compaction = Histogram()
+        var blobBytes: [String: UInt64] = ["received": 0, "sent": 0]
     }
 
     private let state = Locked(State())
@@ -65,6 +66,9 @@ public final class Metrics: Sendable {
     func compacted(ops: Int64, seconds: Double) {
         state.withLock { $0.compactions["ok", default: 0] += 1; $0.opsSealed += UInt64(max(0, ops)); $0.compaction.observe(seconds) }
     }
+    func blobBytes(received: Int, sent: Int) {
+        state.withLock { $0.blobBytes["received", default: 0] += UInt64(received); $0.blobBytes["sent", default: 0] += UInt64(sent) }
+    }
     func compactionFailed() { state.withLock { $0.compactions["failed", default: 0] += 1 } }
 
     /// Ops answered so far by outcome (tests and benchmarks read these).
@@ -93,6 +97,7 @@ public final class Metrics: Sendable {
         out += Self.counter("chronicle_push_gap_waits_total", "Pushes held for their device's push ahead, by how the wait ended: filled (taken after it) or refused (device_seq_gap).", label: "result", s.gapWaits)
         out += Self.counter("chronicle_compactions_total", "Compactions the server ran on its own, by result.", label: "result", s.compactions)
         out += Self.value("chronicle_ops_sealed_total", "Ops sealed into segments by the server's own compactions.", type: "counter", s.opsSealed)
+        out += Self.counter("chronicle_blob_bytes_total", "Bytes of blobs (large files) received in uploaded chunks and sent in downloaded ranges.", label: "direction", s.blobBytes)
         out += Self.render("chronicle_compaction_duration_seconds", "Time of one compaction the server ran on its own.", s.compaction)
         out += Self.render("chronicle_pull_duration_seconds", "Time to answer a pull, long-poll wait included.", s.pull)
         out += Self.render("chronicle_push_duration_seconds", "Time to order and commit a pushed batch.", s.push)

@@ -5,7 +5,7 @@ import Foundation
 /// A consistent copy of a server's data directory, taken while the server runs
 /// (`chronicle server backup`).
 ///
-/// Each file (`server.sqlite`, then `libraries/<id>.sqlite`) is copied with SQLite's
+/// Each file (`server.sqlite`, then `libraries/<id>.sqlite`, then `blobs/<id>.sqlite`) is copied with SQLite's
 /// `VACUUM INTO` on a connection of its own: one read transaction, so the copy is that file
 /// as of one moment, and the server's writers never wait for it (WAL). Each copy is written
 /// beside its final name, checked with `PRAGMA quick_check`, flushed to disk and then renamed,
@@ -26,6 +26,8 @@ public enum ServerBackup {
     public struct Report: Sendable {
         /// Library files copied (besides `server.sqlite`).
         public var libraries = 0
+        /// Libraries' blob files copied (`blobs/<id>.sqlite`).
+        public var blobFiles = 0
         /// Bytes written, all files.
         public var bytes: Int64 = 0
         public var seconds = 0.0
@@ -55,14 +57,20 @@ public enum ServerBackup {
 
         let libraries = ((try? files.contentsOfDirectory(atPath: source.appendingPathComponent("libraries").path)) ?? [])
             .filter { $0.hasSuffix(".sqlite") }.sorted()
-        let names = ["server.sqlite"] + libraries.map { "libraries/" + $0 }
+        // Each library's blobs (`ServerBlobFiles`), copied the same way.
+        let blobs = ((try? files.contentsOfDirectory(atPath: source.appendingPathComponent("blobs").path)) ?? [])
+            .filter { $0.hasSuffix(".sqlite") }.sorted()
+        if !blobs.isEmpty { try files.createDirectory(at: target.appendingPathComponent("blobs"), withIntermediateDirectories: true) }
+        let names = ["server.sqlite"] + libraries.map { "libraries/" + $0 } + blobs.map { "blobs/" + $0 }
         var report = Report()
         progress?(0, Int64(names.count))
         for (done, name) in names.enumerated() {
             let path = source.appendingPathComponent(name).path
             do {
-                report.bytes += try copy(path, to: target.appendingPathComponent(name).path, newIncarnation: name != "server.sqlite")
-                if name != "server.sqlite" { report.libraries += 1 }
+                let library = name.hasPrefix("libraries/")
+                report.bytes += try copy(path, to: target.appendingPathComponent(name).path, newIncarnation: library)
+                if library { report.libraries += 1 }
+                if name.hasPrefix("blobs/") { report.blobFiles += 1 }
             } catch where name != "server.sqlite" && !files.fileExists(atPath: path) {
                 // Deleted since the directory was listed (`server delete-library` beside the running
                 // server): nothing to copy, as if the backup had started a moment later.

@@ -10,6 +10,10 @@ import Foundation
 /// - `POST /v1/libraries/{library}/ops` — push a segment (or JSON) of ops
 /// - `GET  /v1/libraries/{library}/ops?after=N&limit=M&wait=MS` — pull
 /// - `GET  /v1/libraries/{library}/entities/{id}` — the server's verdict for one entity
+/// - `GET  /v1/libraries/{library}/snapshot` — the newest snapshot
+/// - `GET  /v1/libraries/{library}/blobs/{blob}/status` — what the server holds of a blob
+/// - `PUT  /v1/libraries/{library}/blobs/{blob}?offset=N&length=L` — one chunk of a blob
+/// - `GET  /v1/libraries/{library}/blobs/{blob}` — a blob, or a `Range` of it
 ///
 /// Every failure is a 4xx (or 503/507) with `{"error":{"code","message"}}`; a
 /// handler that throws something unexpected is logged and answered 500, never a crash.
@@ -91,6 +95,19 @@ public struct SyncRoutes: HTTPHandler {
             guard let library = UUID(text: parts[2]) else { return answer(Self.badID(parts[2])) }
             guard let entity = UUID(text: parts[4]) else { return answer(Self.badID(parts[4])) }
             work.async { answer(verdict(request, library: library, entity: entity)) }
+        case (_, 5) where parts[0] == "v1" && parts[1] == "libraries" && parts[3] == "blobs":
+            guard let library = UUID(text: parts[2]) else { return answer(Self.badID(parts[2])) }
+            guard let blob = BlobRef(parts[4]) else { return answer(Self.badBlob(parts[4])) }
+            switch request.method {
+            case "PUT": work.async { answer(putBlob(request, library: library, blob: blob)) }
+            case "GET": work.async { answer(getBlob(request, library: library, blob: blob)) }
+            default: answer(Self.methodNotAllowed(request.method, allowed: "GET, PUT"))
+            }
+        case (_, 6) where parts[0] == "v1" && parts[1] == "libraries" && parts[3] == "blobs" && parts[5] == "status":
+            guard request.method == "GET" else { return answer(Self.methodNotAllowed(request.method, allowed: "GET")) }
+            guard let library = UUID(text: parts[2]) else { return answer(Self.badID(parts[2])) }
+            guard let blob = BlobRef(parts[4]) else { return answer(Self.badBlob(parts[4])) }
+            work.async { answer(blobStatus(request, library: library, blob: blob)) }
         default:
             answer(.error(404, code: "not_found", message: "No route for \(request.method) \(request.path); see Schemas/api/openapi.yaml."))
         }
@@ -107,6 +124,8 @@ public struct SyncRoutes: HTTPHandler {
         case 4 where parts[1] == "libraries" && parts[3] == "ops": "/v1/libraries/{library}/ops"
         case 5 where parts[1] == "libraries" && parts[3] == "entities": "/v1/libraries/{library}/entities/{id}"
         case 4 where parts[1] == "libraries" && parts[3] == "snapshot": "/v1/libraries/{library}/snapshot"
+        case 5 where parts[1] == "libraries" && parts[3] == "blobs": "/v1/libraries/{library}/blobs/{blob}"
+        case 6 where parts[1] == "libraries" && parts[3] == "blobs" && parts[5] == "status": "/v1/libraries/{library}/blobs/{blob}/status"
         default: "other"
         }
     }
@@ -214,7 +233,81 @@ public struct SyncRoutes: HTTPHandler {
         }
     }
 
+    private func blobStatus(_ request: HTTPRequest, library: UUID, blob: BlobRef) -> HTTPResponse {
+        guard let token = Self.bearer(request) else { return Self.unauthorized() }
+        do {
+            return .json(200, ProtocolJSON.encode(try service.blobStatusNow(library: library, blob: blob, token: token)))
+        } catch {
+            return Self.response(error)
+        }
+    }
+
+    /// `PUT …/blobs/{blob}?offset=N&length=L` (or the length in `Chronicle-Blob-Length`): one chunk.
+    private func putBlob(_ request: HTTPRequest, library: UUID, blob: BlobRef) -> HTTPResponse {
+        guard let token = Self.bearer(request) else { return Self.unauthorized() }
+        do throws(ProtocolError) {
+            guard let lengthText = request.query["length"] ?? request.header(BlobLimits.lengthHeader) else {
+                throw ProtocolError(400, "blob_length_missing", "Say the blob's whole length: the query parameter 'length' or the header \(BlobLimits.lengthHeader).")
+            }
+            guard let length = Int64(lengthText) else {
+                throw ProtocolError(400, "bad_query", "The blob's length must be an integer; got '\(lengthText.prefix(40))'.")
+            }
+            let offsetText = request.query["offset"] ?? "0"
+            guard let offset = Int64(offsetText) else {
+                throw ProtocolError(400, "bad_query", "The query parameter 'offset' must be an integer; got '\(offsetText.prefix(40))'.")
+            }
+            let type = (request.header("content-type") ?? BlobLimits.mediaType).split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+            guard type == BlobLimits.mediaType else {
+                throw ProtocolError(415, "unsupported_media_type", "Send a blob's chunk as \(BlobLimits.mediaType) (got '\(type)').")
+            }
+            let status = try service.putBlobNow(library: library, blob: blob, length: length, offset: offset, bytes: request.body, token: token)
+            return .json(200, ProtocolJSON.encode(status))
+        } catch {
+            return Self.response(error)
+        }
+    }
+
+    /// `GET …/blobs/{blob}`, whole (up to `BlobLimits.rangeBytesMax`) or a `Range: bytes=a-b`.
+    private func getBlob(_ request: HTTPRequest, library: UUID, blob: BlobRef) -> HTTPResponse {
+        guard let token = Self.bearer(request) else { return Self.unauthorized() }
+        do throws(ProtocolError) {
+            var asked: (start: Int64, end: Int64?)?
+            if let header = request.header("range") { asked = try Self.byteRange(header) }
+            let offset = asked?.start ?? 0
+            let count = asked.map { range in range.end.map { Int(clamping: $0 - range.start + 1) } ?? Int.max } ?? Int.max
+            let range = try service.blobRangeNow(library: library, blob: blob, offset: offset, count: count, token: token)
+            if asked == nil, Int64(range.bytes.count) < range.length {
+                throw ProtocolError(400, "range_required", "\(blob) has \(range.length) bytes, more than one answer carries (\(BlobLimits.rangeBytesMax)); ask for it in ranges (Range: bytes=0-\(BlobLimits.rangeBytesMax - 1)).")
+            }
+            var headers: [(String, String)] = [("Content-Type", BlobLimits.mediaType), ("ETag", "\"\(blob.hex)\""),
+                                               ("Accept-Ranges", "bytes"), ("Cache-Control", "private, max-age=31536000, immutable")]
+            guard asked != nil else { return HTTPResponse(status: 200, headers: headers, body: range.bytes) }
+            let last = range.offset + Int64(range.bytes.count) - 1
+            headers.append(("Content-Range", range.length == 0 ? "bytes */0" : "bytes \(range.offset)-\(last)/\(range.length)"))
+            return HTTPResponse(status: 206, headers: headers, body: range.bytes)
+        } catch {
+            return Self.response(error)
+        }
+    }
+
+    /// A `Range` header of one range, `bytes=a-b` or `bytes=a-` (suffix and multiple ranges are refused).
+    static func byteRange(_ header: String) throws(ProtocolError) -> (start: Int64, end: Int64?) {
+        let text = header.trimmingCharacters(in: .whitespaces)
+        let bad = ProtocolError(416, "bad_range", "Ask for one range as 'bytes=<first>-<last>' or 'bytes=<first>-'; got '\(text.prefix(60))'.")
+        guard text.lowercased().hasPrefix("bytes=") else { throw bad }
+        let spec = text.dropFirst(6)
+        let sides = spec.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
+        guard sides.count == 2, !spec.contains(","), let start = Int64(sides[0]), start >= 0 else { throw bad }
+        if sides[1].isEmpty { return (start, nil) }
+        guard let end = Int64(sides[1]), end >= start else { throw bad }
+        return (start, end)
+    }
+
     // MARK: - Helpers
+
+    static func badBlob(_ text: String) -> HTTPResponse {
+        .error(400, code: "bad_blob_ref", message: BlobRef.badRefMessage(text))
+    }
 
     static func bearer(_ request: HTTPRequest) -> String? {
         guard let header = request.header("authorization"), header.hasPrefix("Bearer ") else { return nil }

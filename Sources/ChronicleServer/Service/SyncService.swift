@@ -78,6 +78,9 @@ public final class SyncService: SyncEndpoint {
     /// Where the libraries' order lives when several servers share it (`ChroniclePostgres`); nil:
     /// each library is a file in the data directory.
     public let shared: (any SharedLibraryStore)?
+    /// Where the libraries' blobs are kept: the shared store's where there is one, else a file per
+    /// library in the data directory (`ServerBlobFiles`).
+    public let blobs: any BlobStorage
     let maintenance = MaintenanceState()
     /// Each library's newest snapshot frame while a response is sending it: devices that start
     /// from the snapshot at the same time share one copy (held only while some response holds it).
@@ -106,6 +109,7 @@ public final class SyncService: SyncEndpoint {
         self.dataDirectory = dataDirectory
         self.schemas = schemas
         self.shared = shared
+        blobs = shared?.blobs ?? ServerBlobFiles(dataDirectory: dataDirectory)
         maintenancePolicy = maintenance
         self.accounts = try accounts ?? Accounts(dataDirectory: dataDirectory, clock: clock)
         self.metrics = Metrics()

@@ -1,18 +1,48 @@
 /// The device store's own tables (log, outbox, metadata) and the invariants
 /// SQLite enforces on them. Documented in `Schemas/store/device-v1.md` and
-/// `device-v2.md` … `device-v7.md`.
+/// `device-v2.md` … `device-v8.md`.
 ///
 /// A new store runs the v1 statements and then every migration, so a fresh
 /// store and a migrated one are the same by construction.
 enum StoreFormat {
     /// Bumped with a migration whenever these tables change shape.
-    static let currentVersion: Int64 = 7
+    static let currentVersion: Int64 = 8
 
     /// Everything a new store runs, in order.
     static var statements: [String] { version1 + migrations.sorted { $0.key < $1.key }.flatMap(\.value) }
 
     /// The statements that take a store from format `key` to `key + 1`. Shipped steps are never edited.
-    static let migrations: [Int64: [String]] = [1: version2, 2: version3, 3: version4, 4: version5, 5: version6, 6: version7]
+    static let migrations: [Int64: [String]] = [1: version2, 2: version3, 3: version4, 4: version5, 5: version6, 6: version7, 7: version8]
+
+    /// v8: blobs, the large files ops name by their SHA-256 (`BlobRef`): those added here, queued
+    /// until the server holds them, and those fetched from it, whole or so far. Chunks of
+    /// `BlobLimits.chunkBytes`, keyed by their offset. Both tables are keyed without row ids (a
+    /// salvage copies them by key, as it does `chronicle_sealed_ids`).
+    static let version8: [String] = [
+        """
+        CREATE TABLE chronicle_blobs (
+          hash TEXT PRIMARY KEY NOT NULL CHECK (length(hash) = 64),
+          length INTEGER NOT NULL CHECK (length >= 0),
+          received INTEGER NOT NULL CHECK (received BETWEEN 0 AND length),
+          uploaded INTEGER NOT NULL DEFAULT 0 CHECK (uploaded BETWEEN 0 AND length),
+          state TEXT NOT NULL CHECK (state IN ('queued', 'uploaded', 'refused', 'fetching', 'fetched')
+                                     AND (state = 'fetching' OR received = length)),
+          media_type TEXT,
+          added_at INTEGER NOT NULL,
+          done_at INTEGER,
+          refusal TEXT
+        ) WITHOUT ROWID
+        """,
+        "CREATE INDEX chronicle_blobs_queued ON chronicle_blobs(state, added_at)",
+        """
+        CREATE TABLE chronicle_blob_chunks (
+          hash TEXT NOT NULL REFERENCES chronicle_blobs(hash) ON DELETE CASCADE,
+          offset INTEGER NOT NULL CHECK (offset >= 0),
+          data BLOB NOT NULL,
+          PRIMARY KEY (hash, offset)
+        ) WITHOUT ROWID
+        """,
+    ]
 
     /// v7: phrase indexes beside each entity's own search index too (titles, authors, names: an
     /// index that is not over a set and whose hits are its own rows), not only beside the indexes

@@ -291,9 +291,13 @@ public protocol SharedLibraryStore: Sendable {
     /// store's history now begins past its head): the server closes it once no request holds it,
     /// and `library(_:schema:caps:)` makes it anew.
     func needsRemaking(_ id: UUID) -> Bool
+
+    /// Where the servers sharing this store keep the libraries' blobs.
+    var blobs: (any BlobStorage)? { get }
 }
 
 extension SharedLibraryStore {
     public func renderMetrics() -> String { "" }
     public func needsRemaking(_ id: UUID) -> Bool { false }
+    public var blobs: (any BlobStorage)? { nil }
 }

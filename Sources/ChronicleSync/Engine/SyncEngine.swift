@@ -37,6 +37,15 @@ public struct SyncReport: Sendable, Equatable {
     /// restored from a backup) and the store went back to what the server holds, queueing its
     /// own lost ops again (`DeviceStore.rewind(toAgreedSeq:)`).
     public var rewound: RewindReport?
+    /// Blobs added here that the server came to hold in this round (`DeviceStore.addBlob`).
+    public var blobsUploaded = 0
+    /// Bytes of blobs sent in this round.
+    public var blobBytesSent: Int64 = 0
+    /// Blobs the server refused for good in this round (`BlobInfo.refusal` says why).
+    public var blobsRefused = 0
+    /// Why the blob uploads stopped before the queue was empty (tried again next round); nil when
+    /// they did not, or the round did not reach them (ops go first).
+    public var blobError: String?
 }
 
 /// The client sync engine: pushes the outbox strictly in order, pulls the
@@ -277,6 +286,8 @@ public actor SyncEngine {
         report.pulled = pulledInRound
         report.bootstrappedAt = roundBootstrap
         report.rewound = roundRewindMoved ? roundRewind : nil
+        // Blobs go once the ops are through: a large file never holds up the outbox.
+        if report.outcome == .synced { await uploadBlobs(&report) }
         if report.outcome == .synced, var policy = configuration.compaction {
             policy.wholeSegmentsOnly = true
             if let plan = try? store.compactionPlan(policy), plan.opsToSeal > 0 || plan.dropThrough != nil {

@@ -136,6 +136,49 @@ public final class HTTPTransport: SyncTransport {
         }
     }
 
+    private func blobPath(_ blob: BlobRef) -> String { "v1/libraries/\(library.lowercased)/blobs/\(blob.description)" }
+
+    private static func blobStatus(from body: [UInt8]) throws(SyncError) -> BlobStatus {
+        do {
+            return try ProtocolJSON.decode(BlobStatus.self, from: body, what: "blob status")
+        } catch {
+            throw .transient(reason: "The server's blob status could not be read: \(error.message)", retryAfterSeconds: nil)
+        }
+    }
+
+    public func blobStatus(_ blob: BlobRef) async throws(SyncError) -> BlobStatus {
+        var request = request(blobPath(blob) + "/status", timeout: requestTimeoutSeconds)
+        request.setValue("application/json", forHTTPHeaderField: "Accept")
+        return try Self.blobStatus(from: try await Self.send(request, session: session).0)
+    }
+
+    public func putBlob(_ blob: BlobRef, length: Int64, offset: Int64, bytes: [UInt8]) async throws(SyncError) -> BlobStatus {
+        var request = request(blobPath(blob), query: [URLQueryItem(name: "offset", value: String(offset)),
+                                                      URLQueryItem(name: "length", value: String(length))],
+                              timeout: requestTimeoutSeconds + 60)
+        request.httpMethod = "PUT"
+        request.setValue(BlobLimits.mediaType, forHTTPHeaderField: "Content-Type")
+        if bytes.count >= Self.expectContinueBytesMin { request.setValue("100-continue", forHTTPHeaderField: "Expect") }
+        request.httpBody = Data(bytes)
+        return try Self.blobStatus(from: try await Self.send(request, session: session).0)
+    }
+
+    public func blobRange(_ blob: BlobRef, offset: Int64, count: Int) async throws(SyncError) -> BlobRange {
+        var request = request(blobPath(blob), timeout: requestTimeoutSeconds + 60)
+        request.setValue("bytes=\(offset)-\(offset + Int64(max(1, count)) - 1)", forHTTPHeaderField: "Range")
+        let (body, response) = try await Self.send(request, session: session)
+        // `Content-Range: bytes a-b/total` (or `bytes */0` for an empty blob).
+        guard let header = response.value(forHTTPHeaderField: "Content-Range"), let slash = header.lastIndex(of: "/"),
+              let length = Int64(header[header.index(after: slash)...]) else {
+            throw .transient(reason: "The server's blob range lacks its Content-Range.", retryAfterSeconds: nil)
+        }
+        var start: Int64 = 0
+        if let dash = header.firstIndex(of: "-"), let space = header.firstIndex(of: " "), let first = Int64(header[header.index(after: space)..<dash]) {
+            start = first
+        }
+        return BlobRange(offset: start, bytes: body, length: length)
+    }
+
     /// One request; 2xx gives the body, everything else a `SyncError`. Cancelling the
     /// calling task cancels the request.
     static func send(_ request: URLRequest, session: URLSession) async throws(SyncError) -> ([UInt8], HTTPURLResponse) {

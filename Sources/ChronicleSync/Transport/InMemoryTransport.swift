@@ -112,4 +112,33 @@ public final class InMemoryTransport: SyncTransport {
         if drop { throw .transient(reason: "The request timed out (the response was lost).", retryAfterSeconds: nil) }
         return SnapshotFrame(bytes: frame)
     }
+
+    /// One blob call through the fault switches: refused before the server, or its answer lost after.
+    private func blobCall<T>(_ body: () async throws(ProtocolError) -> T) async throws(SyncError) -> T {
+        let drop = try before()
+        let answer: T
+        do {
+            answer = try await body()
+        } catch {
+            throw SyncError.from(error)
+        }
+        if drop { throw .transient(reason: "The request timed out (the response was lost).", retryAfterSeconds: nil) }
+        return answer
+    }
+
+    public func blobStatus(_ blob: BlobRef) async throws(SyncError) -> BlobStatus {
+        try await blobCall { () async throws(ProtocolError) in try await endpoint.blobStatus(library: library, blob: blob, token: token) }
+    }
+
+    public func putBlob(_ blob: BlobRef, length: Int64, offset: Int64, bytes: [UInt8]) async throws(SyncError) -> BlobStatus {
+        try await blobCall { () async throws(ProtocolError) in
+            try await endpoint.putBlob(library: library, blob: blob, length: length, offset: offset, bytes: bytes, token: token)
+        }
+    }
+
+    public func blobRange(_ blob: BlobRef, offset: Int64, count: Int) async throws(SyncError) -> BlobRange {
+        try await blobCall { () async throws(ProtocolError) in
+            try await endpoint.blobRange(library: library, blob: blob, offset: offset, count: count, token: token)
+        }
+    }
 }

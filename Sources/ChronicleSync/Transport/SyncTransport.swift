@@ -39,6 +39,12 @@ public protocol SyncTransport: Sendable {
     /// as its LZ4 frame: large ones come as a temporary file, read by `DeviceStore.bootstrap(from:)`
     /// as it goes; the caller discards it afterwards.
     func snapshot() async throws(SyncError) -> SnapshotFrame
+    /// What the server holds of a blob: an upload goes on from its `received`.
+    func blobStatus(_ blob: BlobRef) async throws(SyncError) -> BlobStatus
+    /// Sends the chunk of a blob of `length` bytes that starts at `offset`.
+    func putBlob(_ blob: BlobRef, length: Int64, offset: Int64, bytes: [UInt8]) async throws(SyncError) -> BlobStatus
+    /// Up to `count` bytes of a complete blob from `offset`.
+    func blobRange(_ blob: BlobRef, offset: Int64, count: Int) async throws(SyncError) -> BlobRange
 }
 
 extension SyncTransport {
@@ -46,4 +52,10 @@ extension SyncTransport {
     public func snapshot() async throws(SyncError) -> SnapshotFrame {
         throw .terminal(ProtocolError(404, "no_snapshot", "This transport does not fetch snapshots."))
     }
+
+    /// Transports that carry no blobs (simple test doubles) answer as a server that serves none.
+    public func blobStatus(_ blob: BlobRef) async throws(SyncError) -> BlobStatus { throw Self.noBlobs }
+    public func putBlob(_ blob: BlobRef, length: Int64, offset: Int64, bytes: [UInt8]) async throws(SyncError) -> BlobStatus { throw Self.noBlobs }
+    public func blobRange(_ blob: BlobRef, offset: Int64, count: Int) async throws(SyncError) -> BlobRange { throw Self.noBlobs }
+    private static var noBlobs: SyncError { .terminal(ProtocolError(404, "blobs_not_carried", "This transport does not carry blobs.")) }
 }

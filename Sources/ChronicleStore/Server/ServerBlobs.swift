@@ -1,0 +1,298 @@
+import ChronicleCore
+import Foundation
+
+/// Where a server keeps its libraries' blobs (`BlobRef`): uploaded chunk by chunk, each
+/// continuing what is held, checked against the address once the last arrives, read in ranges.
+/// `ServerBlobFiles` is the default (a SQLite file per library in the data directory); servers
+/// sharing PostgreSQL keep them there (`PostgresBlobStorage`).
+public protocol BlobStorage: Sendable {
+    func status(library: UUID, blob: BlobRef) throws(ProtocolError) -> BlobStatus
+    func put(library: UUID, blob: BlobRef, length: Int64, offset: Int64, bytes: [UInt8]) throws(ProtocolError) -> BlobStatus
+    func range(library: UUID, blob: BlobRef, offset: Int64, count: Int) throws(ProtocolError) -> BlobRange
+    /// Removes every blob of `library` (the library was deleted).
+    func deleteLibrary(_ library: UUID) throws
+    /// The complete blobs of `library`, by address.
+    func complete(library: UUID) throws(ProtocolError) -> [BlobStatus]
+}
+
+extension BlobStorage {
+    /// Copies every complete blob of `library` from `source` into this storage, a range at a time
+    /// (a move into PostgreSQL, a backup out of it); blobs held whole here already are left as
+    /// they are. Returns the blobs and bytes copied.
+    @discardableResult
+    public func copyBlobs(of library: UUID, from source: any BlobStorage) throws(ProtocolError) -> (blobs: Int, bytes: Int64) {
+        var copied = (blobs: 0, bytes: Int64(0))
+        for held in try source.complete(library: library) {
+            guard let ref = BlobRef(held.blob), let length = held.length else { continue }
+            var status = try status(library: library, blob: ref)
+            if status.complete { continue }
+            // A part left by an earlier run: the copy goes on from it.
+            while !status.complete {
+                let range = try source.range(library: library, blob: ref, offset: status.received, count: BlobLimits.chunkBytes)
+                status = try put(library: library, blob: ref, length: length, offset: status.received, bytes: range.bytes)
+                copied.bytes += Int64(range.bytes.count)
+            }
+            copied.blobs += 1
+        }
+        return copied
+    }
+}
+
+/// The rules every `BlobStorage` applies, so both keep the same answers and codes.
+public enum BlobRules {
+    /// What a chunk does to what is held of its blob.
+    public enum Decision: Equatable {
+        /// Append it: it starts where what is held ends.
+        case append
+        /// Nothing to do: every byte of it is held already (a retried chunk, or a blob another
+        /// device finished), and the answer is the status as it stands.
+        case held
+    }
+
+    /// The checks that need nothing stored: the caps and the chunk's place in the blob.
+    public static func check(length: Int64, offset: Int64, count: Int) throws(ProtocolError) {
+        guard length >= 0 else { throw ProtocolError(400, "bad_blob_length", "A blob's length is 0 or more; got \(length).") }
+        guard length <= BlobLimits.blobBytesMax else {
+            throw ProtocolError(413, "blob_too_large", "A blob holds at most \(BlobLimits.blobBytesMax) bytes (expected ≤ \(BlobLimits.blobBytesMax), actual \(length)).")
+        }
+        guard count <= BlobLimits.chunkBytesMax else {
+            throw ProtocolError(413, "chunk_too_large", "A chunk holds at most \(BlobLimits.chunkBytesMax) bytes (expected ≤ \(BlobLimits.chunkBytesMax), actual \(count)); send the blob in smaller chunks.")
+        }
+        guard offset >= 0, offset + Int64(count) <= length else {
+            throw ProtocolError(400, "chunk_out_of_range", "A chunk of \(count) bytes at offset \(offset) does not fit in a blob of \(length) bytes.")
+        }
+        guard count > 0 || length == 0 else {
+            throw ProtocolError(400, "empty_chunk", "A chunk of a blob that is not empty carries at least one byte.")
+        }
+    }
+
+    /// What to do with a chunk, given what is held of its blob (nil: nothing).
+    public static func decide(held: BlobStatus?, blob: BlobRef, length: Int64, offset: Int64, count: Int) throws(ProtocolError) -> Decision {
+        let heldLength = held?.length
+        if let heldLength, heldLength != length {
+            throw ProtocolError(409, "blob_length_mismatch", "This blob's upload began with a length of \(heldLength) bytes, not \(length); a blob's bytes, and so its length, follow from its address.")
+        }
+        let received = held?.received ?? 0
+        if held?.complete == true || (count > 0 && offset + Int64(count) <= received) { return .held }
+        guard offset == received else {
+            throw ProtocolError(409, "blob_offset_mismatch", "The server holds \(received) bytes of \(blob); send the next chunk from offset \(received), not \(offset).")
+        }
+        return .append
+    }
+
+    /// The refusal of a blob whose bytes do not hash to its address (the upload is discarded).
+    public static func digestMismatch(_ blob: BlobRef, actual: BlobRef) -> ProtocolError {
+        ProtocolError(422, "blob_digest_mismatch", "The bytes received hash to \(actual), not \(blob); the upload was discarded: send it again from offset 0.")
+    }
+
+    public static func notFound(_ blob: BlobRef) -> ProtocolError {
+        ProtocolError(404, "blob_not_found", "The server holds no blob \(blob) in this library; its device uploads it when it next syncs.")
+    }
+
+    public static func incomplete(_ blob: BlobRef, received: Int64, length: Int64) -> ProtocolError {
+        ProtocolError(409, "blob_incomplete", "The server holds \(received) of the \(length) bytes of \(blob) so far; it can be downloaded once its upload is complete.")
+    }
+
+    /// The part of a complete blob of `length` bytes a range asks for, capped at `BlobLimits.rangeBytesMax`.
+    public static func clamp(offset: Int64, count: Int, length: Int64) throws(ProtocolError) -> (offset: Int64, count: Int) {
+        guard offset >= 0, count >= 0 else { throw ProtocolError(400, "bad_range", "A range starts at 0 or more and asks for 0 or more bytes.") }
+        guard offset < length || (offset == 0 && length == 0) else {
+            throw ProtocolError(416, "range_not_satisfiable", "The blob has \(length) bytes; a range cannot start at \(offset).")
+        }
+        return (offset, Int(min(Int64(min(count, BlobLimits.rangeBytesMax)), length - offset)))
+    }
+}
+
+/// Blobs in the data directory: `blobs/<library>.sqlite`, one file per library, made on its
+/// first upload (`Schemas/store/server-blobs-v1.md`). Each chunk is a row; a blob is complete once
+/// its chunks cover its length and hash to its address. Beside the library's own file, so an
+/// upload never waits on the library's writer, nor a push on an upload.
+public struct ServerBlobFiles: BlobStorage {
+    public let dataDirectory: String
+    /// The format of a blobs file (`PRAGMA user_version`); a later one is refused.
+    public static let formatVersion: Int64 = 1
+
+    public init(dataDirectory: String) { self.dataDirectory = dataDirectory }
+
+    public static func path(of library: UUID, in dataDirectory: String) -> String {
+        (dataDirectory as NSString).appendingPathComponent("blobs/\(library.lowercased).sqlite")
+    }
+
+    static let statements = [
+        """
+        CREATE TABLE IF NOT EXISTS chronicle_blobs (
+          hash TEXT PRIMARY KEY NOT NULL CHECK (length(hash) = 64),
+          length INTEGER NOT NULL CHECK (length >= 0),
+          received INTEGER NOT NULL CHECK (received BETWEEN 0 AND length),
+          complete INTEGER NOT NULL DEFAULT 0 CHECK (complete IN (0, 1) AND (complete = 0 OR received = length)),
+          created_at INTEGER NOT NULL,
+          completed_at INTEGER
+        )
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS chronicle_blob_chunks (
+          hash TEXT NOT NULL REFERENCES chronicle_blobs(hash) ON DELETE CASCADE,
+          offset INTEGER NOT NULL CHECK (offset >= 0),
+          data BLOB NOT NULL,
+          PRIMARY KEY (hash, offset)
+        )
+        """,
+    ]
+
+    /// Opens library `library`'s blobs file; nil where it does not exist and `create` is false.
+    func open(_ library: UUID, create: Bool) throws(ProtocolError) -> Database? {
+        let path = Self.path(of: library, in: dataDirectory)
+        if !create, !FileManager.default.fileExists(atPath: path) { return nil }
+        do {
+            if create {
+                try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            }
+            var options = Database.Options()
+            options.create = create
+            let db = try Database(path: path, options: options)
+            let version = try db.scalarInt("PRAGMA user_version") ?? 0
+            guard version <= Self.formatVersion else {
+                throw ProtocolError(503, "blob_store_too_new", "\(path) is of blobs format \(version); this server reads up to \(Self.formatVersion). Run the server that wrote it, or a later one.")
+            }
+            if version < Self.formatVersion {
+                try db.transaction { db in
+                    for statement in Self.statements { try db.execute(statement) }
+                    try db.execute("PRAGMA user_version = \(Self.formatVersion)")
+                }
+            }
+            return db
+        } catch let error as ProtocolError {
+            throw error
+        } catch {
+            throw Self.failed(path, error)
+        }
+    }
+
+    static func failed(_ path: String, _ error: any Error) -> ProtocolError {
+        if let sqlite = error as? SQLiteError, sqlite.isBusy {
+            return ProtocolError(503, "blob_store_busy", "\(path) stayed locked by another upload; try again.", retryAfterSeconds: 1)
+        }
+        if let sqlite = error as? SQLiteError, sqlite.isCorrupt {
+            return ProtocolError(503, "blob_store_damaged", "\(path) is damaged (\(sqlite.message)); the operator restores it from a backup.", retryAfterSeconds: 300)
+        }
+        return ProtocolError(503, "blob_store_failed", "\(path) could not be used: \(error)", retryAfterSeconds: 5)
+    }
+
+    static func held(_ blob: BlobRef, in db: Database) throws -> BlobStatus? {
+        try db.query("SELECT length, received, complete FROM chronicle_blobs WHERE hash = ?1", [.text(blob.hex)]) {
+            BlobStatus(blob: blob, length: $0.int(0), received: $0.int(1), complete: $0.int(2) == 1)
+        }.first
+    }
+
+    public func status(library: UUID, blob: BlobRef) throws(ProtocolError) -> BlobStatus {
+        guard let db = try open(library, create: false) else { return BlobStatus(blob: blob, length: nil, received: 0, complete: false) }
+        do {
+            return try Self.held(blob, in: db) ?? BlobStatus(blob: blob, length: nil, received: 0, complete: false)
+        } catch {
+            throw Self.failed(db.path, error)
+        }
+    }
+
+    public func put(library: UUID, blob: BlobRef, length: Int64, offset: Int64, bytes: [UInt8]) throws(ProtocolError) -> BlobStatus {
+        try BlobRules.check(length: length, offset: offset, count: bytes.count)
+        guard let db = try open(library, create: true) else { throw BlobRules.notFound(blob) }
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        do {
+            // Throwing a refusal out of the transaction rolls it back; a digest mismatch
+            // discards the upload, so it is decided inside and thrown after the commit.
+            let (status, mismatch): (BlobStatus, BlobRef?) = try db.transaction { db in
+                let held = try Self.held(blob, in: db)
+                guard try BlobRules.decide(held: held, blob: blob, length: length, offset: offset, count: bytes.count) == .append else {
+                    return (held ?? BlobStatus(blob: blob, length: length, received: 0, complete: false), nil)
+                }
+                if held == nil {
+                    try db.execute("INSERT INTO chronicle_blobs(hash, length, received, created_at) VALUES (?1, ?2, 0, ?3)",
+                                   [.text(blob.hex), .integer(length), .integer(now)])
+                }
+                if !bytes.isEmpty {
+                    let insert = try db.statement("INSERT INTO chronicle_blob_chunks(hash, offset, data) VALUES (?1, ?2, ?3)")
+                    try insert.execute([.text(blob.hex), .integer(offset)], blob: bytes, at: 3)
+                }
+                let received = offset + Int64(bytes.count)
+                guard received == length else {
+                    try db.execute("UPDATE chronicle_blobs SET received = ?2 WHERE hash = ?1", [.text(blob.hex), .integer(received)])
+                    return (BlobStatus(blob: blob, length: length, received: received, complete: false), nil)
+                }
+                let hasher = SHA256Hasher()
+                try db.statement("SELECT data FROM chronicle_blob_chunks WHERE hash = ?1 ORDER BY offset").forEach([.text(blob.hex)]) { row in
+                    row.withBytes(0) { hasher.update($0) }
+                }
+                let actual = BlobRef(digest: hasher.finalize())
+                guard actual == blob else {
+                    try db.execute("DELETE FROM chronicle_blobs WHERE hash = ?1", [.text(blob.hex)])
+                    return (BlobStatus(blob: blob, length: nil, received: 0, complete: false), actual)
+                }
+                try db.execute("UPDATE chronicle_blobs SET received = ?2, complete = 1, completed_at = ?3 WHERE hash = ?1",
+                               [.text(blob.hex), .integer(received), .integer(now)])
+                return (BlobStatus(blob: blob, length: length, received: received, complete: true), nil)
+            }
+            if let mismatch { throw BlobRules.digestMismatch(blob, actual: mismatch) }
+            return status
+        } catch let error as ProtocolError {
+            throw error
+        } catch {
+            throw Self.failed(db.path, error)
+        }
+    }
+
+    public func range(library: UUID, blob: BlobRef, offset: Int64, count: Int) throws(ProtocolError) -> BlobRange {
+        guard let db = try open(library, create: false) else { throw BlobRules.notFound(blob) }
+        do {
+            return try db.readTransaction { db in
+                guard let held = try Self.held(blob, in: db), let length = held.length else { throw BlobRules.notFound(blob) }
+                guard held.complete else { throw BlobRules.incomplete(blob, received: held.received, length: length) }
+                let (start, wanted) = try BlobRules.clamp(offset: offset, count: count, length: length)
+                var bytes: [UInt8] = []
+                bytes.reserveCapacity(wanted)
+                let end = start + Int64(wanted)
+                // The chunk holding `start` and those after it, until `end`.
+                let sql = """
+                    SELECT offset, data FROM chronicle_blob_chunks
+                    WHERE hash = ?1 AND offset >= coalesce((SELECT max(offset) FROM chronicle_blob_chunks WHERE hash = ?1 AND offset <= ?2), 0)
+                      AND offset < ?3 ORDER BY offset
+                    """
+                try db.statement(sql).forEach([.text(blob.hex), .integer(start), .integer(end)]) { row in
+                    let chunkStart = row.int(0)
+                    row.withBytes(1) { data in
+                        let from = max(0, Int(start - chunkStart)), to = min(data.count, Int(end - chunkStart))
+                        if from < to { bytes.append(contentsOf: data[from..<to]) }
+                    }
+                }
+                return BlobRange(offset: start, bytes: bytes, length: length)
+            }
+        } catch let error as ProtocolError {
+            throw error
+        } catch {
+            throw Self.failed(db.path, error)
+        }
+    }
+
+    public func complete(library: UUID) throws(ProtocolError) -> [BlobStatus] {
+        guard let db = try open(library, create: false) else { return [] }
+        do {
+            return try db.query("SELECT hash, length FROM chronicle_blobs WHERE complete = 1 ORDER BY hash") { row in
+                BlobRef(row.text(0)).map { BlobStatus(blob: $0, length: row.int(1), received: row.int(1), complete: true) }
+            }.compactMap { $0 }
+        } catch {
+            throw Self.failed(db.path, error)
+        }
+    }
+
+    /// The libraries with a blobs file in `dataDirectory`.
+    public static func libraries(in dataDirectory: String) -> [UUID] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: (dataDirectory as NSString).appendingPathComponent("blobs"))) ?? []
+        return names.filter { $0.hasSuffix(".sqlite") }.compactMap { UUID(text: String($0.dropLast(7))) }.sorted { $0.lowercased < $1.lowercased }
+    }
+
+    public func deleteLibrary(_ library: UUID) throws {
+        let path = Self.path(of: library, in: dataDirectory)
+        for suffix in ["", "-wal", "-shm"] where FileManager.default.fileExists(atPath: path + suffix) {
+            try FileManager.default.removeItem(atPath: path + suffix)
+        }
+    }
+}

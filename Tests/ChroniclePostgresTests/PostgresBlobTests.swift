@@ -1,0 +1,60 @@
+import ChronicleCore
+import ChroniclePostgres
+import ChronicleServer
+@testable import ChronicleStore
+@testable import ChronicleSync
+import Foundation
+import Testing
+
+/// Blobs kept in PostgreSQL (server format v4): an upload begun through one server goes on
+/// through another, and either serves it.
+@Suite("Blobs in PostgreSQL", .serialized)
+struct PostgresBlobTests {
+    static func file(_ seed: UInt64, bytes: Int) -> [UInt8] {
+        var state = seed &* 0x9E37_79B9_7F4A_7C15 | 1
+        return (0..<bytes).map { _ in
+            state ^= state << 13; state ^= state >> 7; state ^= state << 17
+            return UInt8(truncatingIfNeeded: state)
+        }
+    }
+
+    @Test func anUploadBegunThroughOneServerGoesOnThroughTheOther() async throws {
+        let pair = try SharedServersTests.Pair()
+        let a = try pair.device(0), aElsewhere = try pair.device(1), b = try pair.device(1)
+        let audio = Self.file(21, bytes: BlobLimits.chunkBytes * 5 / 2)
+        let ref = try a.store.addBlob(audio, mediaType: "audio/mpeg")
+        // Through server one: the first chunk; then the device's connection moves to server two.
+        let first = try await a.transport.putBlob(ref, length: Int64(audio.count), offset: 0, bytes: Array(audio[..<BlobLimits.chunkBytes]))
+        #expect(first.received == Int64(BlobLimits.chunkBytes) && !first.complete)
+        #expect(try await aElsewhere.transport.blobStatus(ref).received == Int64(BlobLimits.chunkBytes), "server two sees what server one took")
+        let engine = SyncEngine(store: a.store, transport: aElsewhere.transport)
+        let report = await engine.syncOnce()
+        #expect(report.outcome == .synced && report.blobsUploaded == 1)
+        #expect(report.blobBytesSent == Int64(audio.count - BlobLimits.chunkBytes), "only the rest went")
+
+        try await b.engine.fetchBlob(ref)
+        #expect(try b.store.blob(ref) == audio)
+        let range = try await a.transport.blobRange(ref, offset: Int64(BlobLimits.chunkBytes) - 3, count: 6)
+        #expect(range.bytes == Array(audio[(BlobLimits.chunkBytes - 3)..<(BlobLimits.chunkBytes + 3)]))
+
+        // Wrong bytes are refused and discarded here too.
+        let liar = BlobRef.of([1, 2, 3])
+        do {
+            _ = try await a.transport.putBlob(liar, length: 3, offset: 0, bytes: [3, 2, 1])
+            Issue.record("bytes that do not hash to their address were kept")
+        } catch {
+            guard case .terminal(let refusal) = error else { Issue.record("\(error)"); return }
+            #expect(refusal.code == "blob_digest_mismatch")
+        }
+        #expect(try await a.transport.blobStatus(liar).received == 0)
+
+        let pg = try pair.database.connection()
+        #expect(try pg.execute("SELECT value FROM chronicle_meta WHERE key = 'format_version'").string(0, 0) == "4")
+        #expect(try pg.execute("SELECT count(*) FROM chronicle_blob_chunks").int(0, 0) == 3)
+        // The library deleted: its blobs go with it.
+        try pair.servers[0].service.accounts.removeUser("ada", deletingLibrary: true)
+        #expect(pair.servers[0].service.runLibraryDeletions() == [pair.user.libraryID])
+        #expect(try pg.execute("SELECT count(*) FROM chronicle_blobs").int(0, 0) == 0)
+        #expect(try pg.execute("SELECT count(*) FROM chronicle_blob_chunks").int(0, 0) == 0)
+    }
+}

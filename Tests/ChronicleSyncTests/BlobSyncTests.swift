@@ -1,0 +1,205 @@
+import ChronicleCore
+import ChronicleServer
+@testable import ChronicleStore
+@testable import ChronicleSync
+import Foundation
+import Testing
+
+/// Blobs: large files that travel beside the ops, in chunks that resume, never in the ops' way.
+@Suite struct BlobSyncTests {
+    /// Bytes that are not the same from one chunk to the next (a file of 3.5 chunks by default).
+    static func file(_ seed: UInt64, bytes: Int = BlobLimits.chunkBytes * 7 / 2) -> [UInt8] {
+        var state = seed &* 0x9E37_79B9_7F4A_7C15 | 1
+        return (0..<bytes).map { _ in
+            state ^= state << 13; state ^= state >> 7; state ^= state << 17
+            return UInt8(truncatingIfNeeded: state)
+        }
+    }
+
+    /// An episode recorded offline on A, its audio a blob: A's sync sends the op and then the
+    /// file; B gets the op, and the file when it asks for it, byte for byte.
+    @Test(arguments: TransportKind.allCases)
+    func anEpisodeRecordedOfflineReachesTheOtherDeviceWithItsAudio(kind: TransportKind) async throws {
+        let h = try SyncHarness(kind)
+        let a = try h.device("A")
+        let b = try h.device("B")
+        let audio = Self.file(1)
+        let ref = try a.store.addBlob(audio, mediaType: "audio/mpeg")
+        #expect(ref == BlobRef.of(audio))
+        #expect(try a.store.addBlob(audio) == ref, "the same bytes again change nothing")
+        let episode = try a.store.write("episode.save", payload: ["title": .text("Offline episode"), "audio_ref": .text(ref.description)]).entityID
+        #expect(try a.store.blobUploadBacklog().count == 1)
+
+        let report = await a.sync()
+        #expect(report.pushed == 1)
+        #expect(report.blobsUploaded == 1 && report.blobBytesSent == Int64(audio.count) && report.blobError == nil)
+        #expect(try a.store.blobInfo(ref)?.state == .uploaded)
+        #expect(try a.store.blobUploadBacklog().count == 0)
+        let again = await a.sync()
+        #expect(again.blobsUploaded == 0, "an uploaded blob is not sent again")
+
+        await b.sync()
+        let named = try #require(try b.store.row(episode)?["audio_ref"]?.textValue)
+        let wanted = try #require(BlobRef(named))
+        #expect(try b.store.blob(wanted) == nil, "B fetches a file when it asks for it, not with the ops")
+        let fetched = try await b.engine.fetchBlob(wanted)
+        #expect(fetched.state == .fetched && fetched.length == Int64(audio.count))
+        #expect(try b.store.blob(wanted) == audio)
+        try h.expectConverged()
+    }
+
+    /// An upload cut off after three chunks (the last one's answer lost) goes on from what the
+    /// server holds: only the rest is sent.
+    @Test func anUploadCutOffGoesOnFromWhatTheServerHolds() async throws {
+        let h = try SyncHarness(.inMemory)
+        let a = try h.device("A")
+        let audio = Self.file(2)
+        let ref = try a.store.addBlob(audio)
+        let chunk = BlobLimits.chunkBytes
+        // An earlier run of this device sent two chunks, then the connection dropped.
+        for index in 0..<2 {
+            let status = try await a.transport.putBlob(ref, length: Int64(audio.count), offset: Int64(index * chunk),
+                                                       bytes: Array(audio[index * chunk..<(index + 1) * chunk]))
+            #expect(status.received == Int64((index + 1) * chunk) && !status.complete)
+        }
+        #expect(try await a.transport.blobStatus(ref).received == Int64(2 * chunk))
+
+        // The third chunk reached the server, and its answer was lost on the way back.
+        a.memory!.dropResponsesNext(1)
+        do {
+            _ = try await a.transport.putBlob(ref, length: Int64(audio.count), offset: Int64(2 * chunk), bytes: Array(audio[2 * chunk..<3 * chunk]))
+            Issue.record("the answer was not lost")
+        } catch {
+            guard case .transient = error else { Issue.record("\(error)"); return }
+        }
+        #expect(try a.store.blobInfo(ref)?.state == .queued, "the file stays queued until the server says it holds all of it")
+
+        let report = await a.sync()
+        #expect(report.blobsUploaded == 1)
+        #expect(report.blobBytesSent == Int64(audio.count - 3 * chunk), "only what the server lacked was sent")
+        let status = try await a.transport.blobStatus(ref)
+        #expect(status.complete && status.received == Int64(audio.count))
+        let range = try await a.transport.blobRange(ref, offset: Int64(chunk) - 10, count: 20)
+        #expect(range.bytes == Array(audio[(chunk - 10)..<(chunk + 10)]) && range.length == Int64(audio.count))
+    }
+
+    /// A server that cannot keep files (its blob store unusable) does not hold up the ops: they
+    /// sync, the file stays queued with the reason, and it goes once the server can take it.
+    @Test func opsSyncWhileTheServerCannotTakeFiles() async throws {
+        let h = try SyncHarness(.http)
+        let a = try h.device("A")
+        let b = try h.device("B")
+        let photo = Self.file(3, bytes: 300_000)
+        let ref = try a.store.addBlob(photo, mediaType: "image/jpeg")
+        let blocked = ServerBlobFiles.path(of: h.user.libraryID, in: h.service.dataDirectory)
+        try FileManager.default.createDirectory(atPath: blocked, withIntermediateDirectories: true)   // not a database
+        let article = try a.save("Written with a photo")
+
+        let report = await a.sync()
+        #expect(report.pushed == 1, "the ops went")
+        #expect(report.blobsUploaded == 0)
+        #expect(report.blobError?.contains("blob_store_failed") == true, "\(report.blobError ?? "no error")")
+        #expect(try a.store.blobInfo(ref)?.state == .queued)
+        await b.sync()
+        #expect(try b.title(article) == "Written with a photo")
+
+        try FileManager.default.removeItem(atPath: blocked)
+        let later = await a.sync()
+        #expect(later.blobsUploaded == 1)
+        #expect(try await b.engine.fetchBlob(ref).length == Int64(photo.count))
+        #expect(try b.store.blob(ref) == photo)
+    }
+
+    /// A file whose bytes changed in the store after it was added (damage) hashes to another
+    /// address: the server refuses it for good, the refusal is kept, and the queue goes on.
+    @Test func aDamagedFileIsRefusedAndTheQueueGoesOn() async throws {
+        let h = try SyncHarness(.inMemory)
+        let a = try h.device("A")
+        let damaged = try a.store.addBlob(Self.file(4, bytes: 5_000))
+        let fine = try a.store.addBlob(Self.file(5, bytes: 7_000))
+        try Database(path: a.store.path).execute("UPDATE chronicle_blob_chunks SET data = zeroblob(5000) WHERE hash = ?1",
+                                                 [.text(damaged.hex)])
+        let report = await a.sync()
+        #expect(report.blobsRefused == 1 && report.blobsUploaded == 1)
+        let refused = try #require(try a.store.blobInfo(damaged))
+        #expect(refused.state == .refused && refused.refusal?.contains("blob_digest_mismatch") == true)
+        #expect(try a.store.blobInfo(fine)?.state == .uploaded)
+        #expect(try await a.transport.blobStatus(damaged).received == 0, "nothing of it was kept")
+        #expect(try a.store.queuedBlobs().isEmpty)
+    }
+
+    /// A fetch cut off goes on from what the store holds; a file not uploaded yet is refused with
+    /// a stable code, and an address that is not one is refused too.
+    @Test(arguments: TransportKind.allCases)
+    func aFetchResumesAndAFileNotUploadedYetIsSaidSo(kind: TransportKind) async throws {
+        let h = try SyncHarness(kind)
+        let a = try h.device("A")
+        let b = try h.device("B")
+        let audio = Self.file(6)
+        let ref = try a.store.addBlob(audio)
+        do {
+            _ = try await b.engine.fetchBlob(ref)
+            Issue.record("a blob the server does not hold was fetched")
+        } catch {
+            guard case .terminal(let refusal) = error else { Issue.record("\(error)"); return }
+            #expect(refusal.code == "blob_not_found")
+        }
+        await a.sync()
+        // B fetched one range, then was cut off.
+        let first = try await b.transport.blobRange(ref, offset: 0, count: BlobLimits.chunkBytes)
+        #expect(try b.store.appendFetchedBlob(ref, length: first.length, offset: 0, bytes: first.bytes) == Int64(BlobLimits.chunkBytes))
+        #expect(try b.store.blobInfo(ref)?.state == .fetching)
+        #expect(try b.store.blob(ref) == nil, "a blob part-fetched is not read")
+        try await b.engine.fetchBlob(ref)
+        #expect(try b.store.blob(ref) == audio)
+        #expect(BlobRef("sha256:xyz") == nil && BlobRef(String(repeating: "g", count: 64)) == nil)
+        #expect(BlobRef(ref.description.uppercased().replacingOccurrences(of: "SHA256:", with: "sha256:")) == ref)
+    }
+
+    /// A store of format v7 gains the blob tables when it opens; one of v8 (made by this build's
+    /// fixture tool) keeps its blobs, queued and part-fetched, and so does a salvage of it.
+    @Test func storesOfEarlierFormatsTakeBlobsAndASalvageKeepsThem() throws {
+        let root = FileManager.default.fileExists(atPath: "/dev/shm") ? "/dev/shm" : NSTemporaryDirectory()
+        let directory = "\(root)/chronicle-blob-fixture-\(UUID().lowercased)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let fixtures = Dictionary(StoreFixture.all.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+
+        let old = try #require(fixtures["readitlater-v3-format-v7"])
+        try old.load(into: directory + "/v7.chronicle")
+        let migrated = try DeviceStore.open(at: directory + "/v7.chronicle")
+        let photo = Self.file(8, bytes: BlobLimits.chunkBytes + 10)
+        let ref = try migrated.addBlob(photo)
+        #expect(try migrated.blob(ref) == photo && migrated.queuedBlobs().map(\.ref) == [ref])
+
+        let current = try #require(fixtures["readitlater-v3-format-v8"])
+        let path = directory + "/v8.chronicle"
+        try current.load(into: path)
+        func states(_ store: DeviceStore) throws -> [String] { try store.blobs().map { "\($0.state.rawValue) \($0.received)/\($0.length)" }.sorted() }
+        let expected = ["fetching 1000/2000", "queued 2000/2000", "uploaded 2000/2000"]
+        do {
+            let store = try DeviceStore.open(at: path)
+            #expect(try states(store) == expected)
+            #expect(try store.queuedBlobs().count == 1)
+        }
+        let report = try DeviceStore.salvage(at: path)
+        #expect(report.tables.contains { $0.name == "chronicle_blob_chunks" && $0.rowsCopied == 3 }, "\(report.tables.map(\.name))")
+        let salvaged = try DeviceStore.open(at: path)
+        #expect(try states(salvaged) == expected)
+        let queued = try #require(try salvaged.queuedBlobs().first)
+        #expect(try salvaged.blob(queued.ref).map(BlobRef.of) == queued.ref, "its bytes came through whole")
+    }
+
+    /// A deleted library's files go with it.
+    @Test func aDeletedLibrarysBlobsGoWithIt() async throws {
+        let h = try SyncHarness(.inMemory)
+        let a = try h.device("A")
+        try a.store.addBlob(Self.file(7, bytes: 1_000))
+        await a.sync()
+        let file = ServerBlobFiles.path(of: h.user.libraryID, in: h.service.dataDirectory)
+        #expect(FileManager.default.fileExists(atPath: file))
+        try h.service.accounts.removeUser("ada", deletingLibrary: true)
+        #expect(h.service.runLibraryDeletions() == [h.user.libraryID])
+        #expect(!FileManager.default.fileExists(atPath: file))
+    }
+}
