@@ -79,6 +79,8 @@ import Testing
                 try db.execute("DROP TRIGGER chronicle_outbox_leaves_when_settled")
                 try db.execute("DROP TABLE chronicle_sealed_ids")
                 try db.execute(StoreFormat.version3Outbox[1])
+                try db.execute("DROP TABLE chronicle_blob_chunks")   // v8's
+                try db.execute("DROP TABLE chronicle_blobs")
                 try db.execute("UPDATE chronicle_meta SET value = 3 WHERE key = 'format_version'")
             }
             return frames

@@ -57,13 +57,22 @@ extension Accounts {
         (dataDirectory as NSString).appendingPathComponent("libraries/\(library.lowercased).sqlite")
     }
 
-    /// Deletes a library's files: its write-ahead log, shared memory and any copy a salvage set
+    /// Deletes a library's files: its blobs, its write-ahead log, shared memory and any copy a salvage set
     /// aside (`<file>.damaged-<time>`, which holds the same person's data) first, the database
     /// last, so that a crash in between never leaves a log beside a file it does not belong to (a
     /// new library made under the same name would replay it). No process may hold the library
     /// open. Returns whether there was anything to delete.
     @discardableResult
     public static func deleteLibraryFiles(dataDirectory: String, library: UUID) throws -> Bool {
+        // Its blobs first (`blobs/<id>.sqlite`): a crash in between leaves the library, still asked
+        // for, not files of a library that is gone.
+        let blobs = ServerBlobFiles.path(of: library, in: dataDirectory)
+        let hadBlobs = FileManager.default.fileExists(atPath: blobs)
+        do {
+            try ServerBlobFiles(dataDirectory: dataDirectory).deleteLibrary(library)
+        } catch {
+            throw ChronicleError(.database, "Cannot delete \(blobs): \(error.localizedDescription)")
+        }
         let path = libraryPath(dataDirectory, library)
         let directory = (path as NSString).deletingLastPathComponent
         let name = (path as NSString).lastPathComponent
@@ -78,7 +87,7 @@ extension Accounts {
                 throw ChronicleError(.database, "Cannot delete \(file): \(error.localizedDescription)")
             }
         }
-        return !ordered.isEmpty
+        return !ordered.isEmpty || hadBlobs
     }
 
     /// The meta key that says where the libraries of this data directory are ordered, if not in its files.

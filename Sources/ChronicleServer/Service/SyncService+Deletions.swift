@@ -32,8 +32,6 @@ extension SyncService {
             }
             snapshotFrames.withLock { _ = $0.removeValue(forKey: id) }
             do {
-                // Its blobs first: a crash in between leaves the library, asked for again, not blobs of none.
-                try blobs.deleteLibrary(id)
                 let existed = try shared?.deleteLibrary(id) ?? Accounts.deleteLibraryFiles(dataDirectory: dataDirectory, library: id)
                 try accounts.libraryDeleted(id)
                 libraries.withLock { $0.deleted(id) }
