@@ -117,8 +117,11 @@ import Testing
         let a = try h.device("A")
         let damaged = try a.store.addBlob(Self.file(4, bytes: 5_000))
         let fine = try a.store.addBlob(Self.file(5, bytes: 7_000))
+        #expect(try a.store.verify().checks.first { $0.name.hasPrefix("files") }?.passed == true)
         try Database(path: a.store.path).execute("UPDATE chronicle_blob_chunks SET data = zeroblob(5000) WHERE hash = ?1",
                                                  [.text(damaged.hex)])
+        let check = try #require(try a.store.verify().checks.first { $0.name.hasPrefix("files") })
+        #expect(!check.passed && check.detail.contains("hash to something else"), "verify finds it: \(check.detail)")
         let report = await a.sync()
         #expect(report.blobsRefused == 1 && report.blobsUploaded == 1)
         let refused = try #require(try a.store.blobInfo(damaged))

@@ -29,6 +29,27 @@ extension SyncBenchmark.Result {
                 ("via_long_poll", .int(Int64(latencyAcross.viaLongPoll))), ("failures", .array(latencyAcross.failures.map(JSON.string))),
             ])))
         }
+        if let blobs {
+            let mb = { (seconds: Double) in formatFixed(blobs.mbPerSecond(seconds), 1) + " MB/s" }
+            let size = "\(blobs.bytes >> 20) MiB"
+            sink.rows.append(TableRow(measurement: "files: a \(size) file uploaded over HTTP in 4 MiB chunks (base: the same SQL, no HTTP)",
+                                      chronicle: mb(blobs.uploadSeconds), baseline: mb(blobs.baselineUploadSeconds),
+                                      ratio: ratioText(blobs.baselineUploadSeconds / blobs.uploadSeconds), target: "no target",
+                                      verdict: blobs.matches ? "" : "FAILED"))
+            sink.rows.append(TableRow(measurement: "files: that file fetched by another device in 4 MiB ranges (base: the same SQL, no HTTP)",
+                                      chronicle: mb(blobs.fetchSeconds), baseline: mb(blobs.baselineFetchSeconds),
+                                      ratio: ratioText(blobs.baselineFetchSeconds / blobs.fetchSeconds), target: "no target",
+                                      verdict: blobs.matches ? "" : "FAILED"))
+            sink.notes.append("files: a \(size) file of random bytes; adding it to the store (addBlob(file:): read twice, hashed, kept in 1 MiB chunks) took \(formatFixed(blobs.addSeconds, 2)) s (\(mb(blobs.addSeconds))). The upload is A's syncOnce(): a status request, then one PUT per 4 MiB, each a server transaction with FULL sync (kept as four 1 MiB rows), the last checked against the address; the fetch is B's fetchBlob(): one ranged GET per 4 MiB, each a transaction on B. The baseline moves 4 MiB per transaction too. The baseline runs the same SQL through the C API with no HTTP and no engine. Inside the HTTP server (its log): the PUTs \(formatFixed(blobs.serverPutSeconds, 2)) s of the upload's \(formatFixed(blobs.uploadSeconds, 2)), the GETs \(formatFixed(blobs.serverGetSeconds, 2)) s of the fetch's \(formatFixed(blobs.fetchSeconds, 2)). Bytes arrived intact: \(blobs.matches ? "yes" : "NO").")
+            sink.json.append(("blobs", .object([
+                ("bytes", .int(Int64(blobs.bytes))), ("add_seconds", .number(blobs.addSeconds)),
+                ("upload_seconds", .number(blobs.uploadSeconds)), ("baseline_upload_seconds", .number(blobs.baselineUploadSeconds)),
+                ("fetch_seconds", .number(blobs.fetchSeconds)), ("baseline_fetch_seconds", .number(blobs.baselineFetchSeconds)),
+                ("upload_mb_per_s", .number(blobs.mbPerSecond(blobs.uploadSeconds))), ("fetch_mb_per_s", .number(blobs.mbPerSecond(blobs.fetchSeconds))),
+                ("matches", .bool(blobs.matches)),
+            ])))
+            if !blobs.matches { sink.pass = false }
+        }
         rows += sink.rows
         notes += sink.notes
         json.append(("sync", .object(sink.json + [("pass", .bool(sink.pass))])))

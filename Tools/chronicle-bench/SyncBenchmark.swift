@@ -13,7 +13,8 @@ import Foundation
 /// 2. push of a device's queued ops vs the same pushes straight into `SyncService.pushNow`;
 /// 3. bytes per op on the wire, segment vs JSON, for a pull page and a push batch;
 /// 4. write-to-other-device latency with long-poll (`SyncBenchmark+Latency.swift`);
-/// 5. many devices syncing at once, with a lost/duplicated-op audit (`SyncBenchmark+Scale.swift`).
+/// 5. many devices syncing at once, with a lost/duplicated-op audit (`SyncBenchmark+Scale.swift`);
+/// 6. a file uploaded and fetched, in chunks (`SyncBenchmark+Blobs.swift`).
 struct SyncBenchmark {
     struct Sizes {
         var pullOps: Int
@@ -37,6 +38,8 @@ struct SyncBenchmark {
         var scale: ScaleResult?
         /// The latency with A and B on two servers sharing PostgreSQL (`CHRONICLE_BENCH_POSTGRES`).
         var latencyAcross: LatencyResult?
+        /// A file uploaded and fetched (`SyncBenchmark+Blobs.swift`).
+        var blobs: BlobResult?
     }
 
     let directory: String
@@ -53,9 +56,9 @@ struct SyncBenchmark {
         ProcessInfo.processInfo.environment["CHRONICLE_BENCH_SYNC_PULL_PAGE"].flatMap(Int.init)
     }
 
-    /// Diagnostic: `CHRONICLE_BENCH_SYNC_PARTS=pull,push,latency,scale` runs only those parts.
+    /// Diagnostic: `CHRONICLE_BENCH_SYNC_PARTS=pull,push,latency,scale,blobs` runs only those parts.
     static var parts: Set<String> {
-        let all: Set<String> = ["pull", "push", "latency", "scale"]
+        let all: Set<String> = ["pull", "push", "latency", "scale", "blobs"]
         guard let text = ProcessInfo.processInfo.environment["CHRONICLE_BENCH_SYNC_PARTS"] else { return all }
         return all.intersection(text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
     }
@@ -66,6 +69,7 @@ struct SyncBenchmark {
         let push = parts.contains("push") ? try measurePush() : nil
         let latency = parts.contains("latency") ? try measureLatency() : nil
         let scale = parts.contains("scale") ? try measureScale() : nil
+        let blobs = parts.contains("blobs") ? try measureBlobs() : nil
         var across: LatencyResult?
         if parts.contains("latency"), let conninfo = ProcessInfo.processInfo.environment["CHRONICLE_BENCH_POSTGRES"], !conninfo.isEmpty {
             progress("sync latency: again with A and B on two servers sharing PostgreSQL…")
@@ -78,7 +82,7 @@ struct SyncBenchmark {
             var again = SplitMix64(seed: seed ^ 0x9041)
             _ = try stores[0].deleteLibrary(again.uuid())
         }
-        return Result(pull: pull, push: push, latency: latency, scale: scale, latencyAcross: across)
+        return Result(pull: pull, push: push, latency: latency, scale: scale, latencyAcross: across, blobs: blobs)
     }
 
     func remove(_ paths: String...) {

@@ -104,6 +104,16 @@ final class TimingTransport: SyncTransport {
         try await inner.verdict(for: entity)
     }
 
+    func blobStatus(_ blob: BlobRef) async throws(SyncError) -> BlobStatus { try await inner.blobStatus(blob) }
+
+    func putBlob(_ blob: BlobRef, length: Int64, offset: Int64, bytes: [UInt8]) async throws(SyncError) -> BlobStatus {
+        try await inner.putBlob(blob, length: length, offset: offset, bytes: bytes)
+    }
+
+    func blobRange(_ blob: BlobRef, offset: Int64, count: Int) async throws(SyncError) -> BlobRange {
+        try await inner.blobRange(blob, offset: offset, count: count)
+    }
+
     func snapshot() async throws(SyncError) -> SnapshotFrame {
         try await inner.snapshot()
     }

@@ -84,10 +84,13 @@ public struct BlobRange: Sendable, Equatable {
 
 /// The caps on blobs, the same on both sides; past them a request is refused with a stable code.
 public enum BlobLimits {
-    /// Bytes of one uploaded chunk (`chunk_too_large`); a device sends chunks of `chunkBytes`.
+    /// Bytes of one uploaded chunk (`chunk_too_large`); a device sends chunks of `transferBytes`.
     public static let chunkBytesMax = 8 << 20
-    /// What a device sends in one chunk, and asks for in one range.
+    /// The chunks a store keeps a blob in (device and server alike: each uploaded chunk is one row).
     public static let chunkBytes = 1 << 20
+    /// What a device sends in one chunk, and asks for in one range: fewer, larger requests (the
+    /// per-request cost dominates at 1 MiB), and at most this much sent again after a cut.
+    public static let transferBytes = 4 << 20
     /// Bytes one download answer carries; a longer range is answered with its first this many
     /// bytes (`Content-Range` says which).
     public static let rangeBytesMax = 8 << 20

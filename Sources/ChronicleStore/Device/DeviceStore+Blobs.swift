@@ -71,7 +71,9 @@ extension DeviceStore {
     /// twice, a chunk at a time (its address first, then its bytes): it never sits in memory whole.
     @discardableResult
     public func addBlob(file path: String, mediaType: String? = nil) throws -> BlobRef {
-        guard let handle = FileHandle(forReadingAtPath: path) else {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue,
+              let handle = FileHandle(forReadingAtPath: path) else {
             throw ChronicleError(.fileUnreadable, "Cannot read \(path): it does not exist or is not readable.")
         }
         defer { try? handle.close() }
@@ -239,9 +241,13 @@ extension DeviceStore {
                     INSERT INTO chronicle_blobs(hash, length, received, state, added_at) VALUES (?1, ?2, 0, 'fetching', ?3)
                     """, [.text(ref.hex), .integer(length), .integer(now)])
             }
-            if !bytes.isEmpty {
-                try db.statement("INSERT INTO chronicle_blob_chunks(hash, offset, data) VALUES (?1, ?2, ?3)")
-                    .execute([.text(ref.hex), .integer(offset)], blob: bytes, at: 3)
+            // Kept in chunks of `BlobLimits.chunkBytes`, whatever the range's size.
+            let insert = try db.statement("INSERT INTO chronicle_blob_chunks(hash, offset, data) VALUES (?1, ?2, ?3)")
+            var start = 0
+            while start < bytes.count {
+                let end = min(bytes.count, start + BlobLimits.chunkBytes)
+                try insert.execute([.text(ref.hex), .integer(offset + Int64(start))], blob: Array(bytes[start..<end]), at: 3)
+                start = end
             }
             let total = offset + Int64(bytes.count)
             guard total == length else {
@@ -260,6 +266,37 @@ extension DeviceStore {
                            [.text(ref.hex), .integer(total), .integer(now)])
             return total
         }
+    }
+
+    /// `verify`'s check of the files: each one's chunks follow one another from 0 to what is held,
+    /// and those held whole hash to their address.
+    func verifyBlobs() throws -> VerifyCheck {
+        var problems: [String] = []
+        var held = 0
+        var bytes: Int64 = 0
+        try read { db in
+            for info in try db.query("SELECT \(Self.blobColumns) FROM chronicle_blobs ORDER BY hash", [], Self.blobInfo) {
+                let hasher = SHA256Hasher()
+                var next: Int64 = 0
+                var gap = false
+                try db.statement("SELECT offset, data FROM chronicle_blob_chunks WHERE hash = ?1 ORDER BY offset").forEach([.text(info.ref.hex)]) { row in
+                    if row.int(0) != next { gap = true }
+                    row.withBytes(1) { data in
+                        hasher.update(data)
+                        next = row.int(0) + Int64(data.count)
+                    }
+                }
+                if gap || next != info.received {
+                    problems.append("\(info.ref): its chunks hold \(next) bytes\(gap ? " with a gap" : ""), not the \(info.received) recorded")
+                } else if info.isHeld, BlobRef(digest: hasher.finalize()) != info.ref {
+                    problems.append("\(info.ref): its bytes hash to something else")
+                }
+                held += 1
+                bytes += info.received
+            }
+        }
+        return VerifyCheck(name: "files (blobs) whole and matching their addresses", passed: problems.isEmpty,
+                           detail: problems.isEmpty ? "\(held) files, \(bytes) bytes" : problems.prefix(5).joined(separator: "; "))
     }
 
     /// Blobs added here still queued, and their bytes not yet on the server.

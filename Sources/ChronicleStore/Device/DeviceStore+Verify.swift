@@ -205,6 +205,8 @@ extension DeviceStore {
             detail: stale && !missing.isEmpty ? "\(missing.count) set aside by a bulk apply; its close or the next open builds them"
                 : missing.isEmpty ? "\(projection.readIndexes.count) in place" : "missing: " + missing.joined(separator: ", ")))
 
+        checks.append(try verifyBlobs())
+
         let current = try digest()
         let replayed = try replayDigest(progress: progress)
         checks.append(VerifyCheck(name: "digest equals a replay of the log", passed: current == replayed,

@@ -209,9 +209,13 @@ public struct ServerBlobFiles: BlobStorage {
                     try db.execute("INSERT INTO chronicle_blobs(hash, length, received, created_at) VALUES (?1, ?2, 0, ?3)",
                                    [.text(blob.hex), .integer(length), .integer(now)])
                 }
-                if !bytes.isEmpty {
-                    let insert = try db.statement("INSERT INTO chronicle_blob_chunks(hash, offset, data) VALUES (?1, ?2, ?3)")
-                    try insert.execute([.text(blob.hex), .integer(offset)], blob: bytes, at: 3)
+                // Kept in rows of at most `BlobLimits.chunkBytes`, whatever the chunk's size.
+                let insert = try db.statement("INSERT INTO chronicle_blob_chunks(hash, offset, data) VALUES (?1, ?2, ?3)")
+                var start = 0
+                while start < bytes.count {
+                    let end = min(bytes.count, start + BlobLimits.chunkBytes)
+                    try insert.execute([.text(blob.hex), .integer(offset + Int64(start))], blob: Array(bytes[start..<end]), at: 3)
+                    start = end
                 }
                 let received = offset + Int64(bytes.count)
                 guard received == length else {

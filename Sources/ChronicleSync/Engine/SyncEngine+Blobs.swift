@@ -54,7 +54,7 @@ extension SyncEngine {
             let offset = status.received
             let bytes: [UInt8]
             do {
-                guard let read = try store.blobBytes(info.ref, offset: offset, count: BlobLimits.chunkBytes) else {
+                guard let read = try store.blobBytes(info.ref, offset: offset, count: BlobLimits.transferBytes) else {
                     throw SyncError.terminal(ProtocolError(409, "blob_not_held", "This store no longer holds \(info.ref) from offset \(offset)."))
                 }
                 bytes = read
@@ -67,16 +67,14 @@ extension SyncEngine {
                 status = try await transport.putBlob(info.ref, length: info.length, offset: offset, bytes: bytes)
                 sent += Int64(bytes.count)
             } catch {
+                // What the server holds is the truth an upload goes on from; the store keeps it only
+                // for `blobs()` to show (a write with its own sync per chunk would halve the rate).
+                if case .transient = error { try? store.recordBlobUploaded(info.ref, serverHolds: status.received, complete: false) }
                 // Another device (or an answer lost on the way) moved what the server holds: ask again.
                 guard case .terminal(let refusal) = error, refusal.code == "blob_offset_mismatch", restarts < 3 else { throw error }
                 restarts += 1
                 status = try await transport.blobStatus(info.ref)
                 continue
-            }
-            do {
-                try store.recordBlobUploaded(info.ref, serverHolds: status.received, complete: status.complete)
-            } catch {
-                throw .transient(reason: "The local store failed: \(error)", retryAfterSeconds: nil)
             }
         }
         do {
@@ -101,7 +99,7 @@ extension SyncEngine {
                 let held = try store.blobInfo(ref)
                 if let held, held.isHeld { return held }
                 let offset = held?.received ?? 0
-                let range = try await transport.blobRange(ref, offset: offset, count: BlobLimits.chunkBytes)
+                let range = try await transport.blobRange(ref, offset: offset, count: BlobLimits.transferBytes)
                 guard range.offset == offset, range.length >= offset + Int64(range.bytes.count), !range.bytes.isEmpty || range.length == 0 else {
                     throw SyncError.transient(reason: "The server answered a range of \(ref) that does not continue the \(offset) bytes held.", retryAfterSeconds: nil)
                 }

@@ -158,7 +158,8 @@ public final class HTTPTransport: SyncTransport {
                               timeout: requestTimeoutSeconds + 60)
         request.httpMethod = "PUT"
         request.setValue(BlobLimits.mediaType, forHTTPHeaderField: "Content-Type")
-        if bytes.count >= Self.expectContinueBytesMin { request.setValue("100-continue", forHTTPHeaderField: "Expect") }
+        // No `Expect: 100-continue`: a chunk is always far under the server's body cap, and the wait
+        // for the go-ahead cost a round trip per chunk.
         request.httpBody = Data(bytes)
         return try Self.blobStatus(from: try await Self.send(request, session: session).0)
     }
