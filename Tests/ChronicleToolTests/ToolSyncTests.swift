@@ -131,6 +131,54 @@ import Testing
         try expectConverged(again, [a, b], expectedOps: 3)
     }
 
+    /// A photo taken offline: `blob add` keeps it and prints its address, the op naming it syncs
+    /// first and the file after it, the other device gets it with `blob get`; bad requests are
+    /// refused with their codes and exit codes.
+    @Test func aPhotoTakenOfflineReachesTheOtherDeviceWithTheBlobCommands() throws {
+        let a = try Tool(), b = try Tool()
+        let server = try server(a)
+        defer { server.stop() }
+        try a.signIn(server)
+        try b.signIn(server)
+        let photo = a.directory.appendingPathComponent("job-17.jpg").path
+        let bytes = (0..<5_000_000).map { UInt8(truncatingIfNeeded: $0 &* 2_654_435_761 >> 13) }
+        try Data(bytes).write(to: URL(fileURLWithPath: photo))
+
+        let added = try a.ok("blob", "add", photo, "--type", "image/jpeg")
+        let ref = added.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(ref.hasPrefix("sha256:") && ref.count == 71 && added.stderr.contains("queued to upload"), "\(added.stdout) \(added.stderr)")
+        let id = try a.id("op", "episode.save", "--payload", "{\"title\":\"Recorded on site\",\"audio_ref\":\"\(ref)\"}")
+        #expect(try a.ok("status").stdout.contains("1 file (5 MB) waiting to upload"))
+        let listed = try a.ok("blob", "list", "--json").json() as? [[String: Any]]
+        #expect(listed?.first?["state"] as? String == "queued" && listed?.first?["media_type"] as? String == "image/jpeg")
+        let synced = try a.ok("sync")
+        #expect(synced.stdout.contains("pushed 1") && synced.stdout.contains("Uploaded 1 file"), "\(synced.stdout)")
+        #expect(try a.ok("blob", "list").stdout.contains("uploaded"))
+        #expect(!(try a.ok("status").stdout.contains("waiting to upload")))
+
+        try b.ok("sync")
+        #expect(try b.ok("show", id).stdout.contains(ref))
+        let out = b.directory.appendingPathComponent("from-a.jpg").path
+        let got = try b.ok("blob", "get", ref, "--to", out)
+        #expect(got.stdout.contains("fetched from the server"), "\(got.stdout)")
+        #expect(FileManager.default.contents(atPath: out) == Data(bytes))
+        #expect(try b.ok("blob", "get", ref, "--to", out).stdout.contains("fetched") == false, "held here the second time")
+        #expect(try b.ok("verify").stdout.contains("files (blobs) whole"))
+
+        let bad = try b.run(["blob", "get", "sha256:1234", "--to", out])
+        #expect(bad.status == 3 && bad.stderr.contains("invalid_value"), "\(bad.stderr)")
+        let noTarget = try b.run(["blob", "get", ref])
+        #expect(noTarget.status == 2 && noTarget.stderr.contains("--to"), "\(noTarget.stderr)")
+        let missing = try b.run(["blob", "add", b.directory.appendingPathComponent("nope.jpg").path])
+        #expect(missing.status == 3 && missing.stderr.contains("file_unreadable"), "\(missing.stderr)")
+        let unknown = try b.run(["blob", "get", "sha256:" + String(repeating: "ab", count: 32), "--to", out])
+        #expect(unknown.status == 6 && unknown.stderr.contains("blob_not_found"), "\(unknown.stderr)")
+        let alone = try Tool()
+        try alone.ok("init")
+        let notSignedIn = try alone.run(["blob", "get", ref, "--to", out])
+        #expect(notSignedIn.status == 3 && notSignedIn.stderr.contains("blob_not_held"), "\(notSignedIn.stderr)")
+    }
+
     /// The operator, beside the running server: lists ada's devices, revokes a lost phone (its
     /// next sync is refused and says to sign in again; it keeps its change), changes the password
     /// (the old one no longer signs in), and the phone signs in again and sends what it kept.

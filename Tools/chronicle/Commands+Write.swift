@@ -145,7 +145,7 @@ extension Command {
         },
         Command(name: "op", summary: "Write any op type of the store's schema.",
                 usage: "chronicle op TYPE [ID] [--payload JSON]",
-                details: "For op types without a command of their own, e.g.\n  chronicle op episode.save --payload '{\"title\":\"Ep 1\",\"audio_ref\":\"sha256:…\"}'\n  chronicle op part.adjust 1b2c --payload '{\"delta\":-2}'\nOmit ID to create a new row.") { args, ctx in
+                details: "For op types without a command of their own, e.g.\n  chronicle op episode.save --payload '{\"title\":\"Ep 1\",\"audio_ref\":\"sha256:…\"}'\n  chronicle op part.adjust 1b2c --payload '{\"delta\":-2}'\nOmit ID to create a new row. A file's address (sha256:…) comes from `chronicle blob add FILE`.") { args, ctx in
             let usage = "chronicle op TYPE [ID] [--payload JSON]"
             let type = try args.requirePositional("TYPE", usage: usage)
             let id = try args.takePositional().map { try ctx.resolve($0) }
