@@ -148,6 +148,12 @@ public struct PostgresBlobStorage: BlobStorage {
         }
     }
 
+    public func dropAbandonedUploads(before: Int64) throws -> Int {
+        try pool.withConnection { pg in
+            try pg.execute("DELETE FROM chronicle_blobs WHERE NOT complete AND created_at < $1", [String(before)]).affected
+        }
+    }
+
     public func deleteLibrary(_ library: UUID) throws {
         // `PostgresServerStore.deleteLibrary` deletes them in the library's own transaction.
     }

@@ -48,6 +48,13 @@ struct PostgresBlobTests {
         }
         #expect(try await a.transport.blobStatus(liar).received == 0)
 
+        // An upload begun and left: swept where the servers keep their files.
+        let left = BlobRef.of([7, 7, 7, 7])
+        _ = try await b.transport.putBlob(left, length: 4, offset: 0, bytes: [7, 7])
+        try await Task.sleep(nanoseconds: 5_000_000)
+        #expect(try pair.servers[1].service.blobs.dropAbandonedUploads(before: Int64(Date().timeIntervalSince1970 * 1000)) == 1)
+        #expect(try await a.transport.blobStatus(left).received == 0)
+        #expect(try await a.transport.blobStatus(ref).complete, "a complete file stays")
         let pg = try pair.database.connection()
         #expect(try pg.execute("SELECT value FROM chronicle_meta WHERE key = 'format_version'").string(0, 0) == "4")
         #expect(try pg.execute("SELECT count(*) FROM chronicle_blob_chunks").int(0, 0) == 2, "a row per chunk taken")

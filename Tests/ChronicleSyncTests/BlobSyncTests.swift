@@ -193,6 +193,29 @@ import Testing
         #expect(try salvaged.blob(queued.ref).map(BlobRef.of) == queued.ref, "its bytes came through whole")
     }
 
+    /// An upload left unfinished past `MaintenancePolicy.abandonedUploadSeconds` is deleted by the
+    /// maintenance sweep (complete files stay), and its device sends it again from the start.
+    @Test func anAbandonedUploadIsSweptAndSentAgain() async throws {
+        var maintenance = MaintenancePolicy()
+        maintenance.abandonedUploadSeconds = 0
+        let h = try SyncHarness(.inMemory, maintenance: maintenance)
+        let a = try h.device("A")
+        let whole = try a.store.addBlob(Self.file(9, bytes: 10_000))
+        await a.sync()
+        let audio = Self.file(10, bytes: BlobLimits.chunkBytes * 2)
+        let ref = try a.store.addBlob(audio)
+        _ = try await a.transport.putBlob(ref, length: Int64(audio.count), offset: 0, bytes: Array(audio[..<BlobLimits.chunkBytes]))
+        try await Task.sleep(nanoseconds: 5_000_000)
+        #expect(h.service.sweepAbandonedUploads() == 1)
+        #expect(try await a.transport.blobStatus(ref).received == 0)
+        #expect(try await a.transport.blobStatus(whole).complete, "a complete file stays")
+        let report = await a.sync()
+        #expect(report.blobsUploaded == 1 && report.blobBytesSent == Int64(audio.count), "sent again from the start")
+        var off = MaintenancePolicy()
+        off.abandonedUploadSeconds = nil
+        #expect(try SyncService(dataDirectory: h.service.dataDirectory, maintenance: off).sweepAbandonedUploads() == 0)
+    }
+
     /// A deleted library's files go with it.
     @Test func aDeletedLibrarysBlobsGoWithIt() async throws {
         let h = try SyncHarness(.inMemory)

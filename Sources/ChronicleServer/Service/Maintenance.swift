@@ -27,6 +27,10 @@ public struct MaintenancePolicy: Sendable, Equatable {
     /// How often a library's history is checked against the horizon when nothing is due to be
     /// sealed (the check reads every sealed segment's last op time).
     public var horizonCheckSeconds: Double = 3_600
+    /// How long an upload of a file (a blob) may stay unfinished before its chunks are deleted
+    /// (looked at every `horizonCheckSeconds`); its device starts it again from 0 when it comes back.
+    /// nil: kept until the library is deleted.
+    public var abandonedUploadSeconds: Double? = 7 * 86_400
 
     /// Keep the newest 100,000 ops of each library hot and seal the rest, 10,000 to a segment;
     /// a new snapshot once 100,000 ops lie past the newest one.

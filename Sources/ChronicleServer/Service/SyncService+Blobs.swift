@@ -38,6 +38,22 @@ extension SyncService {
         return range
     }
 
+    /// Deletes uploads left unfinished for longer than `maintenancePolicy.abandonedUploadSeconds`
+    /// (the maintenance thread runs it every `horizonCheckSeconds`); returns how many.
+    @discardableResult
+    public func sweepAbandonedUploads() -> Int {
+        guard let seconds = maintenancePolicy.abandonedUploadSeconds else { return 0 }
+        let before = clock.nowMilliseconds() - Int64(seconds * 1000)
+        do {
+            let dropped = try blobs.dropAbandonedUploads(before: before)
+            if dropped > 0 { log.log("blob_uploads_abandoned", ["dropped": .integer(Int64(dropped)), "older_than_s": .real(seconds)]) }
+            return dropped
+        } catch {
+            log.log("blob_sweep_failed", ["error": .text("\(error)")])
+            return 0
+        }
+    }
+
     public func blobStatus(library: UUID, blob: BlobRef, token: String) async throws(ProtocolError) -> BlobStatus {
         try blobStatusNow(library: library, blob: blob, token: token)
     }

@@ -426,8 +426,16 @@ public final class SyncService: SyncEndpoint {
         let tick = min(every, Self.deletionCheckSeconds)
         let compacts = maintenancePolicy.compaction != nil
         let compactedAt = Locked(DispatchTime.now().uptimeNanoseconds)
+        let sweptAt = Locked<UInt64?>(nil)
         maintenance.start(interval: tick, name: "chronicle.maintenance") { [self] in
             runLibraryDeletions()
+            let sweep = sweptAt.withLock { last in
+                let now = DispatchTime.now().uptimeNanoseconds
+                if let last, Double(now - last) / 1e9 < maintenancePolicy.horizonCheckSeconds { return false }
+                last = now
+                return true
+            }
+            if sweep { sweepAbandonedUploads() }
             let now = DispatchTime.now().uptimeNanoseconds
             let due = compacts && compactedAt.withLock { last in
                 guard Double(now - last) / 1e9 >= every - tick / 2 else { return false }

@@ -13,6 +13,9 @@ public protocol BlobStorage: Sendable {
     func deleteLibrary(_ library: UUID) throws
     /// The complete blobs of `library`, by address.
     func complete(library: UUID) throws(ProtocolError) -> [BlobStatus]
+    /// Deletes, in every library, uploads begun before `before` (ms since 1970) and never completed;
+    /// returns how many. A device that comes back starts such a file again from offset 0.
+    func dropAbandonedUploads(before: Int64) throws -> Int
 }
 
 extension BlobStorage {
@@ -285,6 +288,18 @@ public struct ServerBlobFiles: BlobStorage {
         } catch {
             throw Self.failed(db.path, error)
         }
+    }
+
+    public func dropAbandonedUploads(before: Int64) throws -> Int {
+        var dropped = 0
+        for library in Self.libraries(in: dataDirectory) {
+            guard let db = try open(library, create: false) else { continue }
+            try db.transaction { db in
+                try db.execute("DELETE FROM chronicle_blobs WHERE complete = 0 AND created_at < ?1", [.integer(before)])
+                dropped += db.changes
+            }
+        }
+        return dropped
     }
 
     /// The libraries with a blobs file in `dataDirectory`.
