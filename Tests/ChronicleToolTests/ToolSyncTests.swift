@@ -392,5 +392,7 @@ import Testing
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains("Offline — "))
         #expect(result.stdout.contains("All equal: no conflict dialogs, nothing lost, nothing applied twice."))
+        #expect(result.stdout.contains("1 file (3 MB) waiting to upload") && result.stdout.contains("Uploaded 1 file"), "\(result.stdout)")
+        #expect(result.stdout.contains("byte for byte the phone's"), "\(result.stdout)")
     }
 }

@@ -169,11 +169,8 @@ extension Command {
             let credentials = try? Credentials.load(forStore: store.path)
             let phrases = try store.phraseIndexStatus()
             let backlog = try store.blobUploadBacklog()
-            var headline = statusLine(unsent: s.unsentOps, sync: sync, signedIn: credentials != nil,
-                                      now: Int64(Date().timeIntervalSince1970 * 1000))
-            if backlog.count > 0 {
-                headline += " \(backlog.count) file\(backlog.count == 1 ? "" : "s") (\(ByteCountFormatter.string(fromByteCount: backlog.bytes, countStyle: .file))) waiting to upload."
-            }
+            let headline = statusLine(unsent: s.unsentOps, sync: sync, signedIn: credentials != nil,
+                                      now: Int64(Date().timeIntervalSince1970 * 1000), filesWaiting: backlog)
             if ctx.output.json {
                 ctx.output.emit(["store": s.path, "format_version": s.formatVersion, "schema": s.schema, "library_id": s.libraryID,
                                  "device_id": s.deviceID, "cursor": s.cursor, "confirmed_ops": s.confirmedOps, "unsent_ops": s.unsentOps,
@@ -203,7 +200,8 @@ extension Command {
     ]
 
     /// The honest one-line status: "Offline — 12 changes saved on this device; they will sync when you reconnect. Last synced 3 hours ago."
-    static func statusLine(unsent: Int64, sync: SyncState, signedIn: Bool, now: Int64) -> String {
+    static func statusLine(unsent: Int64, sync: SyncState, signedIn: Bool, now: Int64,
+                           filesWaiting: (count: Int, bytes: Int64) = (0, 0)) -> String {
         let changes = "\(unsent) change\(unsent == 1 ? "" : "s")"
         let they = unsent == 1 ? "it" : "they"
         let last = sync.lastSyncAt.map { "Last synced \(RelativeTime.ago($0, now: now))." } ?? "Never synced."
@@ -216,6 +214,9 @@ extension Command {
                 : "Offline — \(changes) saved on this device; \(they) will sync when you reconnect. \(last)"
         } else {
             line = unsent == 0 ? "Up to date. \(last)" : "Online — \(changes) waiting to sync. \(last)"
+        }
+        if filesWaiting.count > 0 {
+            line += " \(filesWaiting.count) file\(filesWaiting.count == 1 ? "" : "s") (\(ByteCountFormatter.string(fromByteCount: filesWaiting.bytes, countStyle: .file))) waiting to upload."
         }
         if sync.unseenNotices > 0 {
             line += " \(sync.unseenNotices) change\(sync.unseenNotices == 1 ? " was" : "s were") not accepted by the server; see `chronicle notices`."

@@ -60,7 +60,8 @@ struct AirplaneDemo: Sendable {
         report(laptop, await laptop.online.syncOnce())
         try show(laptop)
 
-        step("3. The phone goes into airplane mode and keeps working: saves, tags, highlights, notes, a collection, progress, a rename, a delete.")
+        step("3. The phone goes into airplane mode and keeps working: saves, tags, highlights, notes, a collection, progress, a rename, a delete,")
+        say("   and an episode it records, its audio a 3 MB file.")
         report(phone, await phone.offline.syncOnce())
         let offlineArticle = try phone.store.write("article.save", payload: ["url": .text("https://example.com/offline-first"), "title": .text("Offline-first, explained")])
         try phone.store.write("article.tag", entity: offlineArticle.entityID, payload: ["tag": .text("sync")])
@@ -77,6 +78,12 @@ struct AirplaneDemo: Sendable {
             let saved = try phone.store.write("article.save", payload: ["url": .text("https://example.com/long-read/\(index)"), "title": .text("Long read #\(index)")])
             try phone.store.write("article.tag", entity: saved.entityID, payload: ["tag": .text("later")])
         }
+        // An episode recorded on the plane: its audio is a file kept in the store, queued apart from the ops.
+        var audio = [UInt8](repeating: 0, count: 3_000_000)
+        var seed: UInt64 = 0x5EED
+        for index in audio.indices { seed = seed &* 6_364_136_223_846_793_005 &+ 1; audio[index] = UInt8(truncatingIfNeeded: seed >> 33) }
+        let audioRef = try phone.store.addBlob(audio, mediaType: "audio/mpeg")
+        let episode = try phone.store.write("episode.save", payload: ["title": .text("Recorded on the plane"), "audio_ref": .text(audioRef.description)])
         say("   Phone: " + (try statusLine(phone)))
 
         step("4. Meanwhile the laptop, online, edits some of the same rows and syncs.")
@@ -98,6 +105,12 @@ struct AirplaneDemo: Sendable {
         say("   The rename: both show \"\(try title(phone, swift.entityID))\" — the phone's rename reached the server last, and the")
         say("   last write in server order wins (never a device clock). Progress on \"Write-Ahead Logging\" stays at")
         say("   \(try progress(laptop, sqlite.entityID)) on both: reading progress only moves forward. Tags from both devices are kept.")
+        let named = try laptop.store.row(episode.entityID)?["audio_ref"]?.textValue.flatMap(BlobRef.init)
+        guard let named else { throw ChronicleError(.invariantViolated, "The episode reached the laptop without its audio's address; this is a bug.") }
+        let fetched = try await laptop.online.fetchBlob(named)
+        let same = try laptop.store.blob(named) == audio
+        say("   The episode recorded on the plane: the laptop fetched its audio (\(fetched.length) bytes), \(same ? "byte for byte the phone's" : "BUT IT DIFFERS")")
+        say("   — uploaded in chunks after the ops, so the file never held up the changes.")
 
         step("7. Convergence.")
         let library = try server.service.library(user.libraryID)
@@ -142,7 +155,7 @@ struct AirplaneDemo: Sendable {
 
     private func statusLine(_ device: Device) throws -> String {
         Command.statusLine(unsent: try device.store.status().unsentOps, sync: try device.store.syncState(), signedIn: true,
-                           now: Int64(Date().timeIntervalSince1970 * 1000))
+                           now: Int64(Date().timeIntervalSince1970 * 1000), filesWaiting: try device.store.blobUploadBacklog())
     }
 
     private func title(_ device: Device, _ id: UUID) throws -> String {

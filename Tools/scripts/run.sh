@@ -52,6 +52,10 @@ on phone progress "$a" 0.8
 on phone update "$a" --title "WAL: how SQLite readers and writers share a file"
 c=$(id_of phone collection create "Read on the plane")
 on phone collection add "$c" "$a"
+# An episode recorded on the plane: its audio is a file kept in the store, queued apart from the ops.
+head -c 3000000 /dev/urandom > "$work/episode.mp3"
+audio=$(on phone blob add "$work/episode.mp3" --type audio/mpeg | tee /dev/stderr | tail -1)
+on phone op episode.save --payload "{\"title\":\"Recorded on the plane\",\"audio_ref\":\"$audio\"}"
 CHRONICLE_SYNC_RETRIES=0 on phone sync || echo "(exit $? — offline: nothing is lost)"
 on phone status
 
@@ -68,6 +72,8 @@ on phone sync
 on laptop sync
 on laptop show "$a"
 on laptop search "readers"
+on laptop blob get "$audio" --to "$work/episode-on-laptop.mp3"
+cmp "$work/episode.mp3" "$work/episode-on-laptop.mp3" && echo "the episode's audio reached the laptop byte for byte (uploaded in chunks after the ops)"
 on phone audit "$a"
 
 say "7. Convergence: the same state digest on both devices, each rebuilt from its own log"
