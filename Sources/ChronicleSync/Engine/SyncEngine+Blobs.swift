@@ -33,7 +33,7 @@ extension SyncEngine {
             case .terminal(let refusal) where refusal.code == "blobs_not_carried":
                 return   // a transport that carries none: they stay queued
             case .terminal(let refusal):
-                let reason = "The server refused \(info.ref): \(refusal.message) [\(refusal.code)]"
+                let reason = "\(info.ref) cannot be uploaded: \(refusal.message) [\(refusal.code)]"
                 do {
                     try store.recordBlobRefused(info.ref, reason: reason)
                     report.blobsRefused += 1
