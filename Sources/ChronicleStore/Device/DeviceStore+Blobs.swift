@@ -121,11 +121,9 @@ extension DeviceStore {
             try db.execute("""
                 INSERT INTO chronicle_blobs(hash, length, received, state, media_type, added_at) VALUES (?1, ?2, ?2, 'queued', ?3, ?4)
                 """, [.text(ref.hex), .integer(length), mediaType.map(Value.text) ?? .null, .integer(now)])
-            let insert = try db.statement("INSERT INTO chronicle_blob_chunks(hash, offset, data) VALUES (?1, ?2, ?3)")
             var offset: Int64 = 0
             try chunks { bytes in
-                guard !bytes.isEmpty else { return }
-                try insert.execute([.text(ref.hex), .integer(offset)], blob: bytes, at: 3)
+                try BlobChunkRows.insert(ref.hex, offset: offset, bytes, in: db)
                 offset += Int64(bytes.count)
             }
         }
@@ -157,22 +155,7 @@ extension DeviceStore {
     static func blobBytes(_ ref: BlobRef, offset: Int64, count: Int, in db: Database) throws -> [UInt8]? {
         guard let received = try db.scalarInt("SELECT received FROM chronicle_blobs WHERE hash = ?1", [.text(ref.hex)]),
               offset >= 0, offset <= received else { return nil }
-        let end = min(received, offset + Int64(max(0, count)))
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(Int(end - offset))
-        let sql = """
-            SELECT offset, data FROM chronicle_blob_chunks
-            WHERE hash = ?1 AND offset >= coalesce((SELECT max(offset) FROM chronicle_blob_chunks WHERE hash = ?1 AND offset <= ?2), 0)
-              AND offset < ?3 ORDER BY offset
-            """
-        try db.statement(sql).forEach([.text(ref.hex), .integer(offset), .integer(end)]) { row in
-            let start = row.int(0)
-            row.withBytes(1) { data in
-                let from = max(0, Int(offset - start)), to = min(data.count, Int(end - start))
-                if from < to { bytes.append(contentsOf: data[from..<to]) }
-            }
-        }
-        return bytes
+        return try BlobChunkRows.read(ref.hex, from: offset, to: min(received, offset + Int64(max(0, count))), in: db)
     }
 
     /// The whole blob, if it is held here (small ones: `writeBlob(_:to:)` streams large ones to a file).
@@ -241,24 +224,13 @@ extension DeviceStore {
                     INSERT INTO chronicle_blobs(hash, length, received, state, added_at) VALUES (?1, ?2, 0, 'fetching', ?3)
                     """, [.text(ref.hex), .integer(length), .integer(now)])
             }
-            // Kept in chunks of `BlobLimits.chunkBytes`, whatever the range's size.
-            let insert = try db.statement("INSERT INTO chronicle_blob_chunks(hash, offset, data) VALUES (?1, ?2, ?3)")
-            var start = 0
-            while start < bytes.count {
-                let end = min(bytes.count, start + BlobLimits.chunkBytes)
-                try insert.execute([.text(ref.hex), .integer(offset + Int64(start))], blob: Array(bytes[start..<end]), at: 3)
-                start = end
-            }
+            try BlobChunkRows.insert(ref.hex, offset: offset, bytes, in: db)
             let total = offset + Int64(bytes.count)
             guard total == length else {
                 try db.execute("UPDATE chronicle_blobs SET received = ?2 WHERE hash = ?1", [.text(ref.hex), .integer(total)])
                 return total
             }
-            let hasher = SHA256Hasher()
-            try db.statement("SELECT data FROM chronicle_blob_chunks WHERE hash = ?1 ORDER BY offset").forEach([.text(ref.hex)]) { row in
-                row.withBytes(0) { hasher.update($0) }
-            }
-            guard BlobRef(digest: hasher.finalize()) == ref else {
+            guard try BlobChunkRows.digest(ref.hex, in: db) == ref else {
                 try db.execute("DELETE FROM chronicle_blobs WHERE hash = ?1", [.text(ref.hex)])
                 return 0
             }

@@ -212,24 +212,13 @@ public struct ServerBlobFiles: BlobStorage {
                     try db.execute("INSERT INTO chronicle_blobs(hash, length, received, created_at) VALUES (?1, ?2, 0, ?3)",
                                    [.text(blob.hex), .integer(length), .integer(now)])
                 }
-                // Kept in rows of at most `BlobLimits.chunkBytes`, whatever the chunk's size.
-                let insert = try db.statement("INSERT INTO chronicle_blob_chunks(hash, offset, data) VALUES (?1, ?2, ?3)")
-                var start = 0
-                while start < bytes.count {
-                    let end = min(bytes.count, start + BlobLimits.chunkBytes)
-                    try insert.execute([.text(blob.hex), .integer(offset + Int64(start))], blob: Array(bytes[start..<end]), at: 3)
-                    start = end
-                }
+                try BlobChunkRows.insert(blob.hex, offset: offset, bytes, in: db)
                 let received = offset + Int64(bytes.count)
                 guard received == length else {
                     try db.execute("UPDATE chronicle_blobs SET received = ?2 WHERE hash = ?1", [.text(blob.hex), .integer(received)])
                     return (BlobStatus(blob: blob, length: length, received: received, complete: false), nil)
                 }
-                let hasher = SHA256Hasher()
-                try db.statement("SELECT data FROM chronicle_blob_chunks WHERE hash = ?1 ORDER BY offset").forEach([.text(blob.hex)]) { row in
-                    row.withBytes(0) { hasher.update($0) }
-                }
-                let actual = BlobRef(digest: hasher.finalize())
+                let actual = try BlobChunkRows.digest(blob.hex, in: db)
                 guard actual == blob else {
                     try db.execute("DELETE FROM chronicle_blobs WHERE hash = ?1", [.text(blob.hex)])
                     return (BlobStatus(blob: blob, length: nil, received: 0, complete: false), actual)
@@ -254,22 +243,7 @@ public struct ServerBlobFiles: BlobStorage {
                 guard let held = try Self.held(blob, in: db), let length = held.length else { throw BlobRules.notFound(blob) }
                 guard held.complete else { throw BlobRules.incomplete(blob, received: held.received, length: length) }
                 let (start, wanted) = try BlobRules.clamp(offset: offset, count: count, length: length)
-                var bytes: [UInt8] = []
-                bytes.reserveCapacity(wanted)
-                let end = start + Int64(wanted)
-                // The chunk holding `start` and those after it, until `end`.
-                let sql = """
-                    SELECT offset, data FROM chronicle_blob_chunks
-                    WHERE hash = ?1 AND offset >= coalesce((SELECT max(offset) FROM chronicle_blob_chunks WHERE hash = ?1 AND offset <= ?2), 0)
-                      AND offset < ?3 ORDER BY offset
-                    """
-                try db.statement(sql).forEach([.text(blob.hex), .integer(start), .integer(end)]) { row in
-                    let chunkStart = row.int(0)
-                    row.withBytes(1) { data in
-                        let from = max(0, Int(start - chunkStart)), to = min(data.count, Int(end - chunkStart))
-                        if from < to { bytes.append(contentsOf: data[from..<to]) }
-                    }
-                }
+                let bytes = try BlobChunkRows.read(blob.hex, from: start, to: start + Int64(wanted), in: db)
                 return BlobRange(offset: start, bytes: bytes, length: length)
             }
         } catch let error as ProtocolError {
@@ -313,5 +287,49 @@ public struct ServerBlobFiles: BlobStorage {
         for suffix in ["", "-wal", "-shm"] where FileManager.default.fileExists(atPath: path + suffix) {
             try FileManager.default.removeItem(atPath: path + suffix)
         }
+    }
+}
+
+/// The chunk rows both a device store and a server's blobs file keep a blob in
+/// (`chronicle_blob_chunks(hash, offset, data)`): written in rows of at most
+/// `BlobLimits.chunkBytes`, read back by offset whatever size each row has.
+enum BlobChunkRows {
+    /// Stores `bytes` at `offset` of blob `hash`, a row per `BlobLimits.chunkBytes`.
+    static func insert(_ hash: String, offset: Int64, _ bytes: [UInt8], in db: Database) throws {
+        let insert = try db.statement("INSERT INTO chronicle_blob_chunks(hash, offset, data) VALUES (?1, ?2, ?3)")
+        var start = 0
+        while start < bytes.count {
+            let end = min(bytes.count, start + BlobLimits.chunkBytes)
+            try insert.execute([.text(hash), .integer(offset + Int64(start))], blob: Array(bytes[start..<end]), at: 3)
+            start = end
+        }
+    }
+
+    /// The bytes of blob `hash` from `start` up to `end`: the row holding `start` and those after it.
+    static func read(_ hash: String, from start: Int64, to end: Int64, in db: Database) throws -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(Int(max(0, end - start)))
+        let sql = """
+            SELECT offset, data FROM chronicle_blob_chunks
+            WHERE hash = ?1 AND offset >= coalesce((SELECT max(offset) FROM chronicle_blob_chunks WHERE hash = ?1 AND offset <= ?2), 0)
+              AND offset < ?3 ORDER BY offset
+            """
+        try db.statement(sql).forEach([.text(hash), .integer(start), .integer(end)]) { row in
+            let rowStart = row.int(0)
+            row.withBytes(1) { data in
+                let from = max(0, Int(start - rowStart)), to = min(data.count, Int(end - rowStart))
+                if from < to { bytes.append(contentsOf: data[from..<to]) }
+            }
+        }
+        return bytes
+    }
+
+    /// The address the rows of blob `hash` hash to, read in order.
+    static func digest(_ hash: String, in db: Database) throws -> BlobRef {
+        let hasher = SHA256Hasher()
+        try db.statement("SELECT data FROM chronicle_blob_chunks WHERE hash = ?1 ORDER BY offset").forEach([.text(hash)]) { row in
+            row.withBytes(0) { hasher.update($0) }
+        }
+        return BlobRef(digest: hasher.finalize())
     }
 }
