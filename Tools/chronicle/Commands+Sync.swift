@@ -104,7 +104,9 @@ extension Command {
             Requests past a cap are refused with a 4xx and a stable code: a body over \(HTTPServer.Configuration().maxBodyBytes >> 20) MiB
             (413 body_too_large), more than \(grouped(ServiceLimits().pushOpsMax)) ops in a push (413 too_many_ops), an op over
             \(ServiceLimits().opBytesMax >> 10) KiB (413 segment_too_large), more than \(grouped(ServiceLimits().pullOpsMax)) ops in a pull page
-            (400 limit_too_large), a long-poll over \(ServiceLimits().waitMillisecondsMax / 1000) s (400 wait_too_long).
+            (400 limit_too_large), a long-poll over \(ServiceLimits().waitMillisecondsMax / 1000) s (400 wait_too_long), a file (blob) over
+            \(BlobLimits.blobBytesMax >> 30) GiB (413 blob_too_large), an uploaded chunk over \(BlobLimits.chunkBytesMax >> 20) MiB (413 chunk_too_large).
+            Files go in blobs/<library>.sqlite beside each library's file (with --postgres: in PostgreSQL).
             Request bodies held in memory at once, across all connections, are capped by --body-memory-mb (default
             \(HTTPServer.Configuration().bufferedBodyBytesMax >> 20), at least the body cap): one past it is read, dropped and answered 503 server_busy with
             Retry-After: 1, and the device sends it again. At most --open-libraries libraries (default
