@@ -153,8 +153,13 @@ import Testing
         #expect(try b.store.appendFetchedBlob(ref, length: first.length, offset: 0, bytes: first.bytes) == Int64(BlobLimits.chunkBytes))
         #expect(try b.store.blobInfo(ref)?.state == .fetching)
         #expect(try b.store.blob(ref) == nil, "a blob part-fetched is not read")
-        try await b.engine.fetchBlob(ref)
+        let seen = Locked<[Int64]>([])
+        try await b.engine.fetchBlob(ref) { held, length in
+            #expect(length == Int64(audio.count))
+            seen.withLock { $0.append(held) }
+        }
         #expect(try b.store.blob(ref) == audio)
+        #expect(seen.withLock { $0 } == [Int64(audio.count)], "one 4 MiB range after the first 1 MiB, reported as it is kept")
         #expect(BlobRef("sha256:xyz") == nil && BlobRef(String(repeating: "g", count: 64)) == nil)
         #expect(BlobRef(ref.description.uppercased().replacingOccurrences(of: "SHA256:", with: "sha256:")) == ref)
     }

@@ -55,11 +55,16 @@ extension Command {
                 }
                 guard let url = URL(string: credentials.server) else { throw ChronicleError(.notSignedIn, "The saved server URL is malformed; sign in again.") }
                 let engine = SyncEngine(store: store, transport: HTTPTransport(baseURL: url, library: store.libraryID, token: credentials.token))
+                let bar = Locked(ProgressBar("Fetching \(ref.hex.prefix(12))…", unit: "bytes"))
                 do {
-                    try Blocking.run { () async throws -> Void in _ = try await engine.fetchBlob(ref) }
+                    try Blocking.run { () async throws -> Void in
+                        _ = try await engine.fetchBlob(ref) { held, length in bar.withLock { $0.update(held, length) } }
+                    }
                 } catch let error as SyncError {
+                    bar.withLock { $0.finish() }
                     throw refusal(error)
                 }
+                bar.withLock { $0.finish() }
                 fetched = true
             }
             guard try store.writeBlob(ref, to: target) else { throw ChronicleError(.blobNotHeld, "\(ref) is not held on this device.") }

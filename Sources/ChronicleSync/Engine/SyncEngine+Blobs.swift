@@ -90,8 +90,9 @@ extension SyncEngine {
     /// failures are retried with backoff (up to `Configuration.retriesPerRoundMax` without
     /// progress); a blob the server does not hold whole yet is `blob_not_found` or
     /// `blob_incomplete` (its device has not uploaded it yet), thrown as a terminal `SyncError`.
+    /// `progress(held, length)` is called after each range is kept.
     @discardableResult
-    public nonisolated func fetchBlob(_ ref: BlobRef) async throws(SyncError) -> BlobInfo {
+    public nonisolated func fetchBlob(_ ref: BlobRef, progress: (@Sendable (Int64, Int64) -> Void)? = nil) async throws(SyncError) -> BlobInfo {
         var failures = 0
         var corrupt = 0
         while true {
@@ -104,6 +105,7 @@ extension SyncEngine {
                     throw SyncError.transient(reason: "The server answered a range of \(ref) that does not continue the \(offset) bytes held.", retryAfterSeconds: nil)
                 }
                 let now = try store.appendFetchedBlob(ref, length: range.length, offset: offset, bytes: range.bytes)
+                progress?(now, range.length)
                 if now == 0 && range.length > 0 {
                     // The whole came, and did not hash to its address: fetched again, once.
                     corrupt += 1
