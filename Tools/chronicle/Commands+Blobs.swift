@@ -14,7 +14,8 @@ extension Command {
                           the ops, a chunk at a time; an upload cut off goes on from what the server holds. Adding the
                           same bytes again changes nothing.
               get BLOB    writes the blob to --to PATH. One held here is written at once; otherwise it is fetched
-                          from the server (signed in), in ranges that a later `get` resumes if this one is cut off.
+                          from the server (signed in), in ranges that a later `get` resumes if this one is cut off,
+                          with a progress bar on a terminal.
                           A blob its device has not uploaded yet is refused with blob_not_found or blob_incomplete.
               list        every blob the store knows: its address, size and state (queued, uploaded, refused and why,
                           fetching with the bytes so far, fetched).
