@@ -52,7 +52,10 @@ import Testing
     /// server holds: only the rest is sent.
     @Test func anUploadCutOffGoesOnFromWhatTheServerHolds() async throws {
         let h = try SyncHarness(.inMemory)
-        let a = try h.device("A")
+        let progress = Locked<[Int64]>([])
+        var configuration = SyncEngine.Configuration()
+        configuration.blobUploadProgress = { _, held, _ in progress.withLock { $0.append(held) } }
+        let a = try h.device("A", configuration: configuration)
         let audio = Self.file(2)
         let ref = try a.store.addBlob(audio)
         let chunk = BlobLimits.chunkBytes
@@ -77,6 +80,7 @@ import Testing
         let report = await a.sync()
         #expect(report.blobsUploaded == 1)
         #expect(report.blobBytesSent == Int64(audio.count - 3 * chunk), "only what the server lacked was sent")
+        #expect(progress.withLock { $0 } == [Int64(audio.count)], "the progress of the one chunk sent")
         let status = try await a.transport.blobStatus(ref)
         #expect(status.complete && status.received == Int64(audio.count))
         let range = try await a.transport.blobRange(ref, offset: Int64(chunk) - 10, count: 20)

@@ -653,6 +653,18 @@ extension Command {
         let environment = ProcessInfo.processInfo.environment
         if let retries = environment["CHRONICLE_SYNC_RETRIES"].flatMap(Int.init) { configuration.retriesPerRoundMax = retries }
         if let batch = environment["CHRONICLE_PUSH_BATCH"].flatMap(Int.init), batch > 0 { configuration.pushBatchOpsMax = batch }
+        // Files going up: a bar per file on a terminal.
+        let uploading = Locked<(ref: BlobRef?, bar: ProgressBar?)>((nil, nil))
+        configuration.blobUploadProgress = { ref, held, length in
+            uploading.withLock { state in
+                if state.ref != ref {
+                    state.bar?.finish()
+                    state = (ref, ProgressBar("Uploading \(ref.hex.prefix(12))…", unit: "bytes"))
+                }
+                state.bar?.update(held, length)
+                if held >= length { state.bar?.finish() }
+            }
+        }
         let engine = SyncEngine(store: store, transport: transport, configuration: configuration)
         let output = ctx.output
         if watch {

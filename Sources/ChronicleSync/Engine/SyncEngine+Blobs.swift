@@ -66,6 +66,7 @@ extension SyncEngine {
             do {
                 status = try await transport.putBlob(info.ref, length: info.length, offset: offset, bytes: bytes)
                 sent += Int64(bytes.count)
+                configuration.blobUploadProgress?(info.ref, status.received, info.length)
             } catch {
                 // What the server holds is the truth an upload goes on from; the store keeps it only
                 // for `blobs()` to show (a write with its own sync per chunk would halve the rate).

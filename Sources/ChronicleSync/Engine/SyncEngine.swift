@@ -85,6 +85,9 @@ public actor SyncEngine {
         /// During a bulk catch-up, pages of at least this many ops (all but the last) are kept
         /// as sealed segments rather than log rows (`DeviceStore.prepareBatch`).
         public var sealOnArrivalOpsMin = DeviceStore.sealOnArrivalOpsMin
+        /// Called after each chunk of a file (blob) the server took: the file, the bytes it holds
+        /// of it, and its length (a progress bar for a large upload).
+        public var blobUploadProgress: (@Sendable (BlobRef, Int64, Int64) -> Void)?
         /// How long `run()` asks the server to hold a pull open.
         public var longPollMilliseconds = 25_000
         public var backoffBaseMilliseconds = 200
