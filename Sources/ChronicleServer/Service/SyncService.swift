@@ -128,12 +128,18 @@ public final class SyncService: SyncEndpoint {
         return identity
     }
 
-    func authorize(_ token: String, library: UUID) throws(ProtocolError) -> (DeviceIdentity, ServerLibrary) {
+    /// The device behind `token`, which must belong to `library` (the library is not opened: blobs
+    /// are kept apart from it).
+    func identify(_ token: String, library: UUID) throws(ProtocolError) -> DeviceIdentity {
         let identity = try identify(token)
         guard identity.libraryID == library else {
             throw ProtocolError(403, "forbidden_library", "This token belongs to library \(identity.libraryID.lowercased), not \(library.lowercased).")
         }
-        return (identity, try self.library(library))
+        return identity
+    }
+
+    func authorize(_ token: String, library: UUID) throws(ProtocolError) -> (DeviceIdentity, ServerLibrary) {
+        (try identify(token, library: library), try self.library(library))
     }
 
     /// Libraries open now (at most `limits.openLibrariesMax` unless requests hold more).

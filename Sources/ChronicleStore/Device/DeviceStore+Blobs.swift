@@ -52,6 +52,11 @@ extension DeviceStore {
                         mediaType: row.optionalText(5), addedAt: row.int(6), refusal: row.optionalText(7))
     }
 
+    /// One blob's row, if the store knows of it.
+    static func blobInfo(_ ref: BlobRef, in db: Database) throws -> BlobInfo? {
+        try db.query("SELECT \(blobColumns) FROM chronicle_blobs WHERE hash = ?1", [.text(ref.hex)], blobInfo).first
+    }
+
     /// Adds `bytes` as a blob to upload and returns its address; adding the same bytes again changes nothing.
     @discardableResult
     public func addBlob(_ bytes: [UInt8], mediaType: String? = nil) throws -> BlobRef {
@@ -112,7 +117,7 @@ extension DeviceStore {
         }
         let now = clock.nowMilliseconds()
         try writeTransaction { db in
-            if let held = try db.query("SELECT \(Self.blobColumns) FROM chronicle_blobs WHERE hash = ?1", [.text(ref.hex)], Self.blobInfo).first {
+            if let held = try Self.blobInfo(ref, in: db) {
                 // Held whole already (added, or fetched): nothing changes.
                 if held.isHeld { return }
                 // Part of it was being fetched: the bytes are here now, and it is sent like a new one.
@@ -136,7 +141,7 @@ extension DeviceStore {
 
     /// One blob, if this store knows of it.
     public func blobInfo(_ ref: BlobRef) throws -> BlobInfo? {
-        try read { db in try db.query("SELECT \(Self.blobColumns) FROM chronicle_blobs WHERE hash = ?1", [.text(ref.hex)], Self.blobInfo).first }
+        try read { db in try Self.blobInfo(ref, in: db) }
     }
 
     /// Blobs added here that the server does not hold yet, in the order they were added.
@@ -161,7 +166,7 @@ extension DeviceStore {
     /// The whole blob, if it is held here (small ones: `writeBlob(_:to:)` streams large ones to a file).
     public func blob(_ ref: BlobRef) throws -> [UInt8]? {
         try read { db in
-            guard let info = try db.query("SELECT \(Self.blobColumns) FROM chronicle_blobs WHERE hash = ?1", [.text(ref.hex)], Self.blobInfo).first,
+            guard let info = try Self.blobInfo(ref, in: db),
                   info.isHeld else { return nil }
             return try Self.blobBytes(ref, offset: 0, count: Int(info.length), in: db)
         }
@@ -170,7 +175,7 @@ extension DeviceStore {
     /// Writes a blob held here to a file at `path`, a chunk at a time; false where it is not held here.
     public func writeBlob(_ ref: BlobRef, to path: String) throws -> Bool {
         try read { db in
-            guard let info = try db.query("SELECT \(Self.blobColumns) FROM chronicle_blobs WHERE hash = ?1", [.text(ref.hex)], Self.blobInfo).first,
+            guard let info = try Self.blobInfo(ref, in: db),
                   info.isHeld else { return false }
             guard FileManager.default.createFile(atPath: path, contents: nil), let out = FileHandle(forWritingAtPath: path) else {
                 throw ChronicleError(.fileUnreadable, "Cannot write \(path).")
@@ -213,7 +218,7 @@ extension DeviceStore {
     public func appendFetchedBlob(_ ref: BlobRef, length: Int64, offset: Int64, bytes: [UInt8]) throws -> Int64 {
         let now = clock.nowMilliseconds()
         return try writeTransaction { db in
-            let held = try db.query("SELECT \(Self.blobColumns) FROM chronicle_blobs WHERE hash = ?1", [.text(ref.hex)], Self.blobInfo).first
+            let held = try Self.blobInfo(ref, in: db)
             if let held, held.isHeld { return held.length }
             let received = held?.received ?? 0
             guard held == nil || held?.length == length, offset == received, offset + Int64(bytes.count) <= length else {
