@@ -154,6 +154,37 @@ public struct PostgresBlobStorage: BlobStorage {
         }
     }
 
+    public func libraries() throws -> [UUID] {
+        try pool.withConnection { pg in
+            let rows = try pg.execute("SELECT DISTINCT library_id FROM chronicle_blobs ORDER BY library_id")
+            return try (0..<rows.count).compactMap { UUID(text: try rows.string($0, 0)) }
+        }
+    }
+
+    public func completed(library: UUID, before: Int64) throws -> [String: Int64] {
+        try pool.withConnection { pg in
+            let rows = try pg.execute("SELECT hash, length FROM chronicle_blobs WHERE library_id = $1 AND complete AND completed_at < $2",
+                                      [library.lowercased, String(before)])
+            var found: [String: Int64] = [:]
+            for row in 0..<rows.count { found[try rows.string(row, 0)] = try rows.int(row, 1) }
+            return found
+        }
+    }
+
+    public func delete(library: UUID, blobs: [String]) throws -> Int64 {
+        guard !blobs.isEmpty else { return 0 }
+        return try pool.withConnection { pg in
+            try pg.transaction { pg in
+                var bytes: Int64 = 0
+                for hash in blobs {
+                    let rows = try pg.execute("DELETE FROM chronicle_blobs WHERE library_id = $1 AND hash = $2 RETURNING length", [library.lowercased, hash])
+                    if rows.count == 1 { bytes += try rows.int(0, 0) }
+                }
+                return bytes
+            }
+        }
+    }
+
     public func deleteLibrary(_ library: UUID) throws {
         // `PostgresServerStore.deleteLibrary` deletes them in the library's own transaction.
     }

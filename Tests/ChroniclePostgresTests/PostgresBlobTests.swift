@@ -64,4 +64,23 @@ struct PostgresBlobTests {
         #expect(try pg.execute("SELECT count(*) FROM chronicle_blobs").int(0, 0) == 0)
         #expect(try pg.execute("SELECT count(*) FROM chronicle_blob_chunks").int(0, 0) == 0)
     }
+
+    /// Files no row names are deleted from PostgreSQL by whichever server looks, reading the
+    /// library's ops that the other server ordered.
+    @Test func filesNoRowNamesAreCollectedByEitherServer() async throws {
+        var maintenance = MaintenancePolicy()
+        maintenance.unnamedBlobSeconds = 0
+        let pair = try SharedServersTests.Pair(maintenance: maintenance)
+        let a = try pair.device(0)
+        let named = try a.store.addBlob(Self.file(31, bytes: 2_000))
+        let stray = try a.store.addBlob(Self.file(32, bytes: 2_001))
+        try a.store.write("episode.save", payload: ["title": .text("Named"), "audio_ref": .text(named.description)])
+        #expect(await a.engine.syncOnce().blobsUploaded == 2)
+        try await Task.sleep(nanoseconds: 5_000_000)
+        #expect(pair.servers[1].service.collectUnnamedBlobs() == (1, 2_001))
+        #expect(try await a.transport.blobStatus(stray).length == nil)
+        #expect(try await a.transport.blobStatus(named).complete)
+        let pg = try pair.database.connection()
+        #expect(try pg.execute("SELECT count(*) FROM chronicle_blobs").int(0, 0) == 1)
+    }
 }

@@ -225,6 +225,93 @@ import Testing
         #expect(try SyncService(dataDirectory: h.service.dataDirectory, maintenance: off).sweepAbandonedUploads() == 0)
     }
 
+    /// Files no row names any more are deleted once `unnamedBlobSeconds` have passed: one never
+    /// named, one whose episode was deleted, one its episode's audio replaced. The files rows
+    /// still name stay, and so does every file completed within the period.
+    @Test func filesNoRowNamesAreCollected() async throws {
+        var maintenance = MaintenancePolicy()
+        maintenance.unnamedBlobSeconds = 3_600
+        let clock = ManualClock(startMilliseconds: Int64(Date().timeIntervalSince1970 * 1000))
+        let h = try SyncHarness(.inMemory, maintenance: maintenance, clock: clock)
+        let a = try h.device("A")
+        let b = try h.device("B")
+        func add(_ seed: UInt64) throws -> BlobRef { try a.store.addBlob(Self.file(seed, bytes: 5_000 + Int(seed))) }
+        let (kept, stray, deleted, replaced, replacing) = (try add(21), try add(22), try add(23), try add(24), try add(25))
+        try a.store.write("episode.save", payload: ["title": .text("Kept"), "audio_ref": .text(kept.description)])
+        let gone = try a.store.write("episode.save", payload: ["title": .text("Deleted"), "audio_ref": .text(deleted.description)]).entityID
+        try a.store.write("episode.delete", entity: gone)
+        let edited = try a.store.write("episode.save", payload: ["title": .text("Re-cut"), "audio_ref": .text(replaced.description)]).entityID
+        try a.store.write("episode.update", entity: edited, payload: ["audio_ref": .text(replacing.description.uppercased())])
+        #expect(await a.sync().blobsUploaded == 5)
+
+        #expect(h.service.collectUnnamedBlobs() == (0, 0), "every file was completed within the hour")
+        clock.advance(milliseconds: 2 * 3_600_000)
+        let collected = h.service.collectUnnamedBlobs()
+        #expect(collected == (3, Int64(5_022 + 5_023 + 5_024)))
+        for ref in [stray, deleted, replaced] {
+            #expect(try await a.transport.blobStatus(ref).length == nil, "\(ref) is gone")
+        }
+        for ref in [kept, replacing] {
+            #expect(try await a.transport.blobStatus(ref).complete, "\(ref) is named")
+        }
+        #expect(h.service.collectUnnamedBlobs() == (0, 0))
+        await b.sync()
+        #expect(try await b.engine.fetchBlob(replacing).state == .fetched)
+        do {
+            _ = try await b.engine.fetchBlob(deleted)
+            Issue.record("a collected file was fetched")
+        } catch {
+            #expect("\(error)".contains("blob_not_found"), "\(error)")
+        }
+        var keeps = maintenance
+        keeps.unnamedBlobSeconds = nil
+        #expect(try SyncService(dataDirectory: h.service.dataDirectory, maintenance: keeps, clock: clock).collectUnnamedBlobs() == (0, 0))
+    }
+
+    /// What a push names between the projection's read and the deletion spares it: the ops
+    /// confirmed after the read are handed over while pushes wait.
+    @Test func opsConfirmedAfterTheReadSpareWhatTheyName() async throws {
+        let h = try SyncHarness(.inMemory)
+        let a = try h.device("A")
+        let audio = try a.store.addBlob(Self.file(26, bytes: 3_000))
+        await a.sync()
+        let library = try h.library
+        let (names, seq) = try library.blobNames(deletedBefore: nil)
+        #expect(!names.contains(audio.hex))
+        try a.store.write("episode.save", payload: ["title": .text("Late"), "audio_ref": .text(audio.description)])
+        try a.store.write("article.save", payload: ["url": .text("https://example.com/a"), "title": .text("Other")])
+        await a.sync()
+        let namedSince = try library.whilePushesWait(namedAfter: seq) { $0 }
+        #expect(namedSince == [audio.hex])
+        #expect(try library.blobNames(deletedBefore: nil).names == [audio.hex])
+    }
+
+    /// A device deletes the files no row of its own names (`chronicle compact` does, for 30 days):
+    /// queued, uploaded and fetched alike; the ones rows name stay.
+    @Test func aDeviceDropsFilesNoRowNames() async throws {
+        let h = try SyncHarness(.inMemory)
+        let a = try h.device("A")
+        let b = try h.device("B")
+        let named = try a.store.addBlob(Self.file(27, bytes: 4_000))
+        let episode = try a.store.write("episode.save", payload: ["title": .text("Named"), "audio_ref": .text(named.description)]).entityID
+        let stray = try a.store.addBlob(Self.file(28, bytes: 4_001))
+        await a.sync()
+        await b.sync()
+        #expect(try await b.engine.fetchBlob(named).state == .fetched)
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        #expect(try a.store.unnamedBlobs(before: now - 60_000).isEmpty, "nothing is old enough")
+        #expect(try a.store.unnamedBlobs(before: now + 60_000).map(\.ref) == [stray])
+        #expect(try a.store.dropUnnamedBlobs(before: now + 60_000, givesSpaceBack: true) == (1, 4_001))
+        #expect(try a.store.blobInfo(stray) == nil && a.store.blob(named) != nil)
+        try b.store.write("episode.delete", entity: episode)
+        #expect(try b.store.dropUnnamedBlobs(before: now - 60_000) == (0, 0), "deleted within the period: still named")
+        let later = Int64(Date().timeIntervalSince1970 * 1000) + 60_000
+        #expect(try b.store.dropUnnamedBlobs(before: later) == (0, 0), "the delete is pending: the confirmed row, which it may yet not replace, names it")
+        await b.sync()
+        #expect(try b.store.dropUnnamedBlobs(before: later) == (1, 4_000))
+        #expect(try b.store.verify().passed)
+    }
+
     /// A deleted library's files go with it.
     @Test func aDeletedLibrarysBlobsGoWithIt() async throws {
         let h = try SyncHarness(.inMemory)

@@ -177,6 +177,22 @@ import Testing
         try alone.ok("init")
         let notSignedIn = try alone.run(["blob", "get", ref, "--to", out])
         #expect(notSignedIn.status == 3 && notSignedIn.stderr.contains("blob_not_held"), "\(notSignedIn.stderr)")
+
+        // A file added on B and never named: `compact` deletes it once it has been unnamed for
+        // --unnamed-file-days (its row made older here), and keeps the photo the episode names.
+        let scrap = b.directory.appendingPathComponent("scrap.bin").path
+        try Data((0..<10_000).map { UInt8(truncatingIfNeeded: $0) }).write(to: URL(fileURLWithPath: scrap))
+        let scrapRef = try b.ok("blob", "add", scrap).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(try b.ok("compact", "--dry-run").stdout.contains("Delete") == false, "added today")
+        try Database(path: b.store).execute("UPDATE chronicle_blobs SET added_at = added_at - 2 * 86400000")
+        let dry = try b.ok("compact", "--dry-run", "--unnamed-file-days", "1").stdout
+        #expect(dry.contains("Delete 1 file (10 KB) no row has named for 1 days."), "\(dry)")
+        #expect(try b.ok("compact", "--unnamed-file-days", "0").stdout.contains("Deleted") == false, "0 keeps them")
+        #expect(try b.ok("compact", "--unnamed-file-days", "1").stdout.contains("Deleted 1 file (10 KB)"))
+        let left = try b.ok("blob", "list").stdout
+        #expect(left.contains(ref) && !left.contains(scrapRef), "\(left)")
+        let badDays = try b.run(["compact", "--unnamed-file-days", "soon"])
+        #expect(badDays.status == 2 && badDays.stderr.contains("--unnamed-file-days"), "\(badDays.stderr)")
     }
 
     /// The operator, beside the running server: lists ada's devices, revokes a lost phone (its

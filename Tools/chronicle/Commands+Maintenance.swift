@@ -75,17 +75,19 @@ extension Command {
 extension Command {
     static let compact = Command(
         name: "compact", summary: "Seal old ops into LZ4 segments, write a snapshot, give space back.",
-        usage: "chronicle compact [--keep-ops N] [--keep-days D] [--segment-ops N] [--horizon-days D] [--dry-run]",
+        usage: "chronicle compact [--keep-ops N] [--keep-days D] [--segment-ops N] [--horizon-days D] [--unnamed-file-days D] [--dry-run]",
         details: """
             Keeps the newest ops hot in the log (default --keep-ops 10000; --keep-days D keeps ops confirmed in the last
             D days too) and seals everything older into immutable, hash-chained segments (LZ4 frames that `lz4 -d` opens),
             writes a snapshot of the state (at the head, read from the tables, when no op is pending; otherwise at the
             seal point, replayed), and VACUUMs. Audit, log and rebuild --from-genesis read the
             segments, so the whole history stays. --horizon-days D (off by default) drops sealed history older than D days
-            where a snapshot covers it; audit then says where history begins. --dry-run says what would happen.
+            where a snapshot covers it; audit then says where history begins. Files (`chronicle blob`) no row has named
+            for --unnamed-file-days D days (default 30; 0 keeps them) are deleted first: added or fetched more than D
+            days ago, and named by no row (rows deleted more than D days ago do not count). --dry-run says what would happen.
             Safe to interrupt at any point: every step is one transaction.
             """) { args, ctx in
-        let usage = "chronicle compact [--keep-ops N] [--keep-days D] [--segment-ops N] [--horizon-days D] [--dry-run]"
+        let usage = "chronicle compact [--keep-ops N] [--keep-days D] [--segment-ops N] [--horizon-days D] [--unnamed-file-days D] [--dry-run]"
         var policy = CompactionPolicy()
         func number(_ name: String) throws -> Int64? {
             guard let text = args.option(name) else { return nil }
@@ -99,10 +101,17 @@ extension Command {
             policy.segmentOpsMax = Int(ops)
         }
         if let days = try number("horizon-days") { policy.horizonMilliseconds = days * 86_400_000 }
+        let unnamedDays = try number("unnamed-file-days") ?? 30
         let dryRun = args.flag("dry-run")
         try args.finish(usage: usage)
         let store = try ctx.store()
         let plan = try store.compactionPlan(policy)
+        let unnamedBefore: Int64? = unnamedDays == 0 ? nil : Int64(Date().timeIntervalSince1970 * 1000) - unnamedDays * 86_400_000
+        let bytes = { (n: Int64) in ByteCountFormatter.string(fromByteCount: n, countStyle: .file) }
+        func filesLine(_ count: Int, _ held: Int64, would: Bool) -> String? {
+            guard count > 0 else { return nil }
+            return "\(would ? "Delete" : "Deleted") \(count) file\(count == 1 ? "" : "s") (\(bytes(held))) no row has named for \(unnamedDays) days."
+        }
         func describe(_ plan: CompactionPlan) -> [String] {
             var lines: [String] = []
             lines.append(plan.opsToSeal == 0 ? "Nothing to seal (sealed through seq \(plan.alreadySealedThrough); \(plan.hotOpsAfter) ops stay hot)."
@@ -117,13 +126,17 @@ extension Command {
             return lines
         }
         if dryRun {
+            let unnamed = try unnamedBefore.map { try store.unnamedBlobs(before: $0) } ?? []
+            let unnamedBytes = unnamed.reduce(0) { $0 + $1.received }
             if ctx.output.json {
                 ctx.output.emit(["dry_run": true, "seal_through": plan.sealThrough, "ops_to_seal": plan.opsToSeal,
+                                 "unnamed_files": unnamed.count, "unnamed_file_bytes": unnamedBytes,
                                  "segments_to_write": plan.segmentsToWrite, "snapshot_at": plan.snapshotAt as Any? ?? NSNull(),
                                  "snapshot_at_head": plan.snapshotAtHead,
                                  "drop_through": plan.dropThrough as Any? ?? NSNull(), "snapshot_at_drop": plan.snapshotAtDrop as Any? ?? NSNull(),
                                  "hot_ops": plan.hotOpsAfter])
             } else {
+                if let line = filesLine(unnamed.count, unnamedBytes, would: true) { ctx.output.line(line) }
                 describe(plan).forEach { ctx.output.line($0) }
                 ctx.output.line("(dry run: nothing was changed)")
             }
@@ -131,6 +144,9 @@ extension Command {
         }
         // For interruption tests: stop the process right after step N has committed.
         let stopAfter = ProcessInfo.processInfo.environment["CHRONICLE_COMPACT_STOP_AFTER_STEP"].flatMap(Int.init)
+        // Files first, so that the compaction's VACUUM gives their space back too (or, with nothing
+        // to seal, their own).
+        let dropped = try unnamedBefore.map { try store.dropUnnamedBlobs(before: $0, givesSpaceBack: plan.isEmpty) } ?? (blobs: 0, bytes: 0)
         let bar = ProgressBar("Sealing")
         let report = try store.compact(policy, progress: { bar.update($0, $1) }) { step, _ in
             if step == stopAfter { _exit(137) }
@@ -142,14 +158,15 @@ extension Command {
                              "segment_body_bytes": report.segmentBodyBytes, "segment_frame_bytes": report.segmentFrameBytes,
                              "compression_ratio": report.compressionRatio, "snapshot_seq": report.snapshotSeq as Any? ?? NSNull(),
                              "snapshot_bytes": report.snapshotBytes, "history_dropped_through": report.historyDroppedThrough as Any? ?? NSNull(),
-                             "file_bytes_before": before, "file_bytes_after": after, "seconds": report.seconds])
+                             "file_bytes_before": before, "file_bytes_after": after, "seconds": report.seconds,
+                             "unnamed_files_deleted": dropped.blobs, "unnamed_file_bytes_deleted": dropped.bytes])
             return ExitCode.success
         }
+        if let line = filesLine(dropped.blobs, dropped.bytes, would: false) { ctx.output.line(line) }
         if report.plan.isEmpty {
             ctx.output.line(describe(report.plan).joined(separator: " "))
             return ExitCode.success
         }
-        let bytes = { (n: Int64) in ByteCountFormatter.string(fromByteCount: n, countStyle: .file) }
         ctx.output.line("Sealed \(report.opsSealed) ops into \(report.segmentsWritten) segment\(report.segmentsWritten == 1 ? "" : "s"): \(bytes(report.logBytesSealed)) of log → \(bytes(report.segmentFrameBytes)) (\(String(format: "%.1f", report.compressionRatio))x).")
         if let at = report.snapshotSeq { ctx.output.line("Snapshot of the state at seq \(at): \(bytes(report.snapshotBytes)).") }
         if let drop = report.historyDroppedThrough { ctx.output.line("Dropped history through seq \(drop) (horizon).") }

@@ -77,7 +77,7 @@ extension Command {
 
     static let serve = Command(
         name: "serve", summary: "Run the sync server (HTTP/1.1 on libmicrohttpd; embedded SQLite store, or PostgreSQL shared by several servers).",
-        usage: "chronicle serve (--data DIR | --postgres CONNINFO (--data DIR | --replicas DIR) [--postgres-pool N] [--postgres-timeout S]) [--port N] [--host 127.0.0.1] [--threads N] [--body-memory-mb N] [--open-libraries N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact] [--upload-expiry-days D]",
+        usage: "chronicle serve (--data DIR | --postgres CONNINFO (--data DIR | --replicas DIR) [--postgres-pool N] [--postgres-timeout S]) [--port N] [--host 127.0.0.1] [--threads N] [--body-memory-mb N] [--open-libraries N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact] [--upload-expiry-days D] [--unnamed-file-days D]",
         details: """
             DIR holds server.sqlite (users, devices) and libraries/<id>.sqlite (one per library); it is created if missing.
             --port 0 (the default is 8080) picks a free port. The first line on stdout says where it listens;
@@ -96,7 +96,9 @@ extension Command {
             --compact-every seconds (default 60). --horizon-days D drops history older than D days where a snapshot
             covers it; devices whose cursor is older start from the snapshot (HTTP 410) and keep and push their queued
             changes. Default: history is kept whole. --upload-expiry-days D (default 7; 0 keeps them) deletes uploads of
-            files left unfinished for D days, looked for every hour; their devices send them again from the start. The file keeps its size and reuses the freed pages;
+            files left unfinished for D days, looked for every hour; their devices send them again from the start.
+            --unnamed-file-days D (default 30; 0 keeps them) deletes, once a day, the files no row names any more:
+            completed more than D days ago, and named by no row (rows deleted more than D days ago do not count). The file keeps its size and reuses the freed pages;
             `chronicle server compact` gives the space back. --no-compact turns all of this off. A stop (SIGINT,
             SIGTERM) waits for the compaction step in progress, never longer. The same thread deletes, every second,
             the library files an operator asked to delete (`chronicle server remove-user --delete-library`,
@@ -300,6 +302,7 @@ extension Command {
         }
         if off { maintenance.compaction = nil }
         if let days = try whole("upload-expiry-days", 0...36_500) { maintenance.abandonedUploadSeconds = days == 0 ? nil : Double(days) * 86_400 }
+        if let days = try whole("unnamed-file-days", 0...36_500) { maintenance.unnamedBlobSeconds = days == 0 ? nil : Double(days) * 86_400 }
         return maintenance
     }
 

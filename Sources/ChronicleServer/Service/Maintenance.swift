@@ -31,6 +31,14 @@ public struct MaintenancePolicy: Sendable, Equatable {
     /// (looked at every `horizonCheckSeconds`); its device starts it again from 0 when it comes back.
     /// nil: kept until the library is deleted.
     public var abandonedUploadSeconds: Double? = 7 * 86_400
+    /// How long a file (a blob) stays once no row names it (`SyncService.collectUnnamedBlobs`):
+    /// it is deleted when it was completed longer ago than this and no row of the library names
+    /// it, where rows soft-deleted longer ago than this no longer count. nil: kept until the
+    /// library is deleted.
+    public var unnamedBlobSeconds: Double? = 30 * 86_400
+    /// How often files are looked at for `unnamedBlobSeconds` (the look reads each library's
+    /// projection where any of its files is old enough).
+    public var blobCollectionSeconds: Double = 86_400
 
     /// Keep the newest 100,000 ops of each library hot and seal the rest, 10,000 to a segment;
     /// a new snapshot once 100,000 ops lie past the newest one.

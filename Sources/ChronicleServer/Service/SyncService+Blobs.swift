@@ -44,6 +44,51 @@ extension SyncService {
         }
     }
 
+    /// Deletes the files no row names any more (`maintenancePolicy.unnamedBlobSeconds`; the
+    /// maintenance thread runs it every `blobCollectionSeconds`): in each library, the complete
+    /// files completed longer ago than that which no row of the projection names, rows
+    /// soft-deleted longer ago than that not counting (`BlobNames`). The projection is read
+    /// first; then, while pushes to the library wait, the ops confirmed since spare what they
+    /// name, and the rest are deleted. Returns the files and bytes deleted.
+    @discardableResult
+    public func collectUnnamedBlobs() -> (blobs: Int, bytes: Int64) {
+        guard let seconds = maintenancePolicy.unnamedBlobSeconds else { return (0, 0) }
+        let before = clock.nowMilliseconds() - Int64(seconds * 1000)
+        var total = (blobs: 0, bytes: Int64(0))
+        let libraries: [UUID]
+        do { libraries = try blobs.libraries() } catch {
+            log.log("blob_collection_failed", ["error": .text("\(error)")])
+            return total
+        }
+        for id in libraries {
+            do {
+                let candidates = try blobs.completed(library: id, before: before)
+                if candidates.isEmpty { continue }
+                let library: ServerLibrary
+                do { library = try self.library(id) } catch {
+                    if error.code == "unknown_library" { continue }   // its blobs go with it (`runLibraryDeletions`)
+                    throw error
+                }
+                let (names, seq) = try library.blobNames(deletedBefore: before)
+                let unnamed = candidates.keys.filter { !names.contains($0) }
+                if unnamed.isEmpty { continue }
+                let (count, bytes) = try library.whilePushesWait(namedAfter: seq) { namedSince in
+                    let doomed = unnamed.filter { !namedSince.contains($0) }.sorted()
+                    return (doomed.count, try blobs.delete(library: id, blobs: doomed))
+                }
+                if count > 0 {
+                    total.blobs += count
+                    total.bytes += bytes
+                    log.log("blobs_collected", ["library": .text(id.lowercased), "blobs": .integer(Int64(count)), "bytes": .integer(bytes),
+                                                "unnamed_for_s": .real(seconds)])
+                }
+            } catch {
+                log.log("blob_collection_failed", ["library": .text(id.lowercased), "error": .text("\(error)")])
+            }
+        }
+        return total
+    }
+
     public func blobStatus(library: UUID, blob: BlobRef, token: String) async throws(ProtocolError) -> BlobStatus {
         try blobStatusNow(library: library, blob: blob, token: token)
     }

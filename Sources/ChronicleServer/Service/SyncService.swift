@@ -433,6 +433,7 @@ public final class SyncService: SyncEndpoint {
         let compacts = maintenancePolicy.compaction != nil
         let compactedAt = Locked(DispatchTime.now().uptimeNanoseconds)
         let sweptAt = Locked<UInt64?>(nil)
+        let collectedAt = Locked<UInt64?>(nil)
         maintenance.start(interval: tick, name: "chronicle.maintenance") { [self] in
             runLibraryDeletions()
             let sweep = sweptAt.withLock { last in
@@ -442,6 +443,13 @@ public final class SyncService: SyncEndpoint {
                 return true
             }
             if sweep { sweepAbandonedUploads() }
+            let collect = collectedAt.withLock { last in
+                let now = DispatchTime.now().uptimeNanoseconds
+                if let last, Double(now - last) / 1e9 < maintenancePolicy.blobCollectionSeconds { return false }
+                last = now
+                return true
+            }
+            if collect { collectUnnamedBlobs() }
             let now = DispatchTime.now().uptimeNanoseconds
             let due = compacts && compactedAt.withLock { last in
                 guard Double(now - last) / 1e9 >= every - tick / 2 else { return false }

@@ -276,6 +276,37 @@ extension DeviceStore {
                            detail: problems.isEmpty ? "\(held) files, \(bytes) bytes" : problems.prefix(5).joined(separator: "; "))
     }
 
+    /// The files this store holds that no row names any more (`BlobNames`): added or fetched
+    /// before `before` (ms since 1970, this device's clock), and named by no row of the
+    /// projection, rows soft-deleted before `before` not counting. What `dropUnnamedBlobs` deletes.
+    public func unnamedBlobs(before: Int64) throws -> [BlobInfo] {
+        try read { db in try Self.unnamedBlobs(before: before, projection: projection, in: db) }
+    }
+
+    static func unnamedBlobs(before: Int64, projection: ProjectionSchema, in db: Database) throws -> [BlobInfo] {
+        let old = try db.query("SELECT \(blobColumns) FROM chronicle_blobs WHERE added_at < ?1 ORDER BY added_at, hash",
+                               [.integer(before)], blobInfo)
+        if old.isEmpty { return [] }
+        let named = try BlobNames.named(in: db, projection: projection, deletedBefore: before)
+        return old.filter { !named.contains($0.ref.hex) }
+    }
+
+    /// Deletes the files `unnamedBlobs(before:)` lists, in one transaction (a write naming one
+    /// meanwhile waits, and keeps it); returns how many and the bytes they held here. With
+    /// `givesSpaceBack`, the file is rewritten afterwards (`VACUUM`) where any was deleted.
+    /// `chronicle compact` runs it for files unnamed for 30 days (`--unnamed-file-days`).
+    @discardableResult
+    public func dropUnnamedBlobs(before: Int64, givesSpaceBack: Bool = false) throws -> (blobs: Int, bytes: Int64) {
+        let dropped: (blobs: Int, bytes: Int64) = try writeTransaction { db in
+            let doomed = try Self.unnamedBlobs(before: before, projection: projection, in: db)
+            let delete = try db.statement("DELETE FROM chronicle_blobs WHERE hash = ?1")
+            for info in doomed { try delete.execute([.text(info.ref.hex)]) }
+            return (doomed.count, doomed.reduce(0) { $0 + $1.received })
+        }
+        if givesSpaceBack && dropped.blobs > 0 { try vacuum() }
+        return dropped
+    }
+
     /// Blobs added here still queued, and their bytes not yet on the server.
     public func blobUploadBacklog() throws -> (count: Int, bytes: Int64) {
         try read { db in

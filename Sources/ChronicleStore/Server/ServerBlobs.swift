@@ -16,6 +16,12 @@ public protocol BlobStorage: Sendable {
     /// Deletes, in every library, uploads begun before `before` (ms since 1970) and never completed;
     /// returns how many. A device that comes back starts such a file again from offset 0.
     func dropAbandonedUploads(before: Int64) throws -> Int
+    /// The libraries holding any blob.
+    func libraries() throws -> [UUID]
+    /// The complete blobs of `library` completed before `before` (ms since 1970): hex digest and length.
+    func completed(library: UUID, before: Int64) throws -> [String: Int64]
+    /// Deletes these blobs of `library` (hex digests); returns the bytes they held.
+    func delete(library: UUID, blobs: [String]) throws -> Int64
 }
 
 extension BlobStorage {
@@ -274,6 +280,38 @@ public struct ServerBlobFiles: BlobStorage {
             }
         }
         return dropped
+    }
+
+    public func libraries() throws -> [UUID] { Self.libraries(in: dataDirectory) }
+
+    public func completed(library: UUID, before: Int64) throws -> [String: Int64] {
+        guard let db = try open(library, create: false) else { return [:] }
+        var found: [String: Int64] = [:]
+        try db.statement("SELECT hash, length FROM chronicle_blobs WHERE complete = 1 AND completed_at < ?1")
+            .forEach([.integer(before)]) { found[$0.text(0)] = $0.int(1) }
+        return found
+    }
+
+    /// Deletes the blobs in one transaction; where that leaves more than a quarter of the file
+    /// (and at least 64 MiB) free, rewrites it (`VACUUM`) so the space goes back to the file
+    /// system. Only uploads to this library wait meanwhile.
+    public func delete(library: UUID, blobs: [String]) throws -> Int64 {
+        guard !blobs.isEmpty, let db = try open(library, create: false) else { return 0 }
+        let bytes: Int64 = try db.transaction { db in
+            var bytes: Int64 = 0
+            let length = try db.statement("SELECT length FROM chronicle_blobs WHERE hash = ?1")
+            let delete = try db.statement("DELETE FROM chronicle_blobs WHERE hash = ?1")
+            for hash in blobs {
+                bytes += try length.map([.text(hash)]) { $0.int(0) }.first ?? 0
+                try delete.execute([.text(hash)])
+            }
+            return bytes
+        }
+        let pageSize = try db.scalarInt("PRAGMA page_size") ?? 4096
+        let free = (try db.scalarInt("PRAGMA freelist_count") ?? 0) * pageSize
+        let total = (try db.scalarInt("PRAGMA page_count") ?? 0) * pageSize
+        if free >= 64 << 20, free * 4 > total { try db.execute("VACUUM") }
+        return bytes
     }
 
     /// The libraries with a blobs file in `dataDirectory`.

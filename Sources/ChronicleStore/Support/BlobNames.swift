@@ -1,0 +1,59 @@
+import ChronicleCore
+
+/// Which files (`BlobRef`) a projection still names: the addresses held by its rows, by their
+/// confirmed copies kept for rebase (`chronicle_shadow_*`), by set fields and by conflict
+/// records. A device store and a server library read it the same way before they delete files
+/// nobody names (`DeviceStore.dropUnnamedBlobs`, `SyncService.collectUnnamedBlobs`).
+///
+/// It is deliberately generous, because a false name only keeps a file: any text value that
+/// reads as an address counts, in any text or URL field that can hold one, except fields that
+/// hold whole documents (an article's text naming an address is not a reference to it).
+enum BlobNames {
+    /// The hex digests named in `db`'s projection. A row soft-deleted before `deletedBefore`
+    /// (its `deleted_at`, ms since 1970) no longer names its files; nil keeps every row's.
+    static func named(in db: Database, projection: ProjectionSchema, deletedBefore: Int64?) throws -> Set<String> {
+        var named: Set<String> = []
+        func scan(_ table: String, _ column: String, deleted: Bool) throws {
+            let c = ProjectionSchema.quoted(column)
+            var sql = "SELECT DISTINCT \(c) FROM \(ProjectionSchema.quoted(table)) WHERE typeof(\(c)) = 'text' AND length(\(c)) IN (64, 71)"
+            var arguments: [Value] = []
+            if deleted, let deletedBefore {
+                sql += " AND (deleted_at IS NULL OR deleted_at >= ?1)"
+                arguments.append(.integer(deletedBefore))
+            }
+            guard try exists(table, in: db) else { return }
+            try db.statement(sql).forEach(arguments) { row in
+                if let ref = BlobRef(row.text(0)) { named.insert(ref.hex) }
+            }
+        }
+        for entity in projection.schema.entities {
+            for field in entity.fields where canName(field) {
+                if field.isSet {
+                    let table = entity.setTable(field)
+                    try scan(table, "value", deleted: false)
+                    try scan("chronicle_shadow_" + table, "value", deleted: false)
+                } else {
+                    try scan(entity.table, field.name, deleted: entity.hasSoftDelete)
+                    try scan("chronicle_shadow_" + entity.table, field.name, deleted: entity.hasSoftDelete)
+                }
+            }
+        }
+        if projection.hasConflicts {
+            try scan(ProjectionSchema.conflictsTable, "kept", deleted: false)
+            try scan(ProjectionSchema.conflictsTable, "replaced", deleted: false)
+        }
+        return named
+    }
+
+    /// Whether values of `field` can be an address: text or URLs long enough for one, and not
+    /// whole documents.
+    static func canName(_ field: FieldSpec) -> Bool {
+        guard field.type == .text || field.type == .url else { return false }
+        if let maxLength = field.maxLength, maxLength < 64 || maxLength > SearchIndexSpec.documentLengthMin { return false }
+        return true
+    }
+
+    private static func exists(_ table: String, in db: Database) throws -> Bool {
+        try db.scalarInt("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1", [.text(table)]) == 1
+    }
+}
