@@ -312,6 +312,44 @@ import Testing
         #expect(try b.store.verify().passed)
     }
 
+    /// The server restored from a backup taken before two files went up: the devices see another
+    /// incarnation of the library, ask the server about every file they hold whole, and send the
+    /// two it lost: one by the device that added it, one by a device that had fetched it (its
+    /// author gone). A file the server kept is asked about and not sent.
+    @Test func filesTheServerLostWithARestoreAreSentAgainByWhoeverHoldsThem() async throws {
+        let h = try SyncHarness(.inMemory)
+        let a = try h.device("A"), b = try h.device("B"), gone = try h.device("Gone")
+        let kept = try a.store.addBlob(Self.file(41, bytes: 3_000))
+        try a.store.write("episode.save", payload: ["title": .text("Kept"), "audio_ref": .text(kept.description)])
+        await a.sync()
+        let backup = h.directory + "/server-backup"
+        _ = try ServerBackup.run(dataDirectory: h.directory + "/server", to: backup)
+        let lostA = try a.store.addBlob(Self.file(42, bytes: 3_001))
+        try a.store.write("episode.save", payload: ["title": .text("A's, lost"), "audio_ref": .text(lostA.description)])
+        let lostGone = try gone.store.addBlob(Self.file(43, bytes: 3_002))
+        try gone.store.write("episode.save", payload: ["title": .text("Gone's, lost"), "audio_ref": .text(lostGone.description)])
+        await a.sync()
+        await gone.sync()
+        await b.sync()
+        #expect(try await b.engine.fetchBlob(lostGone).state == .fetched)
+
+        let restored = try SyncService(dataDirectory: backup)
+        func engine(_ device: TestDevice) -> SyncEngine {
+            SyncEngine(store: device.store, transport: InMemoryTransport(endpoint: restored, library: h.user.libraryID, token: device.token))
+        }
+        for ref in [lostA, lostGone] { #expect(try restored.blobStatusNow(library: h.user.libraryID, blob: ref, token: a.token).length == nil) }
+        var sentA: Int64 = 0, sentB: Int64 = 0
+        for _ in 0..<3 { sentA += await engine(a).syncOnce().blobBytesSent }
+        for _ in 0..<3 { sentB += await engine(b).syncOnce().blobBytesSent }
+        #expect(sentA == 3_001, "A sent its lost file, and only that one")
+        #expect(sentB == 3_002, "B sent the file it had fetched")
+        for ref in [kept, lostA, lostGone] {
+            #expect(try restored.blobStatusNow(library: h.user.libraryID, blob: ref, token: a.token).complete, "\(ref)")
+        }
+        #expect(try a.store.blobUploadBacklog().count == 0 && b.store.blobUploadBacklog().count == 0)
+        #expect(try b.store.blobInfo(lostGone)?.state == .uploaded)
+    }
+
     /// A deleted library's files go with it.
     @Test func aDeletedLibrarysBlobsGoWithIt() async throws {
         let h = try SyncHarness(.inMemory)

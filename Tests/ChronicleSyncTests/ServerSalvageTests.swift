@@ -236,4 +236,63 @@ import Testing
         #expect(report.lostNothing && report.damagedPath.isEmpty)
         #expect(throws: ChronicleError.self) { _ = try ServerSalvage.run(dataDirectory: data, user: "nobody") }
     }
+
+    /// A page of a library's files file broken: the server answers `blob_store_damaged` and lists
+    /// the file in `/healthz` with the command that salvages it. The salvage keeps every file it
+    /// can read whole, and the library's new incarnation has the device that added them send the
+    /// ones that were lost: afterwards another device fetches every file, byte for byte.
+    @Test func aBrokenFilesPageIsGivenBackByTheDeviceThatHoldsThem() async throws {
+        let h = try SyncHarness(.http)
+        var once = SyncEngine.Configuration()
+        once.retriesPerRoundMax = 0   // the damaged file's answers say to come back in 5 minutes
+        let a = try h.device("A"), b = try h.device("B", configuration: once)
+        var files: [BlobRef: [UInt8]] = [:]
+        for seed in 0..<12 {
+            let bytes = BlobSyncTests.file(UInt64(60 + seed), bytes: 3_000)
+            let ref = try a.store.addBlob(bytes)
+            files[ref] = bytes
+            try a.store.write("episode.save", payload: ["title": .text("Episode \(seed)"), "audio_ref": .text(ref.description)])
+        }
+        #expect(await a.sync().blobsUploaded == 12)
+        await b.sync()
+        let path = ServerBlobFiles.path(of: h.user.libraryID, in: h.directory + "/server")
+        try Pages.checkpoint(path)
+        try Pages.damageMiddleLeaf(of: "chronicle_blob_chunks", in: path)
+
+        var damaged = 0
+        for ref in files.keys.sorted() {
+            do { try await b.engine.fetchBlob(ref) } catch {
+                #expect("\(error)".contains("blob_store_damaged"), "\(error)")
+                damaged += 1
+            }
+        }
+        #expect(damaged >= 1)
+        let problem = try #require(h.service.health.problems.first)
+        #expect(problem.code == "blob_store_damaged" && problem.file == "blobs/\(h.user.libraryID.lowercased).sqlite")
+        #expect(problem.action.hasSuffix("salvage --data \(h.directory)/server ada --files"), "\(problem.action)")
+        #expect(h.service.health.isReady && !h.service.health.isDamaged(h.user.libraryID), "the library itself is served")
+        h.http?.stop()
+
+        let incarnation = try h.library.incarnation
+        let dry = try ServerSalvage.runFiles(dataDirectory: h.directory + "/server", user: "ada", dryRun: true)
+        #expect(dry.damagedPath.isEmpty && !dry.lostNothing)
+        let report = try ServerSalvage.runFiles(dataDirectory: h.directory + "/server", user: "ada")
+        #expect(report.filesDropped >= 1 && report.filesKept + report.filesDropped + report.filesCutShort == 12, "\(report)")
+        #expect(FileManager.default.fileExists(atPath: report.damagedPath))
+
+        let (service, engines) = try Self.restarted(h, [a, b])
+        #expect(try service.library(h.user.libraryID).incarnation != incarnation)
+        var sent: Int64 = 0
+        for _ in 0..<3 { sent += await engines[0].syncOnce().blobBytesSent }
+        #expect(sent == Int64(3_000 * (12 - report.filesKept)), "A sent the files that were lost, and only those")
+        let other = try h.device("C")
+        let fetcher = SyncEngine(store: other.store, transport: InMemoryTransport(endpoint: service, library: h.user.libraryID, token: other.token))
+        _ = await fetcher.syncOnce()
+        for (ref, bytes) in files {
+            #expect(try await fetcher.fetchBlob(ref).state == .fetched)
+            #expect(try other.store.blob(ref) == bytes)
+        }
+        let again = try ServerSalvage.runFiles(dataDirectory: h.directory + "/server", user: "ada", dryRun: true)
+        #expect(again.lostNothing && again.filesKept == 12)
+    }
 }

@@ -67,6 +67,46 @@ import Testing
         #expect(try Tool.exec(Tool.binary, ["server", "verify", "--data", data, "--all"]).stdout.contains("All 1 libraries passed."))
         #expect(try Tool.exec(Tool.binary, ["server", "--help"]).stdout.contains("salvage keeps what can still be read"))
     }
+
+    /// A files file none of whose chunks can be read: `server salvage NAME --files` keeps the
+    /// files' rows it can check (none whole), and the phone that added the photo sends it again.
+    @Test func aFilesFileWhoseChunksAreUnreadableIsSalvagedAndThePhoneSendsThemAgain() throws {
+        let t = try Tool()
+        let data = t.directory.appendingPathComponent("server").path
+        _ = try Tool.exec(Tool.binary, ["server", "add-user", "--data", data, "ada"], stdin: "password123\n")
+        let server = try ServerProcess(data: data)
+        defer { server.stop() }
+        try t.signIn(server)
+        let photo = t.directory.appendingPathComponent("site.jpg").path
+        let bytes = Data((0..<2_500_000).map { UInt8(truncatingIfNeeded: $0 &* 7 >> 3) })
+        try bytes.write(to: URL(fileURLWithPath: photo))
+        let ref = try t.ok("blob", "add", photo).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        _ = try t.id("op", "episode.save", "--payload", "{\"title\":\"Site visit\",\"audio_ref\":\"\(ref)\"}")
+        try t.ok("sync")
+        let library = try #require(try t.credentials["library"] as? String)
+        server.stop()
+
+        try Tool.breakRootPage(of: "chronicle_blob_chunks", in: "\(data)/blobs/\(library).sqlite")
+        let dry = try Tool.exec(Tool.binary, ["server", "salvage", "--data", data, "ada", "--files", "--dry-run"])
+        #expect(dry.status == 1 && dry.stdout.contains("dropped: 1") && dry.stdout.contains("dry run"), "\(dry.stdout)\(dry.stderr)")
+        let salvaged = try Tool.exec(Tool.binary, ["server", "salvage", "--data", data, "ada", "--files", "--json"])
+        #expect(salvaged.status == 1, "\(salvaged.stderr)")
+        let report = try salvaged.object()
+        #expect(report["files_dropped"] as? Int == 1 && report["files_kept"] as? Int == 0, "\(report)")
+        #expect(FileManager.default.fileExists(atPath: try #require(report["damaged_path"] as? String)))
+
+        let restarted = try ServerProcess(data: data, port: server.port)
+        defer { restarted.stop() }
+        let back = try t.run(["sync"])
+        #expect(back.status == 0 && back.stdout.contains("Uploaded 1 file"), "\(back.stdout)\(back.stderr)")
+        let other = try Tool()
+        try other.signIn(restarted)
+        try other.ok("sync")
+        let out = other.directory.appendingPathComponent("site.jpg").path
+        try other.ok("blob", "get", ref, "--to", out)
+        #expect(FileManager.default.contents(atPath: out) == bytes)
+        #expect(try Tool.exec(Tool.binary, ["server", "--help"]).stdout.contains("salvage NAME --files"))
+    }
 }
 
 /// `chronicle server salvage --accounts`: a server.sqlite whose users cannot be read is answered

@@ -463,6 +463,32 @@ extension Command {
         return report.lostNothing ? ExitCode.success : ExitCode.verificationFailed
     }
 
+    /// `chronicle server salvage --data DIR NAME --files [--dry-run]`.
+    static func salvageFiles(data: String, user: String, dryRun: Bool, _ ctx: Context) throws -> Int32 {
+        let json = ctx.output.json
+        let report = try ServerSalvage.runFiles(dataDirectory: data, user: user, dryRun: dryRun) { step in
+            if !json { FileHandle.standardError.write(Data("\(step)\n".utf8)) }
+        }
+        if json {
+            ctx.output.emit([
+                "user": user, "lost_nothing": report.lostNothing, "damaged_path": report.damagedPath, "files_kept": report.filesKept,
+                "files_cut_short": report.filesCutShort, "files_dropped": report.filesDropped, "bytes_kept": report.bytesKept,
+                "seconds": report.seconds, "dry_run": dryRun, "tables": tablesJSON(report.tables),
+            ])
+        } else {
+            printTables(report.tables, ctx)
+            let bytes = ByteCountFormatter.string(fromByteCount: report.bytesKept, countStyle: .file)
+            ctx.output.line("Files kept whole: \(report.filesKept) (\(bytes) in all, uploads under way included); kept up to their first unreadable chunk: \(report.filesCutShort); dropped: \(report.filesDropped).")
+            if dryRun {
+                ctx.output.line("(dry run: nothing was changed)")
+            } else {
+                ctx.output.line("The library took a new incarnation: when they next sync, devices ask about each file they hold and send the ones the server lacks.")
+                ctx.output.line("The damaged file is now \(report.damagedPath). Start the server again.")
+            }
+        }
+        return report.lostNothing ? ExitCode.success : ExitCode.verificationFailed
+    }
+
     /// `chronicle server salvage --data DIR --accounts [--dry-run]`.
     static func salvageAccounts(data: String, dryRun: Bool, _ ctx: Context) throws -> Int32 {
         let report = try ServerSalvage.runAccounts(dataDirectory: data, dryRun: dryRun)

@@ -317,7 +317,7 @@ extension Command {
 
     static let server = Command(
         name: "server", summary: "Administer a server's data directory or PostgreSQL accounts (add-user, users, devices, revoke, passwd, remove-user, delete-library, set-plan, compact, backup, verify, salvage, move-to-postgres).",
-        usage: "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run] | devices --data DIR NAME | revoke --data DIR (DEVICE | --all NAME) | passwd --data DIR NAME [--revoke-devices] | remove-user --data DIR NAME [--delete-library] [--wait S] | delete-library --data DIR ID [--wait S] | move-to-postgres --data DIR --postgres CONNINFO [--dry-run] (add-user, users, devices, revoke, passwd, remove-user, delete-library, set-plan, compact, verify and backup take --postgres CONNINFO in place of --data DIR)",
+        usage: "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME [--files] | --accounts) [--dry-run] | devices --data DIR NAME | revoke --data DIR (DEVICE | --all NAME) | passwd --data DIR NAME [--revoke-devices] | remove-user --data DIR NAME [--delete-library] [--wait S] | delete-library --data DIR ID [--wait S] | move-to-postgres --data DIR --postgres CONNINFO [--dry-run] (add-user, users, devices, revoke, passwd, remove-user, delete-library, set-plan, compact, verify and backup take --postgres CONNINFO in place of --data DIR)",
         details: """
             add-user reads the password from the first line of stdin (at least 8 characters) and creates the user's library;
             with --library ID it gives the user a library already in DIR that no user owns (one `salvage --accounts`
@@ -359,6 +359,10 @@ extension Command {
             only once the new one has passed its checks. Stop the server first (it is refused with data_directory_in_use
             while one runs on DIR). --dry-run says what it would keep and changes nothing. Exit 0: nothing was lost;
             1: something was; 4: refused (beyond salvage, or not a library's file).
+            salvage NAME --files does the same for NAME's files file (blobs/<id>.sqlite, answered 503 blob_store_damaged):
+            files whose chunks all read and hash to their address are kept whole, uploads are kept up to their first
+            unreadable chunk, the rest are dropped; the library's file takes a new incarnation, so every device asks the
+            server about each file it holds and sends the ones that were lost.
             salvage --accounts does the same for server.sqlite, the users, their libraries and devices' registrations
             (every request is answered 503 accounts_damaged while it cannot be read): it keeps the rows that can be read;
             a device whose registration was lost signs in again (401; its store and queue are kept), and a library whose
@@ -390,7 +394,7 @@ extension Command {
             another history (store_exists). Interrupted, run it again: libraries already there with the same history
             are left as they are. The files stay in DIR, no longer used. --dry-run lists what would move, opening nothing for writing.
             """) { args, ctx in
-        let usage = "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME | --accounts) [--dry-run] | devices --data DIR NAME | revoke --data DIR (DEVICE | --all NAME) | passwd --data DIR NAME [--revoke-devices] | remove-user --data DIR NAME [--delete-library] [--wait S] | delete-library --data DIR ID [--wait S] | move-to-postgres --data DIR --postgres CONNINFO [--dry-run] (add-user, users, devices, revoke, passwd, remove-user, delete-library, set-plan, compact, verify and backup take --postgres CONNINFO in place of --data DIR)"
+        let usage = "chronicle server add-user --data DIR NAME [--schema readitlater] [--library ID] | users --data DIR | set-plan --data DIR NAME free|premium | compact --data DIR (NAME | --all) [--keep-ops N] [--horizon-days D] | backup --data DIR --to DEST | verify --data DIR (NAME | --all) | salvage --data DIR (NAME [--files] | --accounts) [--dry-run] | devices --data DIR NAME | revoke --data DIR (DEVICE | --all NAME) | passwd --data DIR NAME [--revoke-devices] | remove-user --data DIR NAME [--delete-library] [--wait S] | delete-library --data DIR ID [--wait S] | move-to-postgres --data DIR --postgres CONNINFO [--dry-run] (add-user, users, devices, revoke, passwd, remove-user, delete-library, set-plan, compact, verify and backup take --postgres CONNINFO in place of --data DIR)"
         let action = try args.requirePositional("an action (add-user, users, devices, revoke, passwd, remove-user, delete-library, set-plan, compact, backup, verify, salvage or move-to-postgres)", usage: usage)
         if action == "move-to-postgres" {
             let moveUsage = "chronicle server move-to-postgres --data DIR --postgres CONNINFO [--dry-run]"
@@ -530,9 +534,11 @@ extension Command {
         case "salvage":
             let accounts = args.flag("accounts")
             let name = accounts ? nil : try args.requirePositional("the user name (or --accounts)", usage: usage)
+            let files = !accounts && args.flag("files")
             let dryRun = args.flag("dry-run")
             try args.finish(usage: usage)
             guard let name else { return try salvageAccounts(data: data, dryRun: dryRun, ctx) }
+            if files { return try salvageFiles(data: data, user: name, dryRun: dryRun, ctx) }
             return try salvageLibrary(data: data, user: name, dryRun: dryRun, ctx)
         case "users":
             try args.finish(usage: usage)

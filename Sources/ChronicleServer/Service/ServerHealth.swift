@@ -3,7 +3,8 @@ import ChronicleStore
 import Foundation
 
 /// What a running server has found wrong with its own files: the accounts file
-/// (`server.sqlite`) or a library's file that SQLite could not read. `/healthz` and
+/// (`server.sqlite`), a library's file or a library's files file (`blobs/<id>.sqlite`) that
+/// SQLite could not read. `/healthz` and
 /// `/readyz` list them and `/metrics` counts them, so an operator and a load balancer see
 /// damage without reading the request log.
 ///
@@ -19,18 +20,18 @@ import Foundation
 public final class ServerHealth: Sendable {
     /// One damaged file.
     public struct Problem: Sendable, Equatable {
-        /// `accounts_damaged` or `library_damaged`, the code its requests are answered with.
+        /// `accounts_damaged`, `library_damaged` or `blob_store_damaged`, the code its requests are answered with.
         public var code: String
         /// The library whose file it is; nil for the accounts file.
         public var library: UUID?
-        /// The file, relative to the data directory (`server.sqlite`, `libraries/<id>.sqlite`).
+        /// The file, relative to the data directory (`server.sqlite`, `libraries/<id>.sqlite`, `blobs/<id>.sqlite`).
         public var file: String
         /// When it was first found damaged (ms since 1970).
         public var since: Int64
         /// What was found.
         public var message: String
         /// The command that keeps what can still be read, with the server stopped
-        /// (`chronicle server salvage --data DIR NAME`, or `--accounts`); restoring a backup is
+        /// (`chronicle server salvage --data DIR NAME`, with `--files`, or `--accounts`); restoring a backup is
         /// the other way.
         public var action: String
     }
@@ -60,10 +61,13 @@ public final class ServerHealth: Sendable {
     /// be checked). A damaged library leaves the server ready: every other library is served.
     public var isReady: Bool { !problems.contains { $0.library == nil } }
 
-    /// Whether `library`'s file has been found damaged.
+    /// Whether `library`'s file has been found damaged (its files file aside).
     public func isDamaged(_ library: UUID) -> Bool {
-        found.withLock { found in found.values.contains { $0.library == library } }
+        found.withLock { found in found.values.contains { $0.library == library && $0.code == ProtocolError.libraryDamagedCode } }
     }
+
+    /// Whether `file` (relative to the data directory) has been found damaged.
+    func isRecorded(_ file: String) -> Bool { found.withLock { $0[file] != nil } }
 
     /// Forgets what was recorded of `library`: its file was deleted.
     func forget(library: UUID) {
@@ -100,26 +104,29 @@ public final class ServerHealth: Sendable {
         let problems = self.problems
         let accounts = problems.filter { $0.library == nil }.count
         return """
-            # HELP chronicle_damaged_files Files of the server's data directory found damaged since it started (accounts: server.sqlite; library: a library's file).
+            # HELP chronicle_damaged_files Files of the server's data directory found damaged since it started (accounts: server.sqlite; library: a library's file; blobs: a library's files file).
             # TYPE chronicle_damaged_files gauge
             chronicle_damaged_files{kind="accounts"} \(accounts)
-            chronicle_damaged_files{kind="library"} \(problems.count - accounts)
+            chronicle_damaged_files{kind="library"} \(problems.filter { $0.code == ProtocolError.libraryDamagedCode }.count)
+            chronicle_damaged_files{kind="blobs"} \(problems.filter { $0.code == ServerBlobFiles.damagedCode }.count)
 
             """
     }
 }
 
 extension SyncService {
-    /// Records that a request or a compaction found a file damaged (`code`: `accounts_damaged`
-    /// or `library_damaged`), and logs it once, as `file_damaged`, with what to do about it.
+    /// Records that a request or a compaction found a file damaged (`code`: `accounts_damaged`,
+    /// `library_damaged` or `blob_store_damaged`), and logs it once, as `file_damaged`, with what
+    /// to do about it.
     func noteDamaged(code: String, library: UUID?, message: String) {
-        guard library.map({ !health.isDamaged($0) }) ?? health.isReady else { return }
-        let file = library.map { "libraries/\($0.lowercased).sqlite" } ?? "server.sqlite"
+        let files = code == ServerBlobFiles.damagedCode
+        let file = library.map { files ? "blobs/\($0.lowercased).sqlite" : "libraries/\($0.lowercased).sqlite" } ?? "server.sqlite"
+        guard !health.isRecorded(file) else { return }
         let action: String
         if let library {
             // The owner's name, where the accounts can still be read.
             let owner = (try? accounts.libraries())?.first { $0.libraryID == library }?.name
-            action = "chronicle server salvage --data \(dataDirectory) \(owner ?? "NAME")"
+            action = "chronicle server salvage --data \(dataDirectory) \(owner ?? "NAME")" + (files ? " --files" : "")
         } else {
             action = "chronicle server salvage --data \(dataDirectory) --accounts"
         }

@@ -31,6 +31,30 @@ public enum ServerSalvage {
         return try ServerLibrary.salvage(at: path, libraryID: user.libraryID, schema: schema, dryRun: dryRun, progress: progress)
     }
 
+    /// Salvages `user`'s files file (`blobs/<id>.sqlite`, answered `blob_store_damaged`) in
+    /// `dataDirectory` (`ServerBlobFiles.salvage`); refused while a server runs on the directory.
+    /// Unless `dryRun`, the library's file then takes a new incarnation, as a restored one does:
+    /// each device compares its history with the server's, asks about every file it holds whole
+    /// and sends the ones the salvage could not keep.
+    public static func runFiles(dataDirectory: String, user name: String, dryRun: Bool = false,
+                                progress: ((String) -> Void)? = nil) throws -> BlobsSalvageReport {
+        guard FileManager.default.fileExists(atPath: (dataDirectory as NSString).appendingPathComponent("server.sqlite")) else {
+            throw ChronicleError(.storeMissing, "\(dataDirectory) is not a Chronicle server's data directory (it has no server.sqlite).")
+        }
+        let lock = try DataDirectoryLock(dataDirectory: dataDirectory, purpose: "chronicle server salvage \(name) --files")
+        defer { withExtendedLifetime(lock) {} }
+        guard let user = try Accounts(dataDirectory: dataDirectory).user(name) else {
+            throw ChronicleError(.unknownEntity, "No user named '\(name)'.")
+        }
+        let report = try ServerBlobFiles.salvage(library: user.libraryID, dataDirectory: dataDirectory, dryRun: dryRun, progress: progress)
+        let libraryPath = Accounts.libraryPath(dataDirectory, user.libraryID)
+        if !dryRun, FileManager.default.fileExists(atPath: libraryPath) {
+            try Database(path: libraryPath).execute("INSERT OR REPLACE INTO chronicle_meta(key, value) VALUES (?1, ?2)",
+                                                    [.text(ServerLibrary.incarnationKey), .text(UUID().lowercased)])
+        }
+        return report
+    }
+
     /// Salvages the accounts file (`server.sqlite`: users, devices, tokens) of `dataDirectory`
     /// (`Accounts.salvage`); refused while a server runs on the directory.
     public static func runAccounts(dataDirectory: String, dryRun: Bool = false) throws -> AccountsSalvageReport {

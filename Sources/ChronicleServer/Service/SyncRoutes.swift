@@ -37,8 +37,9 @@ public struct SyncRoutes: HTTPHandler {
             // A damaged file is recorded for /healthz, /readyz and /metrics (and logged once).
             if response.errorCode == Accounts.damagedCode {
                 service.noteDamaged(code: Accounts.damagedCode, library: nil, message: response.errorMessage ?? "")
-            } else if response.errorCode == ProtocolError.libraryDamagedCode, parts.count > 2, let library = UUID(text: parts[2]) {
-                service.noteDamaged(code: ProtocolError.libraryDamagedCode, library: library, message: response.errorMessage ?? "")
+            } else if let code = response.errorCode, code == ProtocolError.libraryDamagedCode || code == ServerBlobFiles.damagedCode,
+                      parts.count > 2, let library = UUID(text: parts[2]) {
+                service.noteDamaged(code: code, library: library, message: response.errorMessage ?? "")
             }
             respond(response)
         }

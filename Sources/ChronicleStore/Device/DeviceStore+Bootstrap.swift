@@ -157,11 +157,7 @@ extension DeviceStore {
             } else {
                 try db.execute("DELETE FROM chronicle_meta WHERE key = ?1", [.text(DeviceStore.serverSnapshotCarriedOverKey)])
             }
-            if let incarnation {
-                try DeviceStore.setMeta(DeviceStore.serverIncarnationKey, .text(incarnation.lowercased), in: db)
-            } else {
-                try db.execute("DELETE FROM chronicle_meta WHERE key = ?1", [.text(DeviceStore.serverIncarnationKey)])
-            }
+            try DeviceStore.setServerIncarnation(incarnation, in: db)
             // Every queued op is pushed again: the answers say which ones the snapshot already holds.
             try DeviceStore.setMeta("acked_device_seq", .integer(0), in: db)
 

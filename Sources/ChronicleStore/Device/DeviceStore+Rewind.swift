@@ -186,7 +186,23 @@ extension DeviceStore {
     }
 
     public func setServerIncarnation(_ incarnation: UUID) throws {
-        try writeTransaction { db in try Self.setMeta(Self.serverIncarnationKey, .text(incarnation.lowercased), in: db) }
+        try writeTransaction { db in try Self.setServerIncarnation(incarnation, in: db) }
+    }
+
+    /// Keeps `incarnation` (nil: none known). Where it replaces another one, the server's copy of
+    /// the library was restored or salvaged, and may lack files it held: every file this store
+    /// holds whole goes back into the upload queue, and the engine asks the server about each
+    /// (`GET …/status`) and sends the ones it lacks, whoever added them here.
+    static func setServerIncarnation(_ incarnation: UUID?, in db: Database) throws {
+        let before = try meta(serverIncarnationKey, in: db).textValue
+        guard let incarnation else {
+            try db.execute("DELETE FROM chronicle_meta WHERE key = ?1", [.text(serverIncarnationKey)])
+            return
+        }
+        if let before, before != incarnation.lowercased {
+            try db.execute("UPDATE chronicle_blobs SET state = 'queued', uploaded = 0, done_at = NULL WHERE state IN ('uploaded', 'fetched')")
+        }
+        try setMeta(serverIncarnationKey, .text(incarnation.lowercased), in: db)
     }
 
     static let serverIncarnationKey = "server_incarnation"

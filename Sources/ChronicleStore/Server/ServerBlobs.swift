@@ -118,6 +118,8 @@ public enum BlobRules {
 /// upload never waits on the library's writer, nor a push on an upload.
 public struct ServerBlobFiles: BlobStorage {
     public let dataDirectory: String
+    /// The code of the answers a damaged blobs file gives (503).
+    public static let damagedCode = "blob_store_damaged"
     /// The format of a blobs file (`PRAGMA user_version`); a later one is refused.
     public static let formatVersion: Int64 = 1
 
@@ -182,7 +184,7 @@ public struct ServerBlobFiles: BlobStorage {
             return ProtocolError(503, "blob_store_busy", "\(path) stayed locked by another upload; try again.", retryAfterSeconds: 1)
         }
         if let sqlite = error as? SQLiteError, sqlite.isCorrupt {
-            return ProtocolError(503, "blob_store_damaged", "\(path) is damaged (\(sqlite.message)); the operator restores it from a backup.", retryAfterSeconds: 300)
+            return ProtocolError(503, damagedCode, "\(path) is damaged (\(sqlite.message)); the operator salvages it (`chronicle server salvage --files`) or restores it from a backup.", retryAfterSeconds: 300)
         }
         return ProtocolError(503, "blob_store_failed", "\(path) could not be used: \(error)", retryAfterSeconds: 5)
     }

@@ -21,7 +21,9 @@ extension SyncEngine {
             do {
                 let sent = try await upload(info)
                 report.blobBytesSent += sent
-                report.blobsUploaded += 1
+                // A file the server held whole already (another device's, or one asked about again
+                // after a restore) was not uploaded by this round.
+                if sent > 0 || info.length == 0 { report.blobsUploaded += 1 }
                 continue
             } catch {
                 failure = error
