@@ -33,6 +33,18 @@ import Testing
         #expect(first == second)
     }
 
+    @Test("The same seed twice gives the same run, with files")
+    func sameSeedSameRunWithFiles() async throws {
+        var plan = FaultPlan.storm
+        plan.fileRate = 0.15
+        func run() -> Simulator { Simulator(seed: 17, devices: 4, steps: 80, faults: plan, tolerating: SimulationSeeds.tolerated) }
+        let first = try #require(await SimulationSeeds.run(run()))
+        let second = try #require(await SimulationSeeds.run(run()))
+        #expect(first.filesAdded >= 5, "\(first)")
+        #expect(first.traceHash == second.traceHash)
+        #expect(first == second)
+    }
+
     @Test("The seed alone decides the run, whatever the plan")
     func seedDecidesConfiguration() async throws {
         let first = Simulator(seed: 5)

@@ -26,11 +26,25 @@ import Testing
         try await Self.check(seed, appUpdates: true)
     }
 
-    static func check(_ seed: UInt64, appUpdates: Bool = SimulationSeeds.appUpdates) async throws {
+    /// The seed's own faults, and files: added on devices, named in ops, uploaded through the
+    /// faults, fetched by others, and every copy checked at the end.
+    @Test("Seeds converge with files", .serialized, arguments: SimulationSeeds.fileSeeds)
+    func seedConvergesWithFiles(seed: UInt64) async throws {
+        try await Self.check(seed, files: true)
+    }
+
+    static func check(_ seed: UInt64, appUpdates: Bool = SimulationSeeds.appUpdates, files: Bool = SimulationSeeds.files) async throws {
         var faults = appUpdates ? FaultPlan.random(seed: seed).forcing(.appUpdated, rate: SimulationSeeds.appUpdateRate) : nil
         if SimulationSeeds.damage {
             faults = (faults ?? FaultPlan.random(seed: seed)).forcing(.storeDamaged, rate: SimulationSeeds.damageRate)
                 .forcing(.libraryDamaged, rate: SimulationSeeds.libraryDamageRate)
+        }
+        if files {
+            // With the server restored from a backup now and then: the files it loses come back
+            // from the devices that hold them.
+            var plan = faults ?? FaultPlan.random(seed: seed)
+            plan.fileRate = SimulationSeeds.fileRate
+            faults = plan.forcing(.serverRestoredFromBackup, rate: max(plan.serverRestoreRate, SimulationSeeds.fileServerRestoreRate))
         }
         let report = try #require(await SimulationSeeds.run(Simulator(seed: seed, steps: SimulationSeeds.steps, faults: faults,
                                                                       tolerating: SimulationSeeds.tolerated)))

@@ -12,7 +12,8 @@ import Testing
 /// `CHRONICLE_SIM_APP_UPDATES=1` runs the seeds with every other device on the app's previous
 /// version until it updates mid-run (`FaultKind.appUpdated`; the default run does so for
 /// `appUpdateSeeds` only); `CHRONICLE_SIM_DAMAGE=1` has devices' stores and the server's library damaged and salvaged now and
-/// then (`FaultKind.storeDamaged`);
+/// then (`FaultKind.storeDamaged`); `CHRONICLE_SIM_FILES=1` has devices add files, name them in
+/// ops and fetch others' (`FaultPlan.fileRate`; the default run does so for `fileSeeds` only);
 /// `CHRONICLE_SIM_WIRE=<device name>` (`d0`…) prints every push of that device the server answered,
 /// op by op with the answers, on standard error.
 enum SimulationSeeds {
@@ -27,6 +28,20 @@ enum SimulationSeeds {
     /// Whether `CHRONICLE_SIM_DAMAGE` asks every seed to damage and salvage stores and the server's
     /// library (`FaultKind.storeDamaged`, `.libraryDamaged`).
     static var damage: Bool { environment["CHRONICLE_SIM_DAMAGE"] == "1" }
+
+    /// Whether `CHRONICLE_SIM_FILES` asks every seed to add and fetch files (`FaultPlan.fileRate`).
+    static var files: Bool { environment["CHRONICLE_SIM_FILES"] == "1" }
+
+    /// Per step, the chance a device adds a file or fetches one (about once in 12 steps).
+    static let fileRate = 0.08
+    /// With files, the least chance per step that the server is backed up or restored.
+    static let fileServerRestoreRate = 0.03
+
+    /// Seeds run with files in the default suite (every run with `CHRONICLE_SIM_FILES=1`).
+    static var fileSeeds: [UInt64] {
+        if single != nil || environment["CHRONICLE_SIM_SEEDS"] != nil { return [] }
+        return Array(1...6)
+    }
 
     /// Per step, the chance a device's store is damaged and salvaged (about once in 150 steps).
     static let damageRate = 0.007

@@ -54,6 +54,10 @@ public struct FaultPlan: Sendable, Equatable, CustomStringConvertible {
     /// Per step: a page of the server's library file is damaged and the library salvaged. Never
     /// drawn by `random(seed:)` either.
     public var libraryDamageRate = 0.0
+    /// Per step: the acting device adds a file (a blob) and names it in an op, or fetches a file
+    /// another device added. Work rather than a fault, but drawn like one: never by
+    /// `random(seed:)` (the seeds' histories stay as they were); runs ask for it.
+    public var fileRate = 0.0
 
     public init() {}
 
@@ -141,5 +145,6 @@ public struct FaultPlan: Sendable, Equatable, CustomStringConvertible {
             + "disk-full \(f(diskFullRate)) clock-jump \(f(clockJumpRate)) restore \(f(restoreRate)) server-restore \(f(serverRestoreRate))"
             + (appUpdateRate > 0 ? " app-update \(f(appUpdateRate))" : "") + (damageRate > 0 ? " damage \(f(damageRate))" : "")
             + (libraryDamageRate > 0 ? " library-damage \(f(libraryDamageRate))" : "")
+            + (fileRate > 0 ? " files \(f(fileRate))" : "")
     }
 }

@@ -323,6 +323,48 @@ public final class SimulatedTransport: SyncTransport, @unchecked Sendable {
         return SnapshotFrame(bytes: frame)
     }
 
+    // MARK: - Files
+
+    /// A file call under the device's faults: refused before the server, or answered and the
+    /// answer lost. The server's blob calls are idempotent by offset, so a lost answer costs a retry.
+    private func fileCall<T>(_ what: String, _ call: () async throws(ProtocolError) -> T) async throws(SyncError) -> T {
+        let fate = begin { decide(what, push: false).fate }
+        defer { finished() }
+        guard case .deliver(let loseAnswer) = fate else {
+            if case .refuse(let reason) = fate { throw Self.refused(reason) }
+            throw Self.refused("The device is down.")
+        }
+        let answer: T
+        do {
+            answer = try await call()
+        } catch {
+            throw SyncError.from(error)
+        }
+        if loseAnswer {
+            log.fault(.responseDropped, "\(deviceName) \(what): the answer is lost")
+            throw Self.lostAnswer
+        }
+        return answer
+    }
+
+    public func blobStatus(_ blob: BlobRef) async throws(SyncError) -> BlobStatus {
+        try await fileCall("status of \(blob.hex.prefix(8))") { () async throws(ProtocolError) in
+            try await server.service.blobStatus(library: library, blob: blob, token: token)
+        }
+    }
+
+    public func putBlob(_ blob: BlobRef, length: Int64, offset: Int64, bytes: [UInt8]) async throws(SyncError) -> BlobStatus {
+        try await fileCall("put \(blob.hex.prefix(8)) at \(offset)") { () async throws(ProtocolError) in
+            try await server.service.putBlob(library: library, blob: blob, length: length, offset: offset, bytes: bytes, token: token)
+        }
+    }
+
+    public func blobRange(_ blob: BlobRef, offset: Int64, count: Int) async throws(SyncError) -> BlobRange {
+        try await fileCall("range of \(blob.hex.prefix(8)) at \(offset)") { () async throws(ProtocolError) in
+            try await server.service.blobRange(library: library, blob: blob, offset: offset, count: count, token: token)
+        }
+    }
+
     /// Encodes and decodes a segment as the wire would.
     static func roundTrip(_ segment: Segment) throws(SyncError) -> Segment {
         do {

@@ -20,10 +20,12 @@ public struct SimulationFailure: Error, Sendable, CustomStringConvertible {
     /// Whether the run damaged and salvaged stores or the server's library (`FaultPlan.damageRate`,
     /// `libraryDamageRate`; a replay needs that too).
     public var damage = false
+    /// Whether the run added and fetched files (`FaultPlan.fileRate`; a replay needs that too).
+    public var files = false
 
     public var replayCommand: String {
         (steps == Simulator.defaultSteps ? "" : "CHRONICLE_SIM_STEPS=\(steps) ") + (appUpdates ? "CHRONICLE_SIM_APP_UPDATES=1 " : "")
-            + (damage ? "CHRONICLE_SIM_DAMAGE=1 " : "")
+            + (damage ? "CHRONICLE_SIM_DAMAGE=1 " : "") + (files ? "CHRONICLE_SIM_FILES=1 " : "")
             + "CHRONICLE_SIM_SEED=\(seed) swift test --filter Simulation"
     }
 

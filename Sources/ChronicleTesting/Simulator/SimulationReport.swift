@@ -47,6 +47,9 @@ public struct SimulationReport: Sendable, Equatable, CustomStringConvertible {
     public var plan: FaultPlan
     /// Tolerated known bugs the run met (see `KnownBug`), and how often.
     public var knownBugsMet: [KnownBug: Int]
+    /// Files devices added (`FaultPlan.fileRate`), and fetched in the safety phase.
+    public var filesAdded = 0
+    public var filesFetched = 0
 
     public var description: String {
         let faultList = faults.keys.sorted().map { "\($0)=\(faults[$0]!)" }.joined(separator: " ")
@@ -54,6 +57,7 @@ public struct SimulationReport: Sendable, Equatable, CustomStringConvertible {
         return "seed \(seed) \(schema): \(devices) devices, \(steps) steps, \(opsWritten) ops written (\(writesRefused) refused locally), "
             + "\(opsAccepted) accepted, \(opsRejected) rejected [\(codes)], head \(serverHead), faults [\(faultList)], "
             + "\(compactions) compactions, \(segmentsSealedOnArrival) segments sealed on arrival, \(snapshotsFetched) snapshot starts, \(syncRounds) rounds, \(opsRenumbered) renumbered, \(rewinds) rewinds, \(opsLostWithServer) lost with the server, converged in \(passesToConverge) passes (\(roundsToConverge) rounds), "
+            + (filesAdded > 0 ? "\(filesAdded) files added, \(filesFetched) fetched, " : "")
             + "digest \(finalDigest.prefix(12)), trace \(traceHash.prefix(12))"
             + (knownBugsMet.isEmpty ? "" : ", known bugs met [" + knownBugsMet.keys.sorted().map { "\($0)×\(knownBugsMet[$0]!)" }.joined(separator: " ") + "]")
     }

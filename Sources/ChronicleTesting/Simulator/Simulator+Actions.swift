@@ -9,7 +9,7 @@ extension Simulator {
     enum Action {
         case write, sync, search, serverOp, resolveConflict, compactServer, compactDevice
         case restartServer, crash, goOffline, comeOnline, toggleDiskFull, jumpClock, clashEntityID, clashOpID, backupOrRestore, backupOrRestoreServer
-        case damageAndSalvage, damageLibrary
+        case damageAndSalvage, damageLibrary, file
     }
 
     /// One safety-phase step: time passes, a device acts (or a fault strikes), invariants are checked.
@@ -67,6 +67,7 @@ extension Simulator {
         case .backupOrRestoreServer: try backupOrRestoreServer(); acting = nil
         case .damageAndSalvage: try damageAndSalvage(device)
         case .damageLibrary: try damageLibrary(); acting = nil
+        case .file: try await addOrFetchFile(on: device)
         }
         try checkServer(recheckWholeLog: step % 25 == 0)
         if let acting { try checkDevice(acting) }
@@ -86,6 +87,7 @@ extension Simulator {
         if plan.serverRestoreRate > 0, random.chance(plan.serverRestoreRate) { return .backupOrRestoreServer }
         if plan.damageRate > 0, random.chance(plan.damageRate) { return .damageAndSalvage }
         if plan.libraryDamageRate > 0, random.chance(plan.libraryDamageRate) { return .damageLibrary }
+        if plan.fileRate > 0, random.chance(plan.fileRate) { return .file }
         let weights: [(Action, Double)] = [(.write, 45), (.sync, 40), (.search, 4), (.serverOp, 3), (.compactServer, 1.5), (.compactDevice, 1.5),
                                            (.resolveConflict, schema.entities.contains { $0.fields.contains { $0.rule == .mergeOrAsk } } ? 3 : 0)]
         return weights[random.weighted(weights.map(\.1))].0

@@ -86,6 +86,7 @@ extension Simulator {
             throw Violation("the server's digest equals a replay of its log", "a fresh device that pulled all \(library.head) ops shows another state")
         }
         try checkDevice(fresh)
+        try await checkFiles(fetchingWith: fresh)
         log.record("converged on \(digest.prefix(16)) at head \(library.head)")
         return digest
     }

@@ -87,6 +87,10 @@ public final class Simulator {
     var opsLostByServer = Set<UUID>()
     /// False from the liveness phase on: by then every op must be in the server's log again.
     var excusingOpsLostByServer = true
+    /// The files devices added (`FaultPlan.fileRate`), by address: their bytes, to check every copy against.
+    var files: [BlobRef: [UInt8]] = [:]
+    /// Files fetched by a device in the safety phase.
+    var filesFetched = 0
 
     /// - Parameters:
     ///   - seed: decides everything not given here.
@@ -177,13 +181,16 @@ public final class Simulator {
         }
         let (passes, rounds) = try await guardedValue { try await self.converge() }
         let digest = try await guardedValue { try await self.finalChecks() }
-        return SimulationReport(
+        var report = SimulationReport(
             seed: seed, schema: schema.name, devices: deviceCount, steps: steps, opsWritten: opsWritten,
             writesRefused: writesRefused, opsAccepted: log.acceptedCount, opsRejected: log.rejectedCount,
             rejectedByCode: log.rejectedByCode, faults: log.faults, compactions: compactions, segmentsSealedOnArrival: segmentsSealedOnArrival,
             snapshotsFetched: log.snapshotsFetched, syncRounds: syncRounds, opsRenumbered: opsRenumbered, rewinds: rewinds, opsLostWithServer: opsLostWithServer,
             passesToConverge: passes, roundsToConverge: rounds, serverHead: invariants.head, finalDigest: digest,
             traceHash: log.traceHash(), plan: plan, knownBugsMet: knownBugsMet)
+        report.filesAdded = files.count
+        report.filesFetched = filesFetched
+        return report
     }
 
     /// Runs `body`, turning anything it throws into a `SimulationFailure` that says where.
@@ -205,7 +212,8 @@ public final class Simulator {
 
     func failure(_ invariant: String, _ detail: String) -> SimulationFailure {
         SimulationFailure(seed: seed, step: label, invariant: invariant, detail: detail, trace: log.tail(20),
-                          configuration: configurationSummary, steps: steps, appUpdates: plan.appUpdateRate > 0, damage: plan.damageRate > 0 || plan.libraryDamageRate > 0)
+                          configuration: configurationSummary, steps: steps, appUpdates: plan.appUpdateRate > 0, damage: plan.damageRate > 0 || plan.libraryDamageRate > 0,
+                          files: plan.fileRate > 0)
     }
 
     /// Messages may name the run's temporary directory; the trace must not (it differs per run).
