@@ -86,7 +86,13 @@ import Testing
         let library = try #require(try t.credentials["library"] as? String)
         server.stop()
 
+        let whole = try Tool.exec(Tool.binary, ["server", "verify", "--data", data, "ada"])
+        #expect(whole.status == 0 && whole.stdout.contains("ok   files (blobs/\(library).sqlite) whole and matching their addresses: 1 files, 2500000 bytes"),
+                "\(whole.stdout)\(whole.stderr)")
         try Tool.breakRootPage(of: "chronicle_blob_chunks", in: "\(data)/blobs/\(library).sqlite")
+        let broken = try Tool.exec(Tool.binary, ["server", "verify", "--data", data, "ada"])
+        #expect(broken.status == 1 && broken.stdout.contains("FAIL files") && broken.stdout.contains("salvage --data \(data) ada --files"),
+                "\(broken.stdout)\(broken.stderr)")
         let dry = try Tool.exec(Tool.binary, ["server", "salvage", "--data", data, "ada", "--files", "--dry-run"])
         #expect(dry.status == 1 && dry.stdout.contains("dropped: 1") && dry.stdout.contains("dry run"), "\(dry.stdout)\(dry.stderr)")
         let salvaged = try Tool.exec(Tool.binary, ["server", "salvage", "--data", data, "ada", "--files", "--json"])

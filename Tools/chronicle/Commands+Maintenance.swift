@@ -371,7 +371,7 @@ extension Command {
             ctx.output.line("  \(accounts.passed ? "ok  " : "FAIL") \(accounts.name): \(accounts.detail)")
         }
         for target in targets {
-            let report: VerifyReport
+            var report: VerifyReport
             var first: [VerifyCheck] = []   // PostgreSQL's own checks, ahead of the replica's
             do {
                 if postgres != nil, !ordered.contains(target.library) {
@@ -390,6 +390,11 @@ extension Command {
                 // A library so damaged it does not open (or, from PostgreSQL, cannot be read into a replica): a failed check too.
                 let what = postgres == nil ? "the file can be opened" : "the log in PostgreSQL can be read into a replica"
                 report = VerifyReport(checks: first + [VerifyCheck(name: what, passed: false, detail: "\(error.message) [\(error.code)]")], digest: "")
+            }
+            // A lone server's files file beside the library (PostgreSQL keeps its servers' files itself).
+            if postgres == nil, let files = ServerBlobFiles(dataDirectory: service.dataDirectory)
+                .verify(library: target.library, salvage: "chronicle server salvage --data \(service.dataDirectory) \(target.name) --files") {
+                report.checks.append(files)
             }
             if !report.passed { failed.append(target.name) }
             if ctx.output.json {

@@ -348,7 +348,8 @@ extension Command {
             restored from a backup has lost what came after it (devices that synced since get cursor_ahead, 409).
             verify checks a library's file while the server runs, on read connections: SQLite's integrity, the sealed
             segments' chain and the log that continues it, each op id once, every device's last answered number
-            covering its ops, the guard triggers, and the server's tables against a fresh replay (digest). Exit 1 if a
+            covering its ops, the guard triggers, and the server's tables against a fresh replay (digest); then its files
+            file, if it has one (integrity, chunks without gaps, each file's bytes against its address). Exit 1 if a
             check fails; --all checks the accounts file (server.sqlite) and every library and says which failed.
             salvage keeps what can still be read of NAME's library file when the disk or a copy damaged it (the server
             answers 503 library_damaged for it, naming the library): its history up to the first op that cannot be read,

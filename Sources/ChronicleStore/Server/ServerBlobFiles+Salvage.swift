@@ -72,6 +72,51 @@ extension ServerBlobFiles {
         return report
     }
 
+    /// `chronicle server verify`'s check of a library's files file: SQLite's `integrity_check`,
+    /// then each file's chunks following one another from 0 to what is held, and each complete
+    /// file's bytes hashing to its address. nil where the library has no files file.
+    public func verify(library: UUID, salvage: String) -> VerifyCheck? {
+        let path = Self.path(of: library, in: dataDirectory)
+        guard FileManager.default.fileExists(atPath: path) else { return nil }
+        let name = "files (blobs/\(library.lowercased).sqlite) whole and matching their addresses"
+        do {
+            var options = Database.Options()
+            options.readOnly = true
+            let db = try Database(path: path, options: options)
+            let integrity = try db.query("PRAGMA integrity_check") { $0.text(0) }
+            guard integrity == ["ok"] else {
+                return VerifyCheck(name: name, passed: false, detail: "\(integrity.prefix(3).joined(separator: "; ")); run `\(salvage)` with the server stopped")
+            }
+            var problems: [String] = []
+            var (count, bytes) = (0, Int64(0))
+            try db.readTransaction { db in
+                let files = try db.query("SELECT hash, length, received, complete FROM chronicle_blobs ORDER BY hash") {
+                    (hash: $0.text(0), length: $0.int(1), received: $0.int(2), complete: $0.int(3) == 1)
+                }
+                for file in files {
+                    var next: Int64 = 0
+                    var gap = false
+                    try db.statement("SELECT offset, length(data) FROM chronicle_blob_chunks WHERE hash = ?1 ORDER BY offset").forEach([.text(file.hash)]) { row in
+                        if row.int(0) != next { gap = true }
+                        next = row.int(0) + row.int(1)
+                    }
+                    if gap || next != file.received {
+                        problems.append("\(file.hash.prefix(12)): its chunks hold \(next) bytes\(gap ? " with a gap" : ""), not the \(file.received) recorded")
+                    } else if file.complete, try BlobChunkRows.digest(file.hash, in: db).hex != file.hash {
+                        problems.append("\(file.hash.prefix(12)): its bytes hash to something else")
+                    }
+                    count += 1
+                    bytes += file.received
+                }
+            }
+            return VerifyCheck(name: name, passed: problems.isEmpty,
+                               detail: problems.isEmpty ? "\(count) files, \(bytes) bytes"
+                                   : problems.prefix(5).joined(separator: "; ") + "; run `\(salvage)` with the server stopped")
+        } catch {
+            return VerifyCheck(name: name, passed: false, detail: "\(error); run `\(salvage)` with the server stopped")
+        }
+    }
+
     /// Keeps each file's chunks from offset 0 up to the first gap, whole files only where they
     /// hash to their address; drops chunks of no file.
     private static func checkFiles(in db: Database, report: inout BlobsSalvageReport) throws {
