@@ -86,6 +86,9 @@ extension SyncBenchmark.Result {
                                       target: "", verdict: ""))
             sink.notes.append("sync pull, diagnostic: applyConfirmedInBulk of the same ops in \(formatCount(Double(large.ops)))-op pages took \(formatFixed(large.seconds, 1)) s (\(formatCount(rate)) ops/s, \(ratioText(rate / pull.baselineOpsPerSecond)) the \(formatCount(Double(pull.pageOps)))-op pages' rate) and left a \(large.walBytes / 1_048_576) MB WAL (\(formatCount(Double(pull.pageOps)))-op pages: \(pull.baselineWALBytes / 1_048_576) MB).")
         }
+        sink.rows.append(TableRow(measurement: "files collection: read of a \(formatCount(Double(pull.ops)))-op library's projection (base: raw SQLite)",
+                                  chronicle: formatFixed(pull.namesSeconds * 1000, 1) + " ms", baseline: formatFixed(pull.namesRawSeconds * 1000, 1) + " ms",
+                                  ratio: ratioText(pull.namesRawSeconds / pull.namesSeconds), target: "(none)", verdict: ""))
         sink.rows.append(wireRow("pull page", pull.wire))
         sink.json.append(("pull", .object([
             ("ops", .int(Int64(pull.ops))), ("pulled", .int(Int64(pull.pulled))), ("outcome", .string(pull.outcome)),
@@ -99,6 +102,7 @@ extension SyncBenchmark.Result {
             ("page_ops", .int(Int64(pull.pageOps))), ("device_store_bytes", .int(pull.storeBytes)),
             ("device_wal_bytes", .int(pull.storeWALBytes)), ("baseline_wal_bytes", .int(pull.baselineWALBytes)),
             ("server_bytes", .int(pull.serverBytes)),
+            ("files_collection_read_seconds", .number(pull.namesSeconds)), ("files_collection_read_raw_seconds", .number(pull.namesRawSeconds)),
             ("large_page_bulk_apply", pull.largePage.map { large in
                 .object([("page_ops", .int(Int64(large.ops))), ("seconds", .number(large.seconds)),
                          ("ops_per_second", .number(Double(pull.ops) / large.seconds)), ("wal_bytes", .int(large.walBytes))])

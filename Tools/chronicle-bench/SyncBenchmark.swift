@@ -120,6 +120,10 @@ struct SyncBenchmark {
         var serverBytes: Int64
         /// Diagnostic (`CHRONICLE_BENCH_SYNC_DIAG=1`): the baseline again with the server's largest pages.
         var largePage: (ops: Int, seconds: Double, walBytes: Int64)?
+        /// The files collection's read of the library's projection (`ServerLibrary.blobNames`), and
+        /// the same statements on a raw read-only connection (the faster of two runs each).
+        var namesSeconds: Double
+        var namesRawSeconds: Double
 
         var opsPerSecond: Double { Double(ops) / seconds }
         var baselineOpsPerSecond: Double { Double(ops) / baselineSeconds }
@@ -207,6 +211,19 @@ struct SyncBenchmark {
         }
         let serverDigest = try library.digest()
 
+        // The daily files collection reads the projection for the addresses its rows name.
+        progress("sync pull: the files collection's read of the projection (ServerLibrary.blobNames), and raw SQLite's…")
+        var (namesSeconds, namesRawSeconds) = (Double.infinity, Double.infinity)
+        let raw = try RawDatabase(path: library.path, readOnly: true)
+        for _ in 0..<2 {
+            let r0 = nowNanoseconds()
+            for query in BlobNames.queries(ProjectionSchema(schema: .readItLater), deletedBefore: nil) { _ = try raw.rows(query.sql) }
+            namesRawSeconds = min(namesRawSeconds, Double(nowNanoseconds() - r0) / 1e9)
+            let n0 = nowNanoseconds()
+            _ = try library.blobNames(deletedBefore: nil)
+            namesSeconds = min(namesSeconds, Double(nowNanoseconds() - n0) / 1e9)
+        }
+
         // Wire sizes of a mature 10,000-op page.
         let page = try library.pull(after: Int64(n / 2), limit: min(10_000, n - n / 2)).ops
         let wire = WireSizes(try Segment(libraryID: libraryID, ops: page))
@@ -283,7 +300,8 @@ struct SyncBenchmark {
             decodeSeconds: Double(logFeed.decodeNanoseconds) / 1e9,
             pullCallSeconds: Double(pulls.reduce(0) { $0 + $1.nanoseconds }) / 1e9, wire: wire,
             pageOps: basePage, storeBytes: fileBytes(device.store.path), storeWALBytes: fileBytes(device.store.path + "-wal"),
-            baselineWALBytes: baseWALBytes, serverBytes: databaseBytes(library.path), largePage: largePage)
+            baselineWALBytes: baseWALBytes, serverBytes: databaseBytes(library.path), largePage: largePage,
+            namesSeconds: namesSeconds, namesRawSeconds: namesRawSeconds)
         progress("sync pull: chronicle \(formatCount(result.opsPerSecond)) ops/s, bulk apply \(formatCount(result.baselineOpsPerSecond)) ops/s (\(ratioText(result.ratio)))")
         remove(device.store.path)
         return result

@@ -273,7 +273,7 @@ extension DeviceStore {
             }
         }
         return VerifyCheck(name: "files (blobs) whole and matching their addresses", passed: problems.isEmpty,
-                           detail: problems.isEmpty ? "\(held) files, \(bytes) bytes" : problems.prefix(5).joined(separator: "; "))
+                           detail: problems.isEmpty ? "\(held) file\(held == 1 ? "" : "s"), \(bytes) bytes" : problems.prefix(5).joined(separator: "; "))
     }
 
     /// The files this store holds that no row names any more (`BlobNames`): added or fetched

@@ -195,12 +195,13 @@ extension DeviceStore {
     /// (`GET …/status`) and sends the ones it lacks, whoever added them here.
     static func setServerIncarnation(_ incarnation: UUID?, in db: Database) throws {
         let before = try meta(serverIncarnationKey, in: db).textValue
+        // Forgetting a known one (the next pull names it) may hide a change: asked about all the same.
+        if let before, before != incarnation?.lowercased {
+            try db.execute("UPDATE chronicle_blobs SET state = 'queued', uploaded = 0, done_at = NULL WHERE state IN ('uploaded', 'fetched')")
+        }
         guard let incarnation else {
             try db.execute("DELETE FROM chronicle_meta WHERE key = ?1", [.text(serverIncarnationKey)])
             return
-        }
-        if let before, before != incarnation.lowercased {
-            try db.execute("UPDATE chronicle_blobs SET state = 'queued', uploaded = 0, done_at = NULL WHERE state IN ('uploaded', 'fetched')")
         }
         try setMeta(serverIncarnationKey, .text(incarnation.lowercased), in: db)
     }

@@ -110,7 +110,7 @@ extension ServerBlobFiles {
                 }
             }
             return VerifyCheck(name: name, passed: problems.isEmpty,
-                               detail: problems.isEmpty ? "\(count) files, \(bytes) bytes"
+                               detail: problems.isEmpty ? "\(count) file\(count == 1 ? "" : "s"), \(bytes) bytes"
                                    : problems.prefix(5).joined(separator: "; ") + "; run `\(salvage)` with the server stopped")
         } catch {
             return VerifyCheck(name: name, passed: false, detail: "\(error); run `\(salvage)` with the server stopped")

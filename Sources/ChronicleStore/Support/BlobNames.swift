@@ -8,12 +8,32 @@ import ChronicleCore
 /// It is deliberately generous, because a false name only keeps a file: any text value that
 /// reads as an address counts, in any text or URL field that can hold one, except fields that
 /// hold whole documents (an article's text naming an address is not a reference to it).
-enum BlobNames {
+public enum BlobNames {
+    /// One query of `queries`: the distinct values of one column that may be an address.
+    public struct Query: Sendable {
+        public var table: String
+        public var sql: String
+        public var arguments: [Value]
+    }
+
     /// The hex digests named in `db`'s projection. A row soft-deleted before `deletedBefore`
     /// (its `deleted_at`, ms since 1970) no longer names its files; nil keeps every row's.
     static func named(in db: Database, projection: ProjectionSchema, deletedBefore: Int64?) throws -> Set<String> {
         var named: Set<String> = []
-        func scan(_ table: String, _ column: String, deleted: Bool) throws {
+        for query in queries(projection, deletedBefore: deletedBefore) where try exists(query.table, in: db) {
+            try db.statement(query.sql).forEach(query.arguments) { row in
+                if let ref = BlobRef(row.text(0)) { named.insert(ref.hex) }
+            }
+        }
+        return named
+    }
+
+    /// The statements `named` runs (the benchmark runs them on a raw connection as its baseline):
+    /// for each column that can name a file, in the entity tables, their shadow copies, the set
+    /// tables and the conflict records, its distinct text values of an address's length.
+    public static func queries(_ projection: ProjectionSchema, deletedBefore: Int64?) -> [Query] {
+        var queries: [Query] = []
+        func scan(_ table: String, _ column: String, deleted: Bool) {
             let c = ProjectionSchema.quoted(column)
             var sql = "SELECT DISTINCT \(c) FROM \(ProjectionSchema.quoted(table)) WHERE typeof(\(c)) = 'text' AND length(\(c)) IN (64, 71)"
             var arguments: [Value] = []
@@ -21,28 +41,25 @@ enum BlobNames {
                 sql += " AND (deleted_at IS NULL OR deleted_at >= ?1)"
                 arguments.append(.integer(deletedBefore))
             }
-            guard try exists(table, in: db) else { return }
-            try db.statement(sql).forEach(arguments) { row in
-                if let ref = BlobRef(row.text(0)) { named.insert(ref.hex) }
-            }
+            queries.append(Query(table: table, sql: sql, arguments: arguments))
         }
         for entity in projection.schema.entities {
             for field in entity.fields where canName(field) {
                 if field.isSet {
                     let table = entity.setTable(field)
-                    try scan(table, "value", deleted: false)
-                    try scan("chronicle_shadow_" + table, "value", deleted: false)
+                    scan(table, "value", deleted: false)
+                    scan("chronicle_shadow_" + table, "value", deleted: false)
                 } else {
-                    try scan(entity.table, field.name, deleted: entity.hasSoftDelete)
-                    try scan("chronicle_shadow_" + entity.table, field.name, deleted: entity.hasSoftDelete)
+                    scan(entity.table, field.name, deleted: entity.hasSoftDelete)
+                    scan("chronicle_shadow_" + entity.table, field.name, deleted: entity.hasSoftDelete)
                 }
             }
         }
         if projection.hasConflicts {
-            try scan(ProjectionSchema.conflictsTable, "kept", deleted: false)
-            try scan(ProjectionSchema.conflictsTable, "replaced", deleted: false)
+            scan(ProjectionSchema.conflictsTable, "kept", deleted: false)
+            scan(ProjectionSchema.conflictsTable, "replaced", deleted: false)
         }
-        return named
+        return queries
     }
 
     /// Whether values of `field` can be an address: text or URLs long enough for one, and not
