@@ -215,9 +215,13 @@ struct SyncBenchmark {
         progress("sync pull: the files collection's read of the projection (ServerLibrary.blobNames), and raw SQLite's…")
         var (namesSeconds, namesRawSeconds) = (Double.infinity, Double.infinity)
         let raw = try RawDatabase(path: library.path, readOnly: true)
+        // A server's projection has no shadow tables for the entities only the server writes.
+        let queries = try BlobNames.queries(ProjectionSchema(schema: .readItLater), deletedBefore: nil).filter { query in
+            try raw.scalarInt("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '\(query.table)'") == 1
+        }
         for _ in 0..<2 {
             let r0 = nowNanoseconds()
-            for query in BlobNames.queries(ProjectionSchema(schema: .readItLater), deletedBefore: nil) { _ = try raw.rows(query.sql) }
+            for query in queries { _ = try raw.rows(query.sql) }
             namesRawSeconds = min(namesRawSeconds, Double(nowNanoseconds() - r0) / 1e9)
             let n0 = nowNanoseconds()
             _ = try library.blobNames(deletedBefore: nil)

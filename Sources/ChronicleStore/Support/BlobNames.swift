@@ -62,10 +62,10 @@ public enum BlobNames {
         return queries
     }
 
-    /// Whether values of `field` can be an address: text or URLs long enough for one, and not
-    /// whole documents.
+    /// Whether values of `field` can be an address: text or URLs long enough for one, not one of
+    /// a list of values, and not whole documents.
     static func canName(_ field: FieldSpec) -> Bool {
-        guard field.type == .text || field.type == .url else { return false }
+        guard field.type == .text || field.type == .url, field.enumValues == nil else { return false }
         if let maxLength = field.maxLength, maxLength < 64 || maxLength > SearchIndexSpec.documentLengthMin { return false }
         return true
     }
