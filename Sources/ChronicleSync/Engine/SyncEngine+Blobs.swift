@@ -118,7 +118,10 @@ extension SyncEngine {
                 }
                 failures = 0
             } catch let error as SyncError {
-                guard case .transient(_, let retryAfter) = error, failures < configuration.retriesPerRoundMax, !Task.isCancelled else { throw error }
+                // As a round does: a server that asks for a longer wait than the backoff's cap (a
+                // damaged files file says 5 minutes) is reported at once, not waited for.
+                guard case .transient(_, let retryAfter) = error, failures < configuration.retriesPerRoundMax, !Task.isCancelled,
+                      (retryAfter ?? 0) * 1000 <= Double(configuration.backoffMaxMilliseconds) else { throw error }
                 failures += 1
                 try? await Task.sleep(nanoseconds: UInt64(backoffMilliseconds(attempt: failures, retryAfterSeconds: retryAfter)) * 1_000_000)
             } catch {
