@@ -2,7 +2,7 @@ import ChronicleCore
 
 /// Which files (`BlobRef`) a projection still names: the addresses held by its rows, by their
 /// confirmed copies kept for rebase (`chronicle_shadow_*`), by set fields and by conflict
-/// records. A device store and a server library read it the same way before they delete files
+/// records not yet settled. A device store and a server library read it the same way before they delete files
 /// nobody names (`DeviceStore.dropUnnamedBlobs`, `SyncService.collectUnnamedBlobs`).
 ///
 /// It is deliberately generous, because a false name only keeps a file: any text value that
@@ -33,10 +33,11 @@ public enum BlobNames {
     /// tables and the conflict records, its distinct text values of an address's length.
     public static func queries(_ projection: ProjectionSchema, deletedBefore: Int64?) -> [Query] {
         var queries: [Query] = []
-        func scan(_ table: String, _ column: String, deleted: Bool) {
+        func scan(_ table: String, _ column: String, deleted: Bool, unresolvedOnly: Bool = false) {
             let c = ProjectionSchema.quoted(column)
             var sql = "SELECT DISTINCT \(c) FROM \(ProjectionSchema.quoted(table)) WHERE typeof(\(c)) = 'text' AND length(\(c)) IN (64, 71)"
             var arguments: [Value] = []
+            if unresolvedOnly { sql += " AND resolved_seq IS NULL" }
             if deleted, let deletedBefore {
                 sql += " AND (deleted_at IS NULL OR deleted_at >= ?1)"
                 arguments.append(.integer(deletedBefore))
@@ -56,8 +57,9 @@ public enum BlobNames {
             }
         }
         if projection.hasConflicts {
-            scan(ProjectionSchema.conflictsTable, "kept", deleted: false)
-            scan(ProjectionSchema.conflictsTable, "replaced", deleted: false)
+            // Only while the person may still pick the value back: a settled record is history.
+            scan(ProjectionSchema.conflictsTable, "kept", deleted: false, unresolvedOnly: true)
+            scan(ProjectionSchema.conflictsTable, "replaced", deleted: false, unresolvedOnly: true)
         }
         return queries
     }
