@@ -16,19 +16,27 @@ public enum ServerSalvage {
     /// damaged one.
     public static func run(dataDirectory: String, user name: String, dryRun: Bool = false,
                            progress: ((String) -> Void)? = nil) throws -> LibrarySalvageReport {
+        try withUser(name, in: dataDirectory, purpose: "chronicle server salvage \(name)") { user in
+            guard let schema = Schema.named(user.schemaName) else {
+                throw ChronicleError(.usage, "\(name)'s library uses schema '\(user.schemaName)', which this build does not include.")
+            }
+            let path = Accounts.libraryPath(dataDirectory, user.libraryID)
+            return try ServerLibrary.salvage(at: path, libraryID: user.libraryID, schema: schema, dryRun: dryRun, progress: progress)
+        }
+    }
+
+    /// Runs `body` with user `name` of the server's data directory at `dataDirectory`, holding the
+    /// directory's lock (`data_directory_in_use` while a server runs on it).
+    private static func withUser<T>(_ name: String, in dataDirectory: String, purpose: String, _ body: (UserRecord) throws -> T) throws -> T {
         guard FileManager.default.fileExists(atPath: (dataDirectory as NSString).appendingPathComponent("server.sqlite")) else {
             throw ChronicleError(.storeMissing, "\(dataDirectory) is not a Chronicle server's data directory (it has no server.sqlite).")
         }
-        let lock = try DataDirectoryLock(dataDirectory: dataDirectory, purpose: "chronicle server salvage \(name)")
+        let lock = try DataDirectoryLock(dataDirectory: dataDirectory, purpose: purpose)
         defer { withExtendedLifetime(lock) {} }
         guard let user = try Accounts(dataDirectory: dataDirectory).user(name) else {
             throw ChronicleError(.unknownEntity, "No user named '\(name)'.")
         }
-        guard let schema = Schema.named(user.schemaName) else {
-            throw ChronicleError(.usage, "\(name)'s library uses schema '\(user.schemaName)', which this build does not include.")
-        }
-        let path = Accounts.libraryPath(dataDirectory, user.libraryID)
-        return try ServerLibrary.salvage(at: path, libraryID: user.libraryID, schema: schema, dryRun: dryRun, progress: progress)
+        return try body(user)
     }
 
     /// Salvages `user`'s files file (`blobs/<id>.sqlite`, answered `blob_store_damaged`) in
@@ -38,21 +46,15 @@ public enum ServerSalvage {
     /// and sends the ones the salvage could not keep.
     public static func runFiles(dataDirectory: String, user name: String, dryRun: Bool = false,
                                 progress: ((String) -> Void)? = nil) throws -> BlobsSalvageReport {
-        guard FileManager.default.fileExists(atPath: (dataDirectory as NSString).appendingPathComponent("server.sqlite")) else {
-            throw ChronicleError(.storeMissing, "\(dataDirectory) is not a Chronicle server's data directory (it has no server.sqlite).")
+        try withUser(name, in: dataDirectory, purpose: "chronicle server salvage \(name) --files") { user in
+            let report = try ServerBlobFiles.salvage(library: user.libraryID, dataDirectory: dataDirectory, dryRun: dryRun, progress: progress)
+            let libraryPath = Accounts.libraryPath(dataDirectory, user.libraryID)
+            if !dryRun, FileManager.default.fileExists(atPath: libraryPath) {
+                try Database(path: libraryPath).execute("INSERT OR REPLACE INTO chronicle_meta(key, value) VALUES (?1, ?2)",
+                                                        [.text(ServerLibrary.incarnationKey), .text(UUID().lowercased)])
+            }
+            return report
         }
-        let lock = try DataDirectoryLock(dataDirectory: dataDirectory, purpose: "chronicle server salvage \(name) --files")
-        defer { withExtendedLifetime(lock) {} }
-        guard let user = try Accounts(dataDirectory: dataDirectory).user(name) else {
-            throw ChronicleError(.unknownEntity, "No user named '\(name)'.")
-        }
-        let report = try ServerBlobFiles.salvage(library: user.libraryID, dataDirectory: dataDirectory, dryRun: dryRun, progress: progress)
-        let libraryPath = Accounts.libraryPath(dataDirectory, user.libraryID)
-        if !dryRun, FileManager.default.fileExists(atPath: libraryPath) {
-            try Database(path: libraryPath).execute("INSERT OR REPLACE INTO chronicle_meta(key, value) VALUES (?1, ?2)",
-                                                    [.text(ServerLibrary.incarnationKey), .text(UUID().lowercased)])
-        }
-        return report
     }
 
     /// Salvages the accounts file (`server.sqlite`: users, devices, tokens) of `dataDirectory`

@@ -434,22 +434,19 @@ public final class SyncService: SyncEndpoint {
         let compactedAt = Locked(DispatchTime.now().uptimeNanoseconds)
         let sweptAt = Locked<UInt64?>(nil)
         let collectedAt = Locked<UInt64?>(nil)
+        /// Whether `seconds` have passed since `last` (or it never ran); if so, now is the last time.
+        @Sendable func due(_ last: Locked<UInt64?>, every seconds: Double) -> Bool {
+            last.withLock { last in
+                let now = DispatchTime.now().uptimeNanoseconds
+                if let last, Double(now - last) / 1e9 < seconds { return false }
+                last = now
+                return true
+            }
+        }
         maintenance.start(interval: tick, name: "chronicle.maintenance") { [self] in
             runLibraryDeletions()
-            let sweep = sweptAt.withLock { last in
-                let now = DispatchTime.now().uptimeNanoseconds
-                if let last, Double(now - last) / 1e9 < maintenancePolicy.horizonCheckSeconds { return false }
-                last = now
-                return true
-            }
-            if sweep { sweepAbandonedUploads() }
-            let collect = collectedAt.withLock { last in
-                let now = DispatchTime.now().uptimeNanoseconds
-                if let last, Double(now - last) / 1e9 < maintenancePolicy.blobCollectionSeconds { return false }
-                last = now
-                return true
-            }
-            if collect { collectUnnamedBlobs() }
+            if due(sweptAt, every: maintenancePolicy.horizonCheckSeconds) { sweepAbandonedUploads() }
+            if due(collectedAt, every: maintenancePolicy.blobCollectionSeconds) { collectUnnamedBlobs() }
             let now = DispatchTime.now().uptimeNanoseconds
             let due = compacts && compactedAt.withLock { last in
                 guard Double(now - last) / 1e9 >= every - tick / 2 else { return false }

@@ -283,41 +283,14 @@ public final class SimulatedTransport: SyncTransport, @unchecked Sendable {
     // MARK: - Verdicts and snapshots
 
     public func verdict(for entity: UUID) async throws(SyncError) -> Verdict {
-        let fate = begin { decide("verdict for \(entity.lowercased.prefix(8))", push: false).fate }
-        defer { finished() }
-        guard case .deliver(let loseAnswer) = fate else {
-            if case .refuse(let reason) = fate { throw Self.refused(reason) }
-            throw Self.refused("The device is down.")
+        try await call("verdict for \(entity.lowercased.prefix(8))") { () async throws(ProtocolError) in
+            try await server.service.verdict(library: library, entity: entity, token: token)
         }
-        let verdict: Verdict
-        do {
-            verdict = try await server.service.verdict(library: library, entity: entity, token: token)
-        } catch {
-            throw SyncError.from(error)
-        }
-        if loseAnswer {
-            log.fault(.responseDropped, "\(deviceName) verdict: the answer is lost")
-            throw Self.lostAnswer
-        }
-        return verdict
     }
 
     public func snapshot() async throws(SyncError) -> SnapshotFrame {
-        let fate = begin { decide("snapshot", push: false).fate }
-        defer { finished() }
-        guard case .deliver(let loseAnswer) = fate else {
-            if case .refuse(let reason) = fate { throw Self.refused(reason) }
-            throw Self.refused("The device is down.")
-        }
-        let frame: [UInt8]
-        do {
-            frame = try await server.service.snapshot(library: library, token: token)
-        } catch {
-            throw SyncError.from(error)
-        }
-        if loseAnswer {
-            log.fault(.responseDropped, "\(deviceName) snapshot: the answer is lost")
-            throw Self.lostAnswer
+        let frame = try await call("snapshot") { () async throws(ProtocolError) in
+            try await server.service.snapshot(library: library, token: token)
         }
         log.snapshotFetched("\(deviceName) fetches the server's snapshot")
         return SnapshotFrame(bytes: frame)
@@ -325,9 +298,9 @@ public final class SimulatedTransport: SyncTransport, @unchecked Sendable {
 
     // MARK: - Files
 
-    /// A file call under the device's faults: refused before the server, or answered and the
-    /// answer lost. The server's blob calls are idempotent by offset, so a lost answer costs a retry.
-    private func fileCall<T>(_ what: String, _ call: () async throws(ProtocolError) -> T) async throws(SyncError) -> T {
+    /// A call other than a push or a pull under the device's faults: refused before the server,
+    /// or answered and the answer lost. Each is safe to repeat (the blob calls by offset).
+    private func call<T>(_ what: String, _ call: () async throws(ProtocolError) -> T) async throws(SyncError) -> T {
         let fate = begin { decide(what, push: false).fate }
         defer { finished() }
         guard case .deliver(let loseAnswer) = fate else {
@@ -348,19 +321,19 @@ public final class SimulatedTransport: SyncTransport, @unchecked Sendable {
     }
 
     public func blobStatus(_ blob: BlobRef) async throws(SyncError) -> BlobStatus {
-        try await fileCall("status of \(blob.hex.prefix(8))") { () async throws(ProtocolError) in
+        try await call("status of \(blob.hex.prefix(8))") { () async throws(ProtocolError) in
             try await server.service.blobStatus(library: library, blob: blob, token: token)
         }
     }
 
     public func putBlob(_ blob: BlobRef, length: Int64, offset: Int64, bytes: [UInt8]) async throws(SyncError) -> BlobStatus {
-        try await fileCall("put \(blob.hex.prefix(8)) at \(offset)") { () async throws(ProtocolError) in
+        try await call("put \(blob.hex.prefix(8)) at \(offset)") { () async throws(ProtocolError) in
             try await server.service.putBlob(library: library, blob: blob, length: length, offset: offset, bytes: bytes, token: token)
         }
     }
 
     public func blobRange(_ blob: BlobRef, offset: Int64, count: Int) async throws(SyncError) -> BlobRange {
-        try await fileCall("range of \(blob.hex.prefix(8)) at \(offset)") { () async throws(ProtocolError) in
+        try await call("range of \(blob.hex.prefix(8)) at \(offset)") { () async throws(ProtocolError) in
             try await server.service.blobRange(library: library, blob: blob, offset: offset, count: count, token: token)
         }
     }
