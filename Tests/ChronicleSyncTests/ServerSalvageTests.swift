@@ -266,7 +266,7 @@ import Testing
                 damaged += 1
             }
         }
-        #expect(damaged >= 1 && Date().timeIntervalSince(started) < 60)
+        #expect(damaged >= 1 && Date().timeIntervalSince(started) < 200, "no fetch waited out the 300 s")
         let problem = try #require(h.service.health.problems.first)
         #expect(problem.code == "blob_store_damaged" && problem.file == "blobs/\(h.user.libraryID.lowercased).sqlite")
         #expect(problem.action.hasSuffix("salvage --data \(h.directory)/server ada --files"), "\(problem.action)")

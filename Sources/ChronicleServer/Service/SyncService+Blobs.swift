@@ -77,6 +77,7 @@ extension SyncService {
                     return (doomed.count, try blobs.delete(library: id, blobs: doomed))
                 }
                 if count > 0 {
+                    try blobs.giveSpaceBack(library: id)   // after the pushes go on: a rewrite may take a while
                     total.blobs += count
                     total.bytes += bytes
                     log.log("blobs_collected", ["library": .text(id.lowercased), "blobs": .integer(Int64(count)), "bytes": .integer(bytes),

@@ -22,6 +22,13 @@ public protocol BlobStorage: Sendable {
     func completed(library: UUID, before: Int64) throws -> [String: Int64]
     /// Deletes these blobs of `library` (hex digests); returns the bytes they held.
     func delete(library: UUID, blobs: [String]) throws -> Int64
+    /// Gives back to the file system the space deletions left in `library`'s blobs, where that is
+    /// worth a rewrite (nothing where the storage does so itself).
+    func giveSpaceBack(library: UUID) throws
+}
+
+extension BlobStorage {
+    public func giveSpaceBack(library: UUID) throws {}
 }
 
 extension BlobStorage {
@@ -118,6 +125,8 @@ public enum BlobRules {
 /// upload never waits on the library's writer, nor a push on an upload.
 public struct ServerBlobFiles: BlobStorage {
     public let dataDirectory: String
+    /// `giveSpaceBack` rewrites a file only where at least this much of it is free (and more than a quarter).
+    public var rewriteFreeBytesMin: Int64 = 64 << 20
     /// The code of the answers a damaged blobs file gives (503).
     public static let damagedCode = "blob_store_damaged"
     /// The format of a blobs file (`PRAGMA user_version`); a later one is refused.
@@ -294,12 +303,10 @@ public struct ServerBlobFiles: BlobStorage {
         return found
     }
 
-    /// Deletes the blobs in one transaction; where that leaves more than a quarter of the file
-    /// (and at least 64 MiB) free, rewrites it (`VACUUM`) so the space goes back to the file
-    /// system. Only uploads to this library wait meanwhile.
+    /// Deletes the blobs in one transaction.
     public func delete(library: UUID, blobs: [String]) throws -> Int64 {
         guard !blobs.isEmpty, let db = try open(library, create: false) else { return 0 }
-        let bytes: Int64 = try db.transaction { db in
+        return try db.transaction { db in
             var bytes: Int64 = 0
             let length = try db.statement("SELECT length FROM chronicle_blobs WHERE hash = ?1")
             let delete = try db.statement("DELETE FROM chronicle_blobs WHERE hash = ?1")
@@ -309,11 +316,16 @@ public struct ServerBlobFiles: BlobStorage {
             }
             return bytes
         }
+    }
+
+    /// Where more than a quarter of the file (and at least `rewriteFreeBytesMin`) is free,
+    /// rewrites it (`VACUUM`). Only uploads to this library wait meanwhile.
+    public func giveSpaceBack(library: UUID) throws {
+        guard let db = try open(library, create: false) else { return }
         let pageSize = try db.scalarInt("PRAGMA page_size") ?? 4096
         let free = (try db.scalarInt("PRAGMA freelist_count") ?? 0) * pageSize
         let total = (try db.scalarInt("PRAGMA page_count") ?? 0) * pageSize
-        if free >= 64 << 20, free * 4 > total { try db.execute("VACUUM") }
-        return bytes
+        if free >= rewriteFreeBytesMin, free * 4 > total { try db.execute("VACUUM") }
     }
 
     /// The libraries with a blobs file in `dataDirectory`.
