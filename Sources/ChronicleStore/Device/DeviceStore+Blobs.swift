@@ -253,20 +253,8 @@ extension DeviceStore {
         var bytes: Int64 = 0
         try read { db in
             for info in try db.query("SELECT \(Self.blobColumns) FROM chronicle_blobs ORDER BY hash", [], Self.blobInfo) {
-                let hasher = SHA256Hasher()
-                var next: Int64 = 0
-                var gap = false
-                try db.statement("SELECT offset, data FROM chronicle_blob_chunks WHERE hash = ?1 ORDER BY offset").forEach([.text(info.ref.hex)]) { row in
-                    if row.int(0) != next { gap = true }
-                    row.withBytes(1) { data in
-                        hasher.update(data)
-                        next = row.int(0) + Int64(data.count)
-                    }
-                }
-                if gap || next != info.received {
-                    problems.append("\(info.ref): its chunks hold \(next) bytes\(gap ? " with a gap" : ""), not the \(info.received) recorded")
-                } else if info.isHeld, BlobRef(digest: hasher.finalize()) != info.ref {
-                    problems.append("\(info.ref): its bytes hash to something else")
+                if let problem = try BlobChunkRows.problem(info.ref.hex, received: info.received, whole: info.isHeld, in: db) {
+                    problems.append(problem)
                 }
                 held += 1
                 bytes += info.received

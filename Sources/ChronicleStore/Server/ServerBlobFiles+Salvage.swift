@@ -94,16 +94,8 @@ extension ServerBlobFiles {
                     (hash: $0.text(0), length: $0.int(1), received: $0.int(2), complete: $0.int(3) == 1)
                 }
                 for file in files {
-                    var next: Int64 = 0
-                    var gap = false
-                    try db.statement("SELECT offset, length(data) FROM chronicle_blob_chunks WHERE hash = ?1 ORDER BY offset").forEach([.text(file.hash)]) { row in
-                        if row.int(0) != next { gap = true }
-                        next = row.int(0) + row.int(1)
-                    }
-                    if gap || next != file.received {
-                        problems.append("\(file.hash.prefix(12)): its chunks hold \(next) bytes\(gap ? " with a gap" : ""), not the \(file.received) recorded")
-                    } else if file.complete, try BlobChunkRows.digest(file.hash, in: db).hex != file.hash {
-                        problems.append("\(file.hash.prefix(12)): its bytes hash to something else")
+                    if let problem = try BlobChunkRows.problem(file.hash, received: file.received, whole: file.complete, in: db) {
+                        problems.append(problem)
                     }
                     count += 1
                     bytes += file.received
@@ -126,12 +118,7 @@ extension ServerBlobFiles {
         }
         for file in files {
             // Where the chunks stop following one another from 0.
-            var next: Int64 = 0
-            try db.statement("SELECT offset, length(data) FROM chronicle_blob_chunks WHERE hash = ?1 ORDER BY offset")
-                .forEach([.text(file.hash)]) { row in
-                    if row.int(0) == next { next += row.int(1) }
-                }
-            let held = min(next, file.length)
+            let held = min(try BlobChunkRows.extent(file.hash, in: db).contiguous, file.length)
             if file.complete, held == file.length, try BlobChunkRows.digest(file.hash, in: db).hex == file.hash {
                 report.filesKept += 1
                 report.bytesKept += held

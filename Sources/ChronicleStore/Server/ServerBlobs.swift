@@ -376,6 +376,29 @@ enum BlobChunkRows {
         return bytes
     }
 
+    /// Where the rows of blob `hash` stop following one another from offset 0, and where the
+    /// last one ends (the two differ where there is a gap).
+    static func extent(_ hash: String, in db: Database) throws -> (contiguous: Int64, end: Int64) {
+        var (contiguous, end): (Int64, Int64) = (0, 0)
+        try db.statement("SELECT offset, length(data) FROM chronicle_blob_chunks WHERE hash = ?1 ORDER BY offset").forEach([.text(hash)]) { row in
+            if row.int(0) == contiguous { contiguous += row.int(1) }
+            end = row.int(0) + row.int(1)
+        }
+        return (contiguous, end)
+    }
+
+    /// What `verify` finds wrong with blob `hash`, said to hold `received` bytes (and, where
+    /// `whole`, to be all there): chunks that leave a gap or end elsewhere, or bytes that hash to
+    /// another address. nil where nothing is.
+    static func problem(_ hash: String, received: Int64, whole: Bool, in db: Database) throws -> String? {
+        let (contiguous, end) = try extent(hash, in: db)
+        if contiguous != end || end != received {
+            return "sha256:\(hash): its chunks hold \(end) bytes\(contiguous != end ? " with a gap" : ""), not the \(received) recorded"
+        }
+        if whole, try digest(hash, in: db).hex != hash { return "sha256:\(hash): its bytes hash to something else" }
+        return nil
+    }
+
     /// The address the rows of blob `hash` hash to, read in order.
     static func digest(_ hash: String, in db: Database) throws -> BlobRef {
         let hasher = SHA256Hasher()
