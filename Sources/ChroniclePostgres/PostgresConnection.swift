@@ -196,15 +196,19 @@ public final class PostgresConnection {
         return try finished(result)
     }
 
-    /// Runs `body` in a transaction: committed if it returns, rolled back if it throws.
+    /// Runs `body` in a transaction: committed if it returns, rolled back if it throws. Inside a
+    /// transaction already (a pinned connection, `PostgresPool.withPinnedConnection`), it is a
+    /// savepoint of that one: released if `body` returns, rolled back to if it throws, and committed
+    /// or not with the transaction around it.
     public func transaction<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
-        try execute("BEGIN")
+        let nested = PQtransactionStatus(handle) == PQTRANS_INTRANS
+        try execute(nested ? "SAVEPOINT chronicle_nested" : "BEGIN")
         do {
             let value = try body(self)
-            try execute("COMMIT")
+            try execute(nested ? "RELEASE SAVEPOINT chronicle_nested" : "COMMIT")
             return value
         } catch {
-            _ = try? execute("ROLLBACK")
+            _ = try? execute(nested ? "ROLLBACK TO SAVEPOINT chronicle_nested" : "ROLLBACK")
             throw error
         }
     }
@@ -251,6 +255,8 @@ public final class PostgresPool: @unchecked Sendable {
     public let statementTimeoutMilliseconds: Int?
     private let condition = NSCondition()
     private var idle: [PostgresConnection] = []
+    /// The connections `withPinnedConnection` lent, by the thread they are pinned to.
+    private var pinned: [pthread_t: PostgresConnection] = [:]
     private var open = 0
     private var waited = 0
 
@@ -261,9 +267,36 @@ public final class PostgresPool: @unchecked Sendable {
     }
 
     public func withConnection<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
+        if let connection = pinnedConnection() { return try body(connection) }
         let connection = try take()
         defer { give(connection) }
         return try body(connection)
+    }
+
+    /// Lends a connection as `withConnection` does, and lends the same one to every
+    /// `withConnection` this thread calls until `body` returns: what `body` does through other
+    /// parts of the server (blobs, accounts) runs in the transaction it holds open, and needs no
+    /// second connection (which a pool of one would never have free).
+    public func withPinnedConnection<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
+        if let connection = pinnedConnection() { return try body(connection) }
+        let connection = try take()
+        let thread = pthread_self()
+        condition.lock()
+        pinned[thread] = connection
+        condition.unlock()
+        defer {
+            condition.lock()
+            pinned[thread] = nil
+            condition.unlock()
+            give(connection)
+        }
+        return try body(connection)
+    }
+
+    private func pinnedConnection() -> PostgresConnection? {
+        condition.lock()
+        defer { condition.unlock() }
+        return pinned.isEmpty ? nil : pinned[pthread_self()]
     }
 
     private func take() throws -> PostgresConnection {

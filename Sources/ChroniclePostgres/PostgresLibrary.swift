@@ -461,6 +461,27 @@ public final class PostgresLibrary: LibraryUpstream {
         }
     }
 
+    /// Holds the library's row (`FOR NO KEY UPDATE`, as a write does) in a transaction, catches
+    /// the replica up to what PostgreSQL holds under it, and runs `body`: no server sharing the
+    /// database orders a write to the library until `body` returns. What `body` writes through
+    /// this process's pool (the files collection's deletes) runs in that transaction, on the same
+    /// connection (`PostgresPool.withPinnedConnection`), and commits with it.
+    public func whileOrderWaits<T>(_ replica: ServerLibrary, _ body: () throws -> T) throws -> T {
+        do {
+            return try writing.withLock { _ in
+                try pool.withPinnedConnection { pg in
+                    try pg.transaction { pg in
+                        let state = try Self.readState(libraryID, pg, forUpdate: true)
+                        try catchUp(replica, to: state, pg)
+                        return try body()
+                    }
+                }
+            }
+        } catch let error as PostgresError where error.isUnavailable {
+            throw counted(error)
+        }
+    }
+
     private func orderOnce(_ replica: ServerLibrary, _ write: ((ServerLibrary.PushWrites) throws -> Int64?) throws -> Void,
                            _ pg: PostgresConnection) throws -> ServerLibrary.PushWrites {
         try pg.execute("BEGIN")

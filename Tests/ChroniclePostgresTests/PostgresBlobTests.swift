@@ -83,4 +83,39 @@ struct PostgresBlobTests {
         let pg = try pair.database.connection()
         #expect(try pg.execute("SELECT count(*) FROM chronicle_blobs").int(0, 0) == 1)
     }
+
+    /// The files collection's last look and its delete, with two servers: while server one reads
+    /// the ops confirmed since its look at the projection and deletes, a push through server two
+    /// that names a file waits for it (the library's row in PostgreSQL), then lands, and the next
+    /// collection keeps the file.
+    @Test func aPushThroughTheOtherServerWaitsWhileOneServerDeletes() async throws {
+        var maintenance = MaintenancePolicy()
+        maintenance.unnamedBlobSeconds = 0
+        let pair = try SharedServersTests.Pair(maintenance: maintenance)
+        let a = try pair.device(0), b = try pair.device(1)
+        let file = try a.store.addBlob(Self.file(33, bytes: 1_500))
+        #expect(await a.engine.syncOnce().blobsUploaded == 1)
+        #expect(await b.engine.syncOnce().outcome == .synced)
+        let library = try pair.servers[0].service.library(pair.user.libraryID)
+        let (names, seq) = try library.blobNames(deletedBefore: nil)
+        #expect(!names.contains(file.hex))
+        _ = try b.store.write("episode.save", payload: ["title": .text("Late"), "audio_ref": .text(file.description)])
+        let landed = Locked(false)
+        let (push, landedWhileDeleting) = try library.whilePushesWait(namedAfter: seq) { namedSince in
+            #expect(!namedSince.contains(file.hex))
+            let push = Task {
+                let report = await b.engine.syncOnce()
+                landed.withLock { $0 = true }
+                return report.outcome
+            }
+            // Long enough for the push to land, were it not held: it takes milliseconds.
+            Thread.sleep(forTimeInterval: 0.5)
+            return (push, landed.withLock { $0 })
+        }
+        #expect(!landedWhileDeleting, "a push through the other server landed while this one was deleting")
+        #expect(await push.value == .synced)
+        try await Task.sleep(nanoseconds: 5_000_000)
+        #expect(pair.servers[0].service.collectUnnamedBlobs() == (0, 0))
+        #expect(try await a.transport.blobStatus(file).complete)
+    }
 }

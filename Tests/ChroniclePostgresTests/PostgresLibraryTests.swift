@@ -251,4 +251,40 @@ struct PostgresLibraryTests {
         #expect(throws: PostgresError.self) { try pg.execute("DELETE FROM chronicle_log") }
         #expect(try pg.execute("SELECT count(*) FROM chronicle_log").int(0, 0) == 2)
     }
+
+    /// A pinned connection: what runs inside `withPinnedConnection` on its thread borrows the same
+    /// connection (a pool of one does not wait for itself), a nested transaction is a savepoint of
+    /// the one around it (its rollback keeps what came before), and the outer commit decides.
+    @Test func aPinnedConnectionIsLentAgainToItsOwnThreadAndNestsAsASavepoint() throws {
+        let database = try TestDatabase()
+        let pool = PostgresPool(database.conninfo, size: 1)
+        try pool.withConnection { _ = try $0.execute("CREATE TABLE pinned (n int)") }
+        struct Refused: Error {}
+        try pool.withPinnedConnection { pinned in
+            try pinned.transaction { pg in
+                try pg.execute("INSERT INTO pinned VALUES (1)")
+                try pool.withConnection { inner in
+                    #expect(inner === pinned)
+                    try inner.transaction { _ = try $0.execute("INSERT INTO pinned VALUES (2)") }
+                    #expect(throws: Refused.self) {
+                        try inner.transaction { pg in
+                            try pg.execute("INSERT INTO pinned VALUES (3)")
+                            throw Refused()
+                        }
+                    }
+                }
+            }
+        }
+        #expect(try database.connection().execute("SELECT string_agg(n::text, ',' ORDER BY n) FROM pinned").text(0, 0) == "1,2")
+        #expect(throws: Refused.self) {
+            try pool.withPinnedConnection { pinned in
+                try pinned.transaction { pg in
+                    try pool.withConnection { try $0.transaction { _ = try $0.execute("INSERT INTO pinned VALUES (4)") } }
+                    throw Refused()
+                }
+            }
+        }
+        #expect(try database.connection().execute("SELECT count(*) FROM pinned").int(0, 0) == 2)
+        #expect(pool.usage.open == 1)
+    }
 }

@@ -11,13 +11,18 @@ extension ServerLibrary {
         }
     }
 
-    /// Runs `body` while pushes to this file wait, handing it the files named by ops confirmed
+    /// Runs `body` while pushes to this library wait, handing it the files named by ops confirmed
     /// after `seq` (by any text value of their payloads): what a push made between a `blobNames`
-    /// read and a deletion would otherwise miss. Where an upstream decides the order, the ops are
-    /// those it has confirmed so far.
+    /// read and a deletion would otherwise miss. Where an upstream decides the order, pushes through
+    /// every server sharing it wait (`LibraryUpstream.whileOrderWaits`), and the ops are all it has
+    /// confirmed.
     public func whilePushesWait<T>(namedAfter seq: Int64, _ body: (Set<String>) throws -> T) throws -> T {
-        try catchUp()
-        return try writer.withLock { _ in
+        guard let upstream else { return try whileWriterWaits(namedAfter: seq, body) }
+        return try upstream.whileOrderWaits(self) { try whileWriterWaits(namedAfter: seq, body) }
+    }
+
+    private func whileWriterWaits<T>(namedAfter seq: Int64, _ body: (Set<String>) throws -> T) throws -> T {
+        try writer.withLock { _ in
             var named: Set<String> = []
             func note(_ op: Op) {
                 for value in op.payload.values {

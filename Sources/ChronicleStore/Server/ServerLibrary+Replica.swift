@@ -15,6 +15,12 @@ public protocol LibraryUpstream: AnyObject, Sendable {
     /// Brings `library` up to what the upstream holds now (`ServerLibrary.replicate`).
     func catchUp(_ library: ServerLibrary) throws
 
+    /// Runs `body` while no write to `library` can be ordered, by this process or any other
+    /// sharing the upstream, with `library` caught up first: what `body` reads of it is then the
+    /// whole confirmed log until it returns (the files collection's last look before it deletes,
+    /// `ServerLibrary.whilePushesWait`). What `body` writes to the upstream commits with it.
+    func whileOrderWaits<T>(_ library: ServerLibrary, _ body: () throws -> T) throws -> T
+
     /// Called after `library` compacted: the upstream may seal its own history as far as `library`
     /// is sealed (`ServerLibrary.sealedSegments`), and drop it as far as `library`'s was dropped
     /// past the retention horizon (`historyBase`, `snapshot(at:)`). Cheap when there is nothing new.
