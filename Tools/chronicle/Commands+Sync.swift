@@ -75,9 +75,11 @@ extension Command {
         return ExitCode.success
     }
 
+    static let serveUsage = "chronicle serve (--data DIR | --postgres CONNINFO (--data DIR | --replicas DIR) [--postgres-pool N] [--postgres-timeout S]) [--port N] [--host 127.0.0.1] [--threads N] [--body-memory-mb N] [--open-libraries N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact] [--upload-expiry-days D] [--unnamed-file-days D]"
+
     static let serve = Command(
         name: "serve", summary: "Run the sync server (HTTP/1.1 on libmicrohttpd; embedded SQLite store, or PostgreSQL shared by several servers).",
-        usage: "chronicle serve (--data DIR | --postgres CONNINFO (--data DIR | --replicas DIR) [--postgres-pool N] [--postgres-timeout S]) [--port N] [--host 127.0.0.1] [--threads N] [--body-memory-mb N] [--open-libraries N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact] [--upload-expiry-days D] [--unnamed-file-days D]",
+        usage: serveUsage,
         details: """
             DIR holds server.sqlite (users, devices) and libraries/<id>.sqlite (one per library); it is created if missing.
             --port 0 (the default is 8080) picks a free port. The first line on stdout says where it listens;
@@ -139,7 +141,7 @@ extension Command {
             leaves PostgreSQL too, behind a snapshot of the state there, with the ids of its ops kept; replicas made
             afterwards start from that snapshot. `server backup` and `salvage` work on library files only (use pg_dump).
             """) { args, ctx in
-        let usage = "chronicle serve (--data DIR | --postgres CONNINFO (--data DIR | --replicas DIR) [--postgres-pool N] [--postgres-timeout S]) [--port N] [--host 127.0.0.1] [--threads N] [--body-memory-mb N] [--open-libraries N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact]"
+        let usage = serveUsage
         let dataOption = args.option("data")
         var limits = ServiceLimits()
         if let list = args.option("free-caps"), list != "none" {
