@@ -25,7 +25,8 @@ public final class PostgresAccountsStorage: AccountsStorage {
     private let changes = Locked<Int64>(0)
 
     public let tables = AccountsTables(users: "chronicle_users", devices: "chronicle_registrations",
-                                       deletions: "chronicle_library_deletions", meta: "chronicle_meta")
+                                       deletions: "chronicle_library_deletions", meta: "chronicle_meta",
+                                       sessions: "chronicle_device_sessions")
 
     /// Connects, makes or upgrades the tables (`PostgresServerStore.setUp`), and starts listening.
     /// `listening` false (a command that checks no tokens): nothing is cached, no thread is started.
@@ -111,6 +112,11 @@ public final class PostgresAccountsStorage: AccountsStorage {
                 return value
             }
         }
+    }
+
+    /// No `NOTIFY`: an access token given revokes nothing, and every server's cache stays.
+    public func quietTransaction<T>(_ body: (any AccountsSQL) throws -> T) throws -> T {
+        try pool.withConnection { pg in try pg.transaction { pg in try body(Session(pg)) } }
     }
 
     public func changeCount() throws -> Int64 {

@@ -63,7 +63,9 @@ public final class PostgresServerStore: SharedLibraryStore {
         let exists = try pg.execute("SELECT to_regclass('chronicle_meta') IS NOT NULL").text(0, 0) == "t"
         if !exists {
             try pg.transaction { pg in
-                for statement in statements + accountsStatements + sealingStatements + PostgresBlobStorage.statements { try pg.execute(statement) }
+                for statement in statements + accountsStatements + sealingStatements + PostgresBlobStorage.statements + sessionStatements {
+                    try pg.execute(statement)
+                }
                 try pg.execute("INSERT INTO chronicle_meta(key, value) VALUES ('format_version', $1), ('kind', 'chronicle-server')",
                                [String(formatVersion)])
             }
@@ -83,7 +85,25 @@ public final class PostgresServerStore: SharedLibraryStore {
                 try pg.execute("UPDATE chronicle_meta SET value = $1 WHERE key = 'format_version'", [String(formatVersion)])
             }
         }
+        if try pg.execute("SELECT to_regclass('chronicle_device_sessions') IS NULL").text(0, 0) == "t" {
+            try pg.transaction { pg in for statement in sessionStatements { try pg.execute(statement) } }
+        }
     }
+
+    /// Access tokens given (`Accounts+Sessions.swift`): their SHA-256, never the token. Added
+    /// within format 4 (2026-12-06): a build from before gives no access tokens and never reads it.
+    static let sessionStatements: [String] = [
+        """
+        CREATE TABLE chronicle_device_sessions (
+          token_hash text PRIMARY KEY,
+          device_id text NOT NULL,
+          device_token_hash text NOT NULL,
+          expires_at bigint NOT NULL
+        )
+        """,
+        "CREATE INDEX chronicle_device_sessions_by_device ON chronicle_device_sessions(device_id, expires_at)",
+        "CREATE INDEX chronicle_device_sessions_by_expiry ON chronicle_device_sessions(expires_at)",
+    ]
 
     /// Format 3's sealed segments: a library's oldest ops, kept as the segments a server sealed
     /// (the documented encoding in an LZ4 frame), chained by digest, in place of their log rows;

@@ -197,4 +197,32 @@ struct PostgresAccountsTests {
             }
         }
     }
+
+    /// Access tokens in PostgreSQL: one given through a server is taken by the other; giving one
+    /// sends no `NOTIFY` (no cache is dropped); a device signing in again through either stops its
+    /// tokens on both.
+    @Test func anAccessTokenGivenThroughOneServerIsTakenByTheOther() throws {
+        let database = try TestDatabase()
+        let servers = [Accounts(storage: try PostgresAccountsStorage(conninfo: database.conninfo)),
+                       Accounts(storage: try PostgresAccountsStorage(conninfo: database.conninfo))]
+        _ = try servers[0].addUser("ada", password: Self.password, schema: .readItLater)
+        let device = UUID()
+        let token = try servers[1].registerDevice(user: "ada", password: Self.password, deviceID: device).token
+        Thread.sleep(forTimeInterval: 0.3)   // both listeners up
+        let before = try servers.map { try $0.storage.changeCount() }
+        let (access, _, identity) = try servers[0].openSession(deviceToken: token, lifetimeSeconds: 600)
+        #expect(identity.deviceID == device)
+        for server in servers { #expect(try server.authenticate(access)?.deviceID == device) }
+        Thread.sleep(forTimeInterval: 0.3)
+        #expect(try servers.map { try $0.storage.changeCount() } == before, "giving a token drops no server's cache")
+        let pg = try database.connection()
+        #expect(try pg.execute("SELECT count(*) FROM chronicle_device_sessions").int(0, 0) == 1)
+
+        _ = try servers[1].registerDevice(user: "ada", password: Self.password, deviceID: device)
+        for (index, server) in servers.enumerated() {
+            let deadline = Date().addingTimeInterval(10)
+            while try server.authenticate(access) != nil, Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
+            #expect(try server.authenticate(access) == nil, "server \(index) still takes the token of a device that signed in again")
+        }
+    }
 }

@@ -75,7 +75,7 @@ extension Command {
         return ExitCode.success
     }
 
-    static let serveUsage = "chronicle serve (--data DIR | --postgres CONNINFO (--data DIR | --replicas DIR) [--postgres-pool N] [--postgres-timeout S]) [--port N] [--host 127.0.0.1] [--threads N] [--body-memory-mb N] [--open-libraries N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact] [--upload-expiry-days D] [--unnamed-file-days D]"
+    static let serveUsage = "chronicle serve (--data DIR | --postgres CONNINFO (--data DIR | --replicas DIR) [--postgres-pool N] [--postgres-timeout S]) [--port N] [--host 127.0.0.1] [--threads N] [--body-memory-mb N] [--open-libraries N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact] [--upload-expiry-days D] [--unnamed-file-days D] [--access-token-minutes N]"
 
     static let serve = Command(
         name: "serve", summary: "Run the sync server (HTTP/1.1 on libmicrohttpd; embedded SQLite store, or PostgreSQL shared by several servers).",
@@ -118,6 +118,10 @@ extension Command {
             closed and opened again when next asked for. serve raises its limit of open files to the system's hard limit.
             A device keeps two pushes in flight; one that arrives ahead of the push before it is held up to
             \(grouped(ServiceLimits().pushGapWaitMilliseconds)) ms for it, then refused (409 device_seq_gap; the device sends it again).
+            A device sends its device token (from `chronicle login`) only to get an access token (POST /v1/session), good
+            for --access-token-minutes N (default \(ServiceLimits().accessTokenSeconds! / 60)), and sends that on every request; past it a
+            request is refused 401 token_expired and the device gets the next. An access token stops at once when its device
+            is revoked or signs in again. 0 gives none: devices send their device token on every request.
             For fault testing only: CHRONICLE_FAULT_503_RATE=0.3 answers that fraction of /v1 requests 503.
             --postgres CONNINFO (or CHRONICLE_POSTGRES) keeps every library's order and the users and devices in a
             PostgreSQL database instead of DIR's files, so that several servers, on one machine or many, share it: each
@@ -172,6 +176,12 @@ extension Command {
                 throw ChronicleError(.usage, "--open-libraries takes 1 to 1000000 (got '\(text)').")
             }
             limits.openLibrariesMax = n
+        }
+        if let text = args.option("access-token-minutes") {
+            guard let n = Int(text), (0...10_080).contains(n) else {
+                throw ChronicleError(.usage, "--access-token-minutes takes 0 to 10080 (a week; 0 gives none) (got '\(text)').")
+            }
+            limits.accessTokenSeconds = n == 0 ? nil : n * 60
         }
         let maintenance = try maintenancePolicy(&args)
         let postgres = args.option("postgres") ?? ProcessInfo.processInfo.environment["CHRONICLE_POSTGRES"].flatMap { $0.isEmpty ? nil : $0 }

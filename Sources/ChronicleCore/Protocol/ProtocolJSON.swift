@@ -44,6 +44,20 @@ public enum ProtocolJSON {
         }
     }
 
+    /// `POST /v1/session`'s answer: an access token and how long it is good for.
+    public struct SessionResult: Codable, Sendable, Equatable {
+        public var accessToken: String
+        public var expiresInSeconds: Int
+        public var libraryID: String
+        public var deviceID: String
+        public init(accessToken: String, expiresInSeconds: Int, libraryID: String, deviceID: String) {
+            self.accessToken = accessToken
+            self.expiresInSeconds = expiresInSeconds
+            self.libraryID = libraryID
+            self.deviceID = deviceID
+        }
+    }
+
     static func encoder() -> JSONEncoder {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]

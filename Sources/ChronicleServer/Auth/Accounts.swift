@@ -33,7 +33,7 @@ public final class Accounts: Sendable {
         var storageCount = Int64.min
         /// Moves on each change of this process's own: a row read before it is not cached after it.
         var epoch: Int64 = 0
-        var entries: [String: DeviceIdentity] = [:]
+        var entries: [String: CachedToken] = [:]
     }
 
     var t: AccountsTables { storage.tables }
@@ -55,13 +55,18 @@ public final class Accounts: Sendable {
         self.clock = clock
     }
 
-    /// Drops the cached token `hash` (every one when nil) after a change of this process's own (a revocation).
-    func dropTokenCache(_ hash: String? = nil) {
+    /// Drops the cached tokens after a change of this process's own (a revocation, a device signing
+    /// in again): all of them, since the access tokens a device holds are cached apart from its
+    /// device token (`Accounts+Sessions.swift`).
+    func dropTokenCache() {
         tokenCache.withLock { cache in
             cache.epoch += 1
-            if let hash { cache.entries.removeValue(forKey: hash) } else { cache.entries.removeAll() }
+            cache.entries.removeAll()
         }
     }
+
+    /// The most tokens cached: access tokens are new every hour, so the cache starts over past this.
+    static let tokenCacheEntriesMax = 100_000
 
     /// The code of a server whose accounts file cannot be read.
     public static let damagedCode = "accounts_damaged"
@@ -180,7 +185,7 @@ public final class Accounts: Sendable {
                 guard changed == 1 else { throw taken }
                 return old
             }
-            if let old { dropTokenCache(old) }
+            if old != nil { dropTokenCache() }
         } catch {
             throw unavailable(error, "The server could not record the device")
         }
@@ -189,30 +194,51 @@ public final class Accounts: Sendable {
 
     /// The device a bearer token belongs to, or nil; 503 (`accounts_damaged`, or
     /// `server_store_unavailable` for a database out of reach), not a 401, which would tell the
-    /// device it was signed out, where the accounts cannot be read.
+    /// device it was signed out, where the accounts cannot be read. The token is a device token
+    /// (`chr_…`, from `registerDevice`) or an access token (`chra_…`, from `openSession`); an
+    /// access token past its expiry is a 401 `token_expired`.
     public func authenticate(_ token: String) throws(ProtocolError) -> DeviceIdentity? {
+        if token.hasPrefix(Self.accessTokenPrefix) { return try authenticateAccess(token) }
         guard token.hasPrefix("chr_"), token.utf8.count == 68 else { return nil }
         let hash = Secrets.tokenHash(token)
+        return try cachedToken(hash) { sql in
+            try sql.rows("SELECT device_id, library_id, user_name FROM \(t.devices) WHERE token_hash = ?1", [.text(hash)]).first.map { row in
+                CachedToken(identity: try identity(row), expiresAt: nil)
+            }
+        }?.identity
+    }
+
+    /// A checked token: whose it is, and until when it is good (nil: until it is revoked).
+    struct CachedToken {
+        var identity: DeviceIdentity
+        var expiresAt: Int64?
+    }
+
+    /// A device row's identity: its `device_id`, `library_id` and `user_name`, in that order.
+    func identity(_ row: AccountsRow) throws -> DeviceIdentity {
+        DeviceIdentity(deviceID: try id(row.text(0), "a device id"), libraryID: try id(row.text(1), "device \(row.text(0))'s library id"),
+                       user: row.text(2))
+    }
+
+    /// The token cached under `key` (its hash), or the one `lookup` reads, cached.
+    func cachedToken(_ key: String, _ lookup: (any AccountsSQL) throws -> CachedToken?) throws(ProtocolError) -> CachedToken? {
         do {
             // A token revoked by another process (`chronicle server revoke`, another server) stops
             // working at once, not at the next restart: the storage's change count moves, and the
             // cache goes. A row is cached only under the count and epoch it was read in, so one read
             // while the cache was dropped is not put back after it.
             let count = try storage.changeCount()
-            let (cached, epoch) = tokenCache.withLock { cache -> (DeviceIdentity?, Int64) in
+            let (cached, epoch) = tokenCache.withLock { cache -> (CachedToken?, Int64) in
                 if cache.storageCount != count { cache.storageCount = count; cache.entries.removeAll() }
-                return (cache.entries[hash], cache.epoch)
+                return (cache.entries[key], cache.epoch)
             }
             if let cached { return cached }
-            let found = try storage.read { sql in
-                try sql.rows("SELECT device_id, library_id, user_name FROM \(t.devices) WHERE token_hash = ?1", [.text(hash)]).first.map { row in
-                    DeviceIdentity(deviceID: try id(row.text(0), "a device id"), libraryID: try id(row.text(1), "device \(row.text(0))'s library id"),
-                                   user: row.text(2))
-                }
-            }
+            let found = try storage.read(lookup)
             if let found {
                 tokenCache.withLock { cache in
-                    if cache.storageCount == count, cache.epoch == epoch { cache.entries[hash] = found }
+                    guard cache.storageCount == count, cache.epoch == epoch else { return }
+                    if cache.entries.count >= Self.tokenCacheEntriesMax { cache.entries.removeAll() }
+                    cache.entries[key] = found
                 }
             }
             return found

@@ -32,12 +32,15 @@ public struct AccountsTables: Sendable {
     public var devices: String
     public var deletions: String
     public var meta: String
+    /// Access tokens given (`Accounts+Sessions.swift`).
+    public var sessions: String
 
     /// `server.sqlite`'s (`Schemas/store/server-v1.md`).
-    public static let sqlite = AccountsTables(users: "users", devices: "devices", deletions: "library_deletions", meta: "chronicle_meta")
+    public static let sqlite = AccountsTables(users: "users", devices: "devices", deletions: "library_deletions", meta: "chronicle_meta",
+                                              sessions: "device_sessions")
 
-    public init(users: String, devices: String, deletions: String, meta: String) {
-        (self.users, self.devices, self.deletions, self.meta) = (users, devices, deletions, meta)
+    public init(users: String, devices: String, deletions: String, meta: String, sessions: String) {
+        (self.users, self.devices, self.deletions, self.meta, self.sessions) = (users, devices, deletions, meta, sessions)
     }
 }
 
@@ -52,6 +55,9 @@ public protocol AccountsStorage: Sendable {
     @discardableResult func read<T>(_ body: (any AccountsSQL) throws -> T) throws -> T
     /// Runs `body` in one transaction: committed if it returns, rolled back if it throws.
     @discardableResult func transaction<T>(_ body: (any AccountsSQL) throws -> T) throws -> T
+    /// `transaction`, for writes that revoke nothing (an access token given, old ones deleted):
+    /// other processes need not drop their token caches for them.
+    @discardableResult func quietTransaction<T>(_ body: (any AccountsSQL) throws -> T) throws -> T
     /// A number that changes once another process may have changed a device's registration: the
     /// token cache is dropped when it does. Commits of this process's own `Accounts` need not
     /// change it (they drop the cache themselves). Called on every request: cheap, no query.
@@ -64,6 +70,8 @@ public protocol AccountsStorage: Sendable {
 }
 
 extension AccountsStorage {
+    public func quietTransaction<T>(_ body: (any AccountsSQL) throws -> T) throws -> T { try transaction(body) }
+
     /// Copies the users, device registrations and pending deletions of `accounts` into this
     /// storage, in one transaction: a data directory's `server.sqlite` into PostgreSQL (`serve
     /// --postgres`, `server move-to-postgres`), or PostgreSQL's into a backup's `server.sqlite`
@@ -145,6 +153,22 @@ public final class SQLiteAccountsStorage: AccountsStorage {
         """,
     ]
 
+    /// Access tokens given (`Accounts+Sessions.swift`): their SHA-256, never the token. Added within
+    /// format 1 as `library_deletions` was: a build from before gives no access tokens, and never
+    /// reads the table.
+    static let sessionStatements = [
+        """
+        CREATE TABLE device_sessions (
+          token_hash TEXT PRIMARY KEY NOT NULL,
+          device_id TEXT NOT NULL,
+          device_token_hash TEXT NOT NULL,
+          expires_at INTEGER NOT NULL
+        ) WITHOUT ROWID
+        """,
+        "CREATE INDEX device_sessions_by_device ON device_sessions(device_id, expires_at)",
+        "CREATE INDEX device_sessions_by_expiry ON device_sessions(expires_at)",
+    ]
+
     /// The accounts file at `path`, made if missing; one of a newer format is refused untouched.
     public init(path: String) throws {
         self.path = path
@@ -152,17 +176,20 @@ public final class SQLiteAccountsStorage: AccountsStorage {
             let database = try Database(path: path)
             if try database.scalarInt("SELECT count(*) FROM sqlite_master WHERE name = 'chronicle_meta'") == 0 {
                 try database.transaction { db in
-                    for statement in Self.statements { try db.execute(statement) }
+                    for statement in Self.statements + Self.sessionStatements { try db.execute(statement) }
                     try db.execute("INSERT INTO chronicle_meta(key, value) VALUES ('format_version', ?1), ('kind', 'server')",
                                    [.integer(Self.formatVersion)])
                 }
             } else if let format = try database.scalarInt("SELECT value FROM chronicle_meta WHERE key = 'format_version'"),
                       format > Self.formatVersion {
                 throw ChronicleError(.futureStoreVersion, "\(path) uses server format v\(format), but this build reads up to v\(Self.formatVersion). Update Chronicle; the file was left untouched.")
-            } else if try database.scalarInt("SELECT count(*) FROM sqlite_master WHERE name = 'library_deletions'") == 0 {
-                try database.transaction { db in
-                    if try db.scalarInt("SELECT count(*) FROM sqlite_master WHERE name = 'library_deletions'") == 0 {
-                        for statement in Self.deletionStatements { try db.execute(statement) }
+            } else {
+                // Tables added within format 1, made where missing.
+                for (table, statements) in [("library_deletions", Self.deletionStatements), ("device_sessions", Self.sessionStatements)] {
+                    let missing = "SELECT count(*) FROM sqlite_master WHERE name = '\(table)'"
+                    guard try database.scalarInt(missing) == 0 else { continue }
+                    try database.transaction { db in
+                        if try db.scalarInt(missing) == 0 { for statement in statements { try db.execute(statement) } }
                     }
                 }
             }

@@ -7,6 +7,7 @@ import Foundation
 ///
 /// - `GET  /healthz`, `GET /readyz`, `GET /metrics` (`ServerHealth` lists damaged files)
 /// - `POST /v1/devices` — register a device, get a bearer token
+/// - `POST /v1/session` — an access token for the device token sent (`Accounts+Sessions.swift`)
 /// - `POST /v1/libraries/{library}/ops` — push a segment (or JSON) of ops
 /// - `GET  /v1/libraries/{library}/ops?after=N&limit=M&wait=MS` — pull
 /// - `GET  /v1/libraries/{library}/entities/{id}` — the server's verdict for one entity
@@ -80,6 +81,9 @@ public struct SyncRoutes: HTTPHandler {
         case (_, 2) where parts == ["v1", "devices"]:
             guard request.method == "POST" else { return answer(Self.methodNotAllowed(request.method, allowed: "POST")) }
             work.async { answer(register(request)) }   // scrypt takes tens of milliseconds
+        case (_, 2) where parts == ["v1", "session"]:
+            guard request.method == "POST" else { return answer(Self.methodNotAllowed(request.method, allowed: "POST")) }
+            work.async { answer(openSession(request)) }
         case (_, 4) where parts[0] == "v1" && parts[1] == "libraries" && parts[3] == "ops":
             guard let library = UUID(text: parts[2]) else { return answer(Self.badID(parts[2])) }
             switch request.method {
@@ -122,6 +126,7 @@ public struct SyncRoutes: HTTPHandler {
         switch parts.count {
         case 1 where operatorRoutes.contains(parts[0]): "/" + parts[0]
         case 2 where parts == ["v1", "devices"]: "/v1/devices"
+        case 2 where parts == ["v1", "session"]: "/v1/session"
         case 4 where parts[1] == "libraries" && parts[3] == "ops": "/v1/libraries/{library}/ops"
         case 5 where parts[1] == "libraries" && parts[3] == "entities": "/v1/libraries/{library}/entities/{id}"
         case 4 where parts[1] == "libraries" && parts[3] == "snapshot": "/v1/libraries/{library}/snapshot"
@@ -148,6 +153,20 @@ public struct SyncRoutes: HTTPHandler {
             return .error(400, error)
         } catch {
             return .error(500, code: "server_error", message: "\(error)")
+        }
+    }
+
+    private func openSession(_ request: HTTPRequest) -> HTTPResponse {
+        guard let seconds = service.limits.accessTokenSeconds else {
+            return .error(404, code: "not_found", message: "This server gives no access tokens: send the device token on every request.")
+        }
+        guard let token = Self.bearer(request) else { return Self.unauthorized() }
+        do {
+            let (access, _, identity) = try service.accounts.openSession(deviceToken: token, lifetimeSeconds: seconds)
+            return .json(201, ProtocolJSON.encode(ProtocolJSON.SessionResult(
+                accessToken: access, expiresInSeconds: seconds, libraryID: identity.libraryID.lowercased, deviceID: identity.deviceID.lowercased)))
+        } catch {
+            return Self.response(error)
         }
     }
 

@@ -34,6 +34,9 @@ public struct ServiceLimits: Sendable {
     /// flight (`SyncEngine.Configuration.pushRequestsInFlightMax`), and the second can reach
     /// the server first; it waits, holding no lock, until the first commits. 0: refused at once.
     public var pushGapWaitMilliseconds = 1_000
+    /// How long an access token (`POST /v1/session`, `Accounts.openSession`) is good for; nil:
+    /// no sessions (the route answers 404, and devices send their device token on every request).
+    public var accessTokenSeconds: Int? = 3_600
     public init() {}
 
     /// For `chronicle server compact`, `set-plan` and `verify`, which open libraries while a

@@ -10,8 +10,9 @@ import FoundationNetworking
 public final class HTTPTransport: SyncTransport {
     public let baseURL: URL
     public let library: UUID
-    private let token: String
-    private let session: URLSession
+    /// What is sent as the bearer: an access token got with the device token (`SessionTokens`).
+    let tokens: SessionTokens
+    let session: URLSession
     /// Whether this transport made `session` (and so ends it).
     private let ownsSession: Bool
     /// Seconds a request may take beyond any long-poll wait it asked for.
@@ -23,10 +24,13 @@ public final class HTTPTransport: SyncTransport {
     public init(baseURL: URL, library: UUID, token: String, requestTimeoutSeconds: Double = 30, session: URLSession? = nil) {
         self.baseURL = baseURL
         self.library = library
-        self.token = token
         self.requestTimeoutSeconds = requestTimeoutSeconds
         ownsSession = session == nil
-        self.session = session ?? URLSession(configuration: Self.sessionConfiguration(requestTimeoutSeconds: requestTimeoutSeconds))
+        let session = session ?? URLSession(configuration: Self.sessionConfiguration(requestTimeoutSeconds: requestTimeoutSeconds))
+        self.session = session
+        tokens = SessionTokens(deviceToken: token) { () async throws(SyncError) in
+            try await Self.openSession(baseURL: baseURL, deviceToken: token, timeoutSeconds: requestTimeoutSeconds, session: session)
+        }
     }
 
     /// The configuration of a transport's own session: ephemeral, no cache, 4 connections to the server.
@@ -64,7 +68,6 @@ public final class HTTPTransport: SyncTransport {
         if !query.isEmpty { components.queryItems = query }
         var request = URLRequest(url: components.url!)
         request.timeoutInterval = timeout
-        request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
         return request
     }
 
@@ -82,7 +85,7 @@ public final class HTTPTransport: SyncTransport {
         let encoded = SegmentCodec.encode(segment)
         if encoded.count >= Self.expectContinueBytesMin { request.setValue("100-continue", forHTTPHeaderField: "Expect") }
         request.httpBody = Data(encoded)
-        let (body, _) = try await Self.send(request, session: session)
+        let (body, _) = try await send(request)
         do {
             return try ProtocolJSON.decodePushResponse(body)
         } catch {
@@ -97,7 +100,7 @@ public final class HTTPTransport: SyncTransport {
             URLQueryItem(name: "wait", value: String(waitMilliseconds)),
         ], timeout: requestTimeoutSeconds + Double(waitMilliseconds) / 1000)
         request.setValue(SegmentCodec.mediaType, forHTTPHeaderField: "Accept")
-        let (body, response) = try await Self.send(request, session: session)
+        let (body, response) = try await send(request)
         let segment: Segment
         let inflated: [UInt8]
         do {
@@ -122,13 +125,14 @@ public final class HTTPTransport: SyncTransport {
     public func snapshot() async throws(SyncError) -> SnapshotFrame {
         var request = request("v1/libraries/\(library.lowercased)/snapshot", timeout: requestTimeoutSeconds + 60)
         request.setValue(SnapshotCodec.mediaType, forHTTPHeaderField: "Accept")
-        return SnapshotFrame(file: try await Self.download(request, session: session), temporary: true)
+        let file = try await authorized(request) { request async throws(SyncError) in try await Self.download(request, session: session) }
+        return SnapshotFrame(file: file, temporary: true)
     }
 
     public func verdict(for entity: UUID) async throws(SyncError) -> Verdict {
         var request = request("v1/libraries/\(library.lowercased)/entities/\(entity.lowercased)", timeout: requestTimeoutSeconds)
         request.setValue("application/json", forHTTPHeaderField: "Accept")
-        let (body, _) = try await Self.send(request, session: session)
+        let (body, _) = try await send(request)
         do {
             return try ProtocolJSON.decodeVerdict(body)
         } catch {
@@ -149,7 +153,7 @@ public final class HTTPTransport: SyncTransport {
     public func blobStatus(_ blob: BlobRef) async throws(SyncError) -> BlobStatus {
         var request = request(blobPath(blob) + "/status", timeout: requestTimeoutSeconds)
         request.setValue("application/json", forHTTPHeaderField: "Accept")
-        return try Self.blobStatus(from: try await Self.send(request, session: session).0)
+        return try Self.blobStatus(from: try await send(request).0)
     }
 
     public func putBlob(_ blob: BlobRef, length: Int64, offset: Int64, bytes: [UInt8]) async throws(SyncError) -> BlobStatus {
@@ -161,13 +165,13 @@ public final class HTTPTransport: SyncTransport {
         // No `Expect: 100-continue`: a chunk is always far under the server's body cap, and the wait
         // for the go-ahead cost a round trip per chunk.
         request.httpBody = Data(bytes)
-        return try Self.blobStatus(from: try await Self.send(request, session: session).0)
+        return try Self.blobStatus(from: try await send(request).0)
     }
 
     public func blobRange(_ blob: BlobRef, offset: Int64, count: Int) async throws(SyncError) -> BlobRange {
         var request = request(blobPath(blob), timeout: requestTimeoutSeconds + 60)
         request.setValue("bytes=\(offset)-\(offset + Int64(max(1, count)) - 1)", forHTTPHeaderField: "Range")
-        let (body, response) = try await Self.send(request, session: session)
+        let (body, response) = try await send(request)
         // `Content-Range: bytes a-b/total` (or `bytes */0` for an empty blob).
         guard let header = response.value(forHTTPHeaderField: "Content-Range"), let slash = header.lastIndex(of: "/"),
               let length = Int64(header[header.index(after: slash)...]) else {
