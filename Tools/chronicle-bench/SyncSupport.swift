@@ -209,7 +209,11 @@ final class SyncRig: Sendable {
         let store = existing ? try DeviceStore.open(at: path, clock: SystemClock(), ids: ids)
             : try DeviceStore.create(at: path, schema: .readItLater, libraryID: libraryID, deviceID: deviceID, clock: SystemClock(), ids: ids)
         let token = try token(user: user, deviceID: deviceID)
-        let transport = TimingTransport(HTTPTransport(baseURL: server.url, library: libraryID, token: token, session: Self.sharedSession), onPull: onPull)
+        let http = HTTPTransport(baseURL: server.url, library: libraryID, token: token, session: Self.sharedSession)
+        // Its access token (`POST /v1/session`) is got here, untimed, as a running app holds one:
+        // the measurements time pushes and pulls, not the one request an app makes as it starts.
+        try runBlocking { try await http.startSession() }
+        let transport = TimingTransport(http, onPull: onPull)
         return SyncDevice(store: store, transport: transport, engine: SyncEngine(store: store, transport: transport, configuration: configuration),
                           token: token)
     }

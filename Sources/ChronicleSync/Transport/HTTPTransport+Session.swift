@@ -103,6 +103,12 @@ extension HTTPTransport {
         try await authorized(request) { request async throws(SyncError) in try await Self.send(request, session: session) }
     }
 
+    /// Gets an access token now, where the server gives them (nothing otherwise): an app may
+    /// call it as it starts, so that its first sync does not wait for one.
+    public func startSession() async throws(SyncError) {
+        _ = try await tokens.bearer()
+    }
+
     /// Access tokens this transport has been given so far.
     public var sessionsOpened: Int { get async { await tokens.opened } }
 }
