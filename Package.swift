@@ -29,6 +29,8 @@ let package = Package(
                        providers: [.apt(["libmicrohttpd-dev"])]),
         .systemLibrary(name: "CPQ", path: "Sources/CPQ", pkgConfig: "libpq",
                        providers: [.apt(["libpq-dev"])]),
+        .systemLibrary(name: "CXML2", path: "Sources/CXML2", pkgConfig: "libxml-2.0",
+                       providers: [.apt(["libxml2-dev"])]),
 
         // Build-time: turns Schemas/**/*.json into Swift string constants so the
         // schema is defined once, as data, and compiled in.
@@ -44,7 +46,7 @@ let package = Package(
         // The server's order and accounts kept in PostgreSQL, for several servers sharing one database.
         .target(name: "ChroniclePostgres", dependencies: ["ChronicleStore", "ChronicleServer", "CPQ"], swiftSettings: strict),
         .target(name: "ChronicleSync", dependencies: ["ChronicleStore"], swiftSettings: strict),
-        .target(name: "ChronicleServer", dependencies: ["ChronicleStore", "CMicroHTTPD", "CCrypto"],
+        .target(name: "ChronicleServer", dependencies: ["ChronicleStore", "CMicroHTTPD", "CCrypto", "CXML2"],
                 swiftSettings: strict),
         // Test support shipped as a module: the seeded simulator, its clocks and faults.
         .target(name: "ChronicleTesting", dependencies: ["ChronicleSync", "ChronicleServer", "ChronicleStore"],

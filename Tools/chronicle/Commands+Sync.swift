@@ -75,7 +75,7 @@ extension Command {
         return ExitCode.success
     }
 
-    static let serveUsage = "chronicle serve (--data DIR | --postgres CONNINFO (--data DIR | --replicas DIR) [--postgres-pool N] [--postgres-timeout S]) [--port N] [--host 127.0.0.1] [--threads N] [--body-memory-mb N] [--open-libraries N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact] [--upload-expiry-days D] [--unnamed-file-days D] [--access-token-minutes N]"
+    static let serveUsage = "chronicle serve (--data DIR | --postgres CONNINFO (--data DIR | --replicas DIR) [--postgres-pool N] [--postgres-timeout S]) [--port N] [--host 127.0.0.1] [--threads N] [--body-memory-mb N] [--open-libraries N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact] [--upload-expiry-days D] [--unnamed-file-days D] [--access-token-minutes N] [--fetch-articles [--fetch-private-addresses]]"
 
     static let serve = Command(
         name: "serve", summary: "Run the sync server (HTTP/1.1 on libmicrohttpd; embedded SQLite store, or PostgreSQL shared by several servers).",
@@ -118,6 +118,14 @@ extension Command {
             closed and opened again when next asked for. serve raises its limit of open files to the system's hard limit.
             A device keeps two pushes in flight; one that arrives ahead of the push before it is held up to
             \(grouped(ServiceLimits().pushGapWaitMilliseconds)) ms for it, then refused (409 device_seq_gap; the device sends it again).
+            --fetch-articles reads the pages people save: each article.save the server takes has its URL fetched
+            (http or https, at most \(ArticleFetchPolicy().bodyBytesMax >> 20) MiB of text/html, \(Int(ArticleFetchPolicy().timeoutSeconds)) s, \(ArticleFetchPolicy().redirectsMax) redirects) and read with libxml2, and the
+            server appends an article.parsed op with the text and word count (and the title and author where the row has
+            none); devices get it with their next pull, and the premium text index searches it. A page not found, not a
+            web page, too large, or failing \(ArticleFetchPolicy().attemptsMax) tries gets empty text and is not fetched again. Addresses that are
+            loopback, private or link-local are refused unless --fetch-private-addresses (for a server whose users are
+            trusted, and for testing against pages on this machine). Pages saved while no server fetched are read when
+            a fetching server next opens their library. Off by default: the server then opens no connection a link asks for.
             A device sends its device token (from `chronicle login`) only to get an access token (POST /v1/session), good
             for --access-token-minutes N (default \(ServiceLimits().accessTokenSeconds! / 60)), and sends that on every request; past it a
             request is refused 401 token_expired and the device gets the next. An access token stops at once when its device
@@ -315,6 +323,12 @@ extension Command {
         if off { maintenance.compaction = nil }
         if let days = try whole("upload-expiry-days", 0...36_500) { maintenance.abandonedUploadSeconds = days == 0 ? nil : Double(days) * 86_400 }
         if let days = try whole("unnamed-file-days", 0...36_500) { maintenance.unnamedBlobSeconds = days == 0 ? nil : Double(days) * 86_400 }
+        let fetches = args.flag("fetch-articles"), privately = args.flag("fetch-private-addresses")
+        if fetches || privately {
+            var policy = ArticleFetchPolicy()
+            policy.allowsPrivateAddresses = privately
+            maintenance.articleFetch = policy
+        }
         return maintenance
     }
 

@@ -39,6 +39,9 @@ public struct MaintenancePolicy: Sendable, Equatable {
     /// How often files are looked at for `unnamedBlobSeconds` (the look reads each library's
     /// projection where any of its files is old enough).
     public var blobCollectionSeconds: Double = 86_400
+    /// Whether and how saved pages are fetched and read (`ArticleFetcher`); nil (the default):
+    /// never, as the server then opens no connection a user's link asks for.
+    public var articleFetch: ArticleFetchPolicy?
 
     /// Keep the newest 100,000 ops of each library hot and seal the rest, 10,000 to a segment;
     /// a new snapshot once 100,000 ops lie past the newest one.

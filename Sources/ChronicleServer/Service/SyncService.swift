@@ -85,6 +85,8 @@ public final class SyncService: SyncEndpoint {
     /// library in the data directory (`ServerBlobFiles`).
     public let blobs: any BlobStorage
     let maintenance = MaintenanceState()
+    /// Reads saved pages into `article.parsed` ops, where `maintenancePolicy.articleFetch` is set.
+    let articles: ArticleFetcher?
     /// Each library's newest snapshot frame while a response is sending it: devices that start
     /// from the snapshot at the same time share one copy (held only while some response holds it).
     /// Checked and filled under its lock, so requests arriving together wait for the one read
@@ -120,6 +122,14 @@ public final class SyncService: SyncEndpoint {
         self.log = log
         self.clock = clock
         workers = WorkerPool(name: "chronicle.sync.work", threadsMax: max(1, limits.workerThreadsMax))
+        articles = maintenance.articleFetch.map { ArticleFetcher(policy: $0, log: log) }
+        articles?.attach(self)
+    }
+
+    /// After an op the server wrote itself (a page read): wakes the library's parked pulls.
+    func appended(by op: Op) {
+        wake(op.libraryID)
+        maintenance.markChanged(op.libraryID)
     }
 
     // MARK: - Identity and libraries
@@ -165,6 +175,26 @@ public final class SyncService: SyncEndpoint {
             # HELP chronicle_libraries_deleted_total Library files this server deleted (server remove-user --delete-library, server delete-library).
             # TYPE chronicle_libraries_deleted_total counter
             chronicle_libraries_deleted_total \(deleted)
+
+            """ + (articles.map(Self.renderArticleMetrics) ?? "")
+    }
+
+    /// The article fetcher's `/metrics` lines (only where it runs).
+    static func renderArticleMetrics(_ articles: ArticleFetcher) -> String {
+        let counts = articles.counts, pending = articles.pending
+        return """
+            # HELP chronicle_articles_parsed_total Saved pages read into article.parsed ops.
+            # TYPE chronicle_articles_parsed_total counter
+            chronicle_articles_parsed_total \(counts.parsed)
+            # HELP chronicle_articles_unreadable_total Saved pages given empty text: not found, not a web page, too large, a refused address, or failing every try.
+            # TYPE chronicle_articles_unreadable_total counter
+            chronicle_articles_unreadable_total \(counts.unreadable)
+            # HELP chronicle_article_retries_total Fetches that failed in a way that may pass, tried again later.
+            # TYPE chronicle_article_retries_total counter
+            chronicle_article_retries_total \(counts.retried)
+            # HELP chronicle_articles_pending Pages and library searches queued or under way.
+            # TYPE chronicle_articles_pending gauge
+            chronicle_articles_pending \(pending)
 
             """
     }
@@ -213,6 +243,8 @@ public final class SyncService: SyncEndpoint {
                                        "to": .integer(Int64(schema.version)), "rebuilt_s": .real((migration.seconds * 1000).rounded() / 1000)])
                 }
                 open.add(library, max: limits.openLibrariesMax)
+                // Pages saved while no server read them (it stopped first) are read now.
+                articles?.scan(library: id)
                 return library
             }
         } catch let error as ProtocolError {
@@ -260,6 +292,15 @@ public final class SyncService: SyncEndpoint {
         if response.head > headBefore {
             wake(library.libraryID)
             maintenance.markChanged(library.libraryID)
+        }
+        if let articles, accepted > 0 {
+            let saved = Dictionary(segment.ops.filter { $0.type == "article.save" }.map { ($0.opID, $0) }, uniquingKeysWith: { a, _ in a })
+            for result in response.results {
+                guard case .accepted = result.outcome else { continue }
+                if let op = saved[result.opID], let url = op.payload["url"]?.textValue {
+                    articles.enqueue(library: library.libraryID, article: op.entityID, url: url)
+                }
+            }
         }
         return response
     }
@@ -461,7 +502,10 @@ public final class SyncService: SyncEndpoint {
     }
 
     /// Stops the maintenance thread after the compaction step it is on; returns once it has ended.
-    public func stopMaintenance() { maintenance.stop() }
+    public func stopMaintenance() {
+        maintenance.stop()
+        articles?.stop()
+    }
 
     /// Compacts one library on the server (seal, snapshot, horizon) and wakes nobody: the ops are the same.
     @discardableResult

@@ -1,0 +1,15 @@
+#ifndef CHRONICLE_CXML2_SHIM_H
+#define CHRONICLE_CXML2_SHIM_H
+#include <libxml/xmlversion.h>
+/* Debian builds libxml2 with ICU, whose headers clash with the ICU Foundation carries. Nothing
+   here touches the converter structs that differ without it (we never read an encoding handler's
+   fields), and libxml2 itself still converts with ICU. */
+#undef LIBXML_ICU_ENABLED
+#include <libxml/HTMLparser.h>
+#include <libxml/tree.h>
+#include <libxml/xmlerror.h>
+
+/* xmlFree is a global variable holding a function pointer; Swift 6 refuses to read shared
+   mutable state, so it is called from here. */
+static inline void chronicle_xml_free(void *pointer) { xmlFree(pointer); }
+#endif
