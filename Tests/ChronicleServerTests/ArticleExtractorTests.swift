@@ -56,6 +56,16 @@ import Testing
         #expect(body.text == "just a paragraph, no html or body tags" && body.title == "T" && body.wordCount == 8)
     }
 
+    @Test func anEmptyArticleElementDoesNotHideThePage() throws {
+        let parsed = try #require(Self.extract("<body><article><img src=a.png></article><main><p>the real text</p></main></body>"))
+        #expect(parsed.text == "the real text")
+    }
+
+    @Test func aCharsetLibxml2DoesNotKnowFallsBackToThePagesOwn() throws {
+        let parsed = try #require(Self.extract("<html><body><p>still read</p></body></html>", charset: "x-no-such-charset"))
+        #expect(parsed.text == "still read")
+    }
+
     @Test func aPageInLatin1IsReadByItsCharset() throws {
         let bytes: [UInt8] = Array("<html><body><p>caf".utf8) + [0xE9] + Array(" na".utf8) + [0xEF] + Array("ve</p></body></html>".utf8)
         let parsed = try #require(ArticleExtractor.extract(html: bytes, url: "https://example.com/", charset: "iso-8859-1"))

@@ -410,5 +410,8 @@ import Testing
         #expect(result.stdout.contains("All equal: no conflict dialogs, nothing lost, nothing applied twice."))
         #expect(result.stdout.contains("1 file (3 MB) waiting to upload") && result.stdout.contains("Uploaded 1 file"), "\(result.stdout)")
         #expect(result.stdout.contains("byte for byte the phone's"), "\(result.stdout)")
+        // The server read the saved pages: a title taken from the page, and word counts on both devices.
+        #expect(result.stdout.contains("· Write-Ahead Logging [databases, wal] (30 words, read 80%)"), "\(result.stdout)")
+        #expect(result.stdout.contains("· Offline-first, explained [sync] (26 words)"), "\(result.stdout)")
     }
 }

@@ -40,9 +40,18 @@ struct AirplaneDemo: Sendable {
     }
 
     func run() async throws {
-        let server = try SyncServer(dataDirectory: directory + "/server")
+        // The pages the phone saves, served on this machine, so the server's fetcher has something to read offline.
+        let web = try HTTPServer(configuration: HTTPServer.Configuration(), handler: DemoPages())
+        defer { web.stop() }
+        let pages = "http://127.0.0.1:\(web.port)"
+        var maintenance = MaintenancePolicy()
+        var fetch = ArticleFetchPolicy()
+        fetch.allowsPrivateAddresses = true   // the pages are on this machine
+        maintenance.articleFetch = fetch
+        let server = try SyncServer(dataDirectory: directory + "/server", maintenance: maintenance)
         defer { server.stop() }
-        step("1. A sync server is listening on \(server.url.absoluteString) (embedded SQLite in \(directory)/server).")
+        step("1. A sync server is listening on \(server.url.absoluteString) (embedded SQLite in \(directory)/server),")
+        say("   reading the pages people save (--fetch-articles); a web server on \(pages) serves them.")
         let password = "demo-" + UUID().lowercased
         let user = try server.service.accounts.addUser("ada", password: password, schema: .readItLater)
         say("   User 'ada' owns library \(user.libraryID.lowercased).")
@@ -51,19 +60,21 @@ struct AirplaneDemo: Sendable {
         let laptop = try await device("laptop", server: server, password: password)
         say("   Two devices signed in: phone \(short(phone.store.deviceID)) and laptop \(short(laptop.store.deviceID)).")
 
-        step("2. Online, the phone saves three articles and syncs; the laptop syncs and sees them.")
-        let swift = try phone.store.write("article.save", payload: ["url": .text("https://swift.org/blog/swift-6"), "title": .text("Swift 6 released")])
-        let sqlite = try phone.store.write("article.save", payload: ["url": .text("https://sqlite.org/wal.html"), "title": .text("Write-Ahead Logging")])
-        let tunnels = try phone.store.write("article.save", payload: ["url": .text("https://example.com/tunnels"), "title": .text("Why trains lose signal in tunnels")])
+        step("2. Online, the phone saves three articles and syncs; the server reads the three pages; the laptop syncs and sees them.")
+        let swift = try phone.store.write("article.save", payload: ["url": .text("\(pages)/swift-6"), "title": .text("Swift 6 released")])
+        let sqlite = try phone.store.write("article.save", payload: ["url": .text("\(pages)/wal")])
+        let tunnels = try phone.store.write("article.save", payload: ["url": .text("\(pages)/tunnels"), "title": .text("Why trains lose signal in tunnels")])
         try phone.store.write("article.tag", entity: swift.entityID, payload: ["tag": .text("swift")])
         report(phone, await phone.online.syncOnce())
+        try await pagesRead(server)
         report(laptop, await laptop.online.syncOnce())
         try show(laptop)
+        say("   (\"Write-Ahead Logging\" was saved with no title: the server took it from the page, with the text and its word count.)")
 
         step("3. The phone goes into airplane mode and keeps working: saves, tags, highlights, notes, a collection, progress, a rename, a delete,")
         say("   and an episode it records, its audio a 3 MB file.")
         report(phone, await phone.offline.syncOnce())
-        let offlineArticle = try phone.store.write("article.save", payload: ["url": .text("https://example.com/offline-first"), "title": .text("Offline-first, explained")])
+        let offlineArticle = try phone.store.write("article.save", payload: ["url": .text("\(pages)/offline-first"), "title": .text("Offline-first, explained")])
         try phone.store.write("article.tag", entity: offlineArticle.entityID, payload: ["tag": .text("sync")])
         try phone.store.write("article.tag", entity: sqlite.entityID, payload: ["tag": .text("databases")])
         try phone.store.write("highlight.create", payload: ["article_id": .text(sqlite.entityID.lowercased), "quote": .text("readers do not block writers"), "color": .text("green")])
@@ -75,7 +86,7 @@ struct AirplaneDemo: Sendable {
         try phone.store.write("article.update", entity: swift.entityID, payload: ["title": .text("Swift 6 (phone's title)")])
         try phone.store.write("article.delete", entity: tunnels.entityID)
         for index in 1...40 {
-            let saved = try phone.store.write("article.save", payload: ["url": .text("https://example.com/long-read/\(index)"), "title": .text("Long read #\(index)")])
+            let saved = try phone.store.write("article.save", payload: ["url": .text("\(pages)/long-read/\(index)"), "title": .text("Long read #\(index)")])
             try phone.store.write("article.tag", entity: saved.entityID, payload: ["tag": .text("later")])
         }
         // An episode recorded on the plane: its audio is a file kept in the store, queued apart from the ops.
@@ -93,9 +104,11 @@ struct AirplaneDemo: Sendable {
         report(laptop, await laptop.online.syncOnce())
         say("   The phone still shows its own edit while it waits: \"\(try title(phone, swift.entityID))\"")
 
-        step("5. The phone reconnects and syncs; then the laptop syncs.")
+        step("5. The phone reconnects and syncs; the server reads the pages it saved on the plane; the laptop syncs, then the phone.")
         report(phone, await phone.online.syncOnce())
+        try await pagesRead(server)
         report(laptop, await laptop.online.syncOnce())
+        report(phone, await phone.online.syncOnce())
         say("   Phone: " + (try statusLine(phone)))
         say("   Laptop: " + (try statusLine(laptop)))
 
@@ -146,6 +159,12 @@ struct AirplaneDemo: Sendable {
 
     private func step(_ text: String) { say("\n" + text) }
 
+    /// Waits until the server has read every page saved so far (at most 30 s).
+    private func pagesRead(_ server: SyncServer) async throws {
+        let deadline = Date().addingTimeInterval(30)
+        while server.service.articlesPending > 0, Date() < deadline { try await Task.sleep(nanoseconds: 10_000_000) }
+    }
+
     /// The random end of the id (the start of a UUIDv7 is its timestamp).
     private func short(_ id: UUID) -> String { String(id.lowercased.suffix(8)) }
 
@@ -173,9 +192,28 @@ struct AirplaneDemo: Sendable {
         for row in rows {
             let tags = row.sets.first { $0.name == "tags" }?.values.compactMap(\.textValue) ?? []
             var notes: [String] = []
+            if let words = row["word_count"]?.integerValue, words > 0 { notes.append("\(words) words") }
             if let progress = row["progress"]?.realValue, progress > 0 { notes.append("read \(Int(progress * 100))%") }
             if row.pending { notes.append("pending") }
             say("     · \(row["title"]?.textValue ?? "?")\(tags.isEmpty ? "" : " [\(tags.joined(separator: ", "))]")\(notes.isEmpty ? "" : " (\(notes.joined(separator: ", ")))")")
         }
+    }
+}
+
+/// The web pages of the demo: a short article for each link the phone saves.
+struct DemoPages: HTTPHandler {
+    static let articles: [String: (title: String, body: String)] = [
+        "/swift-6": ("Swift 6 released", "Swift 6 brings data-race safety by default. The compiler now checks that values shared between tasks are safe to share."),
+        "/wal": ("Write-Ahead Logging", "With a write-ahead log, readers do not block writers and writers do not block readers. Changes go to the log first and reach the database at a checkpoint."),
+        "/tunnels": ("Why trains lose signal in tunnels", "Radio waves do not pass through rock. Tunnels need repeaters, and most have none."),
+        "/offline-first": ("Offline-first, explained", "An offline-first app treats the network as an optimisation. Every change is saved on the device first and synced when a connection is there."),
+    ]
+
+    func handle(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void) {
+        let page = Self.articles[request.path]
+            ?? ("A long read", "This is one of the long reads saved for later. " + String(repeating: "It goes on for a while. ", count: 40))
+        let html = "<html><head><title>\(page.title)</title><meta name=\"author\" content=\"Chronicle demo\"></head><body>"
+            + "<nav>Home · About</nav><article><h1>\(page.title)</h1><p>\(page.body)</p></article><footer>demo pages</footer></body></html>"
+        respond(HTTPResponse(status: 200, headers: [("Content-Type", "text/html; charset=utf-8")], body: Array(html.utf8)))
     }
 }

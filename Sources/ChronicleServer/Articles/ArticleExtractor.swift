@@ -53,7 +53,10 @@ public enum ArticleExtractor {
                 htmlReadMemory(chars.baseAddress, Int32(chars.count), url, charset, options)
             }
         }
-        guard let doc = parsed else { return nil }
+        // A charset libxml2 does not know (a server's typo) is left for the page's own <meta> to name.
+        guard let doc = parsed ?? (charset == nil ? nil : bytes.withUnsafeBufferPointer { buffer in
+            buffer.withMemoryRebound(to: CChar.self) { htmlReadMemory($0.baseAddress, Int32($0.count), url, nil, options) }
+        }) else { return nil }
         defer { xmlFreeDoc(doc) }
         guard let root = xmlDocGetRootElement(doc) else {
             return ParsedArticle(title: nil, author: nil, text: "", wordCount: 0, truncated: false)
@@ -83,8 +86,13 @@ public enum ArticleExtractor {
             stack.append(contentsOf: children.reversed())
         }
 
+        // The first candidate with any text: an empty <article> (a teaser's frame) does not hide the page.
         var writer = TextWriter(bytesMax: textBytesMax)
-        writer.write(article ?? main ?? body ?? root)
+        for candidate in [article, main, body, root].compactMap({ $0 }) {
+            writer = TextWriter(bytesMax: textBytesMax)
+            writer.write(candidate)
+            if !writer.isEmpty { break }
+        }
         let text = writer.finished()
         return ParsedArticle(title: clean(ogTitle ?? title, max: titleCharactersMax), author: clean(author, max: authorCharactersMax),
                              text: text, wordCount: wordCount(text), truncated: writer.truncated)
@@ -198,5 +206,7 @@ public enum ArticleExtractor {
         }
 
         func finished() -> String { paragraphs.joined(separator: "\n\n") }
+
+        var isEmpty: Bool { paragraphs.isEmpty }
     }
 }

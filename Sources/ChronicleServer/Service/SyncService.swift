@@ -126,6 +126,10 @@ public final class SyncService: SyncEndpoint {
         articles?.attach(self)
     }
 
+    /// Saved pages queued or being read, and library searches for them (0 where the server
+    /// does not fetch pages).
+    public var articlesPending: Int { articles?.pending ?? 0 }
+
     /// After an op the server wrote itself (a page read): wakes the library's parked pulls.
     func appended(by op: Op) {
         wake(op.libraryID)
