@@ -216,4 +216,40 @@ struct SharedServersTests {
         let (down, body) = try await readyz()
         #expect(down == 503 && body.contains("server_store_unavailable"), "\(down) \(body)")
     }
+
+    /// A page saved through one server is read (by whichever server took the save, or opens the
+    /// library first) and its text reaches a device syncing through the other.
+    @Test func aPageSavedThroughOneServerIsReadAndReachesTheOther() async throws {
+        struct Page: HTTPHandler {
+            let hits = Locked(0)
+            func handle(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void) {
+                hits.withLock { $0 += 1 }
+                respond(HTTPResponse(status: 200, headers: [("Content-Type", "text/html")],
+                                     body: Array("<title>Shared</title><article><p>read once for both servers</p></article>".utf8)))
+            }
+        }
+        let page = Page()
+        let web = try HTTPServer(configuration: HTTPServer.Configuration(), handler: page)
+        defer { web.stop() }
+        var maintenance = MaintenancePolicy()
+        var fetch = ArticleFetchPolicy()
+        fetch.allowsPrivateAddresses = true
+        maintenance.articleFetch = fetch
+        let pair = try Pair(maintenance: maintenance)
+        let a = try pair.device(0), b = try pair.device(1)
+        let id = try a.store.write("article.save", payload: ["url": .text("http://127.0.0.1:\(web.port)/shared")]).entityID
+        #expect(await a.engine.syncOnce().outcome == .synced)
+        let deadline = Date().addingTimeInterval(30)
+        let check = try pair.database.server("check").library(pair.user.libraryID)
+        while try check.allOps().allSatisfy({ $0.type != "article.parsed" }), Date() < deadline {
+            try await Task.sleep(nanoseconds: 20_000_000)
+            try check.catchUp()
+        }
+        #expect(await b.engine.syncOnce().outcome == .synced)
+        let row = try #require(try b.store.row(id))
+        #expect(row["text"]?.textValue == "read once for both servers" && row["word_count"]?.integerValue == 5 && row["title"]?.textValue == "Shared")
+        #expect((1...2).contains(page.hits.withLock { $0 }), "read by one server, or by both where both opened the library at once")
+        #expect(await a.engine.syncOnce().outcome == .synced)
+        #expect(try a.store.digest() == b.store.digest())
+    }
 }
