@@ -56,7 +56,7 @@ let package = Package(
                           path: "Tools/chronicle", swiftSettings: strict),
         .executableTarget(name: "chronicle-fixture", dependencies: ["ChronicleStore"],
                           path: "Tools/chronicle-fixture", swiftSettings: strict),
-        .executableTarget(name: "chronicle-bench", dependencies: ["ChronicleStore", "ChronicleSync", "ChronicleServer", "ChroniclePostgres", "CSQLite"],
+        .executableTarget(name: "chronicle-bench", dependencies: ["ChronicleStore", "ChronicleSync", "ChronicleServer", "ChroniclePostgres", "CSQLite", "CXML2"],
                           path: "Tools/chronicle-bench", swiftSettings: strict),
 
         .testTarget(name: "ChronicleCoreTests", dependencies: ["ChronicleCore"], swiftSettings: strict),

@@ -40,6 +40,8 @@ enum Bench {
                    same segment bodies, store size before/after, segment and snapshot LZ4 ratios; audit of one
                    article p50/p99 after vs before compaction; a new device onto an N-op library over HTTP from the
                    server's snapshot vs pulling the full log: seconds and peak RSS (child processes)
+          articles the article fetcher's reading of 2,000 generated pages (quick 200; ArticleExtractor) vs libxml2
+                   alone parsing the same bytes: MB/s
           migrate  DeviceStore.migrate of an N-op store from the oldest version (format v1, schema v1, DDL from
                    Tests/Fixtures/readitlater-v1-format-v1) vs rebuild() of the same store: seconds, peak RSS
                    (child processes), the backup step alone
@@ -53,7 +55,7 @@ enum Bench {
           --queries N     queries per search kind (default 200; quick 50)
           --seed N        workload seed (default 42)
           --quick         small sizes for a smoke run
-          --only PHASE    write, apply, bulk, rebuild, search, sync, lifecycle or migrate (repeatable;
+          --only PHASE    write, apply, bulk, rebuild, search, sync, lifecycle, articles or migrate (repeatable;
                           rebuild needs apply's log, which is then built but not reported)
           --dir PATH      where to put the temporary stores (default: the system temp dir)
           --keep          keep the stores afterwards (sync's many-device stores live in /dev/shm)
@@ -123,8 +125,8 @@ struct Options {
             case "--quick": options.quick = true
             case "--only":
                 let phase = try value(flag)
-                guard ["write", "apply", "bulk", "rebuild", "search", "sync", "lifecycle", "migrate"].contains(phase) else {
-                    throw BenchError("--only takes write, apply, bulk, rebuild, search, sync, lifecycle or migrate (got '\(phase)')")
+                guard ["write", "apply", "bulk", "rebuild", "search", "sync", "lifecycle", "articles", "migrate"].contains(phase) else {
+                    throw BenchError("--only takes write, apply, bulk, rebuild, search, sync, lifecycle, articles or migrate (got '\(phase)')")
                 }
                 options.only.insert(phase)
             case "--dir": options.directory = try value(flag)
@@ -439,6 +441,10 @@ do {
     }
 
     // 7. Migration of a store from the oldest version.
+    if options.runs("articles") {
+        ArticleBenchmark(pages: options.quick ? 200 : 2_000, seed: options.seed, vocabulary: vocabulary).run()
+            .report(rows: &rows, json: &json, notes: &notes)
+    }
     if options.runs("migrate") {
         let migration = try MigrationBenchmark(directory: directory, ops: options.ops, seed: options.seed, vocabulary: vocabulary,
                                                keep: options.keep).run()

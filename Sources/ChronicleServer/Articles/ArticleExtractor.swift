@@ -64,12 +64,16 @@ public enum ArticleExtractor {
 
         var title: String?, ogTitle: String?, author: String?
         var article: xmlNodePtr?, main: xmlNodePtr?, body: xmlNodePtr?
-        // One walk for the metadata and the candidate roots (no recursion: a page may nest deeply).
-        var stack: [xmlNodePtr] = [root]
-        while let node = stack.popLast() {
+        // One walk for the metadata and the candidate roots, by the tree's own links (no
+        // recursion, no stack: a page may nest deeply).
+        var node = root
+        walk: while true {
+            var descend = true
             if node.pointee.type == XML_ELEMENT_NODE {
                 switch name(node) {
-                case "title" where title == nil: title = text(of: node)
+                case "title":
+                    if title == nil { title = text(of: node) }
+                    descend = false
                 case "meta":
                     let key = (attribute(node, "property") ?? attribute(node, "name") ?? "").lowercased()
                     if key == "og:title", ogTitle == nil { ogTitle = attribute(node, "content") }
@@ -77,13 +81,18 @@ public enum ArticleExtractor {
                 case "article" where article == nil: article = node
                 case "main" where main == nil: main = node
                 case "body" where body == nil: body = node
+                case "script", "style", "svg": descend = false
                 default: break
                 }
             }
-            var child = node.pointee.children
-            var children: [xmlNodePtr] = []
-            while let c = child { children.append(c); child = c.pointee.next }
-            stack.append(contentsOf: children.reversed())
+            if descend, let child = node.pointee.children { node = child; continue }
+            while node.pointee.next == nil {
+                guard node != root, let parent = node.pointee.parent else { break walk }
+                node = parent
+                if node == root { break walk }
+            }
+            guard let next = node.pointee.next else { break }
+            node = next
         }
 
         // The first candidate with any text: an empty <article> (a teaser's frame) does not hide the page.
@@ -93,13 +102,14 @@ public enum ArticleExtractor {
             writer.write(candidate)
             if !writer.isEmpty { break }
         }
-        let text = writer.finished()
+        let text = String(decoding: writer.out, as: UTF8.self)
         return ParsedArticle(title: clean(ogTitle ?? title, max: titleCharactersMax), author: clean(author, max: authorCharactersMax),
-                             text: text, wordCount: wordCount(text), truncated: writer.truncated)
+                             text: text, wordCount: wordCount(writer.out), truncated: writer.truncated)
     }
 
+    /// An element's name: libxml2's HTML parser gives it in lower case.
     static func name(_ node: xmlNodePtr) -> String {
-        node.pointee.name.map { String(cString: $0).lowercased() } ?? ""
+        node.pointee.name.map { String(cString: $0) } ?? ""
     }
 
     static func attribute(_ node: xmlNodePtr, _ name: String) -> String? {
@@ -122,91 +132,141 @@ public enum ArticleExtractor {
         return String(words.joined(separator: " ").prefix(max))
     }
 
-    static func wordCount(_ text: String) -> Int {
-        text.split(whereSeparator: { $0.isWhitespace }).reduce(0) { count, token in
-            token.contains(where: { $0.isLetter || $0.isNumber }) ? count + 1 : count
+    static func isSpace(_ byte: UInt8) -> Bool { byte == 32 || byte == 9 || byte == 10 || byte == 13 || byte == 12 }
+
+    /// Words: runs of bytes between spaces that hold a letter or a digit (any non-ASCII byte counts
+    /// as one: a letter of another script).
+    static func wordCount(_ text: [UInt8]) -> Int {
+        var count = 0, inWord = false, counted = false
+        for byte in text {
+            if isSpace(byte) { inWord = false; continue }
+            if !inWord { inWord = true; counted = false }
+            if !counted, byte >= 0x80 || (byte >= 48 && byte <= 57) || ((byte | 0x20) >= 97 && (byte | 0x20) <= 122) {
+                count += 1
+                counted = true
+            }
         }
+        return count
     }
 
-    /// Paragraphs of text out of a subtree: whitespace collapsed (kept inside `<pre>`), a blank
-    /// line at each block's end, up to `bytesMax` bytes of UTF-8.
+    /// Paragraphs of text out of a subtree, as UTF-8: whitespace collapsed (kept inside `<pre>`),
+    /// each line trimmed, a blank line at each block's end, up to `bytesMax` bytes.
     struct TextWriter {
         let bytesMax: Int
         private(set) var truncated = false
-        private var paragraphs: [String] = []
-        private var current = ""
-        private var bytes = 0
+        private(set) var out: [UInt8] = []
+        private var current: [UInt8] = []
+        private var preDepth = 0
+        /// Per element descended into: whether it is a block, whether a `<pre>`.
+        private var entered: [(block: Bool, pre: Bool)] = []
 
         init(bytesMax: Int) { self.bytesMax = bytesMax }
 
+        var isEmpty: Bool { out.isEmpty }
+
+        /// Walks `top`'s subtree by the tree's own links.
         mutating func write(_ top: xmlNodePtr) {
-            // (node, leaving): a block's end is written when its subtree is done.
-            var stack: [(xmlNodePtr, Bool, Bool)] = [(top, false, false)]
-            while let (node, leaving, pre) = stack.popLast(), !truncated {
-                if leaving { endParagraph(); continue }
-                switch node.pointee.type {
-                case XML_TEXT_NODE, XML_CDATA_SECTION_NODE:
-                    if let content = node.pointee.content { append(String(cString: content), pre: pre) }
-                case XML_ELEMENT_NODE:
-                    let tag = ArticleExtractor.name(node)
-                    if ArticleExtractor.skipped.contains(tag) || ArticleExtractor.attribute(node, "hidden") != nil
-                        || ArticleExtractor.attribute(node, "aria-hidden")?.lowercased() == "true" { continue }
-                    if tag == "br" { current += "\n"; continue }
-                    let block = ArticleExtractor.blocks.contains(tag)
-                    if block { endParagraph(); stack.append((node, true, pre)) }
-                    var child = node.pointee.children
-                    var children: [(xmlNodePtr, Bool, Bool)] = []
-                    while let c = child { children.append((c, false, pre || tag == "pre")); child = c.pointee.next }
-                    stack.append(contentsOf: children.reversed())
-                default:
-                    continue
+            guard enter(top), var node = top.pointee.children else { endParagraph(); return }
+            while !truncated {
+                if enter(node), let child = node.pointee.children { node = child; continue }
+                while node.pointee.next == nil {
+                    guard let parent = node.pointee.parent else { endParagraph(); return }
+                    node = parent
+                    leave()
+                    if node == top { endParagraph(); return }
                 }
+                node = node.pointee.next!
             }
-            endParagraph()
         }
 
-        private mutating func append(_ text: String, pre: Bool) {
-            if pre { current += text; return }
-            var collapsed = ""
-            var lastSpace = current.last.map { $0 == " " || $0 == "\n" } ?? true
-            for character in text {
-                if character.isWhitespace {
-                    if !lastSpace { collapsed.append(" "); lastSpace = true }
+        /// Takes one node; true where its children are to be walked (it was pushed on `entered`).
+        private mutating func enter(_ node: xmlNodePtr) -> Bool {
+            switch node.pointee.type {
+            case XML_TEXT_NODE, XML_CDATA_SECTION_NODE:
+                if let content = node.pointee.content { append(content, strlen(UnsafeRawPointer(content).assumingMemoryBound(to: CChar.self))) }
+                return false
+            case XML_ELEMENT_NODE:
+                let tag = ArticleExtractor.name(node)
+                if ArticleExtractor.skipped.contains(tag) { return false }
+                if node.pointee.properties != nil {
+                    if xmlHasProp(node, "hidden") != nil { return false }
+                    if xmlHasProp(node, "aria-hidden") != nil, ArticleExtractor.attribute(node, "aria-hidden")?.lowercased() == "true" { return false }
+                }
+                if tag == "br" { current.append(10); return false }
+                let block = ArticleExtractor.blocks.contains(tag)
+                if block { endParagraph() }
+                guard node.pointee.children != nil else { return false }
+                let pre = tag == "pre"
+                if pre { preDepth += 1 }
+                entered.append((block, pre))
+                return true
+            default:
+                return false
+            }
+        }
+
+        private mutating func leave() {
+            guard let (block, pre) = entered.popLast() else { return }
+            if pre { preDepth -= 1 }
+            if block { endParagraph() }
+        }
+
+        private mutating func append(_ text: UnsafePointer<UInt8>, _ count: Int) {
+            if preDepth > 0 { current.append(contentsOf: UnsafeBufferPointer(start: text, count: count)); return }
+            var lastSpace = current.last.map { $0 == 32 || $0 == 10 } ?? true
+            var index = 0
+            while index < count {
+                let byte = text[index]
+                // A no-break space (U+00A0) is a space too.
+                let space = ArticleExtractor.isSpace(byte) || (byte == 0xC2 && index + 1 < count && text[index + 1] == 0xA0)
+                if space {
+                    if byte == 0xC2 { index += 1 }
+                    if !lastSpace { current.append(32); lastSpace = true }
                 } else {
-                    collapsed.append(character)
+                    current.append(byte)
                     lastSpace = false
                 }
+                index += 1
             }
-            current += collapsed
         }
 
         private mutating func endParagraph() {
-            let lines = current.split(separator: "\n", omittingEmptySubsequences: false)
-                .map { $0.trimmingCharacters(in: .whitespaces) }
-            current = ""
-            let paragraph = lines.joined(separator: "\n").trimmingCharacters(in: .whitespacesAndNewlines)
-            guard !paragraph.isEmpty, !truncated else { return }
-            let cost = paragraph.utf8.count + (paragraphs.isEmpty ? 0 : 2)
-            if bytes + cost <= bytesMax {
-                paragraphs.append(paragraph)
-                bytes += cost
+            defer { current.removeAll(keepingCapacity: true) }
+            guard !truncated, !current.isEmpty else { return }
+            // Each line trimmed; blank lines at either end dropped.
+            var paragraph: [UInt8] = []
+            paragraph.reserveCapacity(current.count)
+            var lineStart = 0
+            while lineStart <= current.count {
+                var lineEnd = lineStart
+                while lineEnd < current.count, current[lineEnd] != 10 { lineEnd += 1 }
+                var a = lineStart, b = lineEnd
+                while a < b, current[a] == 32 || current[a] == 9 { a += 1 }
+                while b > a, current[b - 1] == 32 || current[b - 1] == 9 { b -= 1 }
+                if a < b {
+                    if !paragraph.isEmpty { paragraph.append(10) }
+                    paragraph.append(contentsOf: current[a..<b])
+                } else if !paragraph.isEmpty {
+                    paragraph.append(10)
+                }
+                lineStart = lineEnd + 1
+            }
+            while paragraph.last == 10 { paragraph.removeLast() }
+            guard !paragraph.isEmpty else { return }
+            let separator = out.isEmpty ? 0 : 2
+            if out.count + separator + paragraph.count <= bytesMax {
+                if separator > 0 { out.append(10); out.append(10) }
+                out.append(contentsOf: paragraph)
                 return
             }
-            // Cut the last paragraph at a character boundary within what is left.
-            var room = bytesMax - bytes - (paragraphs.isEmpty ? 0 : 2)
-            var cut = ""
-            for character in paragraph {
-                let size = String(character).utf8.count
-                guard size <= room else { break }
-                cut.append(character)
-                room -= size
-            }
-            if !cut.isEmpty { paragraphs.append(cut) }
+            // Cut the last paragraph on a character boundary within what is left.
             truncated = true
+            var room = bytesMax - out.count - separator
+            guard room > 0 else { return }
+            while room > 0, room < paragraph.count, paragraph[room] & 0xC0 == 0x80 { room -= 1 }
+            guard room > 0 else { return }
+            if separator > 0 { out.append(10); out.append(10) }
+            out.append(contentsOf: paragraph[..<room])
         }
-
-        func finished() -> String { paragraphs.joined(separator: "\n\n") }
-
-        var isEmpty: Bool { paragraphs.isEmpty }
     }
 }
