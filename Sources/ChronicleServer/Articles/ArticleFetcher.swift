@@ -157,9 +157,10 @@ final class ArticleFetcher: @unchecked Sendable {
             do {
                 let target = try library(key.library)
                 let row = try target.verdict(key.article)
-                // Deleted, read already (by another server), or saved with another address since.
-                guard row.exists, !row.deleted, row.fields["text"]?.isNull ?? true, row.fields["url"]?.textValue == url else { return false }
-                let page = ArticlePage.fetch(url, policy: policy)
+                // Deleted, or read already (by another server). The address read is the row's (as the
+                // server stored it), not the one queued.
+                guard row.exists, !row.deleted, row.fields["text"]?.isNull ?? true, let address = row.fields["url"]?.textValue else { return false }
+                let page = ArticlePage.fetch(address, policy: policy)
                 var parsed = ParsedArticle(title: nil, author: nil, text: "", wordCount: 0, truncated: false)
                 var reason: String?
                 switch page {
