@@ -9,6 +9,15 @@
 #include <libxml/tree.h>
 #include <libxml/xmlerror.h>
 
+/* libxml2 prints some errors (an encoding it cannot convert) to stderr whatever the parser's
+   options say. Its error handlers are per thread: the page reader silences them on its own
+   thread before each parse. The handler is variadic, which Swift cannot define. */
+static void chronicle_xml_ignore(void *context, const char *message, ...) { (void)context; (void)message; }
+static inline void chronicle_xml_silence(void) {
+    xmlSetGenericErrorFunc(NULL, chronicle_xml_ignore);
+    xmlSetStructuredErrorFunc(NULL, NULL);
+}
+
 /* xmlFree is a global variable holding a function pointer; Swift 6 refuses to read shared
    mutable state, so it is called from here. */
 static inline void chronicle_xml_free(void *pointer) { xmlFree(pointer); }

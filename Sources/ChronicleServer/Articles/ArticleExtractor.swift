@@ -43,20 +43,27 @@ public enum ArticleExtractor {
         return true
     }()
 
-    /// Nil only where libxml2 makes no document at all (no bytes).
+    /// Nil only for no bytes: any other bytes give an answer (maybe empty text).
     public static func extract(html bytes: [UInt8], url: String, charset: String?) -> ParsedArticle? {
         guard !bytes.isEmpty, bytes.count < Int(Int32.max), initialized else { return nil }
         let options = Int32(HTML_PARSE_RECOVER.rawValue | HTML_PARSE_NOERROR.rawValue | HTML_PARSE_NOWARNING.rawValue
                             | HTML_PARSE_NONET.rawValue | HTML_PARSE_COMPACT.rawValue)
-        let parsed: htmlDocPtr? = bytes.withUnsafeBufferPointer { buffer in
-            buffer.withMemoryRebound(to: CChar.self) { chars in
-                htmlReadMemory(chars.baseAddress, Int32(chars.count), url, charset, options)
+        chronicle_xml_silence()
+        func parse(_ encoding: String?) -> htmlDocPtr? {
+            bytes.withUnsafeBufferPointer { buffer in
+                buffer.withMemoryRebound(to: CChar.self) { htmlReadMemory($0.baseAddress, Int32($0.count), url, encoding, options) }
             }
         }
-        // A charset libxml2 does not know (a server's typo) is left for the page's own <meta> to name.
-        guard let doc = parsed ?? (charset == nil ? nil : bytes.withUnsafeBufferPointer { buffer in
-            buffer.withMemoryRebound(to: CChar.self) { htmlReadMemory($0.baseAddress, Int32($0.count), url, nil, options) }
-        }) else { return nil }
+        // The charset the server named; else the page's own (<meta>, a byte order mark, libxml2's
+        // guess); where those fail to convert (a charset libxml2 does not know, bytes that are not
+        // what they claim), UTF-8, then Latin-1, which takes any bytes.
+        var encodings: [String?] = charset.map { [$0, nil] } ?? [nil]
+        for fallback in ["utf-8", "iso-8859-1"] where charset?.lowercased() != fallback { encodings.append(fallback) }
+        // A plain loop: a lazy `compactMap(...).first` parses the winner twice, and one tree leaks.
+        var found: htmlDocPtr?
+        for encoding in encodings where found == nil { found = parse(encoding) }
+        // No document in any of them (bytes that begin with NULs, say): a page with no text.
+        guard let doc = found else { return ParsedArticle(title: nil, author: nil, text: "", wordCount: 0, truncated: false) }
         defer { xmlFreeDoc(doc) }
         guard let root = xmlDocGetRootElement(doc) else {
             return ParsedArticle(title: nil, author: nil, text: "", wordCount: 0, truncated: false)
@@ -212,7 +219,21 @@ public enum ArticleExtractor {
         }
 
         private mutating func append(_ text: UnsafePointer<UInt8>, _ count: Int) {
-            if preDepth > 0 { current.append(contentsOf: UnsafeBufferPointer(start: text, count: count)); return }
+            if preDepth > 0 {
+                // Kept as it is but for line ends: "\r\n" and a lone "\r" are "\n".
+                var index = 0
+                while index < count {
+                    let byte = text[index]
+                    if byte == 13 {
+                        current.append(10)
+                        if index + 1 < count, text[index + 1] == 10 { index += 1 }
+                    } else {
+                        current.append(byte)
+                    }
+                    index += 1
+                }
+                return
+            }
             var lastSpace = current.last.map { $0 == 32 || $0 == 10 } ?? true
             var index = 0
             while index < count {
@@ -241,8 +262,8 @@ public enum ArticleExtractor {
                 var lineEnd = lineStart
                 while lineEnd < current.count, current[lineEnd] != 10 { lineEnd += 1 }
                 var a = lineStart, b = lineEnd
-                while a < b, current[a] == 32 || current[a] == 9 { a += 1 }
-                while b > a, current[b - 1] == 32 || current[b - 1] == 9 { b -= 1 }
+                while a < b, ArticleExtractor.isSpace(current[a]) { a += 1 }
+                while b > a, ArticleExtractor.isSpace(current[b - 1]) { b -= 1 }
                 if a < b {
                     if !paragraph.isEmpty { paragraph.append(10) }
                     paragraph.append(contentsOf: current[a..<b])
