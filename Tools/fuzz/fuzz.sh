@@ -108,7 +108,9 @@ for t in "${targets[@]}"; do
     echo "== minimizing the $t corpus (-merge=1)"
     merged=$build/merged/$t
     rm -rf "$merged" && mkdir -p "$merged"
+    # Its own artifact prefix: an input that still fails in the merge is not left in the working tree.
     nice -n 19 "$bin" -merge=1 -use_counters=0 -max_len="$max_len" -timeout="$timeout" -rss_limit_mb="$rss_mb" \
+        -artifact_prefix="$build/merge-$t-" \
         "$merged" "$kept" "$work" "$build/seeds/$t" > "$build/logs/$t-merge.log" 2>&1
     grep -E "MERGE-OUTER: [0-9]+ new files" "$build/logs/$t-merge.log" || true
     find "$kept" -type f -delete
