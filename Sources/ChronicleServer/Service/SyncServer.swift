@@ -47,6 +47,9 @@ public final class SyncServer: Sendable {
         } else {
             fields["compact"] = .text("off")
         }
+        // Whether the server fetches the pages people save (it then opens connections their links ask for).
+        fields["fetch_articles"] = .text(maintenance.articleFetch.map { $0.allowsPrivateAddresses ? "on, private addresses too" : "on" } ?? "off")
+        fields["access_token_s"] = limits.accessTokenSeconds.map { .integer(Int64($0)) } ?? .text("off")
         if let shared {
             fields["order"] = .text(shared.label)
             // Pulls parked here answer as soon as another server commits to their library.
