@@ -31,6 +31,8 @@ let package = Package(
                        providers: [.apt(["libpq-dev"])]),
         .systemLibrary(name: "CXML2", path: "Sources/CXML2", pkgConfig: "libxml-2.0",
                        providers: [.apt(["libxml2-dev"])]),
+        .systemLibrary(name: "CTLS", path: "Sources/CTLS", pkgConfig: "libssl",
+                       providers: [.apt(["libssl-dev"])]),
 
         // Build-time: turns Schemas/**/*.json into Swift string constants so the
         // schema is defined once, as data, and compiled in.
@@ -46,7 +48,7 @@ let package = Package(
         // The server's order and accounts kept in PostgreSQL, for several servers sharing one database.
         .target(name: "ChroniclePostgres", dependencies: ["ChronicleStore", "ChronicleServer", "CPQ"], swiftSettings: strict),
         .target(name: "ChronicleSync", dependencies: ["ChronicleStore"], swiftSettings: strict),
-        .target(name: "ChronicleServer", dependencies: ["ChronicleStore", "CMicroHTTPD", "CCrypto", "CXML2"],
+        .target(name: "ChronicleServer", dependencies: ["ChronicleStore", "CMicroHTTPD", "CCrypto", "CXML2", "CTLS"],
                 swiftSettings: strict),
         // Test support shipped as a module: the seeded simulator, its clocks and faults.
         .target(name: "ChronicleTesting", dependencies: ["ChronicleSync", "ChronicleServer", "ChronicleStore"],
@@ -64,7 +66,7 @@ let package = Package(
                     swiftSettings: strict),
         .testTarget(name: "ChronicleServerTests", dependencies: ["ChronicleServer", "CMicroHTTPD"],
                     swiftSettings: strict),
-        .testTarget(name: "ChronicleSyncTests", dependencies: ["ChronicleSync", "ChronicleServer"],
+        .testTarget(name: "ChronicleSyncTests", dependencies: ["ChronicleSync", "ChronicleServer", "CTLS"],
                     swiftSettings: strict),
         .testTarget(name: "ChroniclePostgresTests", dependencies: ["ChroniclePostgres", "ChronicleServer", "ChronicleSync"],
                     swiftSettings: strict),

@@ -172,7 +172,8 @@ import Testing
                                      (["--compact-every"], "--compact-every needs a value"),
                                      (["--body-memory-mb", "8"], "--body-memory-mb takes 16 to 65536"),
                                      (["--body-memory-mb", "lots"], "--body-memory-mb takes 16 to 65536"),
-                                     (["--open-libraries", "0"], "--open-libraries takes 1 to 1000000")] {
+                                     (["--open-libraries", "0"], "--open-libraries takes 1 to 1000000"),
+                                     (["--fetch-articles", "--fetch-ca-file", "/nonexistent/ca.pem"], "--fetch-ca-file: /nonexistent/ca.pem is not a readable file")] {
             let result = try t.run(["serve", "--data", data, "--port", "0"] + arguments)
             #expect(result.status == 2, "\(arguments): \(result.stderr)")
             #expect(result.stderr.contains(message), "\(arguments): \(result.stderr)")
@@ -194,5 +195,6 @@ import Testing
         let roomyLog = try String(contentsOfFile: roomy.logPath, encoding: .utf8)
         #expect(roomyLog.contains("\"open_libraries_max\":7") && roomyLog.contains("\"open_files_max\":"), "\(roomyLog)")
         #expect(help.stdout.contains("--open-libraries"))
+        #expect(help.stdout.contains("[--fetch-ca-file PEM]") && help.stdout.contains("(rebinding)"), "\(help.stdout)")
     }
 }

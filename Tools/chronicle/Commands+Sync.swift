@@ -75,7 +75,7 @@ extension Command {
         return ExitCode.success
     }
 
-    static let serveUsage = "chronicle serve (--data DIR | --postgres CONNINFO (--data DIR | --replicas DIR) [--postgres-pool N] [--postgres-timeout S]) [--port N] [--host 127.0.0.1] [--threads N] [--body-memory-mb N] [--open-libraries N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact] [--upload-expiry-days D] [--unnamed-file-days D] [--access-token-minutes N] [--fetch-articles [--fetch-private-addresses]]"
+    static let serveUsage = "chronicle serve (--data DIR | --postgres CONNINFO (--data DIR | --replicas DIR) [--postgres-pool N] [--postgres-timeout S]) [--port N] [--host 127.0.0.1] [--threads N] [--body-memory-mb N] [--open-libraries N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact] [--upload-expiry-days D] [--unnamed-file-days D] [--access-token-minutes N] [--fetch-articles [--fetch-private-addresses] [--fetch-ca-file PEM]]"
 
     static let serve = Command(
         name: "serve", summary: "Run the sync server (HTTP/1.1 on libmicrohttpd; embedded SQLite store, or PostgreSQL shared by several servers).",
@@ -124,8 +124,13 @@ extension Command {
             none); devices get it with their next pull, and the premium text index searches it. A page not found, not a
             web page, too large, or failing \(ArticleFetchPolicy().attemptsMax) tries gets empty text and is not fetched again. Addresses that are
             loopback, private or link-local are refused unless --fetch-private-addresses (for a server whose users are
-            trusted, and for testing against pages on this machine). Pages saved while no server fetched are read when
-            a fetching server next opens their library. Off by default: the server then opens no connection a link asks for.
+            trusted, and for testing against pages on this machine). Each host is looked up once and the connection goes
+            to an address that lookup gave and the check passed, so a DNS answer that changes in between (rebinding)
+            cannot point the fetch at this machine's network; for the same reason http_proxy and https_proxy are not used.
+            https pages must present a certificate valid for their host under the system's authorities (/etc/ssl/certs,
+            the ca-certificates package), or under --fetch-ca-file PEM instead. Pages saved while no server fetched are
+            read when a fetching server next opens their library. Off by default: the server then opens no connection a
+            link asks for.
             A device sends its device token (from `chronicle login`) only to get an access token (POST /v1/session), good
             for --access-token-minutes N (default \(ServiceLimits().accessTokenSeconds! / 60)), and sends that on every request; past it a
             request is refused 401 token_expired and the device gets the next. An access token stops at once when its device
@@ -324,9 +329,14 @@ extension Command {
         if let days = try whole("upload-expiry-days", 0...36_500) { maintenance.abandonedUploadSeconds = days == 0 ? nil : Double(days) * 86_400 }
         if let days = try whole("unnamed-file-days", 0...36_500) { maintenance.unnamedBlobSeconds = days == 0 ? nil : Double(days) * 86_400 }
         let fetches = args.flag("fetch-articles"), privately = args.flag("fetch-private-addresses")
-        if fetches || privately {
+        let authorities = args.option("fetch-ca-file")
+        if let authorities, !FileManager.default.isReadableFile(atPath: authorities) {
+            throw ChronicleError(.usage, "--fetch-ca-file: \(authorities) is not a readable file (PEM certificates to trust https pages under).")
+        }
+        if fetches || privately || authorities != nil {
             var policy = ArticleFetchPolicy()
             policy.allowsPrivateAddresses = privately
+            policy.trustedCertificatesFile = authorities
             maintenance.articleFetch = policy
         }
         return maintenance

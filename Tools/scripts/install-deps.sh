@@ -3,7 +3,7 @@
 # packages named as arguments (a script's own extras). Safe to run repeatedly; needs root (or
 # sudo) only when something must be installed.
 set -euo pipefail
-packages=(pkg-config libsqlite3-dev sqlite3 liblz4-dev lz4 libssl-dev libmicrohttpd-dev libpq-dev libxml2-dev "$@")
+packages=(pkg-config libsqlite3-dev sqlite3 liblz4-dev lz4 libssl-dev ca-certificates libmicrohttpd-dev libpq-dev libxml2-dev "$@")
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -5,7 +5,7 @@
 # CHRONICLE_PROPERTY_SEEDS=N raises the number of random histories the property test runs (default 1000).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-bash Tools/scripts/install-deps.sh postgresql
+bash Tools/scripts/install-deps.sh postgresql openssl
 swift build --build-tests
 # PostgreSQL for the server's shared store (ChroniclePostgresTests): its own directory and port,
 # stopped and removed when the tests end, however they end.

@@ -1,6 +1,6 @@
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
+#if canImport(Glibc)
+import Glibc
 #endif
 
 /// How the server fetches saved pages (`ArticleFetcher`): off unless the operator turns it on
@@ -23,6 +23,13 @@ public struct ArticleFetchPolicy: Sendable, Equatable {
     public var retryDelaysSeconds: [Double] = [10, 120]
     /// Pages fetched at once.
     public var workers = 2
+    /// Addresses to use for these host names instead of asking DNS (lowercased name → numeric
+    /// address, as curl's `--resolve`): the address is checked like any other. Tests name hosts
+    /// this way; an operator can pin one.
+    public var resolveOverrides: [String: String] = [:]
+    /// A PEM file of the certificates https pages are trusted under, instead of the system's
+    /// (`/etc/ssl/certs`): tests, or a network with its own certificate authority.
+    public var trustedCertificatesFile: String?
 
     public init() {}
 }
@@ -39,29 +46,38 @@ enum ArticlePage: Equatable {
     /// be public unless the policy allows others, at each redirect too (followed by hand, at most
     /// `redirectsMax`); only `text/html` and `application/xhtml+xml` are read, up to
     /// `bodyBytesMax` bytes. Blocks the calling thread.
+    ///
+    /// The host is looked up once per hop, and the connection goes to an address that lookup
+    /// gave and the check passed (`PageConnection`): a client handed the name would look it up
+    /// again, and a DNS server that answers differently the second time (rebinding) could
+    /// point it at the server's own network.
     static func fetch(_ url: String, policy: ArticleFetchPolicy) -> ArticlePage {
-        let deadline = Date().addingTimeInterval(policy.timeoutSeconds)
+        let deadline = DispatchTime.now() + policy.timeoutSeconds
         var current = url
         for _ in 0...policy.redirectsMax {
             guard let target = URL(string: current), let scheme = target.scheme?.lowercased(), scheme == "http" || scheme == "https",
-                  let host = target.host, !host.isEmpty else {
+                  let rawHost = target.host, !rawHost.isEmpty else {
                 return .failed(permanent: true, reason: "not an http(s) address: \(current.prefix(200))")
             }
-            if !policy.allowsPrivateAddresses, let refusal = PublicAddress.refusal(host: host, port: target.port ?? (scheme == "https" ? 443 : 80)) {
-                return .failed(permanent: refusal.permanent, reason: refusal.reason)
+            let host = rawHost.hasPrefix("[") && rawHost.hasSuffix("]") ? String(rawHost.dropFirst().dropLast()) : rawHost
+            let port = target.port ?? (scheme == "https" ? 443 : 80)
+            guard (1...65_535).contains(port) else { return .failed(permanent: true, reason: "port \(port) is not a TCP port") }
+            let answer: PageExchange.Answer
+            do {
+                let addresses = try PublicAddress.addresses(host: host, port: port, policy: policy)
+                answer = try PageExchange(url: target, host: host, port: port, tls: scheme == "https", policy: policy, deadline: deadline)
+                    .run(addresses)
+            } catch {
+                return .failed(permanent: error.permanent, reason: error.reason)
             }
-            let left = deadline.timeIntervalSinceNow
-            guard left > 0 else { return .failed(permanent: false, reason: "timed out") }
-            let answer = PageRequest(url: target, timeoutSeconds: left, bytesMax: policy.bodyBytesMax).run()
             switch answer {
             case .redirect(let location):
                 guard let next = URL(string: location, relativeTo: target)?.absoluteURL.absoluteString else {
                     return .failed(permanent: true, reason: "a redirect to an unreadable address")
                 }
                 current = next
-            case .done(let page):
-                if case .page(let bytes, let charset, _) = page { return .page(bytes: bytes, charset: charset, finalURL: current) }
-                return page
+            case .page(let bytes, let charset):
+                return .page(bytes: bytes, charset: charset, finalURL: current)
             }
         }
         return .failed(permanent: true, reason: "more than \(policy.redirectsMax) redirects")
@@ -70,25 +86,36 @@ enum ArticlePage: Equatable {
 
 /// Whether a host is one a saved link may make the server reach.
 enum PublicAddress {
-    /// Nil where every address `host` resolves to is public; else why not (a name that does not
-    /// resolve may resolve later: not permanent).
-    static func refusal(host: String, port: Int) -> (permanent: Bool, reason: String)? {
+    /// The addresses `host` resolves to (or its override), each checked: where any is not public
+    /// and the policy allows only public ones, the host is refused before anything connects.
+    /// A name that does not resolve may resolve later: not permanent.
+    static func addresses(host: String, port: Int, policy: ArticleFetchPolicy) throws(PageFailure) -> [ResolvedAddress] {
+        let override = policy.resolveOverrides[host.lowercased()]
         var hints = addrinfo()
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        if override != nil { hints.ai_flags = AI_NUMERICHOST }
         var list: UnsafeMutablePointer<addrinfo>?
-        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
-        guard getaddrinfo(bare, String(port), &hints, &list) == 0, let first = list else {
-            return (false, "the host \(host) does not resolve")
+        guard getaddrinfo(override ?? host, String(port), &hints, &list) == 0, let first = list else {
+            if override != nil { throw .permanent("the address given for \(host) is not a numeric address") }
+            throw .transient("the host \(host) does not resolve")
         }
         defer { freeaddrinfo(first) }
+        var found: [ResolvedAddress] = []
         var node: UnsafeMutablePointer<addrinfo>? = first
         while let entry = node {
-            if let address = entry.pointee.ai_addr, !isPublic(address) {
-                return (true, "the host \(host) is a loopback, private or otherwise non-public address")
-            }
             node = entry.pointee.ai_next
+            guard let address = entry.pointee.ai_addr, [AF_INET, AF_INET6].contains(Int32(address.pointee.sa_family)),
+                  Int(entry.pointee.ai_addrlen) <= MemoryLayout<sockaddr_storage>.size else { continue }
+            if !policy.allowsPrivateAddresses, !isPublic(address) {
+                throw .permanent("the host \(host) is a loopback, private or otherwise non-public address")
+            }
+            var resolved = ResolvedAddress()
+            resolved.length = entry.pointee.ai_addrlen
+            withUnsafeMutableBytes(of: &resolved.storage) { $0.copyMemory(from: UnsafeRawBufferPointer(start: address, count: Int(entry.pointee.ai_addrlen))) }
+            found.append(resolved)
         }
-        return nil
+        guard !found.isEmpty else { throw .transient("the host \(host) has no IPv4 or IPv6 address") }
+        return found
     }
 
     static func isPublic(_ address: UnsafeMutablePointer<sockaddr>) -> Bool {
@@ -118,116 +145,22 @@ enum PublicAddress {
 
     static func isPublic(v6 b: [UInt8]) -> Bool {
         guard b.count == 16 else { return false }
-        if b[0..<10].allSatisfy({ $0 == 0 }) && b[10] == 0xFF && b[11] == 0xFF {   // ::ffff:a.b.c.d
-            return isPublic(v4: UInt32(b[12]) << 24 | UInt32(b[13]) << 16 | UInt32(b[14]) << 8 | UInt32(b[15]))
+        func v4(at offset: Int) -> UInt32 {
+            UInt32(b[offset]) << 24 | UInt32(b[offset + 1]) << 16 | UInt32(b[offset + 2]) << 8 | UInt32(b[offset + 3])
         }
-        if b[0..<15].allSatisfy({ $0 == 0 }) { return false }          // :: and ::1
+        if b[0..<10].allSatisfy({ $0 == 0 }) && b[10] == 0xFF && b[11] == 0xFF { return isPublic(v4: v4(at: 12)) }   // ::ffff:a.b.c.d
+        if b[0..<12].allSatisfy({ $0 == 0 }) { return false }         // ::, ::1 and the deprecated ::a.b.c.d
+        if b[0..<12] == [0x00, 0x64, 0xFF, 0x9B, 0, 0, 0, 0, 0, 0, 0, 0] { return isPublic(v4: v4(at: 12)) }   // NAT64 64:ff9b::/96
+        if b[0] == 0x00 && b[1] == 0x64 && b[2] == 0xFF && b[3] == 0x9B { return false }   // 64:ff9b:1::/48, local NAT64
+        if b[0] == 0x20 && b[1] == 0x02 { return isPublic(v4: v4(at: 2)) }                // 6to4 2002::/16
+        if b[0] == 0x20 && b[1] == 0x01 && b[2] == 0 && b[3] == 0 { return false }       // Teredo 2001::/32
+        if b[0] == 0x01 && b[1] == 0x00 && b[2..<8].allSatisfy({ $0 == 0 }) { return false }   // discard 100::/64
         if b[0] & 0xFE == 0xFC { return false }                       // fc00::/7, unique local
         if b[0] == 0xFE && b[1] & 0xC0 == 0x80 { return false }        // fe80::/10, link-local
+        if b[0] == 0xFE && b[1] & 0xC0 == 0xC0 { return false }        // fec0::/10, site-local (deprecated)
         if b[0] == 0xFF { return false }                              // multicast
         if b[0] == 0x20 && b[1] == 0x01 && b[2] == 0x0D && b[3] == 0xB8 { return false }   // documentation
         return true
     }
 }
 
-/// One HTTP GET that follows no redirect and reads at most `bytesMax` bytes.
-private final class PageRequest: NSObject, URLSessionDataDelegate, @unchecked Sendable {
-    enum Answer { case redirect(String), done(ArticlePage) }
-
-    let url: URL
-    let timeoutSeconds: Double
-    let bytesMax: Int
-    private let lock = NSLock()
-    private let finished = DispatchSemaphore(value: 0)
-    private var body: [UInt8] = []
-    private var answer: Answer?
-    private var charset: String?
-
-    init(url: URL, timeoutSeconds: Double, bytesMax: Int) {
-        self.url = url
-        self.timeoutSeconds = timeoutSeconds
-        self.bytesMax = bytesMax
-    }
-
-    func run() -> Answer {
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.timeoutIntervalForRequest = timeoutSeconds
-        configuration.timeoutIntervalForResource = timeoutSeconds
-        configuration.httpAdditionalHeaders = ["User-Agent": ArticlePage.userAgent, "Accept": "text/html,application/xhtml+xml"]
-        let session = URLSession(configuration: configuration, delegate: self, delegateQueue: nil)
-        var request = URLRequest(url: url)
-        request.timeoutInterval = timeoutSeconds
-        session.dataTask(with: request).resume()
-        if finished.wait(timeout: .now() + timeoutSeconds + 5) == .timedOut { session.invalidateAndCancel() } else { session.finishTasksAndInvalidate() }
-        lock.lock()
-        defer { lock.unlock() }
-        return answer ?? .done(.failed(permanent: false, reason: "timed out"))
-    }
-
-    private func settle(_ value: Answer) {
-        lock.lock()
-        if answer == nil { answer = value }
-        lock.unlock()
-    }
-
-    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
-                    newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void) {
-        completionHandler(nil)   // followed by hand, each address checked
-    }
-
-    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
-                    completionHandler: @escaping (URLSession.ResponseDisposition) -> Void) {
-        guard let http = response as? HTTPURLResponse else {
-            settle(.done(.failed(permanent: true, reason: "not an HTTP answer")))
-            return completionHandler(.cancel)
-        }
-        let status = http.statusCode
-        if (300..<400).contains(status), let location = http.value(forHTTPHeaderField: "Location") {
-            settle(.redirect(location))
-            return completionHandler(.cancel)
-        }
-        guard (200..<300).contains(status) else {
-            let transient = status >= 500 || status == 429 || status == 408
-            settle(.done(.failed(permanent: !transient, reason: "the page answered \(status)")))
-            return completionHandler(.cancel)
-        }
-        let type = http.value(forHTTPHeaderField: "Content-Type") ?? ""
-        let parts = type.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
-        guard let media = parts.first, media == "text/html" || media == "application/xhtml+xml" else {
-            settle(.done(.failed(permanent: true, reason: "not a web page (\(type.isEmpty ? "no type" : type))")))
-            return completionHandler(.cancel)
-        }
-        if http.expectedContentLength > Int64(bytesMax) {
-            settle(.done(.failed(permanent: true, reason: "the page is over \(bytesMax >> 20) MiB")))
-            return completionHandler(.cancel)
-        }
-        lock.lock()
-        charset = parts.dropFirst().first { $0.hasPrefix("charset=") }.map { String($0.dropFirst(8)).trimmingCharacters(in: CharacterSet(charactersIn: "\"'")) }
-        lock.unlock()
-        completionHandler(.allow)
-    }
-
-    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
-        lock.lock()
-        body.append(contentsOf: data)
-        let over = body.count > bytesMax
-        lock.unlock()
-        if over {
-            settle(.done(.failed(permanent: true, reason: "the page is over \(bytesMax >> 20) MiB")))
-            dataTask.cancel()
-        }
-    }
-
-    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
-        if let error {
-            let code = (error as? URLError)?.code
-            settle(.done(.failed(permanent: false, reason: code == .timedOut ? "timed out" : "the fetch failed: \(error.localizedDescription)")))
-        } else {
-            lock.lock()
-            let page = ArticlePage.page(bytes: body, charset: charset, finalURL: url.absoluteString)
-            lock.unlock()
-            settle(.done(page))
-        }
-        finished.signal()
-    }
-}
