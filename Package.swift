@@ -33,6 +33,8 @@ let package = Package(
                        providers: [.apt(["libxml2-dev"])]),
         .systemLibrary(name: "CTLS", path: "Sources/CTLS", pkgConfig: "libssl",
                        providers: [.apt(["libssl-dev"])]),
+        // glibc's posix_spawn with its closefrom file action, for the test support's ChildProcess.
+        .systemLibrary(name: "CSpawn", path: "Sources/CSpawn"),
 
         // Build-time: turns Schemas/**/*.json into Swift string constants so the
         // schema is defined once, as data, and compiled in.
@@ -51,26 +53,26 @@ let package = Package(
         .target(name: "ChronicleServer", dependencies: ["ChronicleStore", "CMicroHTTPD", "CCrypto", "CXML2", "CTLS"],
                 swiftSettings: strict),
         // Test support shipped as a module: the seeded simulator, its clocks and faults.
-        .target(name: "ChronicleTesting", dependencies: ["ChronicleSync", "ChronicleServer", "ChronicleStore"],
+        .target(name: "ChronicleTesting", dependencies: ["ChronicleSync", "ChronicleServer", "ChronicleStore", "CSpawn"],
                 swiftSettings: strict),
 
         .executableTarget(name: "chronicle", dependencies: ["ChronicleStore", "ChronicleSync", "ChronicleServer", "ChroniclePostgres"],
                           path: "Tools/chronicle", swiftSettings: strict),
         .executableTarget(name: "chronicle-fixture", dependencies: ["ChronicleStore"],
                           path: "Tools/chronicle-fixture", swiftSettings: strict),
-        .executableTarget(name: "chronicle-bench", dependencies: ["ChronicleStore", "ChronicleSync", "ChronicleServer", "ChroniclePostgres", "CSQLite", "CXML2"],
+        .executableTarget(name: "chronicle-bench", dependencies: ["ChronicleStore", "ChronicleSync", "ChronicleServer", "ChroniclePostgres", "ChronicleTesting", "CSQLite", "CXML2"],
                           path: "Tools/chronicle-bench", swiftSettings: strict),
 
-        .testTarget(name: "ChronicleCoreTests", dependencies: ["ChronicleCore"], swiftSettings: strict),
-        .testTarget(name: "ChronicleStoreTests", dependencies: ["ChronicleStore", "CSQLite"],
+        .testTarget(name: "ChronicleCoreTests", dependencies: ["ChronicleCore", "ChronicleTesting"], swiftSettings: strict),
+        .testTarget(name: "ChronicleStoreTests", dependencies: ["ChronicleStore", "CSQLite", "ChronicleTesting"],
                     swiftSettings: strict),
         .testTarget(name: "ChronicleServerTests", dependencies: ["ChronicleServer", "CMicroHTTPD"],
                     swiftSettings: strict),
-        .testTarget(name: "ChronicleSyncTests", dependencies: ["ChronicleSync", "ChronicleServer", "CTLS"],
+        .testTarget(name: "ChronicleSyncTests", dependencies: ["ChronicleSync", "ChronicleServer", "CTLS", "ChronicleTesting"],
                     swiftSettings: strict),
         .testTarget(name: "ChroniclePostgresTests", dependencies: ["ChroniclePostgres", "ChronicleServer", "ChronicleSync"],
                     swiftSettings: strict),
         .testTarget(name: "ChronicleSimulationTests", dependencies: ["ChronicleTesting"], swiftSettings: strict),
-        .testTarget(name: "ChronicleToolTests", dependencies: ["ChronicleStore", "ChroniclePostgres", "chronicle"], swiftSettings: strict),
+        .testTarget(name: "ChronicleToolTests", dependencies: ["ChronicleStore", "ChroniclePostgres", "ChronicleTesting", "chronicle"], swiftSettings: strict),
     ]
 )

@@ -1,4 +1,5 @@
 import ChronicleCore
+import ChronicleTesting
 import Foundation
 import Testing
 
@@ -665,18 +666,10 @@ enum LZ4Tool {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let inputURL = directory.appendingPathComponent("in")
-        let outputURL = directory.appendingPathComponent("out")
         try Data(input).write(to: inputURL)
-        _ = FileManager.default.createFile(atPath: outputURL.path, contents: nil)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/lz4")
-        process.arguments = arguments
-        process.standardInput = try FileHandle(forReadingFrom: inputURL)
-        process.standardOutput = try FileHandle(forWritingTo: outputURL)
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw Failed(status: process.terminationStatus) }
-        return [UInt8](try Data(contentsOf: outputURL))
+        let result = try ChildProcess.run("/usr/bin/lz4", arguments, stdin: .file(inputURL.path))
+        guard result.status == 0 else { throw Failed(status: result.status) }
+        return result.output
     }
 }
 

@@ -1,5 +1,6 @@
 import ChronicleCore
 @testable import ChronicleStore
+import ChronicleTesting
 import Foundation
 import Testing
 
@@ -743,16 +744,9 @@ import Testing
         let frame = try #require(try f.store.segmentFrame(firstSeq: 1))
         let path = f.directory.appendingPathComponent("segment.lz4").path
         try Data(frame).write(to: URL(fileURLWithPath: path))
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/lz4")
-        process.arguments = ["-d", "-c", path]
-        let out = Pipe()
-        process.standardOutput = out
-        try process.run()
-        let body = out.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
-        #expect(body.prefix(4) == Data("CHSG".utf8))
-        #expect(try SegmentCodec.decodeBody([UInt8](body)).ops.count == 300)
+        let decompressed = try ChildProcess.run("/usr/bin/lz4", ["-d", "-c", path])
+        #expect(decompressed.status == 0)
+        #expect(decompressed.output.prefix(4).elementsEqual("CHSG".utf8))
+        #expect(try SegmentCodec.decodeBody(decompressed.output).ops.count == 300)
     }
 }

@@ -1,5 +1,6 @@
 import ChronicleCore
 @testable import ChronicleStore
+import ChronicleTesting
 import Foundation
 import Testing
 
@@ -41,13 +42,8 @@ struct StoreFixture: CustomTestStringConvertible, Sendable {
 
     /// Loads the dump into a new SQLite file with the `sqlite3` shell (any SQLite tool reads it).
     func load(into path: String) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-        process.arguments = [path]
-        process.standardInput = try FileHandle(forReadingFrom: directory.appendingPathComponent("store.sql"))
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw ChronicleError(.invariantViolated, "sqlite3 could not load \(name)") }
+        let loaded = try ChildProcess.run("/usr/bin/sqlite3", [path], stdin: .file(directory.appendingPathComponent("store.sql").path),
+                                          stdout: .null)
+        guard loaded.status == 0 else { throw ChronicleError(.invariantViolated, "sqlite3 could not load \(name)") }
     }
 }

@@ -1,4 +1,5 @@
 import CTLS
+import ChronicleTesting
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -116,16 +117,10 @@ struct TestCertificate {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-tls-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let certificate = TestCertificate(certificateFile: directory + "/certificate.pem", keyFile: directory + "/key.pem")
-        let tool = Process()
-        tool.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        tool.arguments = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1",
-                          "-subj", "/CN=\(name)", "-addext", "subjectAltName=DNS:\(name)",
-                          "-keyout", certificate.keyFile, "-out", certificate.certificateFile]
-        tool.standardOutput = FileHandle.nullDevice
-        tool.standardError = FileHandle.nullDevice
-        try tool.run()
-        tool.waitUntilExit()
-        guard tool.terminationStatus == 0 else { throw Failure("openssl req exited \(tool.terminationStatus)") }
+        let made = try ChildProcess.run("/usr/bin/openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                                                             "-nodes", "-days", "1", "-subj", "/CN=\(name)", "-addext", "subjectAltName=DNS:\(name)",
+                                                             "-keyout", certificate.keyFile, "-out", certificate.certificateFile])
+        guard made.status == 0 else { throw Failure("openssl req exited \(made.status): \(made.stderr)") }
         return certificate
     }
 }

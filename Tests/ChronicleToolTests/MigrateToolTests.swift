@@ -1,5 +1,6 @@
 import ChronicleCore
 @testable import ChronicleStore
+import ChronicleTesting
 import Foundation
 import Testing
 
@@ -10,13 +11,7 @@ import Testing
 
     func load(_ t: Tool, as name: String) throws -> String {
         let path = t.directory.appendingPathComponent(name).path
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-        process.arguments = [path]
-        process.standardInput = try FileHandle(forReadingFrom: Self.fixture)
-        try process.run()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+        #expect(try ChildProcess.run("/usr/bin/sqlite3", [path], stdin: .file(Self.fixture.path)).status == 0)
         return path
     }
 

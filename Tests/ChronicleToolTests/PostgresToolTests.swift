@@ -1,6 +1,7 @@
 import ChronicleCore
 import ChroniclePostgres
 import ChronicleStore
+import ChronicleTesting
 import Foundation
 import Testing
 
@@ -339,14 +340,8 @@ import Testing
         try b.ok("sync")
         plain.stop()
         // Bounded: a serve that did not refuse would run until killed.
-        let refused = Process()
-        refused.executableURL = Tool.binary
-        refused.arguments = ["serve", "--data", lone, "--port", "0", "--postgres", conninfo]
         let errors = a.directory.appendingPathComponent("refused.log")
-        _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
-        refused.standardError = try FileHandle(forWritingTo: errors)
-        refused.standardOutput = FileHandle.nullDevice
-        try refused.run()
+        let refused = try ChildProcess(Tool.binary.path, ["serve", "--data", lone, "--port", "0", "--postgres", conninfo], stderr: .file(errors.path))
         let status = waitForExit(refused, seconds: 30)
         let stderr = (try? String(contentsOf: errors, encoding: .utf8)) ?? ""
         #expect(status != nil && status != 0 && stderr.contains("libraries_in_postgresql"), "\(String(describing: status)) \(stderr)")

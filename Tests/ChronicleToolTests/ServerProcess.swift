@@ -1,11 +1,12 @@
 import ChronicleCore
 import ChronicleStore
+import ChronicleTesting
 import Foundation
 import Testing
 
 /// A `chronicle serve` child process on a loopback port; its JSON logs go to a file.
 final class ServerProcess {
-    let process: Process
+    let process: ChildProcess
     let data: String
     let url: String
     let port: Int
@@ -20,19 +21,13 @@ final class ServerProcess {
         try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
         logPath = data + "/serve-\(UUID().uuidString.prefix(8)).log"
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
-        process = Process()
-        process.executableURL = Tool.binary
-        process.arguments = ["serve", dataFlag, data, "--port", String(port), "--threads", "4"] + arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = FileHandle(forWritingAtPath: logPath)
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
+        process = try ChildProcess(Tool.binary.path, ["serve", dataFlag, data, "--port", String(port), "--threads", "4"] + arguments,
+                                   environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
+                                   stdout: .pipe, stderr: .file(logPath))
         // Read the first line (bounded in time: a server that never says where it listens fails the test).
         nonisolated(unsafe) var line = ""
         let ready = DispatchSemaphore(value: 0)
-        let reader = out.fileHandleForReading
+        let reader = process.standardOutput!
         DispatchQueue.global().async {
             var bytes: [UInt8] = []
             while true {
@@ -55,15 +50,15 @@ final class ServerProcess {
 
     /// SIGKILL: no chance to clean up, as when the machine loses power.
     func kill9() {
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        process.signal(SIGKILL)
+        process.wait()
     }
 
     /// SIGTERM: a clean stop.
     func stop() {
         guard process.isRunning else { return }
         process.terminate()
-        process.waitUntilExit()
+        process.wait()
     }
 
     deinit { if process.isRunning { kill9() } }
@@ -105,15 +100,9 @@ extension Tool {
     }
 
     /// Starts `chronicle sync` without waiting for it.
-    func startSync(environment: [String: String] = [:]) throws -> Process {
-        let process = Process()
-        process.executableURL = Tool.binary
-        process.arguments = ["sync", "--once"]
-        process.environment = ProcessInfo.processInfo.environment.merging(["CHRONICLE_STORE": store].merging(environment) { $1 }) { $1 }
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        return process
+    func startSync(environment: [String: String] = [:]) throws -> ChildProcess {
+        try ChildProcess(Tool.binary.path, ["sync", "--once"],
+                         environment: ProcessInfo.processInfo.environment.merging(["CHRONICLE_STORE": store].merging(environment) { $1 }) { $1 })
     }
 
     /// Writes `count` article saves and tags straight through the library (much faster than one process per op).
@@ -130,13 +119,13 @@ extension Tool {
 }
 
 /// Waits for a child process, failing the test if it runs past `seconds`.
-func waitForExit(_ process: Process, seconds: Double) -> Int32? {
+func waitForExit(_ process: ChildProcess, seconds: Double) -> Int32? {
     let deadline = Date().addingTimeInterval(seconds)
     while process.isRunning && Date() < deadline { usleep(20_000) }
     if process.isRunning {
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        process.signal(SIGKILL)
+        process.wait()
         return nil
     }
-    return process.terminationStatus
+    return process.wait().status
 }

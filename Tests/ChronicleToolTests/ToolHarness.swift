@@ -1,3 +1,4 @@
+import ChronicleTesting
 import Foundation
 import Testing
 
@@ -61,27 +62,9 @@ final class Tool {
     }
 
     static func exec(_ executable: URL, _ arguments: [String], environment: [String: String] = [:], stdin: String? = nil) throws -> ToolResult {
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let out = Pipe(), err = Pipe(), input = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = input
-        try process.run()
-        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
-        try input.fileHandleForWriting.close()
-        // Drain both pipes before waiting so a chatty child never blocks on a full pipe.
-        let group = DispatchGroup()
-        nonisolated(unsafe) var outData = Data(), errData = Data()
-        group.enter()
-        DispatchQueue.global().async { outData = out.fileHandleForReading.readDataToEndOfFile(); group.leave() }
-        errData = err.fileHandleForReading.readDataToEndOfFile()
-        group.wait()
-        process.waitUntilExit()
-        return ToolResult(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
-                          stderr: String(decoding: errData, as: UTF8.self))
+        let result = try ChildProcess.run(executable.path, arguments, environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
+                                          stdin: stdin.map { .bytes(Array($0.utf8)) } ?? .null)
+        return ToolResult(status: result.status, stdout: result.stdout, stderr: result.stderr)
     }
 }
 

@@ -1,5 +1,6 @@
 import ChronicleCore
 import ChronicleStore
+import ChronicleTesting
 import Foundation
 import Testing
 
@@ -345,8 +346,8 @@ import Testing
         for reached in [100, 700] {
             let sync = try a.startSync(environment: ["CHRONICLE_PUSH_BATCH": "25"])
             server.waitForCommitted(library, atLeast: reached)   // killed mid-push
-            kill(sync.processIdentifier, SIGKILL)
-            sync.waitUntilExit()
+            sync.signal(SIGKILL)
+            sync.wait()
         }
         try a.ok("verify")
         try a.ok("sync")
@@ -374,13 +375,8 @@ import Testing
         let server = try server(a)
         try a.signIn(server)
         try b.signIn(server)
-        let watch = Process()
-        watch.executableURL = Tool.binary
-        watch.arguments = ["sync", "--watch"]
-        watch.environment = ProcessInfo.processInfo.environment.merging(["CHRONICLE_STORE": b.store]) { $1 }
-        watch.standardOutput = FileHandle.nullDevice
-        watch.standardError = FileHandle.nullDevice
-        try watch.run()
+        let watch = try ChildProcess(Tool.binary.path, ["sync", "--watch"],
+                                     environment: ProcessInfo.processInfo.environment.merging(["CHRONICLE_STORE": b.store]) { $1 })
         let id = try a.id("save", "https://example.com/watched", "--title", "Seen without asking")
         try a.ok("sync")
         let deadline = Date().addingTimeInterval(120)   // a hang detector, not a timing test

@@ -3,6 +3,7 @@ import ChronicleCore
 import ChronicleServer
 import ChronicleStore
 import ChronicleSync
+import ChronicleTesting
 import Foundation
 
 /// Measurement 3 of the lifecycle: a new device onto an N-op library, end to end over
@@ -169,24 +170,16 @@ extension LifecycleBenchmark {
         let url = rig.server.url.appendingPathComponent("v1/libraries/\(libraryID.lowercased)/snapshot").absoluteString
         let before = resetPeakMemory()
         let t0 = nowNanoseconds()
-        let clients = try (0..<Self.downloadClients).map { _ -> (Process, Pipe) in
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-            process.arguments = ["-sS", "--limit-rate", "20M", "-o", "/dev/null", "-w", "%{http_code} %{size_download}",
-                                 "-H", "Authorization: Bearer \(token)", url]
-            let output = Pipe()
-            process.standardOutput = output
-            process.standardError = FileHandle.standardError
-            try process.run()
-            return (process, output)
+        let clients = try (0..<Self.downloadClients).map { _ -> ChildProcess in
+            try ChildProcess("/usr/bin/curl", ["-sS", "--limit-rate", "20M", "-o", "/dev/null", "-w", "%{http_code} %{size_download}",
+                                               "-H", "Authorization: Bearer \(token)", url], stdout: .capture, stderr: .inherit)
         }
         var whole = true
-        for (process, output) in clients {
-            let answer = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            if process.terminationStatus != 0 || answer != "200 \(expectedBytes)" {
+        for client in clients {
+            let result = client.wait()
+            if result.status != 0 || result.stdout != "200 \(expectedBytes)" {
                 whole = false
-                progress("lifecycle bootstrap: FAILED: a snapshot download ended with '\(answer)' (curl status \(process.terminationStatus))")
+                progress("lifecycle bootstrap: FAILED: a snapshot download ended with '\(result.stdout)' (curl status \(result.status))")
             }
         }
         return SnapshotDownloads(clients: clients.count, seconds: Double(nowNanoseconds() - t0) / 1e9, rssBefore: before,
@@ -309,17 +302,9 @@ final class SnapshotTimingTransport: SyncTransport {
 /// (progress), its stdout is one JSON object.
 func runBenchChild(_ arguments: [String]) throws -> [String: Any] {
     let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    process.standardError = FileHandle.standardError
-    try process.run()
-    let data = pipe.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    guard process.terminationStatus == 0 else { throw BenchError("\(arguments[0]) child exited with status \(process.terminationStatus)") }
-    guard let object = try JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+    let result = try ChildProcess.run(executable, arguments, stdout: .capture, stderr: .inherit)
+    guard result.status == 0 else { throw BenchError("\(arguments[0]) child exited with status \(result.status)") }
+    guard let object = try JSONSerialization.jsonObject(with: Data(result.output)) as? [String: Any] else {
         throw BenchError("\(arguments[0]) child printed no JSON object")
     }
     return object

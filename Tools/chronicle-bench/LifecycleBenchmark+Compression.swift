@@ -1,6 +1,7 @@
 import CSQLite
 import ChronicleCore
 import ChronicleStore
+import ChronicleTesting
 import Foundation
 
 /// The compression side of the lifecycle measurement: the sealed segments' bodies taken
@@ -37,27 +38,16 @@ extension LifecycleBenchmark {
     /// `lz4 -1 -c FILE`, output to /dev/null, `runs` times (seconds of each), then once into a file for its size.
     func runLZ4(_ file: String, runs: Int) throws -> (seconds: [Double], outputBytes: Int64) {
         guard FileManager.default.isExecutableFile(atPath: Self.lz4Tool) else { throw BenchError("lifecycle: \(Self.lz4Tool) is missing (apt-get install lz4)") }
-        func lz4(into output: FileHandle) throws -> Double {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: Self.lz4Tool)
-            process.arguments = ["-1", "-c", "-q", file]
-            process.standardOutput = output
-            process.standardError = FileHandle.standardError
+        func lz4(into output: ChildProcess.Output) throws -> Double {
             let t0 = nowNanoseconds()
-            try process.run()
-            process.waitUntilExit()
+            let result = try ChildProcess.run(Self.lz4Tool, ["-1", "-c", "-q", file], stdout: output, stderr: .inherit)
             let seconds = Double(nowNanoseconds() - t0) / 1e9
-            guard process.terminationStatus == 0 else { throw BenchError("lifecycle: lz4 exited with status \(process.terminationStatus)") }
+            guard result.status == 0 else { throw BenchError("lifecycle: lz4 exited with status \(result.status)") }
             return seconds
         }
-        guard let null = FileHandle(forWritingAtPath: "/dev/null") else { throw BenchError("lifecycle: cannot open /dev/null") }
-        defer { try? null.close() }
-        let seconds = try (0..<runs).map { _ in try lz4(into: null) }
+        let seconds = try (0..<runs).map { _ in try lz4(into: .null) }
         let compressed = file + ".lz4"
-        _ = FileManager.default.createFile(atPath: compressed, contents: nil)
-        guard let out = FileHandle(forWritingAtPath: compressed) else { throw BenchError("lifecycle: cannot write \(compressed)") }
-        _ = try lz4(into: out)
-        try out.close()
+        _ = try lz4(into: .file(compressed))
         let size = fileBytes(compressed)
         try? FileManager.default.removeItem(atPath: compressed)
         return (seconds, size)

@@ -36,9 +36,9 @@ struct RebuildBenchmark {
 
     func run() throws -> Result {
         progress("rebuild: chronicle (child process)…")
-        let chronicle = try Self.side(try runChild(["_rebuild", storePath]))
+        let chronicle = try Self.side(try runBenchChild(["_rebuild", storePath]))
         progress("rebuild: chronicle \(formatCount(chronicle.opsPerSecond)) ops/s, peak \(chronicle.peakKilobytes / 1024) MB; raw sqlite (child process)…")
-        let baseline = try Self.side(try runChild(["_rebuild-raw", baselinePath, String(ops), String(seed)]))
+        let baseline = try Self.side(try runBenchChild(["_rebuild-raw", baselinePath, String(ops), String(seed)]))
         progress("rebuild: raw sqlite \(formatCount(baseline.opsPerSecond)) ops/s, peak \(baseline.peakKilobytes / 1024) MB")
         return Result(chronicle: chronicle, baseline: baseline,
                       digestMatchesIncremental: incrementalDigest.map { $0 == chronicle.digest })
@@ -53,27 +53,6 @@ struct RebuildBenchmark {
                     peakKilobytes: peak, startKilobytes: start, digest: object["digest"] as? String)
     }
 
-    /// Runs this binary with `arguments`; its stderr passes through (progress),
-    /// its stdout is one JSON object.
-    private func runChild(_ arguments: [String]) throws -> [String: Any] {
-        let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = FileHandle.standardError
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw BenchError("\(arguments[0]) child exited with status \(process.terminationStatus)")
-        }
-        guard let object = try JSONSerialization.jsonObject(with: data) as? [String: Any] else {
-            throw BenchError("\(arguments[0]) child printed no JSON object")
-        }
-        return object
-    }
 
     // MARK: - Child processes
 

@@ -4,9 +4,9 @@
 #
 #   bash Tools/scripts/sanitizers.sh [address|thread]...   (default: both)
 #
-# Address: the whole suite. One report inside Foundation is suppressed (asan-suppressions.txt):
+# Address: the whole suite. One report inside Foundation stays suppressed (asan-suppressions.txt):
 # `Process.run()` on Linux (swift-corelibs-foundation, Swift 6.3.1) reads past a buffer while it
-# lists /proc/self/fd, before any of our code runs; the tests start `chronicle` and `sqlite3` that way.
+# lists /proc/self/fd; the tests start programs with ChildProcess (posix_spawn) instead.
 # Thread: the suites where threads meet: the HTTP server and its worker threads, the sync engine
 # against a live server, the SQLite layer's writer and readers, the background checkpointer,
 # compaction beside writes, the two-thread search index build and searches on two read connections,
