@@ -105,6 +105,27 @@ import Testing
         #expect(Date().timeIntervalSince(started) < 2.5, "the fetch ends at its deadline, not the server's")
     }
 
+    /// A resolver that does not answer is given up on at the fetch's deadline, not its own.
+    @Test func aLookupThatDoesNotAnswerEndsAtTheDeadline() throws {
+        let started = Date()
+        let timedOut = #expect(throws: PageFailure.self) {
+            _ = try PublicAddress.lookUp("slow.invalid", port: 80, deadline: .now() + 0.2) { _, _ in
+                Thread.sleep(forTimeInterval: 3)
+                return []
+            }
+        }
+        #expect(Date().timeIntervalSince(started) < 2, "the lookup is given up at its deadline")
+        #expect(timedOut?.reason == "timed out looking up slow.invalid" && timedOut?.permanent == false)
+        let answered = try PublicAddress.lookUp("quick.invalid", port: 80, deadline: .now() + 5) { _, port in
+            PublicAddress.resolve("127.0.0.1", port: port, numeric: true)
+        }
+        #expect(answered.map(\.text) == ["127.0.0.1"])
+        let unknown = #expect(throws: PageFailure.self) {
+            _ = try PublicAddress.lookUp("none.invalid", port: 80, deadline: .now() + 5) { _, _ in nil }
+        }
+        #expect(unknown?.reason == "the host none.invalid does not resolve" && unknown?.permanent == false)
+    }
+
     @Test func answersTheFetcherCannotUseAreRefusedWithTheirReason() throws {
         let answers: [(String, ArticlePage)] = [
             ("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Encoding: gzip\r\nContent-Length: 3",

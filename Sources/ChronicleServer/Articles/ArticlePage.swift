@@ -64,7 +64,7 @@ enum ArticlePage: Equatable {
             guard (1...65_535).contains(port) else { return .failed(permanent: true, reason: "port \(port) is not a TCP port") }
             let answer: PageExchange.Answer
             do {
-                let addresses = try PublicAddress.addresses(host: host, port: port, policy: policy)
+                let addresses = try PublicAddress.addresses(host: host, port: port, policy: policy, deadline: deadline)
                 answer = try PageExchange(url: target, host: host, port: port, tls: scheme == "https", policy: policy, deadline: deadline)
                     .run(addresses)
             } catch {
@@ -88,17 +88,56 @@ enum ArticlePage: Equatable {
 enum PublicAddress {
     /// The addresses `host` resolves to (or its override), each checked: where any is not public
     /// and the policy allows only public ones, the host is refused before anything connects.
-    /// A name that does not resolve may resolve later: not permanent.
-    static func addresses(host: String, port: Int, policy: ArticleFetchPolicy) throws(PageFailure) -> [ResolvedAddress] {
-        let override = policy.resolveOverrides[host.lowercased()]
+    /// A name that does not resolve may resolve later: not permanent. The lookup ends at
+    /// `deadline` (`lookUp`).
+    static func addresses(host: String, port: Int, policy: ArticleFetchPolicy, deadline: DispatchTime) throws(PageFailure) -> [ResolvedAddress] {
+        let found: [ResolvedAddress]
+        if let override = policy.resolveOverrides[host.lowercased()] {
+            guard let numeric = resolve(override, port: port, numeric: true), !numeric.isEmpty else {
+                throw .permanent("the address given for \(host) is not a numeric address")
+            }
+            found = numeric
+        } else {
+            found = try lookUp(host, port: port, deadline: deadline)
+        }
+        if !policy.allowsPrivateAddresses, found.contains(where: { !isPublic($0) }) {
+            throw .permanent("the host \(host) is a loopback, private or otherwise non-public address")
+        }
+        return found
+    }
+
+    /// `getaddrinfo` on a thread of its own, waited for until `deadline`: the system resolver
+    /// keeps its own time (its timeouts and attempts, per server), which the fetch's deadline
+    /// would not bound otherwise. A lookup given up on finishes on its thread and is dropped.
+    /// `resolver` stands in for the system's in tests.
+    static func lookUp(_ host: String, port: Int, deadline: DispatchTime,
+                       resolver: @escaping @Sendable (String, Int) -> [ResolvedAddress]? = { resolve($0, port: $1, numeric: false) })
+        throws(PageFailure) -> [ResolvedAddress] {
+        final class Answer: @unchecked Sendable {
+            let lock = NSLock()
+            var addresses: [ResolvedAddress]??
+            let done = DispatchSemaphore(value: 0)
+        }
+        let answer = Answer()
+        Thread {
+            let found = resolver(host, port)
+            answer.lock.withLock { answer.addresses = .some(found) }
+            answer.done.signal()
+        }.start()
+        guard answer.done.wait(timeout: deadline) == .success, let found = answer.lock.withLock({ answer.addresses }) else {
+            throw .transient("timed out looking up \(host)")
+        }
+        guard let found, !found.isEmpty else { throw .transient("the host \(host) does not resolve") }
+        return found
+    }
+
+    /// The IPv4 and IPv6 stream addresses `name` resolves to; nil where it does not.
+    static func resolve(_ name: String, port: Int, numeric: Bool) -> [ResolvedAddress]? {
         var hints = addrinfo()
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        if override != nil { hints.ai_flags = AI_NUMERICHOST }
+        if numeric { hints.ai_flags = AI_NUMERICHOST }
         var list: UnsafeMutablePointer<addrinfo>?
-        guard getaddrinfo(override ?? host, String(port), &hints, &list) == 0, let first = list else {
-            if override != nil { throw .permanent("the address given for \(host) is not a numeric address") }
-            throw .transient("the host \(host) does not resolve")
-        }
+        guard getaddrinfo(name, String(port), &hints, &list) == 0, let first = list else { return nil }
         defer { freeaddrinfo(first) }
         var found: [ResolvedAddress] = []
         var node: UnsafeMutablePointer<addrinfo>? = first
@@ -106,16 +145,17 @@ enum PublicAddress {
             node = entry.pointee.ai_next
             guard let address = entry.pointee.ai_addr, [AF_INET, AF_INET6].contains(Int32(address.pointee.sa_family)),
                   Int(entry.pointee.ai_addrlen) <= MemoryLayout<sockaddr_storage>.size else { continue }
-            if !policy.allowsPrivateAddresses, !isPublic(address) {
-                throw .permanent("the host \(host) is a loopback, private or otherwise non-public address")
-            }
             var resolved = ResolvedAddress()
             resolved.length = entry.pointee.ai_addrlen
             withUnsafeMutableBytes(of: &resolved.storage) { $0.copyMemory(from: UnsafeRawBufferPointer(start: address, count: Int(entry.pointee.ai_addrlen))) }
             found.append(resolved)
         }
-        guard !found.isEmpty else { throw .transient("the host \(host) has no IPv4 or IPv6 address") }
         return found
+    }
+
+    static func isPublic(_ address: ResolvedAddress) -> Bool {
+        var storage = address.storage
+        return withUnsafeMutablePointer(to: &storage) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { isPublic($0) } }
     }
 
     static func isPublic(_ address: UnsafeMutablePointer<sockaddr>) -> Bool {
