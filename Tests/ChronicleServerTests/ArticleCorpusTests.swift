@@ -10,9 +10,10 @@ import Testing
     static let fuzzDirectory = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fuzz")
 
-    static func inputs() -> [URL] {
+    /// What libFuzzer kept for `target`, and every input it stopped on.
+    static func inputs(_ target: String = "article") -> [URL] {
         ["Corpus", "Crashes"].flatMap { kind -> [URL] in
-            let root = fuzzDirectory.appendingPathComponent(kind).appendingPathComponent("article")
+            let root = fuzzDirectory.appendingPathComponent(kind).appendingPathComponent(target)
             return ((try? FileManager.default.contentsOfDirectory(at: root, includingPropertiesForKeys: nil)) ?? [])
         }.sorted { $0.path < $1.path }
     }

@@ -5,27 +5,14 @@ import Testing
 /// at a time, and in pieces of seven bytes; each way must read the same head and body, or fail
 /// the same way.
 @Suite struct PageResponseReaderTests {
-    enum Outcome: Equatable {
-        case read(status: Int, fields: [String: String], body: String)
-        case failed(PageResponseReader.Failure)
+    typealias Outcome = PageResponseContract.Outcome
+
+    static func read(status: Int, fields: [String: String], body: String) -> Outcome {
+        .read(status: status, fields: fields, body: Array(body.utf8))
     }
 
     static func read(_ text: String, bodyBytesMax: Int = 1_000, pieces: Int) -> Outcome {
-        var reader = PageResponseReader(bodyBytesMax: bodyBytesMax)
-        let bytes = Array(text.utf8)
-        do {
-            var index = 0
-            while index < bytes.count {
-                let end = min(bytes.count, index + pieces)
-                try reader.feed(bytes[index..<end])
-                index = end
-            }
-            try reader.finish()
-        } catch {
-            return .failed(error)
-        }
-        guard let head = reader.head else { return .failed(.truncated) }
-        return .read(status: head.status, fields: head.fields, body: String(decoding: reader.body, as: UTF8.self))
+        PageResponseContract.outcome(Array(text.utf8), bodyBytesMax: bodyBytesMax, pieces: pieces)
     }
 
     /// The same outcome however the bytes arrive.
@@ -38,24 +25,24 @@ import Testing
 
     @Test func aBodyOfAGivenLengthIsReadAndWhatFollowsItIgnored() {
         #expect(Self.outcome("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 5\r\n\r\nhello and more")
-            == .read(status: 200, fields: ["content-type": "text/html", "content-length": "5"], body: "hello"))
+            == Self.read(status: 200, fields: ["content-type": "text/html", "content-length": "5"], body: "hello"))
     }
 
     @Test func aChunkedBodyWithExtensionsAndTrailersIsJoined() {
         let text = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4;name=value\r\nWiki\r\n6\r\npedia \r\nE\r\nin \r\n\r\nchunks.\r\n0\r\nExpires: never\r\n\r\n"
-        #expect(Self.outcome(text) == .read(status: 200, fields: ["transfer-encoding": "chunked"], body: "Wikipedia in \r\n\r\nchunks."))
+        #expect(Self.outcome(text) == Self.read(status: 200, fields: ["transfer-encoding": "chunked"], body: "Wikipedia in \r\n\r\nchunks."))
     }
 
     @Test func aBodyWithoutLengthEndsWithTheConnection() {
         #expect(Self.outcome("HTTP/1.0 200 OK\nContent-Type: text/html\n\n<p>bare line feeds</p>")
-            == .read(status: 200, fields: ["content-type": "text/html"], body: "<p>bare line feeds</p>"))
+            == Self.read(status: 200, fields: ["content-type": "text/html"], body: "<p>bare line feeds</p>"))
     }
 
     @Test func interimAnswersAreSkippedAndRepeatedFieldsJoined() {
         let text = "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\nHTTP/1.1 204 No Content\r\nVary: a\r\nVary: b\r\n\r\n"
-        #expect(Self.outcome(text) == .read(status: 204, fields: ["vary": "a, b"], body: ""))
+        #expect(Self.outcome(text) == Self.read(status: 204, fields: ["vary": "a, b"], body: ""))
         #expect(Self.outcome("HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc")
-            == .read(status: 200, fields: ["content-length": "3, 3"], body: "abc"))
+            == Self.read(status: 200, fields: ["content-length": "3, 3"], body: "abc"))
     }
 
     @Test func aBodyPastTheCapIsRefusedHoweverItIsFramed() {

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Fuzzes the segment and snapshot decoders, and the article fetcher's reading of pages
-# (libxml2 and the walk over its tree), with libFuzzer and keeps a minimized
+# (libxml2 and the walk over its tree) and of HTTP answers, with libFuzzer and keeps a minimized
 # corpus of interesting inputs under Tests/Fuzz/Corpus/<target>/, which
 # Tests/ChronicleCoreTests/FuzzCorpusTests.swift replays in the normal test suite.
 #
-#   bash Tools/fuzz/fuzz.sh [segment|snapshot|article|all] [RUNS]     # default: all 10000000
+#   bash Tools/fuzz/fuzz.sh [segment|snapshot|article|response|all] [RUNS]     # default: all 10000000
 #
 # Each target is the decoders' sources from Sources/ChronicleCore (no package
 # build, no embedded schemas, no libcrypto: the decoders need none of them)
@@ -22,9 +22,9 @@ set -euo pipefail
 target=${1:-all}
 runs=${2:-10000000}
 case "$target" in
-    segment|snapshot|article) targets=("$target") ;;
-    all) targets=(segment snapshot article) ;;
-    *) echo "usage: bash Tools/fuzz/fuzz.sh [segment|snapshot|article|all] [RUNS]" >&2; exit 2 ;;
+    segment|snapshot|article|response) targets=("$target") ;;
+    all) targets=(segment snapshot article response) ;;
+    *) echo "usage: bash Tools/fuzz/fuzz.sh [segment|snapshot|article|response|all] [RUNS]" >&2; exit 2 ;;
 esac
 [[ "$runs" =~ ^[0-9]+$ ]] || { echo "RUNS must be a number, not '$runs'" >&2; exit 2; }
 
@@ -76,6 +76,12 @@ for t in "${targets[@]}"; do
             -I "$root/Sources/CXML2" $(pkg-config --cflags-only-I libxml-2.0 | sed 's/-I/-Xcc -I/g') -lxml2 -use-ld=lld \
             -sanitize=fuzzer,address "$root/Sources/ChronicleServer/Articles/ArticleExtractor.swift" \
             "$root/Sources/ChronicleServer/Articles/ArticleContract.swift" "$entry" -o "$bin"
+    elif [[ $t == response ]]; then
+        # The HTTP answer reader and its contract alone (pure Swift); seeds are the committed corpus.
+        mkdir -p "$build/seeds/response"
+        nice -n 19 swiftc -swift-version 6 -parse-as-library -O -wmo -warnings-as-errors -module-name ChronicleServer -use-ld=lld \
+            -sanitize=fuzzer,address "$root/Sources/ChronicleServer/Articles/PageResponseReader.swift" \
+            "$root/Sources/ChronicleServer/Articles/PageResponseContract.swift" "$entry" -o "$bin"
     else
         nice -n 19 swiftc "${swift_flags[@]}" -sanitize=fuzzer,address \
             "${library[@]}" "$here/FuzzContract.swift" "$entry" -o "$bin"
