@@ -77,7 +77,7 @@ struct PageExchange {
             throw PageFailure(permanent: !transient, reason: "the page answered \(status)")
         }
         let type = head.field("content-type") ?? ""
-        let media = type.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+        let media = Self.contentType(of: head).first
         guard media == "text/html" || media == "application/xhtml+xml" else {
             throw .permanent("not a web page (\(type.isEmpty ? "no type" : String(type.prefix(100))))")
         }
@@ -87,9 +87,13 @@ struct PageExchange {
         return nil
     }
 
+    /// The `Content-Type` field's media type and parameters, trimmed and lowercased.
+    static func contentType(of head: PageResponseReader.Head) -> [String] {
+        (head.field("content-type") ?? "").split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+    }
+
     static func charset(of head: PageResponseReader.Head) -> String? {
-        let parts = (head.field("content-type") ?? "").split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
-        return parts.dropFirst().first { $0.hasPrefix("charset=") }
+        contentType(of: head).dropFirst().first { $0.hasPrefix("charset=") }
             .map { String($0.dropFirst(8)).trimmingCharacters(in: CharacterSet(charactersIn: "\"'")) }
     }
 }
