@@ -41,9 +41,9 @@ extension SyncBenchmark {
     /// Diagnostic beside the timed round: a fresh fleet whose devices only push (one request
     /// each: the engine's first batch) all at once, so no device is busy folding pulled ops
     /// while others wait for their answers; `kind` says how the pushes travel.
-    func pushBurst(_ kind: BurstKind, rig: SyncRig, root: String) throws -> BurstResult {
+    func pushBurst(_ kind: BurstKind, rig: SyncRig, root: String, name: String? = nil, salt: UInt64? = nil) throws -> BurstResult {
         let number = BurstKind.allCases.firstIndex(of: kind)!
-        let (_, all) = try fleet(rig: rig, root: root, name: "burst\(number)x", salt: 0xB0057 ^ UInt64(number))
+        let (_, all) = try fleet(rig: rig, root: root, name: name ?? "burst\(number)x", salt: salt ?? 0xB0057 ^ UInt64(number))
         let devices = all.map(\.device)
         let batchOps = engineDefaults.pushBatchOpsMax
         let segments = try devices.map { try Segment(libraryID: $0.store.libraryID, ops: $0.store.unacknowledgedOps(limit: batchOps)) }
@@ -126,6 +126,27 @@ extension SyncBenchmark {
         if failures > 0 { syncFailure("scale: \(failures) pushes of the \(kind.rawValue) burst failed") }
         let (before, after) = kind == .inProcess ? (Samples(), Samples()) : Self.cutAtServer(cut, rig: rig)
         return BurstResult(kind: kind, seconds: seconds, requests: requests, beforePushNow: before, afterPushNow: after, failures: failures)
+    }
+
+    /// Diagnostic (`CHRONICLE_BENCH_SYNC_PARTS=bursts`): the push-only burst five times in a
+    /// row in process (`BurstKind.inProcess`: no HTTP, no device work) and five times over HTTP
+    /// (`BurstKind.transport`), each with a fresh fleet against one server; each burst's figures
+    /// on standard error. For comparing builds of the server's push path without the scale part.
+    func measureBursts(count: Int = 5) throws {
+        let shm = FileManager.default.fileExists(atPath: "/dev/shm")
+        let root = shm ? "/dev/shm/chronicle-bench-bursts-\(getpid())" : directory + "/sync-bursts-devices"
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        defer { if !keep { try? FileManager.default.removeItem(atPath: root) } }
+        let rig = try SyncRig(directory: directory + "/sync-bursts-server", logged: true)
+        defer { rig.stop() }
+        for kind in [BurstKind.inProcess, .transport] {
+            for index in 0..<count {
+                let salt = 0xB0B5 ^ UInt64(index << 8) ^ UInt64(BurstKind.allCases.firstIndex(of: kind)! << 16)
+                let burst = try pushBurst(kind, rig: rig, root: root, name: "bursts\(kind.rawValue)\(index)x", salt: salt)
+                var requests = burst.requests
+                progress("sync bursts: \(kind.rawValue) \(index + 1): \(requests.count) pushes in \(formatFixed(burst.seconds * 1e3, 1)) ms, p50 \(millisecondsText(requests.percentileMilliseconds(0.5))), p99 \(millisecondsText(requests.percentileMilliseconds(0.99))), \(burst.failures) failed")
+            }
+        }
     }
 
     /// Pushes cut at the server's log line for each (ms resolution): from the caller's call

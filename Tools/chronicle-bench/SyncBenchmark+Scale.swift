@@ -35,6 +35,10 @@ extension SyncBenchmark {
         var bursts: [BurstResult] = []
         /// The same number of devices, live for a while instead of all starting with a backlog.
         var sustained: SustainedResult?
+        /// Raw SQLite running the server's statements for the same first pushes (`HerdFloor`), and
+        /// the same with no index but the keys, no trigger and one transaction a library.
+        var floor: HerdFloor.Result?
+        var strippedFloor: HerdFloor.Result?
         // The audit, after a second (untimed) round that lets every device catch up.
         var audit = FleetAudit()
         var failures: [String] = []
@@ -111,6 +115,13 @@ extension SyncBenchmark {
         result.audit = try audit(libraryIDs: libraryIDs, devices: devices, written: all.map(\.ops), rig: rig)
         result.failures += result.audit.failures
         for failure in result.failures.prefix(20) { syncFailure("scale: " + failure) }
+
+        progress("sync scale: the herd's floor (raw SQLite, the server's statements for the same pushes)…")
+        result.floor = try HerdFloor.measure(directory: directory + "/sync-scale-floor", libraryIDs: libraryIDs, written: all.map(\.ops),
+                                             schema: .readItLater, threads: ProcessInfo.processInfo.activeProcessorCount)
+        result.strippedFloor = try HerdFloor.measure(directory: directory + "/sync-scale-floor", libraryIDs: libraryIDs, written: all.map(\.ops),
+                                                     schema: .readItLater, threads: ProcessInfo.processInfo.activeProcessorCount, stripped: true)
+        if !keep { try? FileManager.default.removeItem(atPath: directory + "/sync-scale-floor") }
 
         result.sustained = try measureSustained(rig: rig, root: root)
 

@@ -56,11 +56,12 @@ struct SyncBenchmark {
         ProcessInfo.processInfo.environment["CHRONICLE_BENCH_SYNC_PULL_PAGE"].flatMap(Int.init)
     }
 
-    /// Diagnostic: `CHRONICLE_BENCH_SYNC_PARTS=pull,push,latency,scale,blobs` runs only those parts.
+    /// Diagnostic: `CHRONICLE_BENCH_SYNC_PARTS=pull,push,latency,scale,blobs` runs only those parts;
+    /// `bursts` (never run by default) runs only push-only bursts, several in a row (`measureBursts`).
     static var parts: Set<String> {
         let all: Set<String> = ["pull", "push", "latency", "scale", "blobs"]
         guard let text = ProcessInfo.processInfo.environment["CHRONICLE_BENCH_SYNC_PARTS"] else { return all }
-        return all.intersection(text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
+        return all.union(["bursts"]).intersection(text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
     }
 
     func run() throws -> Result {
@@ -70,6 +71,7 @@ struct SyncBenchmark {
         let latency = parts.contains("latency") ? try measureLatency() : nil
         let scale = parts.contains("scale") ? try measureScale() : nil
         let blobs = parts.contains("blobs") ? try measureBlobs() : nil
+        if parts.contains("bursts") { try measureBursts() }
         var across: LatencyResult?
         if parts.contains("latency"), let conninfo = ProcessInfo.processInfo.environment["CHRONICLE_BENCH_POSTGRES"], !conninfo.isEmpty {
             progress("sync latency: again with A and B on two servers sharing PostgreSQL…")

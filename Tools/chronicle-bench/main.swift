@@ -34,12 +34,14 @@ enum Bench {
                    vs SyncService.pushNow in process; segment vs JSON bytes per op; write on
                    device A to visible on long-polling device B: p50, p99 (200 samples, quick 50);
                    200 devices (quick 50) over 20 libraries syncing at once: ops/s, push p99,
-                   and an audit for lost or duplicated ops; a 64 MiB file (quick 16) uploaded in chunks and fetched
-                   by another device vs the same SQL with no HTTP
+                   and an audit for lost or duplicated ops, beside the herd's floor (raw SQLite running the server's
+                   statements for the same pushes on every core); a 64 MiB file (quick 16) uploaded in chunks and
+                   fetched by another device vs the same SQL with no HTTP
           lifecycle  compaction of an N-op store (keepOps 10,000): sealing MB/s vs the lz4 tool (lz4 -1) on the
                    same segment bodies, store size before/after, segment and snapshot LZ4 ratios; audit of one
                    article p50/p99 after vs before compaction; a new device onto an N-op library over HTTP from the
-                   server's snapshot vs pulling the full log: seconds and peak RSS (child processes)
+                   server's snapshot vs pulling the full log: seconds and peak RSS (child processes); beside sealing
+                   and the snapshot start their floors (raw SQLite doing the same work, the engine's additions left out)
           articles the article fetcher's reading of 2,000 generated pages (quick 200; ArticleExtractor) vs libxml2
                    alone parsing the same bytes: MB/s
           migrate  DeviceStore.migrate of an N-op store from the oldest version (format v1, schema v1, DDL from
@@ -78,6 +80,8 @@ enum Bench {
           CHRONICLE_BENCH_SQLITE_MEMSTATUS=1           SQLite's memory statistics on (its default; the engine turns them off),
                                                        for both sides and the child processes
           CHRONICLE_BENCH_SYNC_PARTS=pull,push,latency,scale,blobs   sync: run only these parts
+          CHRONICLE_BENCH_SYNC_PARTS=bursts            sync: only the push-only bursts, five in process and five over
+                                                       HTTP, each with a fresh fleet (for comparing builds of the push path)
           CHRONICLE_BENCH_SYNC_PULL_PAGE=N             sync pull: page size (engine and baseline; default the engine's)
           CHRONICLE_BENCH_SYNC_DIAG=1                  sync scale: push-only bursts also over one shared URLSession,
                                                        raw sockets and in process (always: per-device HTTPTransport)
