@@ -36,6 +36,8 @@ extension LifecycleBenchmark {
         var snapshotFrameBytes: Int64
         var fromSnapshot: DeviceRun
         var fullLog: DeviceRun
+        /// Raw SQLite on the store the snapshot start made (`LifecycleBenchmark+Floors.swift`).
+        var floor: SnapshotFloor
 
         var speedup: Double { fullLog.seconds / fromSnapshot.seconds }
     }
@@ -133,7 +135,11 @@ extension LifecycleBenchmark {
 
         let engineDefault = SyncEngine.Configuration().snapshotStartOpsMin
         progress("lifecycle bootstrap: a fresh device from the snapshot at seq \(formatCount(Double(snapshotSeq))) (child process)…")
-        let fromSnapshot = try runDevice(rig, libraryID: libraryID, deviceID: ids.uuid(), name: "from-snapshot", snapshotStartOpsMin: engineDefault)
+        var floor: SnapshotFloor?
+        let fromSnapshot = try runDevice(rig, libraryID: libraryID, deviceID: ids.uuid(), name: "from-snapshot", snapshotStartOpsMin: engineDefault) { path in
+            progress("lifecycle bootstrap: the snapshot start's floor: raw SQLite copying the store it made, and rebuilding its search indexes…")
+            floor = try snapshotFloor(startedStore: path)
+        }
         progress("lifecycle bootstrap: \(formatFixed(fromSnapshot.seconds, 2)) s, peak \(fromSnapshot.peakKilobytes / 1024) MB; baseline: a fresh device pulling the whole log (child process)…")
         let fullLog = try runDevice(rig, libraryID: libraryID, deviceID: ids.uuid(), name: "full-log", snapshotStartOpsMin: Int64.max)
         progress("lifecycle bootstrap: full log \(formatFixed(fullLog.seconds, 2)) s, peak \(fullLog.peakKilobytes / 1024) MB")
@@ -148,7 +154,8 @@ extension LifecycleBenchmark {
         return BootstrapResult(ops: ops, importSeconds: Double(importNanoseconds) / 1e9, server: server,
                                serverSnapshotSeconds: serverSnapshotSeconds, serverSnapshotRSSBefore: memory.before,
                                serverSnapshotPeak: memory.peak, downloads: downloads, serverDigest: serverDigest,
-                               snapshotSeq: snapshotSeq, snapshotFrameBytes: Int64(frame.count), fromSnapshot: fromSnapshot, fullLog: fullLog)
+                               snapshotSeq: snapshotSeq, snapshotFrameBytes: Int64(frame.count), fromSnapshot: fromSnapshot, fullLog: fullLog,
+                               floor: floor!)
     }
 
     static let downloadClients = 8
@@ -186,11 +193,14 @@ extension LifecycleBenchmark {
                                  peak: procStatusKilobytes("VmHWM") ?? 0, allWhole: whole)
     }
 
-    private func runDevice(_ rig: SyncRig, libraryID: UUID, deviceID: UUID, name: String, snapshotStartOpsMin: Int64) throws -> DeviceRun {
+    /// `afterwards`: handed the device's store path (the child has ended) before it is removed.
+    private func runDevice(_ rig: SyncRig, libraryID: UUID, deviceID: UUID, name: String, snapshotStartOpsMin: Int64,
+                           afterwards: ((String) throws -> Void)? = nil) throws -> DeviceRun {
         let path = directory + "/lifecycle-device-\(name).chronicle"
         let token = try rig.token(user: "reader", deviceID: deviceID)
         let run = try DeviceRun(try runBenchChild(["_bootstrap", rig.server.url.absoluteString, libraryID.lowercased, deviceID.lowercased,
                                                    token, path, String(snapshotStartOpsMin)]))
+        try afterwards?(path)
         remove(path)
         return run
     }

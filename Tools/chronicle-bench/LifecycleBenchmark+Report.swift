@@ -13,6 +13,12 @@ extension LifecycleBenchmark.Result {
         rows.append(TableRow(measurement: "lifecycle: seal \(formatCount(Double(r.opsSealed))) ops, MB/s of bodies (base: lz4 -1 CLI)",
                              chronicle: formatFixed(c.sealMBPerSecond, 1) + " MB/s", baseline: formatFixed(c.lz4ToolMBPerSecond, 1) + " MB/s",
                              ratio: ratioText(c.sealRatio), target: ">= 0.5x lz4", verdict: verdict(sealPass)))
+        for (name, floor) in [("the same store, raw SQLite, encoding free", c.sealingFloor), ("an ideal row log, raw SQLite", c.idealLogFloor)] {
+            let ratio = c.mbPerSecond(floor) / c.lz4ToolMBPerSecond
+            rows.append(TableRow(measurement: "lifecycle: sealing's floor, \(name), two cores (base: lz4 -1 CLI)",
+                                 chronicle: formatFixed(c.mbPerSecond(floor), 1) + " MB/s", baseline: formatFixed(c.lz4ToolMBPerSecond, 1) + " MB/s",
+                                 ratio: ratioText(ratio), target: ">= 0.5x lz4", verdict: ratio >= 0.5 ? "below target" : "above target"))
+        }
         rows.append(TableRow(measurement: "lifecycle: store file after compaction (base: before)", chronicle: mb(c.fileBytesAfter),
                              baseline: mb(c.fileBytesBefore), ratio: ratioText(Double(c.fileBytesAfter) / Double(c.fileBytesBefore)),
                              target: "", verdict: ""))
@@ -46,6 +52,14 @@ extension LifecycleBenchmark.Result {
         rows.append(TableRow(measurement: "lifecycle: new device, \(formatCount(Double(b.ops)))-op library from snapshot, HTTP (base: full log)",
                              chronicle: formatFixed(f.seconds, 2) + " s", baseline: formatFixed(g.seconds, 2) + " s", ratio: ratioText(timeRatio),
                              target: "<= 5 s and <= 0.1x (10x faster)", verdict: verdict(bootstrapPass)))
+        let budget = g.seconds / 10, fl = b.floor, download = f.snapshotCallSeconds
+        for (name, seconds) in [("its pages written (VACUUM INTO) + the download", fl.pageWriteSeconds + download),
+                                ("its rows copied, index rows included + the download", fl.copySeconds + download),
+                                ("FTS5 rebuild of its word indexes, two cores", fl.rebuildSeconds)] {
+            rows.append(TableRow(measurement: "lifecycle: snapshot start's floor, raw SQLite: \(name) (base: full log / 10)",
+                                 chronicle: formatFixed(seconds, 2) + " s", baseline: formatFixed(budget, 2) + " s", ratio: ratioText(seconds / budget),
+                                 target: "<= 1x", verdict: seconds <= budget ? "below target" : "above target"))
+        }
         rows.append(TableRow(measurement: "lifecycle: new device, peak RSS (VmHWM) (base: full log)", chronicle: formatFixed(peak, 1) + " MB",
                              baseline: formatFixed(basePeak, 1) + " MB", ratio: ratioText(peak / basePeak), target: "<= 150 MB", verdict: verdict(memoryPass)))
         let d = b.downloads
@@ -60,6 +74,7 @@ extension LifecycleBenchmark.Result {
         notes.append("lifecycle: the 'raw sqlite' column holds each row's own baseline, named in the row (base: ...), measured in the same run; MB = 10^6 bytes in MB/s, 2^20 bytes in sizes.")
         notes.append("lifecycle compaction: a \(formatCount(Double(c.ops)))-op device store (built with applyConfirmedInBulk in \(formatFixed(c.buildSeconds, 1)) s, then closed) compacted with keepOps \(formatCount(Double(LifecycleBenchmark.keepOps))), \(formatCount(Double(r.plan.segmentsToWrite))) segments of up to 10,000 ops: sealing \(formatFixed(c.sealSeconds, 2)) s (first progress call to the last segment's commit; \(formatFixed(Double(r.segmentBodyBytes) / 1e6, 1)) MB of bodies, \(formatFixed(Double(r.segmentFrameBytes) / 1e6, 1)) MB of frames, \(formatFixed(Double(r.logBytesSealed) / 1e6, 1)) MB of log rows), snapshot at seq \(formatCount(Double(s.seq))) \(formatFixed(c.snapshotSeconds, 2)) s, VACUUM \(formatFixed(c.vacuumSeconds, 2)) s; compact() in all \(formatFixed(c.totalSeconds, 2)) s. The same bodies in process, each step alone: SegmentCodec.encodeBody \(formatFixed(c.encodeSeconds, 2)) s (\(formatFixed(Double(c.bodyBytes) / 1e6 / c.encodeSeconds, 0)) MB/s), LZ4Frame.compress \(formatFixed(c.compressSeconds, 2)) s (\(formatFixed(Double(c.bodyBytes) / 1e6 / c.compressSeconds, 0)) MB/s); sealing reads and encodes each segment on a read connection while the writer stores the one before (the frame, the sealed op ids, deleting its rows, the commit): the writer's part is the rest of its time. Per segment: the first ten took \(formatFixed(c.firstSegmentsMilliseconds, 0)) ms each, the last ten \(formatFixed(c.lastSegmentsMilliseconds, 0)) ms each.")
         notes.append("lifecycle store size: the database file with the store closed and its WAL checkpointed (TRUNCATE) once the store's background checkpoint let go of it: \(mb(c.fileBytesBefore)) before, \(mb(c.fileBytesAfter)) after. CompactionReport says \(mb(r.fileBytesBefore)) -> \(mb(r.fileBytesAfter)): its 'after' counts the WAL, which right after compact's VACUUM held \(mb(c.reportedWALBytesAfterVacuum)) (in WAL mode VACUUM writes the new copy of the database into the WAL; it shrinks at the next checkpoint).")
+        notes.append("lifecycle floors (LifecycleBenchmark+Floors.swift), raw SQLite through the C API with statements prepared once, in this run; each sealing floor counts its reading side (select, concatenate, compress with liblz4) and its writing side (store the frame, delete the rows, commit; for the same store also a filter's worth of bytes and the 10,000 op ids, through the log's own index and guard trigger) apart, and takes the larger, as if two cores overlapped them perfectly. The same store (a copy sealed up to the same seq, entity index set aside, the rows' column bytes concatenated in place of encoding, no digests or filters computed): reading \(formatFixed(c.sealingFloor.readSeconds, 2)) s, writing \(formatFixed(c.sealingFloor.writeSeconds, 2)) s over \(c.sealingFloor.segments) segments. An ideal row log (\(formatCount(Double(r.opsSealed))) rows, each a slice of the sealed bodies and nothing else, no index or trigger): reading \(formatFixed(c.idealLogFloor.readSeconds, 2)) s, writing \(formatFixed(c.idealLogFloor.writeSeconds, 2)) s. The snapshot start's store, copied into a new file with the same tables (\(formatCount(Double(b.floor.copiedRows))) rows: the projection, its read indexes built after, the word indexes' FTS5 tables; not the snapshot's frame nor the phrase indexes): \(formatFixed(b.floor.copySeconds, 2)) s; FTS5 'rebuild' of each word index on the copy: \(b.floor.rebuilds.map { "\($0.index) \(formatFixed($0.seconds, 2)) s" }.joined(separator: ", ")), \(formatFixed(b.floor.rebuildSeconds, 2)) s shared by two cores; the copy's pages written to a new file (VACUUM INTO, \(mb(b.floor.pageBytes))): \(formatFixed(b.floor.pageWriteSeconds, 2)) s. A start that builds the indexes takes at least the rebuilds; one that carries them as rows, at least the copy and its download; one that carries the database's pages, at least their writing and its download (the run's snapshot took \(formatFixed(b.fromSnapshot.snapshotCallSeconds, 2)) s to download, and either would carry more).")
         notes.append("lifecycle lz4 tool: `lz4 -1 -c -q` on the \(c.segments) sealed bodies concatenated (\(formatFixed(Double(c.bodyBytes) / 1e6, 1)) MB, one file in the page cache, output to /dev/null), fastest of \(c.lz4ToolSeconds.count) runs \(formatFixed(c.lz4ToolBestSeconds, 3)) s (runs: \(c.lz4ToolSeconds.map { formatFixed($0, 3) }.joined(separator: ", ")) s, process start included).")
         notes.append("lifecycle snapshot: \(formatCount(Double(s.rows))) rows; body \(mb(s.bodyBytes)) (LZ4-decompressed; decoded and re-encoded: \(s.reencodedBytes == s.bodyBytes ? "same size" : "\(mb(s.reencodedBytes)) — DIFFERENT")), frame \(mb(s.frameBytes)), lz4 -1 CLI \(mb(s.lz4ToolBytes)).")
         notes.append("lifecycle audit: \(a.after.count) articles with >= 5 ops (of \(formatCount(Double(a.candidates))) such; median \(a.medianOps) ops each) picked by the seed, audited with DeviceStore.audit before and after compaction (p50/p99 over the same articles)\(a.budgetHit ? "; the audits after compaction stopped at their \(formatFixed(a.budgetSeconds, 0)) s budget, so fewer were taken" : "").")
@@ -83,6 +98,12 @@ extension LifecycleBenchmark.Result {
                 ("snapshot", .object([("seq", .int(s.seq)), ("rows", .int(Int64(s.rows))), ("body_bytes", .int(s.bodyBytes)),
                                       ("frame_bytes", .int(s.frameBytes)), ("reencoded_bytes", .int(s.reencodedBytes)),
                                       ("lz4_tool_bytes", .int(s.lz4ToolBytes))])),
+                ("floors", .object([("same_store_read_seconds", .number(c.sealingFloor.readSeconds)),
+                                    ("same_store_write_seconds", .number(c.sealingFloor.writeSeconds)),
+                                    ("same_store_mb_per_second", .number(c.mbPerSecond(c.sealingFloor))),
+                                    ("ideal_log_read_seconds", .number(c.idealLogFloor.readSeconds)),
+                                    ("ideal_log_write_seconds", .number(c.idealLogFloor.writeSeconds)),
+                                    ("ideal_log_mb_per_second", .number(c.mbPerSecond(c.idealLogFloor)))])),
                 ("targets", .object([("seal_ratio_min", .number(0.5))])), ("pass", .bool(sealPass)),
             ])),
             ("audit", .object([("samples", .int(Int64(a.after.count))), ("candidates", .int(Int64(a.candidates))),
@@ -100,6 +121,10 @@ extension LifecycleBenchmark.Result {
                 ("snapshot_seq", .int(b.snapshotSeq)), ("snapshot_frame_bytes", .int(b.snapshotFrameBytes)),
                 ("from_snapshot", Self.json(f, serverDigest: b.serverDigest)), ("full_log", Self.json(g, serverDigest: b.serverDigest)),
                 ("speedup", .number(b.speedup)),
+                ("floors", .object([("copy_seconds", .number(b.floor.copySeconds)), ("copied_rows", .int(b.floor.copiedRows)),
+                                    ("rebuild_seconds_two_cores", .number(b.floor.rebuildSeconds)),
+                                    ("rebuilds", .object(b.floor.rebuilds.map { ($0.index, JSON.number($0.seconds)) })),
+                                    ("page_write_seconds", .number(b.floor.pageWriteSeconds)), ("page_bytes", .int(b.floor.pageBytes))])),
                 ("targets", .object([("seconds_max", .number(5)), ("speedup_min", .number(10)), ("peak_rss_mb_max", .number(150))])),
                 ("pass", .bool(bootstrapPass && memoryPass && digestPass)),
             ])),

@@ -60,11 +60,16 @@ struct LifecycleBenchmark {
         var compressSeconds: Double
         var snapshot: SnapshotSizes
         var audits: AuditResult
+        /// Raw SQLite sealing the same store, and an ideal row log (`LifecycleBenchmark+Floors.swift`).
+        var sealingFloor: Floor
+        var idealLogFloor: Floor
 
         var sealMBPerSecond: Double { Double(report.segmentBodyBytes) / 1e6 / sealSeconds }
         var lz4ToolBestSeconds: Double { lz4ToolSeconds.min() ?? .nan }
         var lz4ToolMBPerSecond: Double { Double(bodyBytes) / 1e6 / lz4ToolBestSeconds }
         var sealRatio: Double { sealMBPerSecond / lz4ToolMBPerSecond }
+        /// A floor's MB/s of the engine's segment bodies (the same ops).
+        func mbPerSecond(_ floor: Floor) -> Double { Double(report.segmentBodyBytes) / 1e6 / floor.seconds }
     }
 
     struct SnapshotSizes {
@@ -120,11 +125,16 @@ struct LifecycleBenchmark {
         let buildSeconds = Double(nowNanoseconds() - b0) / 1e9
         try settle(path)
         let bytesBefore = databaseBytes(path)
+        progress("lifecycle: sealing's floor: raw SQLite sealing a copy of the store…")
+        let sealingFloor = try self.sealingFloor(copyOf: path, through: Int64(ops) - Self.keepOps, segmentOps: Int64(CompactionPolicy().segmentOpsMax))
         let compacted = try compact(path)
         try settle(path)   // the WAL held VACUUM's copy of the database
         let bytesAfter = databaseBytes(path)
         let lz4 = try runLZ4(compacted.bodies.file, runs: Self.lz4Runs)
         let snapshot = try snapshotSizes(path)
+        progress("lifecycle: sealing's floor: an ideal row log of the same bodies…")
+        let idealLogFloor = try self.idealLogFloor(bodiesFile: compacted.bodies.file, ops: compacted.report.opsSealed,
+                                                   segmentOps: Int64(CompactionPolicy().segmentOpsMax))
         remove(path, compacted.bodies.file)
         let clock = compacted.clock, bodies = compacted.bodies
         return CompactionResult(
@@ -134,7 +144,8 @@ struct LifecycleBenchmark {
             totalSeconds: compacted.report.seconds, fileBytesBefore: bytesBefore, fileBytesAfter: bytesAfter,
             reportedWALBytesAfterVacuum: clock.walBytesAfterVacuum, segments: bodies.segments, bodyBytes: bodies.bytes,
             lz4ToolSeconds: lz4.seconds, lz4ToolOutputBytes: lz4.outputBytes, encodeSeconds: bodies.encodeSeconds,
-            compressSeconds: bodies.compressSeconds, snapshot: snapshot, audits: compacted.audits)
+            compressSeconds: bodies.compressSeconds, snapshot: snapshot, audits: compacted.audits, sealingFloor: sealingFloor,
+            idealLogFloor: idealLogFloor)
     }
 
     /// Audits, compacts, audits again and extracts the segment bodies, with the store open only here.
