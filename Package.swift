@@ -58,7 +58,7 @@ let package = Package(
 
         .executableTarget(name: "chronicle", dependencies: ["ChronicleStore", "ChronicleSync", "ChronicleServer", "ChroniclePostgres"],
                           path: "Tools/chronicle", swiftSettings: strict),
-        .executableTarget(name: "chronicle-fixture", dependencies: ["ChronicleStore"],
+        .executableTarget(name: "chronicle-fixture", dependencies: ["ChronicleStore", "ChronicleTesting"],
                           path: "Tools/chronicle-fixture", swiftSettings: strict),
         .executableTarget(name: "chronicle-bench", dependencies: ["ChronicleStore", "ChronicleSync", "ChronicleServer", "ChroniclePostgres", "ChronicleTesting", "CSQLite", "CXML2"],
                           path: "Tools/chronicle-bench", swiftSettings: strict),

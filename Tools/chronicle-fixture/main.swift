@@ -11,6 +11,7 @@
 // (`sqlite3 .dump`) with `fixture.json` (versions, counts, the state digest).
 import ChronicleCore
 import ChronicleStore
+import ChronicleTesting
 import Foundation
 
 struct FixtureError: Error, CustomStringConvertible { let description: String }
@@ -153,16 +154,13 @@ let outRoot = argument("out", default: "Tests/Fixtures")
     let digest = try store.digest()
     let directory = "\(outRoot)/\(schema.name)-v\(schema.version)-format-v\(status.formatVersion)"
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-    let dump = Process()
-    dump.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-    dump.arguments = [path, ".dump"]
-    let pipe = Pipe()
-    dump.standardOutput = pipe
-    try dump.run()
-    let sql = pipe.fileHandleForReading.readDataToEndOfFile()
-    dump.waitUntilExit()
-    guard dump.terminationStatus == 0, !sql.isEmpty else { throw FixtureError(description: "sqlite3 .dump failed") }
-    try sql.write(to: URL(fileURLWithPath: directory + "/store.sql"))
+    // posix_spawn (ChildProcess), not Foundation's Process: its start can crash the process
+    // (swift-corelibs-foundation #5472; CHANGELOG, 2026-12-06 late).
+    let dump = try ChildProcess.run("/usr/bin/sqlite3", [path, ".dump"], stderr: .inherit)
+    guard dump.status == 0, !dump.signaled, !dump.output.isEmpty else {
+        throw FixtureError(description: "sqlite3 .dump failed (exit status \(dump.status))")
+    }
+    try Data(dump.output).write(to: URL(fileURLWithPath: directory + "/store.sql"))
     let meta: [String: Any] = [
         "schema": schema.name, "schema_version": schema.version, "format_version": status.formatVersion,
         "digest": digest, "cursor": status.cursor, "confirmed_ops": status.confirmedOps, "pending_ops": status.unsentOps,
