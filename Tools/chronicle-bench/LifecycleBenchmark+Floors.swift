@@ -153,7 +153,7 @@ extension LifecycleBenchmark {
         let path = directory + "/lifecycle-floor-ideal.sqlite"
         remove(path)
         defer { remove(path) }
-        let bodies = [UInt8](try Data(contentsOf: URL(fileURLWithPath: bodiesFile)))
+        let bodies = try Data(contentsOf: URL(fileURLWithPath: bodiesFile), options: .mappedIfSafe)
         guard ops > 0, !bodies.isEmpty else { return Floor(readSeconds: 0, writeSeconds: 0, segments: 0) }
         let db = try RawDatabase(path: path)
         try db.exec("PRAGMA wal_autocheckpoint = 0")

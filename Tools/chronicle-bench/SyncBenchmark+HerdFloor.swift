@@ -71,8 +71,8 @@ struct HerdFloor {
             libraries.append(Library(db: db))
         }
 
-        // Every push's statements, prepared and with their arguments, before the clock.
-        /// Work in arrival order: a transaction, and how many pushes its commit answers.
+        // Every push's statements, prepared and with their arguments, before the clock; the work in
+        // arrival order: a transaction, and how many pushes its commit answers.
         var order: [(library: Int, position: Int, answers: Int)] = []
         var seqs = [Int64](repeating: 0, count: libraryIDs.count)
         var statements = 0, opCount = 0
