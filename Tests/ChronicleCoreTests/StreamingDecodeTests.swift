@@ -168,3 +168,48 @@ import Testing
         #expect(chronicleError { try SnapshotCodec.read(SnapshotFrame(bytes: damaged), into: &seen) } != nil)
     }
 }
+
+/// `LZ4FrameWriter` (a frame written a piece at a time, as the server writes a start image) and
+/// `LZ4FrameFileDecompressor` (one read into a file as it downloads): the frames are ones
+/// `LZ4Frame` and the `lz4` tool read, at the fast and high-compression levels alike, and a
+/// damaged or cut frame is refused.
+@Suite struct LZ4FrameFileTests {
+    @Test(arguments: [Int32(0), 3])
+    func aFileCompressedInPiecesReadsBackAnyWay(level: Int32) throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-lz4w-\(UUID().lowercased)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        // Over the writer's piece size, so it is taken in several.
+        let original = StreamingDecodeTests.sample(LZ4FrameWriter.pieceBytes * 2 + 12_345, seed: 7)
+        try Data(original).write(to: URL(fileURLWithPath: directory + "/in"))
+        let size = try LZ4FrameWriter.compressFile(directory + "/in", to: directory + "/in.lz4", level: level)
+        let frame = [UInt8](try Data(contentsOf: URL(fileURLWithPath: directory + "/in.lz4")))
+        #expect(Int64(frame.count) == size && frame.count < original.count)
+        #expect(try LZ4Frame.decompress(frame, maxBytes: original.count) == original)
+        #expect(try LZ4Tool.run(["-d", "-c", "-q"], input: frame) == original)
+
+        // Into a file, in pieces of odd sizes.
+        let out = try LZ4FrameFileDecompressor(creating: directory + "/out")
+        var offset = 0, step = 1
+        while offset < frame.count {
+            let end = min(frame.count, offset + step)
+            try frame[offset..<end].withUnsafeBytes { try out.feed($0) }
+            offset = end
+            step = step * 7 % 100_003 + 1
+        }
+        try out.finish()
+        #expect([UInt8](try Data(contentsOf: URL(fileURLWithPath: directory + "/out"))) == original)
+
+        // Cut short, or a byte changed: refused.
+        let cut = try LZ4FrameFileDecompressor(creating: directory + "/cut")
+        try frame[..<(frame.count / 2)].withUnsafeBytes { try cut.feed($0) }
+        #expect(throws: ChronicleError.self) { try cut.finish() }
+        var damaged = frame
+        damaged[frame.count / 2] ^= 0x40
+        let bad = try LZ4FrameFileDecompressor(creating: directory + "/bad")
+        #expect(throws: ChronicleError.self) {
+            try damaged.withUnsafeBytes { try bad.feed($0) }
+            try bad.finish()
+        }
+    }
+}

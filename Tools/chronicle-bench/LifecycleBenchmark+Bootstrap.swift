@@ -34,7 +34,12 @@ extension LifecycleBenchmark {
         var serverDigest: String
         var snapshotSeq: Int64
         var snapshotFrameBytes: Int64
+        /// The engine's default: the server's start image of the snapshot, taken whole.
         var fromSnapshot: DeviceRun
+        /// The same device with `startImages` off: the store built from the snapshot's frame.
+        var fromFrame: DeviceRun
+        /// The start image the server built after compacting (`ServerLibrary.buildStartImage`).
+        var image: StartImageInfo
         var fullLog: DeviceRun
         /// Raw SQLite on the store the snapshot start made (`LifecycleBenchmark+Floors.swift`).
         var floor: SnapshotFloor
@@ -68,6 +73,9 @@ extension LifecycleBenchmark {
         var snapshotHWMAfter: Int
         var snapshotRSSAfter: Int
         var storeBytes: Int64
+        var startedFromImage: Bool
+        /// `SyncTransport.startImage`: the image's HTTP download into a temporary file.
+        var imageCallSeconds: Double
 
         init(_ object: [String: Any]) throws {
             func number(_ key: String) throws -> NSNumber {
@@ -92,6 +100,8 @@ extension LifecycleBenchmark {
             snapshotHWMAfter = try number("snapshot_hwm_after_kb").intValue
             snapshotRSSAfter = try number("snapshot_rss_after_kb").intValue
             storeBytes = try number("store_bytes").int64Value
+            startedFromImage = try number("started_from_image").boolValue
+            imageCallSeconds = try number("image_call_seconds").doubleValue
         }
     }
 
@@ -132,29 +142,41 @@ extension LifecycleBenchmark {
         let serverSnapshotSeconds = snapshotStep.map { Double(stepEnds[$0].1 - stepEnds[$0 - 1].1) / 1e9 } ?? 0
         guard let (snapshotSeq, frame) = try library.latestSnapshot() else { throw BenchError("lifecycle bootstrap: the server wrote no snapshot") }
         let serverDigest = try library.digest()
+        progress("lifecycle bootstrap: the server builds the snapshot's start image (ServerLibrary.buildStartImage)…")
+        guard let image = try library.buildStartImage(progress: { progress("lifecycle bootstrap: start image: \($0)…") }) else {
+            throw BenchError("lifecycle bootstrap: the server built no start image")
+        }
 
         let engineDefault = SyncEngine.Configuration().snapshotStartOpsMin
-        progress("lifecycle bootstrap: a fresh device from the snapshot at seq \(formatCount(Double(snapshotSeq))) (child process)…")
+        progress("lifecycle bootstrap: a fresh device from the snapshot at seq \(formatCount(Double(snapshotSeq))), its start image (child process)…")
+        let fromSnapshot = try runDevice(rig, libraryID: libraryID, deviceID: ids.uuid(), name: "from-image", snapshotStartOpsMin: engineDefault)
+        progress("lifecycle bootstrap: \(formatFixed(fromSnapshot.seconds, 2)) s, peak \(fromSnapshot.peakKilobytes / 1024) MB; a fresh device from the snapshot's frame (start images off, child process)…")
         var floor: SnapshotFloor?
-        let fromSnapshot = try runDevice(rig, libraryID: libraryID, deviceID: ids.uuid(), name: "from-snapshot", snapshotStartOpsMin: engineDefault) { path in
+        let fromFrame = try runDevice(rig, libraryID: libraryID, deviceID: ids.uuid(), name: "from-snapshot", snapshotStartOpsMin: engineDefault,
+                                      startImages: false) { path in
             progress("lifecycle bootstrap: the snapshot start's floor: raw SQLite copying the store it made, and rebuilding its search indexes…")
             floor = try snapshotFloor(startedStore: path)
         }
-        progress("lifecycle bootstrap: \(formatFixed(fromSnapshot.seconds, 2)) s, peak \(fromSnapshot.peakKilobytes / 1024) MB; baseline: a fresh device pulling the whole log (child process)…")
+        progress("lifecycle bootstrap: \(formatFixed(fromFrame.seconds, 2)) s, peak \(fromFrame.peakKilobytes / 1024) MB; baseline: a fresh device pulling the whole log (child process)…")
         let fullLog = try runDevice(rig, libraryID: libraryID, deviceID: ids.uuid(), name: "full-log", snapshotStartOpsMin: Int64.max)
         progress("lifecycle bootstrap: full log \(formatFixed(fullLog.seconds, 2)) s, peak \(fullLog.peakKilobytes / 1024) MB")
-        for (name, run) in [("from the snapshot", fromSnapshot), ("pulling the full log", fullLog)] where run.digest != serverDigest {
+        for (name, run) in [("from the start image", fromSnapshot), ("from the snapshot's frame", fromFrame), ("pulling the full log", fullLog)]
+            where run.digest != serverDigest {
             progress("lifecycle bootstrap: FAILED: the device \(name) ends with digest \(run.digest), the server's is \(serverDigest) (\(run.outcome))")
         }
-        if fromSnapshot.bootstrappedAt != snapshotSeq {
-            progress("lifecycle bootstrap: FAILED: the device did not start from the snapshot at \(snapshotSeq) (bootstrapped at \(fromSnapshot.bootstrappedAt.map(String.init) ?? "none"))")
+        for run in [fromSnapshot, fromFrame] where run.bootstrappedAt != snapshotSeq {
+            progress("lifecycle bootstrap: FAILED: the device did not start from the snapshot at \(snapshotSeq) (bootstrapped at \(run.bootstrappedAt.map(String.init) ?? "none"))")
+        }
+        if !fromSnapshot.startedFromImage || fromFrame.startedFromImage {
+            progress("lifecycle bootstrap: FAILED: the default device did not take the start image, or the one with start images off did")
         }
         progress("lifecycle bootstrap: \(Self.downloadClients) clients download the snapshot at once (curl)…")
         let downloads = try downloadSnapshotAtOnce(rig, libraryID: libraryID, expectedBytes: frame.count)
         return BootstrapResult(ops: ops, importSeconds: Double(importNanoseconds) / 1e9, server: server,
                                serverSnapshotSeconds: serverSnapshotSeconds, serverSnapshotRSSBefore: memory.before,
                                serverSnapshotPeak: memory.peak, downloads: downloads, serverDigest: serverDigest,
-                               snapshotSeq: snapshotSeq, snapshotFrameBytes: Int64(frame.count), fromSnapshot: fromSnapshot, fullLog: fullLog,
+                               snapshotSeq: snapshotSeq, snapshotFrameBytes: Int64(frame.count), fromSnapshot: fromSnapshot,
+                               fromFrame: fromFrame, image: image, fullLog: fullLog,
                                floor: floor!)
     }
 
@@ -195,11 +217,11 @@ extension LifecycleBenchmark {
 
     /// `afterwards`: handed the device's store path (the child has ended) before it is removed.
     private func runDevice(_ rig: SyncRig, libraryID: UUID, deviceID: UUID, name: String, snapshotStartOpsMin: Int64,
-                           afterwards: ((String) throws -> Void)? = nil) throws -> DeviceRun {
+                           startImages: Bool = true, afterwards: ((String) throws -> Void)? = nil) throws -> DeviceRun {
         let path = directory + "/lifecycle-device-\(name).chronicle"
         let token = try rig.token(user: "reader", deviceID: deviceID)
         let run = try DeviceRun(try runBenchChild(["_bootstrap", rig.server.url.absoluteString, libraryID.lowercased, deviceID.lowercased,
-                                                   token, path, String(snapshotStartOpsMin)]))
+                                                   token, path, String(snapshotStartOpsMin), startImages ? "images" : "no-images"]))
         try afterwards?(path)
         remove(path)
         return run
@@ -224,17 +246,19 @@ extension LifecycleBenchmark {
                             ("digest", .string(try store.digest()))]).rendered
     }
 
-    /// `chronicle-bench _bootstrap URL LIBRARY DEVICE TOKEN STORE SNAPSHOT_START_OPS_MIN`: a fresh
-    /// store and engine (default configuration but for the snapshot threshold); times one `syncOnce`.
+    /// `chronicle-bench _bootstrap URL LIBRARY DEVICE TOKEN STORE SNAPSHOT_START_OPS_MIN images|no-images`: a
+    /// fresh store and engine (default configuration but for the snapshot threshold and start images);
+    /// times one `syncOnce`.
     static func bootstrapChild(_ arguments: [String]) throws -> String {
-        guard arguments.count == 6, let url = URL(string: arguments[0]), let libraryID = UUID(uuidString: arguments[1]),
-              let deviceID = UUID(uuidString: arguments[2]), let minimum = Int64(arguments[5]) else {
-            throw BenchError("usage: chronicle-bench _bootstrap URL LIBRARY DEVICE TOKEN STORE SNAPSHOT_START_OPS_MIN")
+        guard arguments.count == 7, let url = URL(string: arguments[0]), let libraryID = UUID(uuidString: arguments[1]),
+              let deviceID = UUID(uuidString: arguments[2]), let minimum = Int64(arguments[5]), ["images", "no-images"].contains(arguments[6]) else {
+            throw BenchError("usage: chronicle-bench _bootstrap URL LIBRARY DEVICE TOKEN STORE SNAPSHOT_START_OPS_MIN images|no-images")
         }
         let store = try DeviceStore.create(at: arguments[4], schema: .readItLater, libraryID: libraryID, deviceID: deviceID)
         let transport = SnapshotTimingTransport(TimingTransport(HTTPTransport(baseURL: url, library: libraryID, token: arguments[3])))
         var configuration = SyncEngine.Configuration()
         configuration.snapshotStartOpsMin = minimum
+        configuration.startImages = arguments[6] == "images"
         let engine = SyncEngine(store: store, transport: transport, configuration: configuration)
         let start = procStatusKilobytes("VmHWM") ?? 0
         let t0 = nowNanoseconds()
@@ -245,7 +269,9 @@ extension LifecycleBenchmark {
         let (peakSample, peakAt) = sampler.stop()
         progress("lifecycle bootstrap child: RSS peaked at \(peakSample / 1024) MB, \(formatFixed(peakAt, 2)) s in")
         let pulls = transport.timing.pulls
-        let snapshot = transport.snapshotCall.withLock { $0 }
+        // A start image stands where the snapshot's download would: the store takes it before the tail's pulls.
+        let snapshot = transport.snapshotCall.withLock { $0 } ?? transport.imageCall.withLock { $0 }
+        let imageCall = transport.imageCall.withLock { $0 }
         let memory = transport.snapshotMemory.withLock { $0 }
         // After the snapshot call the engine pulls the tail (calls back to back), then folds it
         // in DeviceStore.bootstrap (the longest pause between calls), then pulls what is left.
@@ -275,6 +301,8 @@ extension LifecycleBenchmark {
             ("snapshot_hwm_before_kb", .int(Int64(memory?.hwmBefore ?? 0))), ("snapshot_hwm_after_kb", .int(Int64(memory?.hwmAfter ?? 0))),
             ("snapshot_rss_after_kb", .int(Int64(memory?.rssAfter ?? 0))),
             ("store_bytes", .int(databaseBytes(arguments[4]))),
+            ("started_from_image", .bool(report.startedFromImage)),
+            ("image_call_seconds", .number(imageCall.map { Double($0.end - $0.start) / 1e9 } ?? 0)),
         ]).rendered
     }
 }
@@ -283,6 +311,7 @@ extension LifecycleBenchmark {
 final class SnapshotTimingTransport: SyncTransport {
     let timing: TimingTransport
     let snapshotCall = Locked<(start: UInt64, end: UInt64)?>(nil)
+    let imageCall = Locked<(start: UInt64, end: UInt64)?>(nil)
     /// VmHWM and VmRSS (KiB) just before and just after the snapshot call (the download).
     let snapshotMemory = Locked<(hwmBefore: Int, hwmAfter: Int, rssAfter: Int)?>(nil)
 
@@ -295,6 +324,14 @@ final class SnapshotTimingTransport: SyncTransport {
     }
 
     func verdict(for entity: UUID) async throws(SyncError) -> Verdict { try await timing.verdict(for: entity) }
+
+    func startImage(storeFormat: Int64, schemaFingerprint: String, to target: String) async throws(SyncError) -> Bool {
+        let start = nowNanoseconds()
+        let found = try await timing.inner.startImage(storeFormat: storeFormat, schemaFingerprint: schemaFingerprint, to: target)
+        let end = nowNanoseconds()
+        if found { imageCall.withLock { $0 = (start, end) } }
+        return found
+    }
 
     func snapshot() async throws(SyncError) -> SnapshotFrame {
         let hwmBefore = procStatusKilobytes("VmHWM") ?? 0

@@ -13,7 +13,7 @@ struct Arguments {
     static let valued: Set<String> = [
         "store", "title", "byline", "author", "quote", "color", "note", "position", "limit", "entity", "at", "schema",
         "library", "device", "payload", "tag", "status", "favorite", "id", "data", "port", "host", "threads", "body-memory-mb", "open-libraries", "server", "user", "keep", "value", "field", "free-caps", "keep-ops", "keep-days", "segment-ops", "horizon-days",
-        "compact-keep-ops", "compact-keep-days", "compact-segment-ops", "compact-snapshot-ops", "compact-every", "to", "postgres", "replicas", "postgres-pool", "postgres-timeout", "type", "upload-expiry-days", "unnamed-file-days", "access-token-minutes", "fetch-ca-file",
+        "compact-keep-ops", "compact-keep-days", "compact-segment-ops", "compact-snapshot-ops", "compact-every", "to", "postgres", "replicas", "postgres-pool", "postgres-timeout", "type", "upload-expiry-days", "unnamed-file-days", "start-image-ops", "access-token-minutes", "fetch-ca-file",
     ]
 
     init(_ raw: [String]) throws(ChronicleError) {

@@ -75,7 +75,7 @@ extension Command {
         return ExitCode.success
     }
 
-    static let serveUsage = "chronicle serve (--data DIR | --postgres CONNINFO (--data DIR | --replicas DIR) [--postgres-pool N] [--postgres-timeout S]) [--port N] [--host 127.0.0.1] [--threads N] [--body-memory-mb N] [--open-libraries N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact] [--upload-expiry-days D] [--unnamed-file-days D] [--access-token-minutes N] [--fetch-articles [--fetch-private-addresses] [--fetch-ca-file PEM]]"
+    static let serveUsage = "chronicle serve (--data DIR | --postgres CONNINFO (--data DIR | --replicas DIR) [--postgres-pool N] [--postgres-timeout S]) [--port N] [--host 127.0.0.1] [--threads N] [--body-memory-mb N] [--open-libraries N] [--free-caps LIST] [--compact-keep-ops N] [--compact-keep-days D] [--compact-segment-ops N] [--compact-snapshot-ops N] [--horizon-days D] [--compact-every SECONDS] [--no-compact] [--upload-expiry-days D] [--unnamed-file-days D] [--start-image-ops N] [--access-token-minutes N] [--fetch-articles [--fetch-private-addresses] [--fetch-ca-file PEM]]"
 
     static let serve = Command(
         name: "serve", summary: "Run the sync server (HTTP/1.1 on libmicrohttpd; embedded SQLite store, or PostgreSQL shared by several servers).",
@@ -101,7 +101,11 @@ extension Command {
             files left unfinished for D days, looked for every hour; their devices send them again from the start.
             --unnamed-file-days D (default 30; 0 keeps them) deletes, once a day, the files no row names any more:
             completed more than D days ago, and named by no row (rows deleted more than D days ago do not count). The file keeps its size and reuses the freed pages;
-            `chronicle server compact` gives the space back. --no-compact turns all of this off. A stop (SIGINT,
+            `chronicle server compact` gives the space back. --start-image-ops N (default 100,000; 0: never): a library
+            whose newest snapshot holds at least N ops also gets a start image of it, built after the compaction that
+            wrote the snapshot: the device store a new device would make from it, indexes and all, as one LZ4 frame
+            beside the library's file (about 3 times the snapshot's size); a new device takes it whole, several times
+            faster than building the store from the snapshot. --no-compact turns all of this off. A stop (SIGINT,
             SIGTERM) waits for the compaction step in progress, never longer. The same thread deletes, every second,
             the library files an operator asked to delete (`chronicle server remove-user --delete-library`,
             `chronicle server delete-library`) once no request holds them, --no-compact or not.
@@ -328,6 +332,7 @@ extension Command {
         if off { maintenance.compaction = nil }
         if let days = try whole("upload-expiry-days", 0...36_500) { maintenance.abandonedUploadSeconds = days == 0 ? nil : Double(days) * 86_400 }
         if let days = try whole("unnamed-file-days", 0...36_500) { maintenance.unnamedBlobSeconds = days == 0 ? nil : Double(days) * 86_400 }
+        if let ops = try whole("start-image-ops", 0...1_000_000_000_000) { maintenance.startImageOpsMin = ops == 0 ? nil : ops }
         let fetches = args.flag("fetch-articles"), privately = args.flag("fetch-private-addresses")
         let authorities = args.option("fetch-ca-file")
         if let authorities, !FileManager.default.isReadableFile(atPath: authorities) {

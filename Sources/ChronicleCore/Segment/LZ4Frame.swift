@@ -171,7 +171,7 @@ public enum LZ4Frame {
         return ChronicleError(.malformedFrame, "The LZ4 frame is corrupt (\(name)).")
     }
 
-    private static func errorName(_ code: Int) -> String {
+    static func errorName(_ code: Int) -> String {
         String(cString: LZ4F_getErrorName(code))
     }
 }

@@ -53,6 +53,9 @@ public struct ChronicleError: Error, Sendable, Equatable, CustomStringConvertibl
         public static let fileUnreadable = Code(rawValue: "file_unreadable")
         /// A blob is not held here and cannot be fetched now.
         public static let blobNotHeld = Code(rawValue: "blob_not_held")
+        /// A server's start image (a device store it built from its snapshot) that this store
+        /// cannot take: another store format, schema or library, or a damaged file.
+        public static let malformedStartImage = Code(rawValue: "malformed_start_image")
     }
 
     public let code: Code

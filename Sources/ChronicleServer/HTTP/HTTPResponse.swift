@@ -1,4 +1,7 @@
 import ChronicleCore
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// What a handler answers: a status, headers and a body. libmicrohttpd copies
 /// it when it is queued and adds `Content-Length` (and `Date`) itself.
@@ -67,9 +70,28 @@ public final class SharedBytes: @unchecked Sendable {
     let base: UnsafeMutableRawPointer
 
     /// Room for `count` bytes, which the caller fills through `unsafeStorage` before sharing them.
+    /// Whether `base` is a read-only mapping of a file (`init(mapping:)`), unmapped at the end.
+    private let mapped: Bool
+
     public init(count: Int) {
         self.count = count
         base = UnsafeMutableRawPointer.allocate(byteCount: max(1, count), alignment: 16)
+        mapped = false
+    }
+
+    /// The bytes of the file at `path`, mapped read-only (a start image, hundreds of MB: the
+    /// page cache holds them, not this process). The file must not change while they are shared;
+    /// replacing it by a rename is safe. Nil if it cannot be opened or mapped.
+    public init?(mapping path: String) {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var status = stat()
+        guard fstat(fd, &status) == 0, status.st_size > 0,
+              let address = mmap(nil, Int(status.st_size), PROT_READ, MAP_PRIVATE, fd, 0), address != MAP_FAILED else { return nil }
+        count = Int(status.st_size)
+        base = address
+        mapped = true
     }
 
     public convenience init(_ bytes: [UInt8]) {
@@ -83,5 +105,7 @@ public final class SharedBytes: @unchecked Sendable {
     /// A copy as an array (in-process callers).
     public var bytes: [UInt8] { Array(UnsafeRawBufferPointer(start: base, count: count)) }
 
-    deinit { base.deallocate() }
+    deinit {
+        if mapped { munmap(base, count) } else { base.deallocate() }
+    }
 }

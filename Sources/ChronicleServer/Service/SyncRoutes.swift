@@ -12,6 +12,7 @@ import Foundation
 /// - `GET  /v1/libraries/{library}/ops?after=N&limit=M&wait=MS` — pull
 /// - `GET  /v1/libraries/{library}/entities/{id}` — the server's verdict for one entity
 /// - `GET  /v1/libraries/{library}/snapshot` — the newest snapshot
+/// - `GET  /v1/libraries/{library}/start-image?format=N&schema=F` — the newest snapshot as a device store
 /// - `GET  /v1/libraries/{library}/blobs/{blob}/status` — what the server holds of a blob
 /// - `PUT  /v1/libraries/{library}/blobs/{blob}?offset=N&length=L` — one chunk of a blob
 /// - `GET  /v1/libraries/{library}/blobs/{blob}` — a blob, or a `Range` of it
@@ -95,6 +96,10 @@ public struct SyncRoutes: HTTPHandler {
             guard request.method == "GET" else { return answer(Self.methodNotAllowed(request.method, allowed: "GET")) }
             guard let library = UUID(text: parts[2]) else { return answer(Self.badID(parts[2])) }
             work.async { answer(snapshot(request, library: library)) }
+        case (_, 4) where parts[0] == "v1" && parts[1] == "libraries" && parts[3] == "start-image":
+            guard request.method == "GET" else { return answer(Self.methodNotAllowed(request.method, allowed: "GET")) }
+            guard let library = UUID(text: parts[2]) else { return answer(Self.badID(parts[2])) }
+            work.async { answer(startImage(request, library: library)) }
         case (_, 5) where parts[0] == "v1" && parts[1] == "libraries" && parts[3] == "entities":
             guard request.method == "GET" else { return answer(Self.methodNotAllowed(request.method, allowed: "GET")) }
             guard let library = UUID(text: parts[2]) else { return answer(Self.badID(parts[2])) }
@@ -130,6 +135,7 @@ public struct SyncRoutes: HTTPHandler {
         case 4 where parts[1] == "libraries" && parts[3] == "ops": "/v1/libraries/{library}/ops"
         case 5 where parts[1] == "libraries" && parts[3] == "entities": "/v1/libraries/{library}/entities/{id}"
         case 4 where parts[1] == "libraries" && parts[3] == "snapshot": "/v1/libraries/{library}/snapshot"
+        case 4 where parts[1] == "libraries" && parts[3] == "start-image": "/v1/libraries/{library}/start-image"
         case 5 where parts[1] == "libraries" && parts[3] == "blobs": "/v1/libraries/{library}/blobs/{blob}"
         case 6 where parts[1] == "libraries" && parts[3] == "blobs" && parts[5] == "status": "/v1/libraries/{library}/blobs/{blob}/status"
         default: "other"
@@ -239,6 +245,21 @@ public struct SyncRoutes: HTTPHandler {
             let (seq, frame) = try service.sharedSnapshotNow(library: library, token: token)
             return HTTPResponse(status: 200, headers: [("Content-Type", SnapshotCodec.mediaType), ("Chronicle-Snapshot-Seq", String(seq))],
                                 shared: frame)
+        } catch {
+            return Self.response(error)
+        }
+    }
+
+    private func startImage(_ request: HTTPRequest, library: UUID) -> HTTPResponse {
+        guard let token = Self.bearer(request) else { return Self.unauthorized() }
+        guard let text = request.query["format"], let format = Int64(text), format > 0,
+              let fingerprint = request.query["schema"], !fingerprint.isEmpty, fingerprint.count <= 256 else {
+            return .error(400, code: "bad_request", message: "A start image is asked for with ?format=N (the device's store format) and &schema=F (its schema's fingerprint).")
+        }
+        do {
+            let (info, bytes) = try service.startImageNow(library: library, token: token, storeFormat: format, schemaFingerprint: fingerprint)
+            return HTTPResponse(status: 200, headers: [("Content-Type", StartImageInfo.mediaType), ("Chronicle-Snapshot-Seq", String(info.seq))],
+                                shared: bytes)
         } catch {
             return Self.response(error)
         }

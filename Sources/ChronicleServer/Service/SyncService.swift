@@ -469,6 +469,31 @@ public final class SyncService: SyncEndpoint {
         }
     }
 
+    /// The library's start image (`StartImageInfo`), mapped from its file, if there is one of
+    /// its newest snapshot made for this store format and schema; else `404 no_start_image`
+    /// (the device starts from the snapshot instead).
+    public func startImageNow(library id: UUID, token: String, storeFormat: Int64, schemaFingerprint: String) throws(ProtocolError)
+        -> (info: StartImageInfo, bytes: SharedBytes) {
+        let (_, library) = try authorize(token, library: id)
+        let found: StartImageInfo?
+        do {
+            found = try library.currentStartImage()
+        } catch {
+            throw ProtocolError.serverStore("The server could not read library \(id.lowercased)", library: id, error)
+        }
+        guard let info = found else {
+            throw ProtocolError(404, "no_start_image", "Library \(id.lowercased) has no start image of its newest snapshot; start from the snapshot.")
+        }
+        guard info.storeFormat == storeFormat, info.schemaFingerprint == schemaFingerprint else {
+            throw ProtocolError(404, "no_start_image", "Library \(id.lowercased)'s start image is of store format v\(info.storeFormat) and \(info.schemaName) v\(info.schemaVersion), not the device's; start from the snapshot.")
+        }
+        // Replaced by a rename while mapped, the old file's pages stay readable until the answer is sent.
+        guard let bytes = SharedBytes(mapping: library.startImagePath), bytes.count == Int(info.imageBytes) else {
+            throw ProtocolError(404, "no_start_image", "Library \(id.lowercased)'s start image is being replaced; start from the snapshot.")
+        }
+        return (info, bytes)
+    }
+
     /// How often the maintenance thread looks for libraries to delete (`runLibraryDeletions`).
     public static let deletionCheckSeconds = 1.0
 

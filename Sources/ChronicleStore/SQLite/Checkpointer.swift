@@ -102,6 +102,10 @@ final class Checkpointer: @unchecked Sendable {
     /// Waits for scheduled checkpoints (tests, and closing the store).
     func drain() { queue.sync {} }
 
+    /// Waits for scheduled checkpoints and closes this object's connection (the next one opens
+    /// it again): the store's file is about to be replaced.
+    func closeConnection() { queue.sync { connection = nil } }
+
     /// Checkpoints the whole WAL and truncates it to zero bytes, on the writer (whose lock the
     /// caller holds, so no commit schedules another background checkpoint meanwhile). A TRUNCATE
     /// checkpoint waits for readers through the busy handler but answers busy at once while the

@@ -107,9 +107,21 @@ public final class Database {
         return try body()
     }
 
-    deinit {
+    /// Set by `closeNow()`.
+    private var closed = false
+
+    /// Closes the connection now rather than when the last reference goes (the object must not
+    /// be used afterwards): its statements are finalized first, so SQLite closes it at once.
+    func closeNow() {
+        guard !closed else { return }
         cache.removeAll()
         sqlite3_close_v2(handle)
+        closed = true
+    }
+
+    deinit {
+        cache.removeAll()
+        if !closed { sqlite3_close_v2(handle) }
     }
 
     func error(_ rc: Int32, sql: String?) -> SQLiteError {

@@ -24,6 +24,9 @@ public struct SyncReport: Sendable, Equatable {
     public var retries = 0
     /// Set when the store started over from the server's snapshot at this seq.
     public var bootstrappedAt: Int64?
+    /// Whether that start took the server's start image (`DeviceStore.adoptStartImage`) rather
+    /// than building the store from the snapshot.
+    public var startedFromImage = false
     /// Ops sealed into segments after the round (`Configuration.compaction`).
     public var sealed: Int64 = 0
     /// Queued ops numbered again after the server's deviceSeq for this device, because the
@@ -100,6 +103,11 @@ public actor SyncEngine {
         /// A new device (cursor 0) starts from the server's snapshot instead of replaying
         /// every op when the snapshot holds at least this many ops.
         public var snapshotStartOpsMin: Int64 = 10_000
+        /// A store that has never held anything, starting from the server's snapshot, first asks
+        /// for the server's start image of it (the snapshot as a device store, indexes built)
+        /// and takes it whole (`DeviceStore.adoptStartImage`); where there is none, or it cannot be
+        /// taken, it starts from the snapshot itself.
+        public var startImages = true
         /// After a round that synced, compact the store when the policy has whole segments to
         /// seal (or history past its horizon to drop): the log stays bounded without the app
         /// scheduling it. Each step is its own transaction, so the app's writes go on between
@@ -130,6 +138,7 @@ public actor SyncEngine {
     /// Ops folded in by pulls in the current round (kept outside `pullAll` so a failure mid-pull still counts them).
     private var pulledInRound = 0
     private var roundBootstrap: Int64?
+    private var roundStartedFromImage = false
     /// Set when this round went back to the server's head (`cursor_ahead`).
     private var roundRewind: RewindReport?
     /// A rewind this round moved the cursor back (one that found the two agreeing up to it did not).
@@ -170,6 +179,7 @@ public actor SyncEngine {
         var progress = 0
         pulledInRound = 0
         roundBootstrap = nil
+        roundStartedFromImage = false
         roundRewind = nil
         roundRewindMoved = false
         var gapRemedies = 0
@@ -288,6 +298,7 @@ public actor SyncEngine {
         }
         report.pulled = pulledInRound
         report.bootstrappedAt = roundBootstrap
+        report.startedFromImage = roundStartedFromImage
         report.rewound = roundRewindMoved ? roundRewind : nil
         // Blobs go once the ops are through: a large file never holds up the outbox.
         if report.outcome == .synced { await uploadBlobs(&report) }
@@ -696,6 +707,7 @@ public actor SyncEngine {
     /// and what it queued stays queued. Returns whether the store started over.
     @discardableResult
     private func startFromSnapshot(optional: Bool) async throws -> Bool {
+        if try await startFromImage() { return true }
         let frame = try await transport.snapshot()
         defer { frame.discard() }
         let tail: (ops: [Op], baseOpID: UUID?, incarnation: UUID?)
@@ -723,6 +735,30 @@ public actor SyncEngine {
             throw SyncError.transient(reason: "The server's snapshot could not be read: \(error.message)", retryAfterSeconds: nil)
         }
         return true
+    }
+
+    /// A store that has never held anything takes the server's start image, where the server has
+    /// one for this build's store format and schema. False where it has none, or it could not be
+    /// fetched or taken (a damaged download; the store is unchanged): the snapshot then.
+    private func startFromImage() async throws -> Bool {
+        guard configuration.startImages, try store.isPristine() else { return false }
+        let file = store.startImagePath
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        do {
+            guard try await transport.startImage(storeFormat: DeviceStore.storeFormatVersion, schemaFingerprint: store.schema.fingerprint,
+                                                 to: file) else { return false }
+        } catch {
+            return false   // a server that serves none (an older one), or a failed download: the snapshot
+        }
+        do {
+            roundBootstrap = try store.adoptStartImage(file)
+            roundStartedFromImage = true
+            return true
+        } catch let error as ChronicleError where error.code != .diskFull {
+            // Damaged, not of this store (malformed_start_image), or the store took a write meanwhile:
+            // the store is as it was, and starts from the snapshot.
+            return false
+        }
     }
 
     /// The ops right after the snapshot, up to `bulkCatchUpOpsMin` of them: folded inside

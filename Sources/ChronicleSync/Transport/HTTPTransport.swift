@@ -63,7 +63,7 @@ public final class HTTPTransport: SyncTransport {
         }
     }
 
-    private func request(_ path: String, query: [URLQueryItem] = [], timeout: Double) -> URLRequest {
+    func request(_ path: String, query: [URLQueryItem] = [], timeout: Double) -> URLRequest {
         var components = URLComponents(url: baseURL.appendingPathComponent(path), resolvingAgainstBaseURL: false)!
         if !query.isEmpty { components.queryItems = query }
         var request = URLRequest(url: components.url!)
@@ -290,7 +290,7 @@ public final class HTTPTransport: SyncTransport {
 }
 
 /// Holds the data task so a cancellation arriving from another thread can reach it.
-private final class TaskBox: @unchecked Sendable {
+final class TaskBox: @unchecked Sendable {
     private let lock = NSLock()
     private var task: URLSessionTask?
     private var cancelled = false

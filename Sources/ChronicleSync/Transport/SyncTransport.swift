@@ -39,6 +39,11 @@ public protocol SyncTransport: Sendable {
     /// as its LZ4 frame: large ones come as a temporary file, read by `DeviceStore.bootstrap(from:)`
     /// as it goes; the caller discards it afterwards.
     func snapshot() async throws(SyncError) -> SnapshotFrame
+    /// The library's start image (`StartImageInfo`: the newest snapshot as a device store, sent as
+    /// one LZ4 frame) for a store of `storeFormat` and a schema of `schemaFingerprint`, downloaded
+    /// and decompressed into a new file at `target` (`DeviceStore.startImagePath`); false, with no
+    /// file, where the server has none for them.
+    func startImage(storeFormat: Int64, schemaFingerprint: String, to target: String) async throws(SyncError) -> Bool
     /// What the server holds of a blob: an upload goes on from its `received`.
     func blobStatus(_ blob: BlobRef) async throws(SyncError) -> BlobStatus
     /// Sends the chunk of a blob of `length` bytes that starts at `offset`.
@@ -52,6 +57,9 @@ extension SyncTransport {
     public func snapshot() async throws(SyncError) -> SnapshotFrame {
         throw .terminal(ProtocolError(404, "no_snapshot", "This transport does not fetch snapshots."))
     }
+
+    /// Transports that cannot fetch start images answer as a server without one.
+    public func startImage(storeFormat: Int64, schemaFingerprint: String, to target: String) async throws(SyncError) -> Bool { false }
 
     /// Transports that carry no blobs (simple test doubles) answer as a server that serves none.
     public func blobStatus(_ blob: BlobRef) async throws(SyncError) -> BlobStatus { throw Self.noBlobs }
