@@ -40,7 +40,8 @@ enum Bench {
           lifecycle  compaction of an N-op store (keepOps 10,000): sealing MB/s vs the lz4 tool (lz4 -1) on the
                    same segment bodies, store size before/after, segment and snapshot LZ4 ratios; audit of one
                    article p50/p99 after vs before compaction; a new device onto an N-op library over HTTP from the
-                   server's snapshot vs pulling the full log: seconds and peak RSS (child processes); beside sealing
+                   server's snapshot (its start image, and its frame with start images off) vs pulling the full log:
+                   seconds and peak RSS (child processes); beside sealing
                    and the snapshot start their floors (raw SQLite doing the same work, the engine's additions left out)
           articles the article fetcher's reading of 2,000 generated pages (quick 200; ArticleExtractor) vs libxml2
                    alone parsing the same bytes: MB/s

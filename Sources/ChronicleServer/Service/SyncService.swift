@@ -536,10 +536,13 @@ public final class SyncService: SyncEndpoint {
         articles?.stop()
     }
 
-    /// Compacts one library on the server (seal, snapshot, horizon) and wakes nobody: the ops are the same.
+    /// Compacts one library on the server (seal, snapshot, horizon) and wakes nobody: the ops are
+    /// the same. Then builds its start image where one is due (`MaintenancePolicy.startImageOpsMin`).
     @discardableResult
     public func compact(library id: UUID, policy: CompactionPolicy) throws -> CompactionReport {
-        let report = try library(id).compact(policy)
+        let library = try library(id)
+        let report = try library.compact(policy)
+        defer { buildStartImageIfDue(library) }
         log.log("compact", ["library": .text(id.lowercased), "sealed": .integer(report.opsSealed),
                             "segments": .integer(Int64(report.segmentsWritten)),
                             "snapshot_seq": report.snapshotSeq.map(Value.integer) ?? .null,
