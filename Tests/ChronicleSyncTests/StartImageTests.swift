@@ -3,6 +3,9 @@ import ChronicleCore
 @testable import ChronicleStore
 @testable import ChronicleSync
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import Testing
 
 /// Start images (`StartImageInfo`): the server builds, after the compaction that wrote a
@@ -185,5 +188,44 @@ import Testing
         let report = await n.sync()
         #expect(report.bootstrappedAt == nil && report.pulled == 30)
         try h.expectConverged()
+    }
+
+    /// The image comes in ranges (here of 4 KiB, so in many), each of the image the first one
+    /// named; a range of another image, or past its end, is refused.
+    @Test func theImageComesInRangesOfOneImage() async throws {
+        let (h, _) = try await Self.library()
+        let library = try h.library
+        let info = try #require(try library.currentStartImage())
+        let token = try h.service.accounts.registerDevice(user: "ada", password: h.password, deviceID: UUID()).token
+        let server = try #require(h.http)
+        var components = URLComponents(url: server.url.appendingPathComponent("v1/libraries/\(h.user.libraryID.lowercased)/start-image"),
+                                       resolvingAgainstBaseURL: false)!
+        components.queryItems = [URLQueryItem(name: "format", value: String(DeviceStore.storeFormatVersion)),
+                                 URLQueryItem(name: "schema", value: h.schema.fingerprint)]
+        var request = URLRequest(url: components.url!)
+        request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+        let session = URLSession(configuration: .ephemeral)
+        defer { session.finishTasksAndInvalidate() }
+        let target = h.directory + "/ranged.chronicle"
+        try await HTTPTransport.downloadDecompressing(request, session: session, to: target, rangeBytes: 4096)
+        #expect(info.imageBytes > 4096 * 4, "many ranges")
+        let frame = [UInt8](try #require(FileManager.default.contents(atPath: library.startImagePath)))
+        let whole = try LZ4Frame.decompress(frame, maxBytes: Int(info.storeBytes))
+        #expect([UInt8](try #require(FileManager.default.contents(atPath: target))) == whole)
+
+        // Another image's ETag: 412, and the download throws and leaves no file.
+        var stale = request
+        stale.setValue("\"1-2-3\"", forHTTPHeaderField: "If-Match")
+        stale.setValue("bytes=0-99", forHTTPHeaderField: "Range")
+        let refused = await #expect(throws: SyncError.self) { _ = try await HTTPTransport.send(stale, session: session) }
+        if case .terminal(let refusal)? = refused { #expect(refusal.status == 412 && refusal.code == "start_image_changed") }
+        var past = request
+        past.setValue("bytes=\(info.imageBytes)-", forHTTPHeaderField: "Range")
+        let pastEnd = await #expect(throws: SyncError.self) { _ = try await HTTPTransport.send(past, session: session) }
+        if case .terminal(let refusal)? = pastEnd { #expect(refusal.status == 416 && refusal.code == "bad_range") }
+        var unasked = request
+        unasked.url = URL(string: components.url!.absoluteString.replacingOccurrences(of: "format=", with: "formats="))
+        let missing = await #expect(throws: SyncError.self) { _ = try await HTTPTransport.send(unasked, session: session) }
+        if case .terminal(let refusal)? = missing { #expect(refusal.status == 400) }
     }
 }

@@ -228,6 +228,7 @@ extension SyncService {
               (try? library.currentStartImage()) == nil, !maintenance.isStopping else { return }
         do {
             guard let info = try library.buildStartImage() else { return }
+            startImages.withLock { _ = $0.removeValue(forKey: library.libraryID) }
             log.log("start_image", ["library": .text(library.libraryID.lowercased), "seq": .integer(info.seq),
                                     "bytes": .integer(info.imageBytes), "store_bytes": .integer(info.storeBytes),
                                     "ms": .real((info.buildSeconds * 1e6).rounded() / 1e3)])

@@ -256,10 +256,24 @@ public struct SyncRoutes: HTTPHandler {
               let fingerprint = request.query["schema"], !fingerprint.isEmpty, fingerprint.count <= 256 else {
             return .error(400, code: "bad_request", message: "A start image is asked for with ?format=N (the device's store format) and &schema=F (its schema's fingerprint).")
         }
-        do {
+        do throws(ProtocolError) {
             let (info, bytes) = try service.startImageNow(library: library, token: token, storeFormat: format, schemaFingerprint: fingerprint)
-            return HTTPResponse(status: 200, headers: [("Content-Type", StartImageInfo.mediaType), ("Chronicle-Snapshot-Seq", String(info.seq))],
-                                shared: bytes)
+            let etag = "\"\(info.seq)-\(info.imageBytes)-\(info.builtAt)\""
+            if let match = request.header("if-match"), match != etag {
+                throw ProtocolError(412, "start_image_changed", "Library \(library.lowercased)'s start image was replaced since its first range was sent; fetch it again from the start.")
+            }
+            var headers = [("Content-Type", StartImageInfo.mediaType), ("Chronicle-Snapshot-Seq", String(info.seq)), ("ETag", etag),
+                           ("Accept-Ranges", "bytes")]
+            guard let header = request.header("range") else { return HTTPResponse(status: 200, headers: headers, shared: bytes) }
+            let asked = try Self.byteRange(header)
+            let total = Int64(bytes.count)
+            guard asked.start < total else {
+                throw ProtocolError(416, "bad_range", "The start image has \(total) bytes; range \(asked.start)- starts past its end.")
+            }
+            let end = min(asked.end ?? total - 1, total - 1)
+            headers.append(("Content-Range", "bytes \(asked.start)-\(end)/\(total)"))
+            let slice = Array(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(bytes.unsafeStorage)[Int(asked.start)...Int(end)]))
+            return HTTPResponse(status: 206, headers: headers, body: slice)
         } catch {
             return Self.response(error)
         }

@@ -31,6 +31,7 @@ extension SyncService {
                 continue
             }
             snapshotFrames.withLock { _ = $0.removeValue(forKey: id) }
+            startImages.withLock { _ = $0.removeValue(forKey: id) }
             do {
                 let existed = try shared?.deleteLibrary(id) ?? Accounts.deleteLibraryFiles(dataDirectory: dataDirectory, library: id)
                 try accounts.libraryDeleted(id)

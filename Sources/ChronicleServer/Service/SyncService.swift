@@ -92,6 +92,9 @@ public final class SyncService: SyncEndpoint {
     /// Checked and filled under its lock, so requests arriving together wait for the one read
     /// rather than each reading its own copy.
     let snapshotFrames = Locked<[UUID: SharedSnapshotFrame]>([:])
+    /// Each library's start image as last mapped, with when it was last found current: the ranges
+    /// of one download come a few milliseconds apart and need not each read its description.
+    let startImages = Locked<[UUID: (info: StartImageInfo, bytes: SharedBytes, checked: UInt64)]>([:])
 
     struct Waiter {
         var after: Int64
@@ -475,6 +478,13 @@ public final class SyncService: SyncEndpoint {
     public func startImageNow(library id: UUID, token: String, storeFormat: Int64, schemaFingerprint: String) throws(ProtocolError)
         -> (info: StartImageInfo, bytes: SharedBytes) {
         let (_, library) = try authorize(token, library: id)
+        let now = DispatchTime.now().uptimeNanoseconds
+        // A mapping unused for a minute goes (it holds the file's blocks even once the file is replaced or deleted).
+        startImages.withLock { $0 = $0.filter { now - $1.checked < 60_000_000_000 } }
+        if let cached = startImages.withLock({ $0[id] }), now - cached.checked < 1_000_000_000,
+           cached.info.storeFormat == storeFormat, cached.info.schemaFingerprint == schemaFingerprint {
+            return (cached.info, cached.bytes)
+        }
         let found: StartImageInfo?
         do {
             found = try library.currentStartImage()
@@ -488,9 +498,14 @@ public final class SyncService: SyncEndpoint {
             throw ProtocolError(404, "no_start_image", "Library \(id.lowercased)'s start image is of store format v\(info.storeFormat) and \(info.schemaName) v\(info.schemaVersion), not the device's; start from the snapshot.")
         }
         // Replaced by a rename while mapped, the old file's pages stay readable until the answer is sent.
+        if let cached = startImages.withLock({ $0[id] }), cached.info == info {
+            startImages.withLock { $0[id] = (info, cached.bytes, now) }
+            return (info, cached.bytes)
+        }
         guard let bytes = SharedBytes(mapping: library.startImagePath), bytes.count == Int(info.imageBytes) else {
             throw ProtocolError(404, "no_start_image", "Library \(id.lowercased)'s start image is being replaced; start from the snapshot.")
         }
+        startImages.withLock { $0[id] = (info, bytes, now) }
         return (info, bytes)
     }
 
