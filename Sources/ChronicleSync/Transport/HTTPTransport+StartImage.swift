@@ -30,10 +30,10 @@ extension HTTPTransport {
     /// file at `target` as they arrive: the next ranges (`startImageRangesInFlight`) are on their
     /// way while one is decompressed, and no more are ever held, however large the image and
     /// however fast the link. (Streamed in one answer instead, URLSession kept whatever the
-    /// writing had not caught up with: up to 138 MB over loopback for a 166 MB image.) Every range after the first must
-    /// be of the same image (`If-Match` its ETag). A damaged frame, a failed write or an answer
-    /// that is not 2xx removes the file and throws as `send` does (the frame's faults as
-    /// transient: the next round fetches it again).
+    /// writing had not caught up with: up to 138 MB over loopback for a 166 MB image.) Every
+    /// range after the first must be of the same image (`If-Match` its ETag). A damaged frame,
+    /// a failed write or an answer that is not 2xx removes the file and throws as `send` does
+    /// (the frame's faults as transient: the next round fetches it again).
     static func downloadDecompressing(_ request: URLRequest, session: URLSession, to target: String,
                                       rangeBytes: Int64 = startImageRangeBytes) async throws(SyncError) {
         do {
