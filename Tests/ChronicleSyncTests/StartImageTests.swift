@@ -27,8 +27,8 @@ import Testing
     }
 
     /// A library with a snapshot at 60 and its start image, and 30 more ops after it.
-    static func library() async throws -> (SyncHarness, TestDevice) {
-        let h = try SyncHarness(.http, maintenance: policy())
+    static func library(_ kind: TransportKind = .http) async throws -> (SyncHarness, TestDevice) {
+        let h = try SyncHarness(kind, maintenance: policy())
         let a = try h.device("A")
         try Workload(seed: 91).run(60, on: a)
         await a.sync()
@@ -38,8 +38,9 @@ import Testing
         return (h, a)
     }
 
-    @Test func aNewDeviceTakesTheStartImageAndEndsWhereTheSnapshotStartEnds() async throws {
-        let (h, a) = try await Self.library()
+    @Test(arguments: TransportKind.allCases)
+    func aNewDeviceTakesTheStartImageAndEndsWhereTheSnapshotStartEnds(_ kind: TransportKind) async throws {
+        let (h, a) = try await Self.library(kind)
         let library = try h.library
         let info = try #require(try library.currentStartImage(), "built by the pass that wrote the snapshot")
         #expect(info.seq == 60 && info.storeFormat == DeviceStore.storeFormatVersion && info.schemaFingerprint == h.schema.fingerprint)

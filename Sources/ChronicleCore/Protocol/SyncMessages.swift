@@ -209,6 +209,9 @@ public protocol SyncEndpoint: Sendable {
     func verdict(library: UUID, entity: UUID, token: String) async throws(ProtocolError) -> Verdict
     /// The newest snapshot of the library, as an LZ4 frame (`SnapshotCodec`); 404 when there is none.
     func snapshot(library: UUID, token: String) async throws(ProtocolError) -> [UInt8]
+    /// The library's start image (one LZ4 frame of a device store, `StartImageInfo`) for a store of
+    /// `storeFormat` and a schema of `schemaFingerprint`; nil where there is none for them.
+    func startImage(library: UUID, storeFormat: Int64, schemaFingerprint: String, token: String) async throws(ProtocolError) -> [UInt8]?
     /// What the server holds of a blob (`BlobStatus`): a device resumes its upload from `received`.
     func blobStatus(library: UUID, blob: BlobRef, token: String) async throws(ProtocolError) -> BlobStatus
     /// Stores the chunk of a blob of `length` bytes that starts at `offset`, which must be what the
@@ -216,4 +219,9 @@ public protocol SyncEndpoint: Sendable {
     func putBlob(library: UUID, blob: BlobRef, length: Int64, offset: Int64, bytes: [UInt8], token: String) async throws(ProtocolError) -> BlobStatus
     /// Up to `count` bytes of a complete blob from `offset` (at most `BlobLimits.rangeBytesMax`).
     func blobRange(library: UUID, blob: BlobRef, offset: Int64, count: Int, token: String) async throws(ProtocolError) -> BlobRange
+}
+
+extension SyncEndpoint {
+    /// Endpoints that serve no start images (test doubles) answer as a server without one.
+    public func startImage(library: UUID, storeFormat: Int64, schemaFingerprint: String, token: String) async throws(ProtocolError) -> [UInt8]? { nil }
 }

@@ -571,6 +571,14 @@ public final class SyncService: SyncEndpoint {
         try snapshotNow(library: library, token: token).frame
     }
 
+    public func startImage(library: UUID, storeFormat: Int64, schemaFingerprint: String, token: String) async throws(ProtocolError) -> [UInt8]? {
+        do {
+            return try startImageNow(library: library, token: token, storeFormat: storeFormat, schemaFingerprint: schemaFingerprint).bytes.bytes
+        } catch where error.code == "no_start_image" {
+            return nil
+        }
+    }
+
     /// The library's push; one that would leave a gap in its device's sequence waits up to
     /// `milliseconds` (holding no lock, blocking this thread) for a push to commit, and is
     /// tried again. Past the wait it is refused as before.

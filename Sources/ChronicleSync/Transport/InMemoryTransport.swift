@@ -101,6 +101,27 @@ public final class InMemoryTransport: SyncTransport {
         }
     }
 
+    public func startImage(storeFormat: Int64, schemaFingerprint: String, to target: String) async throws(SyncError) -> Bool {
+        let drop = try before()
+        let frame: [UInt8]?
+        do {
+            frame = try await endpoint.startImage(library: library, storeFormat: storeFormat, schemaFingerprint: schemaFingerprint, token: token)
+        } catch {
+            throw SyncError.from(error)
+        }
+        if drop { throw .transient(reason: "The request timed out (the response was lost).", retryAfterSeconds: nil) }
+        guard let frame else { return false }
+        do {
+            let output = try LZ4FrameFileDecompressor(creating: target)
+            try frame.withUnsafeBytes { try output.feed($0) }
+            try output.finish()
+        } catch {
+            try? FileManager.default.removeItem(atPath: target)
+            throw .transient(reason: "The server's start image could not be read: \(error)", retryAfterSeconds: nil)
+        }
+        return true
+    }
+
     public func snapshot() async throws(SyncError) -> SnapshotFrame {
         let drop = try before()
         let frame: [UInt8]
