@@ -130,6 +130,27 @@ public final class LZ4FrameFileDecompressor {
         try stream.finish { try write($0) }
     }
 
+    /// Decompresses the frame in the file at `source` into a new file at `destination`, in plain
+    /// reads of a few MB (through `FileHandle` and `Data` this took three times as long).
+    public static func decompressFile(_ source: String, to destination: String) throws {
+        let input = Glibc.open(source, O_RDONLY | O_CLOEXEC)
+        guard input >= 0 else { throw ChronicleError(.fileUnreadable, "\(source) cannot be read: \(String(cString: strerror(errno))).") }
+        defer { close(input) }
+        let output = try LZ4FrameFileDecompressor(creating: destination)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 4 << 20, alignment: 16)
+        defer { buffer.deallocate() }
+        while true {
+            let n = Glibc.read(input, buffer.baseAddress, buffer.count)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw ChronicleError(.fileUnreadable, "\(source) cannot be read: \(String(cString: strerror(errno))).")
+            }
+            if n == 0 { break }
+            try output.feed(UnsafeRawBufferPointer(rebasing: buffer[..<n]))
+        }
+        try output.finish()
+    }
+
     private func write(_ bytes: UnsafeRawBufferPointer) throws {
         var written = 0
         while written < bytes.count {

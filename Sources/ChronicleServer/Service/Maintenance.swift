@@ -45,7 +45,7 @@ public struct MaintenancePolicy: Sendable, Equatable {
     /// A library whose newest snapshot holds at least this many ops gets a start image of it
     /// (`ServerLibrary.buildStartImage`), made after the compaction that wrote the snapshot (or at
     /// the next pass, where there is none): a new device takes it whole instead of building the
-    /// snapshot's indexes. It takes about 4 times the snapshot's bytes on disk. nil: never.
+    /// snapshot's indexes. It takes about 3 times the snapshot's bytes on disk. nil: never.
     public var startImageOpsMin: Int64? = 100_000
 
     /// Keep the newest 100,000 ops of each library hot and seal the rest, 10,000 to a segment;

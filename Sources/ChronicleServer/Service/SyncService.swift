@@ -480,8 +480,11 @@ public final class SyncService: SyncEndpoint {
         let (_, library) = try authorize(token, library: id)
         let now = DispatchTime.now().uptimeNanoseconds
         // A mapping unused for a minute goes (it holds the file's blocks even once the file is replaced or deleted).
-        startImages.withLock { $0 = $0.filter { now - $1.checked < 60_000_000_000 } }
-        if let cached = startImages.withLock({ $0[id] }), now - cached.checked < 1_000_000_000,
+        let cached = startImages.withLock { images in
+            images = images.filter { now - $1.checked < 60_000_000_000 }
+            return images[id]
+        }
+        if let cached, now - cached.checked < 1_000_000_000,
            cached.info.storeFormat == storeFormat, cached.info.schemaFingerprint == schemaFingerprint {
             return (cached.info, cached.bytes)
         }
@@ -498,7 +501,7 @@ public final class SyncService: SyncEndpoint {
             throw ProtocolError(404, "no_start_image", "Library \(id.lowercased)'s start image is of store format v\(info.storeFormat) and \(info.schemaName) v\(info.schemaVersion), not the device's; start from the snapshot.")
         }
         // Replaced by a rename while mapped, the old file's pages stay readable until the answer is sent.
-        if let cached = startImages.withLock({ $0[id] }), cached.info == info {
+        if let cached, cached.info == info {
             startImages.withLock { $0[id] = (info, cached.bytes, now) }
             return (info, cached.bytes)
         }

@@ -77,10 +77,7 @@ extension HTTPTransport {
             }
             // `Content-Range: bytes a-b/total`; a server that sends the whole image at once (200) is taken as it comes.
             if http.statusCode == 206 {
-                guard let header = http.value(forHTTPHeaderField: "Content-Range"), let slash = header.lastIndex(of: "/"),
-                      let length = Int64(header[header.index(after: slash)...]), let space = header.firstIndex(of: " "),
-                      let dash = header.firstIndex(of: "-"), let first = Int64(header[header.index(after: space)..<dash]),
-                      first == expected, total == nil || total == length else {
+                guard let (first, length) = contentRange(http), first == expected, total == nil || total == length else {
                     throw .transient(reason: "The server's start image range lacks its Content-Range, or is not the one asked for.", retryAfterSeconds: nil)
                 }
                 total = length

@@ -172,16 +172,19 @@ public final class HTTPTransport: SyncTransport {
         var request = request(blobPath(blob), timeout: requestTimeoutSeconds + 60)
         request.setValue("bytes=\(offset)-\(offset + Int64(max(1, count)) - 1)", forHTTPHeaderField: "Range")
         let (body, response) = try await send(request)
-        // `Content-Range: bytes a-b/total` (or `bytes */0` for an empty blob).
-        guard let header = response.value(forHTTPHeaderField: "Content-Range"), let slash = header.lastIndex(of: "/"),
-              let length = Int64(header[header.index(after: slash)...]) else {
+        // `bytes */0` for an empty blob.
+        guard let range = Self.contentRange(response) else {
             throw .transient(reason: "The server's blob range lacks its Content-Range.", retryAfterSeconds: nil)
         }
-        var start: Int64 = 0
-        if let dash = header.firstIndex(of: "-"), let space = header.firstIndex(of: " "), let first = Int64(header[header.index(after: space)..<dash]) {
-            start = first
-        }
-        return BlobRange(offset: start, bytes: body, length: length)
+        return BlobRange(offset: range.first ?? 0, bytes: body, length: range.length)
+    }
+
+    /// A `Content-Range: bytes a-b/total` answer's first byte (nil for `bytes */total`) and total length.
+    static func contentRange(_ response: HTTPURLResponse) -> (first: Int64?, length: Int64)? {
+        guard let header = response.value(forHTTPHeaderField: "Content-Range"), let slash = header.lastIndex(of: "/"),
+              let length = Int64(header[header.index(after: slash)...]) else { return nil }
+        guard let dash = header.firstIndex(of: "-"), let space = header.firstIndex(of: " "), dash > space else { return (nil, length) }
+        return (Int64(header[header.index(after: space)..<dash]), length)
     }
 
     /// One request; 2xx gives the body, everything else a `SyncError`. Cancelling the
