@@ -15,18 +15,22 @@ import Foundation
 ///      and guard trigger, one transaction a segment, as compaction does;
 ///   2. an ideal row log: one row per op holding nothing but its encoded record (the sealed
 ///      bodies cut into as many pieces as ops), no index and no trigger: read, concatenate,
-///      compress, store the frame, delete the rows, commit.
+///      compress, store the frame, delete the rows, commit;
+///   3. a log kept in blocks: the same bodies in rows of 500 records (as a log that kept each
+///      confirmed batch as one encoded run would hold them), sealed a segment a commit and ten
+///      segments a commit: read and concatenate the segment's blocks, compress, digest (SHA-256),
+///      store the frame, delete the blocks.
 ///   Each counts its reading side (select, concatenate, compress) and its writing side (the
 ///   rest) apart; the floor is the larger of the two, as if the two cores overlapped them
 ///   perfectly.
 /// - The snapshot start (target: ten times faster than the full log): on the store a snapshot
 ///   start made,
-///   3. its rows, search indexes' rows included, copied into a new file with the same tables
+///   4. its rows, search indexes' rows included, copied into a new file with the same tables
 ///      (`INSERT … SELECT`, one transaction, the secondary indexes built after): the least a
 ///      start that carries every row, index rows and all, can take;
-///   4. FTS5's `rebuild` of its word indexes, one after another: the least a start that builds
+///   5. FTS5's `rebuild` of its word indexes, one after another: the least a start that builds
 ///      them can take, halved for two cores (or the longest one, if more);
-///   5. the copy's pages written to a new file (`VACUUM INTO`): with the snapshot's download, the
+///   6. the copy's pages written to a new file (`VACUUM INTO`): with the snapshot's download, the
 ///      least a start that carries the database's pages themselves can take.
 ///   The first and the last add the download of the run's snapshot (which a start carrying index
 ///   rows or pages would only make longer).
@@ -203,7 +207,78 @@ extension LifecycleBenchmark {
         return floor
     }
 
-    // MARK: - 3 and 4. The snapshot start
+    // MARK: - 3. Sealing a log kept in blocks
+
+    /// Fills a fresh file with the sealed bodies in `bodiesFile` cut into blocks of `blockOps`
+    /// records each (a row per block, as a log that kept each confirmed batch as one encoded run
+    /// would hold them; `blockOps` divides `segmentOps`), then seals it: each segment's blocks read
+    /// and concatenated, compressed with liblz4 and digested (SHA-256, as the chain needs), the frame
+    /// stored and the blocks deleted, `segmentsPerCommit` segments to a transaction.
+    func blockLogFloor(bodiesFile: String, ops: Int64, segmentOps: Int64, blockOps: Int64, segmentsPerCommit: Int) throws -> Floor {
+        let path = directory + "/lifecycle-floor-blocks.sqlite"
+        remove(path)
+        defer { remove(path) }
+        let bodies = try Data(contentsOf: URL(fileURLWithPath: bodiesFile), options: .mappedIfSafe)
+        guard ops > 0, !bodies.isEmpty, blockOps > 0, segmentOps % blockOps == 0 else { return Floor(readSeconds: 0, writeSeconds: 0, segments: 0) }
+        let db = try RawDatabase(path: path)
+        try db.exec("PRAGMA wal_autocheckpoint = 0")
+        try db.exec("CREATE TABLE blocks (first_seq INTEGER PRIMARY KEY, last_seq INTEGER NOT NULL, body BLOB NOT NULL)")
+        try db.exec("CREATE TABLE segments (first_seq INTEGER PRIMARY KEY, last_seq INTEGER NOT NULL, frame BLOB NOT NULL, digest TEXT NOT NULL)")
+        let insert = try db.prepare("INSERT INTO blocks(first_seq, last_seq, body) VALUES (?1, ?2, ?3)")
+        let size = bodies.count / Int(ops)
+        try db.exec("BEGIN IMMEDIATE")
+        var first: Int64 = 1
+        while first <= ops {
+            let last = min(ops, first + blockOps - 1)
+            let start = Int(first - 1) * size
+            let end = last == ops ? bodies.count : Int(last) * size
+            try db.run(insert, [.integer(first), .integer(last)], blob: Array(bodies[start..<end]), at: 3)
+            if last % segmentOps == 0 { try db.exec("COMMIT; BEGIN IMMEDIATE") }
+            first = last + 1
+        }
+        try db.exec("COMMIT")
+        try db.exec("PRAGMA wal_checkpoint(TRUNCATE)")
+
+        let select = try db.prepare("SELECT body FROM blocks WHERE first_seq > ?1 AND first_seq <= ?2 ORDER BY first_seq")
+        let store = try db.prepare("INSERT INTO segments(first_seq, last_seq, frame, digest) VALUES (?1, ?2, ?3, ?4)")
+        let delete = try db.prepare("DELETE FROM blocks WHERE first_seq > ?1 AND first_seq <= ?2")
+        var floor = Floor(readSeconds: 0, writeSeconds: 0, segments: 0)
+        var body: [UInt8] = []
+        var sealed: Int64 = 0
+        var inTransaction = 0
+        var previous = ""
+        while sealed < ops {
+            let last = min(ops, sealed + segmentOps)
+            let t0 = nowNanoseconds()
+            body.removeAll(keepingCapacity: true)
+            try db.bind(select, [.integer(sealed), .integer(last)])
+            var rc = sqlite3_step(select)
+            while rc == SQLITE_ROW {
+                if let bytes = sqlite3_column_blob(select, 0) {
+                    body.append(contentsOf: UnsafeRawBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(select, 0))))
+                }
+                rc = sqlite3_step(select)
+            }
+            sqlite3_reset(select)
+            guard rc == SQLITE_DONE else { throw BenchError("lifecycle floor: reading the block log failed (\(rc))") }
+            let frame = LZ4Frame.compress(body)
+            let digest = DeviceStore.chainDigest(previous: previous, body: body)
+            let t1 = nowNanoseconds()
+            if inTransaction == 0 { try db.exec("BEGIN IMMEDIATE") }
+            try db.run(store, [.integer(sealed + 1), .integer(last), .null, .text(digest)], blob: frame, at: 3)
+            try db.run(delete, [.integer(sealed), .integer(last)])
+            inTransaction += 1
+            if inTransaction == segmentsPerCommit || last == ops {
+                try db.exec("COMMIT")
+                inTransaction = 0
+            }
+            floor.add(start: t0, read: t1, written: nowNanoseconds())
+            (sealed, previous) = (last, digest)
+        }
+        return floor
+    }
+
+    // MARK: - 4 and 5. The snapshot start
 
     /// Copies the rows of the store a snapshot start made (at `path`, closed) into a new file with
     /// the same tables, then rebuilds the copy's FTS5 word indexes one by one.

@@ -13,6 +13,8 @@ import Foundation
 ///    (`LifecycleBenchmark+Bootstrap.swift`).
 struct LifecycleBenchmark {
     static let keepOps: Int64 = 10_000
+    /// Records per block in the block log's sealing floor: a device's push batch.
+    static let blockLogOps: Int64 = 500
     static let lz4Tool = "/usr/bin/lz4"
     /// Runs of the `lz4` tool; the fastest counts (the tool's best case).
     static let lz4Runs = 3
@@ -63,6 +65,9 @@ struct LifecycleBenchmark {
         /// Raw SQLite sealing the same store, and an ideal row log (`LifecycleBenchmark+Floors.swift`).
         var sealingFloor: Floor
         var idealLogFloor: Floor
+        /// A log kept in blocks of `blockLogOps` records, sealed a segment and ten segments to a commit.
+        var blockLogFloor: Floor
+        var blockLogGroupedFloor: Floor
 
         var sealMBPerSecond: Double { Double(report.segmentBodyBytes) / 1e6 / sealSeconds }
         var lz4ToolBestSeconds: Double { lz4ToolSeconds.min() ?? .nan }
@@ -135,6 +140,13 @@ struct LifecycleBenchmark {
         progress("lifecycle: sealing's floor: an ideal row log of the same bodies…")
         let idealLogFloor = try self.idealLogFloor(bodiesFile: compacted.bodies.file, ops: compacted.report.opsSealed,
                                                    segmentOps: Int64(CompactionPolicy().segmentOpsMax))
+        progress("lifecycle: sealing's floor: a log of the same bodies kept in blocks…")
+        let blockLogFloor = try self.blockLogFloor(bodiesFile: compacted.bodies.file, ops: compacted.report.opsSealed,
+                                                   segmentOps: Int64(CompactionPolicy().segmentOpsMax), blockOps: Self.blockLogOps,
+                                                   segmentsPerCommit: 1)
+        let blockLogGroupedFloor = try self.blockLogFloor(bodiesFile: compacted.bodies.file, ops: compacted.report.opsSealed,
+                                                          segmentOps: Int64(CompactionPolicy().segmentOpsMax), blockOps: Self.blockLogOps,
+                                                          segmentsPerCommit: 10)
         remove(path, compacted.bodies.file)
         let clock = compacted.clock, bodies = compacted.bodies
         return CompactionResult(
@@ -145,7 +157,7 @@ struct LifecycleBenchmark {
             reportedWALBytesAfterVacuum: clock.walBytesAfterVacuum, segments: bodies.segments, bodyBytes: bodies.bytes,
             lz4ToolSeconds: lz4.seconds, lz4ToolOutputBytes: lz4.outputBytes, encodeSeconds: bodies.encodeSeconds,
             compressSeconds: bodies.compressSeconds, snapshot: snapshot, audits: compacted.audits, sealingFloor: sealingFloor,
-            idealLogFloor: idealLogFloor)
+            idealLogFloor: idealLogFloor, blockLogFloor: blockLogFloor, blockLogGroupedFloor: blockLogGroupedFloor)
     }
 
     /// Audits, compacts, audits again and extracts the segment bodies, with the store open only here.
