@@ -45,6 +45,19 @@ import Testing
         #expect(first == second)
     }
 
+    /// Devices that sign in mid-run take start images the server builds (bytes of their own,
+    /// untraced), some killed while they take one: what the devices then hold and do still repeats.
+    @Test("The same seed twice gives the same run, with new devices starting from start images")
+    func sameSeedSameRunWithNewDevices() async throws {
+        let plan = FaultPlan.none.forcing(.newDevice, rate: 0.1).forcing(.deviceCrash, rate: 0.05).forcing(.requestDropped, rate: 0.1)
+        func run() -> Simulator { Simulator(seed: 4242, devices: 2, schema: .readItLater, steps: 100, faults: plan, tolerating: SimulationSeeds.tolerated) }
+        let first = try #require(await SimulationSeeds.run(run()))
+        let second = try #require(await SimulationSeeds.run(run()))
+        #expect(first.devicesJoined >= 3 && first.startsFromImage >= 1, "\(first)")
+        #expect(first.traceHash == second.traceHash)
+        #expect(first == second)
+    }
+
     @Test("The seed alone decides the run, whatever the plan")
     func seedDecidesConfiguration() async throws {
         let first = Simulator(seed: 5)

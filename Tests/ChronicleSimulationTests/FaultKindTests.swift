@@ -21,6 +21,7 @@ import Testing
         case .appUpdated: 0.01   // d1 starts on the app's previous version and updates once
         case .storeDamaged: 0.06
         case .libraryDamaged: 0.05
+        case .newDevice: 0.06
         }
     }
 
@@ -53,6 +54,9 @@ import Testing
         case .libraryDamaged:
             // Devices that had synced past the kept history went back and pushed their ops again.
             #expect(report.rewinds > 0, "\(report)")
+        case .newDevice:
+            // Some of them found a start image built after a compaction and started from it.
+            #expect(report.startsFromImage > 0, "\(report)")
         default: break
         }
     }
@@ -65,6 +69,20 @@ import Testing
                                                                         tolerating: SimulationSeeds.tolerated)))
         #expect(report.schema == "fieldservice")
         #expect(report.faults.count >= 6, "\(report.faults)")
+    }
+
+    /// New devices that take the start image themselves are killed after each step of the
+    /// adoption in turn (the seeds pick which); each opens again as the empty store or the whole
+    /// image (`Simulator.joinNewDevice`), and everything converges.
+    @Test("A new device killed while taking the start image opens as the empty store or the image", arguments: [4242, 4243, 4244] as [UInt64])
+    func newDeviceKilledTakingTheStartImage(seed: UInt64) async throws {
+        let plan = FaultPlan.none.forcing(.newDevice, rate: 0.1).forcing(.deviceCrash, rate: 0.05)
+        let simulator = Simulator(seed: seed, devices: 2, schema: .readItLater, steps: 100, faults: plan, tolerating: SimulationSeeds.tolerated)
+        let report = try #require(await SimulationSeeds.run(simulator))
+        let crashes = simulator.trace.filter { $0.contains("crashes while taking the start image") }
+        #expect(!crashes.isEmpty, "no crash while taking the start image: \(report)")
+        #expect(report.startsFromImage > 0, "\(report)")
+        #expect(report.passesToConverge <= Simulator.livenessPassesMax)
     }
 
 }

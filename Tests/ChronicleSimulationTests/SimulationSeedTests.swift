@@ -33,7 +33,15 @@ import Testing
         try await Self.check(seed, files: true)
     }
 
-    static func check(_ seed: UInt64, appUpdates: Bool = SimulationSeeds.appUpdates, files: Bool = SimulationSeeds.files) async throws {
+    /// The seed's own faults, and new devices signing in mid-run: each starts from the server's
+    /// start image where it has one (built after every compaction in these runs).
+    @Test("Seeds converge with devices signing in mid-run", .serialized, arguments: SimulationSeeds.newDeviceSeeds)
+    func seedConvergesWithNewDevices(seed: UInt64) async throws {
+        try await Self.check(seed, newDevices: true)
+    }
+
+    static func check(_ seed: UInt64, appUpdates: Bool = SimulationSeeds.appUpdates, files: Bool = SimulationSeeds.files,
+                      newDevices: Bool = SimulationSeeds.newDevices) async throws {
         var faults = appUpdates ? FaultPlan.random(seed: seed).forcing(.appUpdated, rate: SimulationSeeds.appUpdateRate) : nil
         if SimulationSeeds.damage {
             faults = (faults ?? FaultPlan.random(seed: seed)).forcing(.storeDamaged, rate: SimulationSeeds.damageRate)
@@ -45,6 +53,9 @@ import Testing
             var plan = faults ?? FaultPlan.random(seed: seed)
             plan.fileRate = SimulationSeeds.fileRate
             faults = plan.forcing(.serverRestoredFromBackup, rate: max(plan.serverRestoreRate, SimulationSeeds.fileServerRestoreRate))
+        }
+        if newDevices {
+            faults = (faults ?? FaultPlan.random(seed: seed)).forcing(.newDevice, rate: SimulationSeeds.newDeviceRate)
         }
         let report = try #require(await SimulationSeeds.run(Simulator(seed: seed, steps: SimulationSeeds.steps, faults: faults,
                                                                       tolerating: SimulationSeeds.tolerated)))

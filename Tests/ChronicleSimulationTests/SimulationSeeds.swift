@@ -14,6 +14,8 @@ import Testing
 /// `appUpdateSeeds` only); `CHRONICLE_SIM_DAMAGE=1` has devices' stores and the server's library damaged and salvaged now and
 /// then (`FaultKind.storeDamaged`); `CHRONICLE_SIM_FILES=1` has devices add files, name them in
 /// ops and fetch others' (`FaultPlan.fileRate`; the default run does so for `fileSeeds` only);
+/// `CHRONICLE_SIM_NEW_DEVICES=1` has new devices sign in mid-run and start from the server's start
+/// images (`FaultKind.newDevice`; the default run does so for `newDeviceSeeds` only);
 /// `CHRONICLE_SIM_WIRE=<device name>` (`d0`…) prints every push of that device the server answered,
 /// op by op with the answers, on standard error.
 enum SimulationSeeds {
@@ -41,6 +43,18 @@ enum SimulationSeeds {
     static var fileSeeds: [UInt64] {
         if single != nil || environment["CHRONICLE_SIM_SEEDS"] != nil { return [] }
         return Array(1...6)
+    }
+
+    /// Whether `CHRONICLE_SIM_NEW_DEVICES` asks every seed to have devices sign in mid-run.
+    static var newDevices: Bool { environment["CHRONICLE_SIM_NEW_DEVICES"] == "1" }
+
+    /// Per step, the chance a new device signs in (about once in 30 steps).
+    static let newDeviceRate = 0.03
+
+    /// Seeds run with new devices in the default suite (every run with `CHRONICLE_SIM_NEW_DEVICES=1`).
+    static var newDeviceSeeds: [UInt64] {
+        if single != nil || environment["CHRONICLE_SIM_SEEDS"] != nil { return [] }
+        return Array(1...4)
     }
 
     /// Per step, the chance a device's store is damaged and salvaged (about once in 150 steps).
@@ -110,7 +124,7 @@ enum SimulationSeeds {
             }
             Issue.record("\(failure)", sourceLocation: sourceLocation)
         } catch {
-            Issue.record("seed \(simulator.seed): \(error)\nreplay: CHRONICLE_SIM_STEPS=\(simulator.steps) \(simulator.plan.appUpdateRate > 0 ? "CHRONICLE_SIM_APP_UPDATES=1 " : "")CHRONICLE_SIM_SEED=\(simulator.seed) swift test --filter Simulation",
+            Issue.record("seed \(simulator.seed): \(error)\nreplay: CHRONICLE_SIM_STEPS=\(simulator.steps) \(simulator.plan.appUpdateRate > 0 ? "CHRONICLE_SIM_APP_UPDATES=1 " : "")\(simulator.plan.newDeviceRate > 0 ? "CHRONICLE_SIM_NEW_DEVICES=1 " : "")CHRONICLE_SIM_SEED=\(simulator.seed) swift test --filter Simulation",
                          sourceLocation: sourceLocation)
         }
         return nil

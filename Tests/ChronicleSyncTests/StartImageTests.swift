@@ -229,4 +229,45 @@ import Testing
         let missing = await #expect(throws: SyncError.self) { _ = try await HTTPTransport.send(unasked, session: session) }
         if case .terminal(let refusal)? = missing { #expect(refusal.status == 400) }
     }
+
+    /// Killed after each step of the adoption in turn (the image checked and synced beside the
+    /// store; the store's file out of WAL mode; the rename), the store opens again as the empty
+    /// store, which then takes the image, or as the whole image, as this device. A download left
+    /// beside a store that holds something goes when it opens; beside an empty one it stays.
+    @Test func aStoreKilledWhileTakingTheImageOpensAsTheEmptyStoreOrTheImage() async throws {
+        let (h, _) = try await Self.library()
+        let image = h.directory + "/image.lz4"
+        try FileManager.default.copyItem(atPath: try h.library.startImagePath, toPath: image)
+        struct Killed: Error {}
+        for step in 1...3 {
+            let path = h.directory + "/killed-\(step).chronicle"
+            let deviceID = UUID()
+            do {
+                let store = try DeviceStore.create(at: path, schema: h.schema, libraryID: h.user.libraryID, deviceID: deviceID)
+                #expect(throws: Killed.self) {
+                    try store.adoptStartImage(image, afterStep: { done, _ in if done == step { throw Killed() } })
+                }
+            }
+            let reopened = try DeviceStore.open(at: path)
+            #expect(reopened.deviceID == deviceID)
+            #expect(try reopened.verify().checks.allSatisfy(\.passed), "step \(step)")
+            if step < 3 {
+                #expect(try reopened.isPristine(), "killed before the rename (step \(step)), the store is the empty one")
+                #expect(try reopened.adoptStartImage(image) == 60)
+            }
+            #expect(try reopened.cursor() == 60 && !reopened.isPristine(), "step \(step)")
+            #expect(try reopened.read { db in try DeviceStore.meta("device_id", in: db).textValue } == deviceID.lowercased)
+            #expect(try reopened.read { db in try db.scalarText("PRAGMA journal_mode") } == "wal")
+        }
+        // A download left beside a store: kept while the store is empty, gone once it holds something.
+        let empty = h.directory + "/empty.chronicle"
+        _ = try DeviceStore.create(at: empty, schema: h.schema, libraryID: h.user.libraryID)
+        #expect(FileManager.default.createFile(atPath: empty + ".start-image", contents: Data([1, 2, 3])))
+        let emptyStore = try DeviceStore.open(at: empty)
+        #expect(FileManager.default.fileExists(atPath: emptyStore.startImagePath))
+        let held = h.directory + "/killed-1.chronicle"
+        #expect(FileManager.default.createFile(atPath: held + ".start-image", contents: Data([1, 2, 3])))
+        _ = try DeviceStore.open(at: held)
+        #expect(!FileManager.default.fileExists(atPath: held + ".start-image"))
+    }
 }

@@ -130,6 +130,19 @@ public final class LZ4FrameFileDecompressor {
         try stream.finish { try write($0) }
     }
 
+    /// Decompresses a whole frame held in memory into a new file at `destination`; on failure
+    /// nothing is left there.
+    public static func decompress(_ frame: [UInt8], to destination: String) throws {
+        do {
+            let output = try LZ4FrameFileDecompressor(creating: destination)
+            try frame.withUnsafeBytes { try output.feed($0) }
+            try output.finish()
+        } catch {
+            try? FileManager.default.removeItem(atPath: destination)
+            throw error
+        }
+    }
+
     /// Decompresses the frame in the file at `source` into a new file at `destination`, in plain
     /// reads of a few MB (through `FileHandle` and `Data` this took three times as long).
     public static func decompressFile(_ source: String, to destination: String) throws {

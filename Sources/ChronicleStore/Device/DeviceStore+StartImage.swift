@@ -39,6 +39,16 @@ extension DeviceStore {
     /// the same file system, so that taking it is a rename.
     public var startImagePath: String { path + ".start-image" }
 
+    /// A download left beside the store by a process that died taking a start image: once the
+    /// store holds anything, no image can be taken any more and it goes. (While the store is
+    /// pristine it stays: another process may be writing it, and the next download replaces it.)
+    func removeLeftoverStartImage() {
+        let scratch = startImagePath
+        guard ["", "-wal", "-shm", "-journal"].contains(where: { FileManager.default.fileExists(atPath: scratch + $0) }),
+              (try? isPristine()) == false else { return }
+        for suffix in ["", "-wal", "-shm", "-journal"] { try? FileManager.default.removeItem(atPath: scratch + suffix) }
+    }
+
     /// Starts this (pristine) store from a server's start image: `imageFile` is the image's LZ4
     /// frame as downloaded, or the store file it holds, decompressed (at `startImagePath`, or
     /// anywhere else to be copied there). It is checked (a SQLite file of
@@ -49,8 +59,13 @@ extension DeviceStore {
     ///
     /// Refused with `malformed_start_image` (the store unchanged): a damaged or truncated frame,
     /// a file that is not such a store. `invariant_violated` if this store is not pristine.
+    ///
+    /// `afterStep` runs after each step that leaves something on disk (fault tests stop the
+    /// process there): 1, the image checked, given this device's id and synced beside the store;
+    /// 2, the store's file taken out of WAL mode; 3, the image renamed over it. A throw from it
+    /// stands for the process dying: the store must be opened again, not used further.
     @discardableResult
-    public func adoptStartImage(_ imageFile: String) throws -> Int64 {
+    public func adoptStartImage(_ imageFile: String, afterStep: ((Int, String) throws -> Void)? = nil) throws -> Int64 {
         guard try isPristine() else {
             throw ChronicleError(.invariantViolated, "Only a store that has never held anything can take a start image; \(path) has.")
         }
@@ -92,7 +107,8 @@ extension DeviceStore {
         }
         image.closeNow()
         try Self.syncFile(scratch)
-        try replaceFile(with: scratch)
+        try afterStep?(1, "the image checked, given this device's id and synced beside the store")
+        try replaceFile(with: scratch, afterStep: afterStep)
         searchLayoutState.withLock { $0 = (nil, 0) }
         try? openPhraseIndexes()
         return seq
@@ -103,7 +119,7 @@ extension DeviceStore {
     /// progress are waited for, new ones wait), the writer takes the old file out of WAL mode,
     /// which SQLite does only when no other connection has it open, so nothing still open can
     /// touch the new file's log; then the writer opens the new file. The caller checked it.
-    func replaceFile(with replacement: String) throws {
+    func replaceFile(with replacement: String, afterStep: ((Int, String) throws -> Void)? = nil) throws {
         try writer.withLock { db in
             // Checked again here, where no write can come in between: a write made while the image
             // was on its way must not be replaced.
@@ -120,12 +136,14 @@ extension DeviceStore {
                 throw ChronicleError(.invariantViolated, "Another connection holds \(path) open; its file was left as it was.")
             }
             try? FileManager.default.removeItem(atPath: path + "-shm")
+            try afterStep?(2, "the store's file taken out of WAL mode")
             guard rename(replacement, path) == 0 else {
                 let reason = String(cString: strerror(errno))
                 _ = try? db.execute("PRAGMA journal_mode = WAL")
                 throw ChronicleError(.fileUnreadable, "\(replacement) could not replace \(path): \(reason).")
             }
             try Self.syncFile((path as NSString).deletingLastPathComponent.isEmpty ? "." : (path as NSString).deletingLastPathComponent)
+            try afterStep?(3, "the image renamed over the store's file")
             var options = Database.Options()
             options.create = false
             let fresh = try Database(path: path, options: options)

@@ -151,6 +151,7 @@ public final class DeviceStore: Sendable {
         // Phrase indexes this store lacks (made before format v6, or v7 for titles): best effort, as above. Until
         // they are complete, searches read phrases from the word indexes.
         try? store.openPhraseIndexes()
+        store.removeLeftoverStartImage()
         return store
     }
 

@@ -112,11 +112,8 @@ public final class InMemoryTransport: SyncTransport {
         if drop { throw .transient(reason: "The request timed out (the response was lost).", retryAfterSeconds: nil) }
         guard let frame else { return false }
         do {
-            let output = try LZ4FrameFileDecompressor(creating: target)
-            try frame.withUnsafeBytes { try output.feed($0) }
-            try output.finish()
+            try LZ4FrameFileDecompressor.decompress(frame, to: target)
         } catch {
-            try? FileManager.default.removeItem(atPath: target)
             throw .transient(reason: "The server's start image could not be read: \(error)", retryAfterSeconds: nil)
         }
         return true

@@ -50,6 +50,11 @@ public enum FaultKind: String, CaseIterable, Sendable, Comparable, CustomStringC
     /// its history past the first unreadable op is gone from it, as after a restore from a backup
     /// taken then, and the devices that hold those ops push their own again.
     case libraryDamaged
+    /// A new device signed in mid-run: its store has never held anything, so it starts from the
+    /// server's start image where the server built one after compacting (else from the snapshot
+    /// or the whole log). With the crash rate it is killed while taking the image, after a step
+    /// the seed picks: opened again, its store is the empty one or the whole image, never between.
+    case newDevice
 
     public var description: String { rawValue }
 

@@ -58,6 +58,10 @@ public struct FaultPlan: Sendable, Equatable, CustomStringConvertible {
     /// another device added. Work rather than a fault, but drawn like one: never by
     /// `random(seed:)` (the seeds' histories stay as they were); runs ask for it.
     public var fileRate = 0.0
+    /// Per step: a new device signs in and syncs at once. The server then builds a start image
+    /// after each compaction (`MaintenancePolicy.startImageOpsMin` 1), for the new devices to start
+    /// from. Never drawn by `random(seed:)` either: runs ask for it.
+    public var newDeviceRate = 0.0
 
     public init() {}
 
@@ -110,6 +114,7 @@ public struct FaultPlan: Sendable, Equatable, CustomStringConvertible {
         case .appUpdated: plan.appUpdateRate = rate
         case .storeDamaged: plan.damageRate = rate
         case .libraryDamaged: plan.libraryDamageRate = rate
+        case .newDevice: plan.newDeviceRate = rate
         }
         return plan
     }
@@ -145,6 +150,6 @@ public struct FaultPlan: Sendable, Equatable, CustomStringConvertible {
             + "disk-full \(f(diskFullRate)) clock-jump \(f(clockJumpRate)) restore \(f(restoreRate)) server-restore \(f(serverRestoreRate))"
             + (appUpdateRate > 0 ? " app-update \(f(appUpdateRate))" : "") + (damageRate > 0 ? " damage \(f(damageRate))" : "")
             + (libraryDamageRate > 0 ? " library-damage \(f(libraryDamageRate))" : "")
-            + (fileRate > 0 ? " files \(f(fileRate))" : "")
+            + (fileRate > 0 ? " files \(f(fileRate))" : "") + (newDeviceRate > 0 ? " new-device \(f(newDeviceRate))" : "")
     }
 }

@@ -156,7 +156,9 @@ public final class SimulatedTransport: SyncTransport, @unchecked Sendable {
 
     private func finished() { lock.withLock { state.inFlight -= 1 } }
 
-    private var token: String { lock.withLock { state.token } }
+    /// The device's bearer token; `setToken` when it signs in again.
+    public var token: String { lock.withLock { state.token } }
+    public func setToken(_ token: String) { lock.withLock { state.token = token } }
 
     private static func describe(_ segment: Segment) -> String {
         guard let first = segment.ops.first?.deviceSeq, let last = segment.ops.last?.deviceSeq else { return "push (empty)" }
@@ -294,6 +296,24 @@ public final class SimulatedTransport: SyncTransport, @unchecked Sendable {
         }
         log.snapshotFetched("\(deviceName) fetches the server's snapshot")
         return SnapshotFrame(bytes: frame)
+    }
+
+    /// The server's start image through the device's faults, decompressed into `target` as
+    /// `InMemoryTransport` does. Asked only of a server that has one, so runs whose server builds
+    /// none draw from the device's stream as they always did.
+    public func startImage(storeFormat: Int64, schemaFingerprint: String, to target: String) async throws(SyncError) -> Bool {
+        guard (try? server.service.library(library).currentStartImage()) != nil else { return false }
+        let frame = try await call("start image") { () async throws(ProtocolError) in
+            try await server.service.startImage(library: library, storeFormat: storeFormat, schemaFingerprint: schemaFingerprint, token: token)
+        }
+        guard let frame else { return false }
+        do {
+            try LZ4FrameFileDecompressor.decompress(frame, to: target)
+        } catch {
+            throw .transient(reason: "The server's start image could not be read: \(error)", retryAfterSeconds: nil)
+        }
+        log.record("\(deviceName) fetches the server's start image")
+        return true
     }
 
     // MARK: - Files

@@ -22,10 +22,13 @@ public struct SimulationFailure: Error, Sendable, CustomStringConvertible {
     public var damage = false
     /// Whether the run added and fetched files (`FaultPlan.fileRate`; a replay needs that too).
     public var files = false
+    /// Whether devices signed in mid-run (`FaultPlan.newDeviceRate`; a replay needs that too).
+    public var newDevices = false
 
     public var replayCommand: String {
         (steps == Simulator.defaultSteps ? "" : "CHRONICLE_SIM_STEPS=\(steps) ") + (appUpdates ? "CHRONICLE_SIM_APP_UPDATES=1 " : "")
             + (damage ? "CHRONICLE_SIM_DAMAGE=1 " : "") + (files ? "CHRONICLE_SIM_FILES=1 " : "")
+            + (newDevices ? "CHRONICLE_SIM_NEW_DEVICES=1 " : "")
             + "CHRONICLE_SIM_SEED=\(seed) swift test --filter Simulation"
     }
 

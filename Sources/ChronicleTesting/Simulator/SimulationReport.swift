@@ -50,6 +50,10 @@ public struct SimulationReport: Sendable, Equatable, CustomStringConvertible {
     /// Files devices added (`FaultPlan.fileRate`), and fetched in the safety phase.
     public var filesAdded = 0
     public var filesFetched = 0
+    /// Devices that joined mid-run (`FaultPlan.newDeviceRate`), and rounds that started a store from
+    /// the server's start image.
+    public var devicesJoined = 0
+    public var startsFromImage = 0
 
     public var description: String {
         let faultList = faults.keys.sorted().map { "\($0)=\(faults[$0]!)" }.joined(separator: " ")
@@ -58,6 +62,7 @@ public struct SimulationReport: Sendable, Equatable, CustomStringConvertible {
             + "\(opsAccepted) accepted, \(opsRejected) rejected [\(codes)], head \(serverHead), faults [\(faultList)], "
             + "\(compactions) compactions, \(segmentsSealedOnArrival) segments sealed on arrival, \(snapshotsFetched) snapshot starts, \(syncRounds) rounds, \(opsRenumbered) renumbered, \(rewinds) rewinds, \(opsLostWithServer) lost with the server, converged in \(passesToConverge) passes (\(roundsToConverge) rounds), "
             + (filesAdded > 0 ? "\(filesAdded) files added, \(filesFetched) fetched, " : "")
+            + (devicesJoined > 0 ? "\(devicesJoined) devices joined, \(startsFromImage) started from the start image, " : "")
             + "digest \(finalDigest.prefix(12)), trace \(traceHash.prefix(12))"
             + (knownBugsMet.isEmpty ? "" : ", known bugs met [" + knownBugsMet.keys.sorted().map { "\($0)×\(knownBugsMet[$0]!)" }.joined(separator: " ") + "]")
     }

@@ -9,7 +9,7 @@ extension Simulator {
     enum Action {
         case write, sync, search, serverOp, resolveConflict, compactServer, compactDevice
         case restartServer, crash, goOffline, comeOnline, toggleDiskFull, jumpClock, clashEntityID, clashOpID, backupOrRestore, backupOrRestoreServer
-        case damageAndSalvage, damageLibrary, file
+        case damageAndSalvage, damageLibrary, file, newDevice
     }
 
     /// One safety-phase step: time passes, a device acts (or a fault strikes), invariants are checked.
@@ -68,6 +68,7 @@ extension Simulator {
         case .damageAndSalvage: try damageAndSalvage(device)
         case .damageLibrary: try damageLibrary(); acting = nil
         case .file: try await addOrFetchFile(on: device)
+        case .newDevice: try await joinNewDevice(); acting = nil
         }
         try checkServer(recheckWholeLog: step % 25 == 0)
         if let acting { try checkDevice(acting) }
@@ -88,6 +89,7 @@ extension Simulator {
         if plan.damageRate > 0, random.chance(plan.damageRate) { return .damageAndSalvage }
         if plan.libraryDamageRate > 0, random.chance(plan.libraryDamageRate) { return .damageLibrary }
         if plan.fileRate > 0, random.chance(plan.fileRate) { return .file }
+        if plan.newDeviceRate > 0, devices.count < Self.devicesMax, random.chance(plan.newDeviceRate) { return .newDevice }
         let weights: [(Action, Double)] = [(.write, 45), (.sync, 40), (.search, 4), (.serverOp, 3), (.compactServer, 1.5), (.compactDevice, 1.5),
                                            (.resolveConflict, schema.entities.contains { $0.fields.contains { $0.rule == .mergeOrAsk } } ? 3 : 0)]
         return weights[random.weighted(weights.map(\.1))].0
@@ -142,6 +144,7 @@ extension Simulator {
         syncRounds += 1
         opsRenumbered += report.renumbered
         if report.rewound != nil { rewinds += 1 }
+        if report.startedFromImage { startsFromImage += 1 }
         // A sync adds segments only by keeping bulk catch-up pages sealed (a snapshot start drops some).
         segmentsSealedOnArrival += max(0, ((try? device.store.segments().count) ?? 0) - segmentsBefore)
         guard await device.transport.settle() else {
@@ -189,6 +192,7 @@ extension Simulator {
         return "\(outcome), pushed \(report.pushed), rejected \(report.rejected), pulled \(report.pulled)"
             + (report.renumbered > 0 ? ", renumbered \(report.renumbered)" : "")
             + (report.rewound.map { ", went back to seq \($0.rewoundTo) (agreed at \($0.agreedSeq)), \($0.requeued) queued again" } ?? "")
+            + (report.startedFromImage ? ", started from the start image" : "")
     }
 
     /// Any query is a valid search (the query language never throws at a person).

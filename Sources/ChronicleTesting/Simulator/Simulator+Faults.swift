@@ -70,6 +70,13 @@ extension Simulator {
         let head = try serverLostHistory(lost, invariantsNow: atBackup,
                                          "a server restored from a backup holds what it held then", "at the backup it was")
         log.fault(.serverRestoredFromBackup, "the server is restored from its backup at head \(head): the \(lost.count) ops it ordered since are gone from it")
+        // A device that signed in after the backup (`FaultPlan.newDeviceRate`) is unknown to the restored
+        // server, which refuses its token: its person signs in again, as the app asks.
+        for device in devices where (try? server.service.accounts.authenticate(device.transport.token)) == nil {
+            let token = try server.service.accounts.registerDevice(user: "sim", password: Self.password, deviceID: device.deviceID).token
+            device.transport.setToken(token)
+            log.record("\(device.name) signs in again: the restored server does not know it")
+        }
     }
 
     /// Breaks a page of the server's library file and salvages it with the server stopped

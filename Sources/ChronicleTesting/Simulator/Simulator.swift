@@ -91,6 +91,9 @@ public final class Simulator {
     var files: [BlobRef: [UInt8]] = [:]
     /// Files fetched by a device in the safety phase.
     var filesFetched = 0
+    /// Devices that signed in mid-run (`FaultPlan.newDeviceRate`), and rounds that started a store from the start image.
+    var devicesJoined = 0
+    var startsFromImage = 0
 
     /// - Parameters:
     ///   - seed: decides everything not given here.
@@ -190,6 +193,8 @@ public final class Simulator {
             traceHash: log.traceHash(), plan: plan, knownBugsMet: knownBugsMet)
         report.filesAdded = files.count
         report.filesFetched = filesFetched
+        report.devicesJoined = devicesJoined
+        report.startsFromImage = startsFromImage
         return report
     }
 
@@ -213,7 +218,7 @@ public final class Simulator {
     func failure(_ invariant: String, _ detail: String) -> SimulationFailure {
         SimulationFailure(seed: seed, step: label, invariant: invariant, detail: detail, trace: log.tail(20),
                           configuration: configurationSummary, steps: steps, appUpdates: plan.appUpdateRate > 0, damage: plan.damageRate > 0 || plan.libraryDamageRate > 0,
-                          files: plan.fileRate > 0)
+                          files: plan.fileRate > 0, newDevices: plan.newDeviceRate > 0)
     }
 
     /// Messages may name the run's temporary directory; the trace must not (it differs per run).
@@ -244,6 +249,8 @@ public final class Simulator {
         maintenance.compaction?.horizonMilliseconds = lifecycleRandom.chance(0.3) ? lifecycleRandom.pick([60_000, 3_600_000]) : nil
         maintenance.horizonCheckSeconds = 0
         maintenance.compaction?.snapshotEveryOps = lifecycleRandom.pick([nil, 1, 10, 40])
+        // Devices that sign in mid-run start from a start image, built after every compaction.
+        if plan.newDeviceRate > 0 { maintenance.startImageOpsMin = 1 }
         // With app updates in the plan, the server too starts as the build before (and is updated first).
         serverOnOldApp = previousSchema != nil
         server = try SimulatedServer(directory: directory + "/server", clock: serverClock, limits: limits, maintenance: maintenance,
@@ -300,7 +307,8 @@ public final class Simulator {
 
     /// A new device signed in to the library, with its clock skewed as the seed says.
     /// `onPreviousApp`: on the schema's previous version, where the plan has app updates.
-    func makeDevice(index: Int, name: String, plan: FaultPlan, onPreviousApp: Bool = false) throws -> SimulatedDevice {
+    /// `startImages`: whether its first round may take the server's start image.
+    func makeDevice(index: Int, name: String, plan: FaultPlan, onPreviousApp: Bool = false, startImages: Bool = true) throws -> SimulatedDevice {
         let year: Int64 = 365 * 86_400_000
         let skew: Int64 = switch random.below(4) {
         case 0: 0
@@ -321,7 +329,9 @@ public final class Simulator {
                                            snapshotStartOpsMin: engineConfiguration.snapshotStartOpsMin)
         log.record("\(name) joins (\(deviceID.lowercased.suffix(6))), clock off by \(skew / 1000) s"
                    + (previous.map { ", on the app's previous version (\($0.name) v\($0.version))" } ?? ""))
+        var configuration = engineConfiguration
+        configuration.startImages = startImages
         return SimulatedDevice(index: index, name: name, store: store, clock: clock, ids: ids, transport: transport,
-                               configuration: engineConfiguration)
+                               configuration: configuration)
     }
 }
