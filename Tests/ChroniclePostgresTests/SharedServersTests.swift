@@ -155,6 +155,44 @@ struct SharedServersTests {
         #expect(value("chronicle_postgres_listening") == 1 && value("chronicle_postgres_unavailable_total") == 0)
     }
 
+    /// A server sharing PostgreSQL builds the start image of its replica's newest snapshot after
+    /// compacting it (`MaintenancePolicy.startImageOpsMin`); a new device takes it through that
+    /// server, then writes and syncs through the other one: one history, the same digest everywhere.
+    @Test func aNewDeviceStartsFromOneServersStartImageAndSyncsThroughTheOther() async throws {
+        var maintenance = MaintenancePolicy()
+        maintenance.compaction?.keepOps = 10
+        maintenance.compaction?.segmentOpsMax = 10
+        maintenance.compaction?.snapshotEveryOps = nil   // a snapshot at every seal point
+        maintenance.startImageOpsMin = 1
+        maintenance.checkIntervalSeconds = 3_600   // passes run here only when the test asks
+        let pair = try Pair(maintenance: maintenance)
+        let a = try pair.device(0)
+        for op in 0..<60 { _ = try a.store.write("article.save", payload: ["url": .text("https://example.com/\(op)")]) }
+        #expect(await a.engine.syncOnce().outcome == .synced)
+        let pass = pair.servers[0].service.runMaintenance(all: true)
+        let snapshotSeq = try #require(pass.first?.report?.snapshotSeq, "\(pass)")
+        let image = try #require(try pair.servers[0].service.library(pair.user.libraryID).currentStartImage())
+        #expect(image.seq == snapshotSeq)
+
+        let n = try pair.device(0)
+        var configuration = SyncEngine.Configuration()
+        configuration.snapshotStartOpsMin = 1
+        let report = await SyncEngine(store: n.store, transport: n.transport, configuration: configuration, random: { 0.5 }).syncOnce()
+        #expect(report.outcome == .synced && report.startedFromImage && report.bootstrappedAt == snapshotSeq, "\(report)")
+        #expect(try n.store.cursor() == 60)
+
+        let token = try pair.servers[1].service.accounts.registerDevice(user: "ada", password: pair.password, deviceID: n.store.deviceID).token
+        let throughTwo = HTTPTransport(baseURL: pair.servers[1].url, library: pair.user.libraryID, token: token, requestTimeoutSeconds: 30)
+        _ = try n.store.write("article.save", payload: ["url": .text("https://example.com/after-the-image")])
+        #expect(await SyncEngine(store: n.store, transport: throughTwo, random: { 0.5 }).syncOnce().outcome == .synced)
+        #expect(await a.engine.syncOnce().outcome == .synced)
+        let digest = try n.store.digest()
+        #expect(try a.store.digest() == digest)
+        for server in pair.servers {
+            #expect(try server.service.library(pair.user.libraryID).digest() == digest)
+        }
+    }
+
     /// A device signs in through one server and syncs through the other with the same token, until
     /// an operator revokes it through a third connection: both servers refuse it from then on.
     @Test func aSignInOnOneServerWorksOnTheOtherUntilRevoked() async throws {
