@@ -16,8 +16,8 @@ import Foundation
 ///   2. an ideal row log: one row per op holding nothing but its encoded record (the sealed
 ///      bodies cut into as many pieces as ops), no index and no trigger: read, concatenate,
 ///      compress, store the frame, delete the rows, commit;
-///   3. a log kept in blocks: the same bodies in rows of 500 records (as a log that kept each
-///      confirmed batch as one encoded run would hold them), sealed a segment a commit and ten
+///   3. a log kept in blocks: the same bodies cut into a piece per 500 ops, a row each (as a log
+///      that kept each confirmed batch as one encoded run would hold them), sealed a segment a commit and ten
 ///      segments a commit: read and concatenate the segment's blocks, compress, digest (SHA-256),
 ///      store the frame, delete the blocks.
 ///   Each counts its reading side (select, concatenate, compress) and its writing side (the
@@ -209,8 +209,8 @@ extension LifecycleBenchmark {
 
     // MARK: - 3. Sealing a log kept in blocks
 
-    /// Fills a fresh file with the sealed bodies in `bodiesFile` cut into blocks of `blockOps`
-    /// records each (a row per block, as a log that kept each confirmed batch as one encoded run
+    /// Fills a fresh file with the sealed bodies in `bodiesFile` cut into a block per `blockOps`
+    /// ops, of equal bytes (a row per block, as a log that kept each confirmed batch as one encoded run
     /// would hold them; `blockOps` divides `segmentOps`), then seals it: each segment's blocks read
     /// and concatenated, compressed with liblz4 and digested (SHA-256, as the chain needs), the frame
     /// stored and the blocks deleted, `segmentsPerCommit` segments to a transaction.

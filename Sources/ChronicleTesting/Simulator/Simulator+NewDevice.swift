@@ -53,10 +53,10 @@ extension Simulator {
         let crashAfter = random.between(1...3)
         do {
             try store.adoptStartImage(file, afterStep: { step, what in
-                if step == crashAfter { throw CrashDuringCompaction(step: step, what: what) }
+                if step == crashAfter { throw CrashTakingStartImage(step: step, what: what) }
             })
             throw Violation("a crash while taking the start image is simulated", "\(device.name): the adoption ended without its step \(crashAfter)")
-        } catch let crash as CrashDuringCompaction {
+        } catch let crash as CrashTakingStartImage {
             log.fault(.deviceCrash, "\(device.name) crashes while taking the start image, after step \(crash.step): \(crash.what)")
         }
         try device.crashAndRestart()
@@ -75,4 +75,10 @@ extension Simulator {
         log.record("\(device.name) opens again: " + (pristine ? "the empty store" : "the start image, at seq \(imageSeq)"))
         try checkDevice(device)
     }
+}
+
+/// Thrown from `adoptStartImage`'s step hook where the simulation kills the device.
+struct CrashTakingStartImage: Error {
+    var step: Int
+    var what: String
 }
