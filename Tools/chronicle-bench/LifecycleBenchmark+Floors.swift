@@ -184,17 +184,7 @@ extension LifecycleBenchmark {
         while sealed < ops {
             let last = min(ops, sealed + segmentOps)
             let t0 = nowNanoseconds()
-            body.removeAll(keepingCapacity: true)
-            try db.bind(select, [.integer(sealed), .integer(last)])
-            var rc = sqlite3_step(select)
-            while rc == SQLITE_ROW {
-                if let bytes = sqlite3_column_blob(select, 0) {
-                    body.append(contentsOf: UnsafeRawBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(select, 0))))
-                }
-                rc = sqlite3_step(select)
-            }
-            sqlite3_reset(select)
-            guard rc == SQLITE_DONE else { throw BenchError("lifecycle floor: reading the ideal log failed (\(rc))") }
+            try Self.concatenateBlobs(select, in: db, after: sealed, through: last, into: &body, reading: "the ideal log")
             let frame = LZ4Frame.compress(body)
             let t1 = nowNanoseconds()
             try db.exec("BEGIN IMMEDIATE")
@@ -205,6 +195,23 @@ extension LifecycleBenchmark {
             sealed = last
         }
         return floor
+    }
+
+    /// Runs `select` (one blob column, bound to `after` and `through`) and appends its rows' bytes
+    /// to `body`, emptied first: a segment's worth of a row log's records or a block log's blocks.
+    static func concatenateBlobs(_ select: OpaquePointer, in db: RawDatabase, after: Int64, through: Int64, into body: inout [UInt8],
+                                 reading what: String) throws {
+        body.removeAll(keepingCapacity: true)
+        try db.bind(select, [.integer(after), .integer(through)])
+        var rc = sqlite3_step(select)
+        while rc == SQLITE_ROW {
+            if let bytes = sqlite3_column_blob(select, 0) {
+                body.append(contentsOf: UnsafeRawBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(select, 0))))
+            }
+            rc = sqlite3_step(select)
+        }
+        sqlite3_reset(select)
+        guard rc == SQLITE_DONE else { throw BenchError("lifecycle floor: reading \(what) failed (\(rc))") }
     }
 
     // MARK: - 3. Sealing a log kept in blocks
@@ -250,17 +257,7 @@ extension LifecycleBenchmark {
         while sealed < ops {
             let last = min(ops, sealed + segmentOps)
             let t0 = nowNanoseconds()
-            body.removeAll(keepingCapacity: true)
-            try db.bind(select, [.integer(sealed), .integer(last)])
-            var rc = sqlite3_step(select)
-            while rc == SQLITE_ROW {
-                if let bytes = sqlite3_column_blob(select, 0) {
-                    body.append(contentsOf: UnsafeRawBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(select, 0))))
-                }
-                rc = sqlite3_step(select)
-            }
-            sqlite3_reset(select)
-            guard rc == SQLITE_DONE else { throw BenchError("lifecycle floor: reading the block log failed (\(rc))") }
+            try Self.concatenateBlobs(select, in: db, after: sealed, through: last, into: &body, reading: "the block log")
             let frame = LZ4Frame.compress(body)
             let digest = DeviceStore.chainDigest(previous: previous, body: body)
             let t1 = nowNanoseconds()
