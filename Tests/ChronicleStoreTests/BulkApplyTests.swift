@@ -34,11 +34,8 @@ import Testing
         for query in ["tunnels", "planes", "renamed 4*", "t1"] {
             #expect(try a.store.search(query, limit: 50).map(\.id) == b.store.search(query, limit: 50).map(\.id), "\(query)")
         }
-        // What bulk apply set aside for its duration is back: the log's entity index, durable commits.
+        // What bulk apply set aside for its duration is back: durable commits.
         #expect(try b.store.writer.withLock { db in try db.scalarInt("PRAGMA synchronous") } == 2)
-        #expect(try b.store.read { db in
-            try db.scalarInt("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'chronicle_log_by_entity'")
-        } == 1)
         let entity = batches[0][0].entityID
         #expect(try b.store.confirmedOps(entity: entity) == a.store.confirmedOps(entity: entity))
         // …and the projection's read indexes, which queries by tag use again.
@@ -75,9 +72,11 @@ import Testing
         let sealed = batches.dropLast()
         #expect(try b.store.segments().map(\.firstSeq) == sealed.map { $0[0].serverSeq! })
         #expect(try b.store.segments().map(\.lastSeq) == sealed.map { $0.last!.serverSeq! })
-        let logged = { (store: DeviceStore) in try store.read { db in try db.scalarInt("SELECT count(*) FROM chronicle_log") } }
+        let logged = { (store: DeviceStore) in
+            try store.read { db in try db.scalarInt("SELECT coalesce(sum(last_seq - first_seq + 1), 0) FROM chronicle_log_blocks") }
+        }
         #expect(try logged(b.store) == Int64(batches.last!.count), "the last batch stays hot")
-        #expect(try b.store.read { db in try db.scalarInt("SELECT count(*) FROM chronicle_sealed_ids") } == Int64(sealed.joined().count))
+        #expect(try b.store.read { db in try db.scalarInt("SELECT count(*) FROM chronicle_op_ids") } == Int64(batches.joined().count))
         #expect(try c.store.segments().isEmpty)
         #expect(try logged(c.store) == Int64(batches.joined().count))
         // A sealed segment holds its batch's ops exactly, in an LZ4 frame.
@@ -225,9 +224,6 @@ import Testing
         let reopened = try DeviceStore.open(at: f.path)
         #expect(try !reopened.searchIndexesStale())
         #expect(try !reopened.search("tunnels").isEmpty)
-        #expect(try reopened.read { db in
-            try db.scalarInt("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'chronicle_log_by_entity'")
-        } == 1)
         #expect(try readIndexes(reopened).count == reopened.projection.readIndexes.count)
         #expect(try reopened.verify().passed)
     }
@@ -271,13 +267,18 @@ import Testing
         #expect(freedOn.first.map { pthread_equal($0, caller) == 0 } == true, "freed on the caller's thread")
     }
 
-    @Test func verifyReportsAMissingEntityIndex() throws {
+    @Test("Verify names a log block whose entity filter leaves out one of its entities (an audit would miss its ops)")
+    func verifyReportsABlockFilterThatMissesAnEntity() throws {
         let f = try Fixture()
         try f.store.applyConfirmed(library(ServerLog(library: f.store.libraryID), articles: 5)[0])
-        try f.store.writer.withLock { db in try db.execute("DROP INDEX chronicle_log_by_entity") }
+        #expect(try f.store.verify().passed)
+        try f.store.writer.withLock { db in
+            try db.execute("DROP TRIGGER chronicle_log_blocks_immutable")
+            try db.statement("UPDATE chronicle_log_blocks SET filter = ?1").execute([], blob: SegmentFilter(ids: [UUID]()).bytes, at: 1)
+        }
         let report = try f.store.verify()
         #expect(!report.passed)
-        #expect(report.checks.contains { !$0.passed && $0.detail.contains("chronicle_log_by_entity") })
+        #expect(report.checks.contains { !$0.passed && $0.detail.contains("entity filter that leaves out") })
     }
 
     @Test func verifyReportsAMissingReadIndex() throws {

@@ -58,6 +58,7 @@ import Testing
         try f.store.compact(policy)
         let digest = try f.store.digest()
         let path = f.path
+        try BlockLogTests.downgradeToFormat8(f.store)
         // Put the store back the way format v3 laid the table out (the frame in the middle of the row).
         let frames: [[UInt8]] = try f.store.writer.withLock { db in
             let frames = try db.query("SELECT body FROM chronicle_snapshots ORDER BY seq") { $0.withBytes(0) { [UInt8]($0) } }
@@ -91,7 +92,8 @@ import Testing
         #expect(sealedIDs == 500)
         let reopened = try DeviceStore.open(at: path)
         #expect(try reopened.status().formatVersion == StoreFormat.currentVersion)
-        #expect(try reopened.read { db in try db.scalarInt("SELECT count(*) FROM chronicle_sealed_ids") } == sealedIDs)
+        // The sealed ids, as bytes, with the log's (v9: every confirmed op's id).
+        #expect(try reopened.read { db in try db.scalarInt("SELECT count(*) FROM chronicle_op_ids WHERE server_seq <= 500") } == sealedIDs)
         #expect(FileManager.default.fileExists(atPath: path + ".backup-v3"))
         let columns = try reopened.read { db in try db.query("SELECT name FROM pragma_table_info('chronicle_snapshots') ORDER BY cid") { $0.text(0) } }
         #expect(columns == ["seq", "state_digest", "body_bytes", "created_at", "body"])
@@ -159,10 +161,11 @@ import Testing
                 return "\(error)"
             }
         }
-        let row = "'op', 'dev', 1, 'article.tag', 1, 'ent', '{}', 0, 0, 0"
-        #expect(refusal("INSERT INTO chronicle_log(server_seq, op_id, device_id, device_seq, type, version, entity_id, payload, device_time, base_seq, server_time) VALUES (902, \(row))")?
+        #expect(refusal("INSERT INTO chronicle_log_blocks(first_seq, last_seq, newest_time, filter, body) VALUES (902, 902, 0, x'00', x'00')")?
             .contains("without a gap") == true)
-        #expect(refusal("DELETE FROM chronicle_log WHERE server_seq = 701")?.contains("only ops sealed") == true)
+        #expect(refusal("INSERT INTO chronicle_log_blocks(first_seq, last_seq, newest_time, filter, body) VALUES (700, 700, 0, x'00', x'00')")?
+            .contains("without a gap") == true)
+        #expect(refusal("DELETE FROM chronicle_log_blocks WHERE last_seq > 700")?.contains("only blocks sealed") == true)
         #expect(refusal("""
             INSERT INTO chronicle_segments(first_seq, last_seq, op_count, body, digest, previous_digest, body_bytes, created_at)
             VALUES (705, 710, 6, x'00', '', '', 0, 0)
@@ -200,7 +203,7 @@ import Testing
         #expect(plan.sealThrough == 1_700 && plan.segmentsToWrite == 5 && plan.snapshotAt == 1_700)
         let report = try f.store.compact(policy)
         #expect(report.segmentsWritten == 5 && report.opsSealed == 1_700)
-        #expect(report.segmentFrameBytes < report.logBytesSealed / 2, "segments are much smaller than the log rows")
+        #expect(report.segmentFrameBytes < report.logBytesSealed, "segments are smaller than the log's blocks")
         #expect(report.fileBytesAfter < report.fileBytesBefore, "space goes back to the file system (the WAL included)")
         #expect(try f.store.digest() == before)
         #expect(try f.store.verify().passed)
@@ -515,13 +518,6 @@ import Testing
         }
     }
 
-    /// What sealing leaves of the log's entity index, read between its transactions.
-    static func entityIndexState(_ store: DeviceStore) throws -> (aside: Bool, index: Bool) {
-        try store.read { db in
-            (try DeviceStore.meta(StoreFormat.logEntityIndexAsideKey, in: db).integerValue == 1, try StoreFormat.hasLogEntityIndex(in: db))
-        }
-    }
-
     /// Each article's audit as entries (op ids) and state, to compare before and after.
     static func audits(_ store: DeviceStore, _ articles: [UUID]) throws -> [String] {
         try articles.map { id in
@@ -570,14 +566,13 @@ import Testing
         let f = try Fixture(seed: 22)
         let articles = Array(try Self.library(f, count: 1_200, seed: 122).prefix(20))
         var policy = Self.policy(keepOps: 200, segmentOpsMax: 250)
-        policy.entityIndexAsideOpsMin = 1_000
         #expect(try f.store.compactionPlan(policy).snapshotAtHead, "nothing pending when planned")
         var written: [UUID] = []
         let report = try f.store.compact(policy, afterStep: { step, what in
             guard what == "sealed a segment", step <= 2 else { return }
             written.append(try f.save("https://example.com/during-\(step)", title: "quokka \(step)"))
             #expect(try f.store.search("quokka", limit: 10).count == step)
-            #expect(try f.store.audit(written.last!).entries.count == 1, "its own history, with the index aside")
+            #expect(try f.store.audit(written.last!).entries.count == 1, "its own history, between the seal's segments")
         })
         // A write landed before the snapshot: it holds the confirmed state at the seal point only.
         #expect(report.snapshotSeq == 1_000)
@@ -588,8 +583,6 @@ import Testing
         #expect(try f.store.rebuild().digest == digest)
         #expect(try f.store.rebuild(fromGenesis: true).digest == digest)
         for id in articles { #expect(try f.store.audit(id).entries.isEmpty == false) }
-        let state = try Self.entityIndexState(f.store)
-        #expect(!state.aside && state.index)
     }
 
     @Test("Segments read ahead on another thread: another compaction on the file sealing meanwhile leaves one whole chain")
@@ -598,7 +591,6 @@ import Testing
         try Self.library(f, count: 1_600, seed: 17)
         let before = try f.store.digest()
         var policy = Self.policy(keepOps: 100, segmentOpsMax: 250)
-        policy.entityIndexAsideOpsMin = 1_000
         policy.givesSpaceBack = false
         let other = try DeviceStore.open(at: f.path)   // a second process on the same file
         var otherReport: CompactionReport?
@@ -613,111 +605,24 @@ import Testing
         #expect(zip(segments.dropFirst(), segments).allSatisfy { $0.previousDigest == $1.digest }, "one chain")
         #expect(try f.store.digest() == before)
         #expect(try f.store.verify().passed)
-        let state = try Self.entityIndexState(f.store)
-        #expect(!state.aside && state.index)
         #expect(try f.store.rebuild().digest == before)
     }
 
-    @Test("A large seal sets the log's entity index aside, answers audits the same meanwhile, and builds it once at its end")
-    func aLargeSealSetsTheEntityIndexAsideAndBuildsItAtItsEnd() throws {
-        let f = try Fixture(seed: 13)
-        let articles = Array(try Self.library(f, count: 1_200, seed: 13).prefix(40))
-        let before = try f.store.digest()
-        let audits = try Self.audits(f.store, articles)
-        var policy = Self.policy(keepOps: 200, segmentOpsMax: 250)
-        policy.entityIndexAsideOpsMin = 1_000
-        var seen: [(aside: Bool, index: Bool)] = []
-        try f.store.compact(policy, afterStep: { _, what in
-            guard what == "sealed a segment" else { return }
-            seen.append(try Self.entityIndexState(f.store))
-            #expect(try Self.audits(f.store, articles) == audits, "an audit while the index is aside")
-            #expect(try f.store.verify().passed, "verify while the index is aside")
-        })
-        #expect(seen.count == 4)
-        #expect(seen.allSatisfy { $0.aside && !$0.index }, "\(seen)")
-        let after = try Self.entityIndexState(f.store)
-        #expect(!after.aside && after.index)
-        #expect(try f.store.digest() == before)
-        #expect(try f.store.verify().passed)
-        #expect(try Self.audits(f.store, articles) == audits)
-        // The index answers an entity's ops again.
-        let plan = try f.store.read { db in
-            try db.query("EXPLAIN QUERY PLAN SELECT server_seq FROM chronicle_log WHERE entity_id = ?1 ORDER BY server_seq", [.text("x")]) { $0.text(3) }
-        }
-        #expect(plan.joined().contains(StoreFormat.logEntityIndexName), "\(plan)")
-    }
-
-    @Test("A seal smaller than the threshold keeps the log's entity index in place")
-    func aSmallSealKeepsTheEntityIndex() throws {
-        let f = try Fixture(seed: 14)
-        try Self.library(f, count: 1_200, seed: 14)
-        var seen: [(aside: Bool, index: Bool)] = []
-        try f.store.compact(Self.policy(keepOps: 200, segmentOpsMax: 250), afterStep: { _, what in
-            if what == "sealed a segment" { seen.append(try Self.entityIndexState(f.store)) }
-        })
-        #expect(seen.count == 4)
-        #expect(seen.allSatisfy { !$0.aside && $0.index }, "\(seen)")
-    }
-
-    @Test("A seal that fails with the entity index aside builds it again before it throws")
-    func aFailedSealBuildsTheEntityIndexAgain() throws {
+    @Test("A seal that fails after two segments leaves a whole store, and the next one carries on")
+    func aFailedSealLeavesAWholeStore() throws {
         struct Stop: Error {}
         let f = try Fixture(seed: 15)
         try Self.library(f, count: 1_200, seed: 15)
         let before = try f.store.digest()
         var policy = Self.policy(keepOps: 200, segmentOpsMax: 250)
-        policy.entityIndexAsideOpsMin = 1_000
         #expect(throws: Stop.self) {
             try f.store.compact(policy, afterStep: { step, _ in if step == 2 { throw Stop() } })
         }
-        let state = try Self.entityIndexState(f.store)
-        #expect(!state.aside && state.index)
         #expect(try f.store.segments().count == 2)
         #expect(try f.store.verify().passed)
         try f.store.compact(policy)
         #expect(try f.store.segments().count == 4)
         #expect(try f.store.digest() == before)
-    }
-
-    @Test("An entity index an earlier seal left aside (it could not build it again) is built at the end of the next one")
-    func theNextSealBuildsAnEntityIndexAnEarlierOneLeftAside() throws {
-        let f = try Fixture(seed: 21)
-        try Self.library(f, count: 800, seed: 21)
-        let before = try f.store.digest()
-        try f.store.writeTransaction { db in
-            try DeviceStore.setMeta(StoreFormat.logEntityIndexAsideKey, .integer(1), in: db)
-            try db.execute("DROP INDEX \(StoreFormat.logEntityIndexName)")
-        }
-        // Below the threshold: this seal would not set the index aside itself.
-        try f.store.compact(Self.policy(keepOps: 100, segmentOpsMax: 250))
-        let state = try Self.entityIndexState(f.store)
-        #expect(!state.aside && state.index)
-        #expect(try f.store.digest() == before)
-        #expect(try f.store.verify().passed)
-    }
-
-    @Test("A store killed while a seal had the entity index aside passes verify, audits the same, and builds it when it opens")
-    func aStoreKilledWithTheEntityIndexAsideBuildsItWhenItOpens() throws {
-        let f = try Fixture(seed: 16)
-        let articles = Array(try Self.library(f, count: 600, seed: 16).prefix(30))
-        let audits = try Self.audits(f.store, articles)
-        // What the first sealing transaction leaves if the process dies before the last.
-        try f.store.writeTransaction { db in
-            try DeviceStore.setMeta(StoreFormat.logEntityIndexAsideKey, .integer(1), in: db)
-            try db.execute("DROP INDEX \(StoreFormat.logEntityIndexName)")
-        }
-        #expect(try f.store.verify().passed)
-        #expect(try Self.audits(f.store, articles) == audits)
-        let reopened = try DeviceStore.open(at: f.path)
-        let state = try Self.entityIndexState(reopened)
-        #expect(!state.aside && state.index)
-        #expect(try reopened.verify().passed)
-        #expect(try Self.audits(reopened, articles) == audits)
-        // Without the mark, a missing index is a fault verify names.
-        try reopened.writeTransaction { db in try db.execute("DROP INDEX \(StoreFormat.logEntityIndexName)") }
-        let report = try reopened.verify()
-        #expect(!report.passed)
-        #expect(report.checks.contains { $0.detail.contains(StoreFormat.logEntityIndexName) })
     }
 
     @Test func aTamperedSegmentFailsVerify() throws {

@@ -66,7 +66,7 @@ import Testing
         _ = try ServerBackup.run(dataDirectory: h.directory + "/server", to: backup)
         for i in 0..<5 { try a.save("Lost with the server \(i)") }
         await a.sync()
-        let lost = try a.store.read { db in try db.query("SELECT op_id FROM chronicle_log WHERE server_seq > 10") { UUID(uuidString: $0.text(0))! } }
+        let lost = try a.store.read { db in try db.query("SELECT op_id FROM chronicle_own_confirmed WHERE server_seq > 10") { UUID(uuidString: $0.text(0))! } }
         #expect(lost.count == 5)
 
         // The server runs on the copy: B writes there, and the history past A's cursor is dropped.
@@ -333,7 +333,7 @@ import Testing
         let backup = try Self.backUp(h, keepingIncarnation: true)
         for i in 0..<6 { try a.save("Lost with the server \(i)") }
         await a.sync()                                                                    // seqs 3…8: A's #3…#8
-        let lost = try a.store.read { db in try db.query("SELECT op_id FROM chronicle_log WHERE server_seq > 5") { UUID(uuidString: $0.text(0))! } }
+        let lost = try a.store.read { db in try db.query("SELECT op_id FROM chronicle_own_confirmed WHERE server_seq > 5") { UUID(uuidString: $0.text(0))! } }
         try c.save("C's op, lost and then back at the same seq")
         await c.sync()                                                                    // seq 9
         await a.sync()

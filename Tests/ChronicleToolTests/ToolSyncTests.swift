@@ -75,7 +75,7 @@ import Testing
         for id in ids.prefix(20) { try b.ok("tag", id, "from-b") }
         try b.ok("sync")
 
-        try a.breakRootPage(of: "chronicle_log")
+        try a.breakRootPage(of: "chronicle_log_blocks")
 
         let synced = try a.run("sync")
         #expect(synced.status == 4, "\(synced.stdout) \(synced.stderr)")

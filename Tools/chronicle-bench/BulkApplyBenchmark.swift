@@ -63,14 +63,13 @@ struct BulkApplyBenchmark {
         let schema: Schema
         let projection: ProjectionSchema
         let materializer: Materializer
-        let logInsert: OpaquePointer
+        let blockInsert: OpaquePointer
         let setMeta: OpaquePointer
         let begin: OpaquePointer
         let commit: OpaquePointer
         let bulkCache: OpaquePointer
         let normalCache: OpaquePointer
         let deleteAll: [OpaquePointer]
-        let dropEntityIndex: OpaquePointer
         let syncNormal: OpaquePointer
         let syncFull: OpaquePointer
         let lastDigest: OpaquePointer
@@ -85,7 +84,7 @@ struct BulkApplyBenchmark {
             self.schema = schema
             projection = ProjectionSchema(schema: schema)
             materializer = Materializer(schema: schema)
-            logInsert = try raw.prepare(LogRow.insertSQL)
+            blockInsert = try raw.prepare("INSERT INTO chronicle_log_blocks(first_seq, last_seq, newest_time, filter, body) VALUES (?1, ?2, ?3, ?4, ?5)")
             setMeta = try raw.prepare("INSERT INTO chronicle_meta(key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value")
             begin = try raw.prepare("BEGIN IMMEDIATE")
             commit = try raw.prepare("COMMIT")
@@ -99,7 +98,6 @@ struct BulkApplyBenchmark {
                 return [try raw.prepare("INSERT INTO \(pairs)(\(pairs)) VALUES ('delete-all')"),
                         try raw.prepare("INSERT OR REPLACE INTO chronicle_meta(key, value) VALUES ('\(SearchPairs.phraseIndexWatermarkKey(of: index))', 0)")]
             }
-            dropEntityIndex = try raw.prepare("DROP INDEX IF EXISTS chronicle_log_by_entity")
             syncNormal = try raw.prepare("PRAGMA synchronous = NORMAL")
             syncFull = try raw.prepare("PRAGMA synchronous = FULL")
             lastDigest = try raw.prepare("SELECT digest FROM chronicle_segments ORDER BY first_seq DESC LIMIT 1")
@@ -108,7 +106,7 @@ struct BulkApplyBenchmark {
                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
                 """)
             filterInsert = try raw.prepare("INSERT INTO chronicle_segment_filters(first_seq, filter) VALUES (?1, ?2)")
-            sealedInsert = try raw.prepare("INSERT INTO chronicle_sealed_ids(op_id, server_seq) VALUES (?1, ?2)")
+            sealedInsert = try raw.prepare("INSERT INTO chronicle_op_ids(op_id, server_seq) VALUES (?1, ?2)")
         }
 
         /// The digest of the newest segment ('' if none).
@@ -123,7 +121,6 @@ struct BulkApplyBenchmark {
             let t0 = nowNanoseconds()
             try raw.run(begin, [])
             try raw.run(setMeta, [.text("search_stale"), .integer(1)])
-            try raw.run(dropEntityIndex, [])
             for index in projection.readIndexes { try raw.exec(index.dropSQL) }
             for statement in deleteAll { try raw.run(statement, []) }
             try raw.run(commit, [])
@@ -131,15 +128,14 @@ struct BulkApplyBenchmark {
         }
 
         /// `seal`: more batches follow, so this one is sealed rather than logged (as the engine does).
+        /// Logged, the batch is one block of the log (store format v9; the engine's batches are of at
+        /// most a block's ops). Either way each op's id is kept as its 16 bytes with its seq.
         func apply(_ batch: [Op], seal: Bool) throws {
-            let logSteps = seal ? [] : batch.map { PreparedStep(statement: logInsert, arguments: LogRow.arguments($0)) }
-            // Each op id as its 16 bytes with its seq (store format v5).
-            let sealedIDs: [(id: [UInt8], seq: Int64)] = seal ? batch.map { op in
-                (withUnsafeBytes(of: op.opID.uuid) { Array($0) }, op.serverSeq!)
-            } : []
-            let body = seal ? SegmentCodec.encodeBody(try Segment(libraryID: batch[0].libraryID, ops: batch)) : []
+            let opIDs: [(id: [UInt8], seq: Int64)] = batch.map { op in (withUnsafeBytes(of: op.opID.uuid) { Array($0) }, op.serverSeq!) }
+            let body = SegmentCodec.encodeBody(try Segment(libraryID: batch[0].libraryID, ops: batch))
             let frame = seal ? LZ4Frame.compress(body) : []
-            let filter = seal ? SegmentFilter(ids: Set(batch.map(\.entityID))).bytes : []
+            let filter = SegmentFilter(ids: Set(batch.map(\.entityID))).bytes
+            let newest = batch.compactMap(\.serverTime).max() ?? 0
             let steps = try batch.map { try raw.prepared(materializer.steps(for: $0)) }
             let first = batch.first!.serverSeq!, cursor = batch.last!.serverSeq!
             let t0 = nowNanoseconds()
@@ -154,9 +150,10 @@ struct BulkApplyBenchmark {
                 try raw.run(segmentInsert, [.integer(first), .integer(cursor), .integer(cursor - first + 1), .null, .text(hasher.hexDigest()),
                                             .text(previous), .integer(Int64(body.count)), .integer(0)], blob: frame, at: 4)
                 try raw.run(filterInsert, [.integer(first), .null], blob: filter, at: 2)
-                for sealed in sealedIDs { try raw.run(sealedInsert, [.null, .integer(sealed.seq)], blob: sealed.id, at: 1) }
+            } else {
+                try raw.run(blockInsert, [.integer(first), .integer(cursor), .integer(newest), .null], blobs: [(filter, 4), (body, 5)])
             }
-            try raw.execute(logSteps)
+            for id in opIDs { try raw.run(sealedInsert, [.null, .integer(id.seq)], blob: id.id, at: 1) }
             try raw.run(setMeta, [.text("cursor"), .integer(cursor)])
             for item in steps { try raw.execute(item) }
             try raw.run(commit, [])
@@ -168,7 +165,6 @@ struct BulkApplyBenchmark {
             let t0 = nowNanoseconds()
             try raw.exec("PRAGMA temp_store = FILE")
             try raw.run(begin, [])
-            try raw.exec(StoreDDL.logEntityIndex)
             for index in projection.readIndexes { try raw.exec(index.createSQL) }
             // As rebuildSearchIndexes: an index the plan keeps empty is only emptied.
             try RebuildBenchmark.rebuildSearchIndexes(raw, projection)

@@ -9,10 +9,9 @@ import Foundation
 /// implementation doing that work here meets it.
 ///
 /// - Sealing (target: at least half the `lz4` tool's MB/s on the same bodies):
-///   1. the same store: each segment's rows read and their column bytes concatenated (encoding,
-///      digests and entity filters free), compressed with liblz4, then the frame, a filter's worth
-///      of bytes and the 10,000 op ids stored and the rows deleted through the log's own index
-///      and guard trigger, one transaction a segment, as compaction does;
+///   1. the same store (its log kept in blocks, store format v9): each block read whole,
+///      compressed with liblz4 and digested (SHA-256), then the frame and the block's filter
+///      stored and the block deleted, one transaction a segment, as compaction does;
 ///   2. an ideal row log: one row per op holding nothing but its encoded record (the sealed
 ///      bodies cut into as many pieces as ops), no index and no trigger: read, concatenate,
 ///      compress, store the frame, delete the rows, commit;
@@ -67,8 +66,11 @@ extension LifecycleBenchmark {
 
     // MARK: - 1. Sealing the same store
 
-    /// Seals a copy of the store at `path` (closed, its WAL checkpointed) up to `through`, in
-    /// segments of `segmentOps`, doing compaction's SQL work in raw SQLite.
+    /// Seals a copy of the store at `path` (closed, its WAL checkpointed) up to `through`, doing
+    /// compaction's SQL work in raw SQLite: each block of the log that starts after the sealed
+    /// end read whole, compressed and digested (its body is the segment's), then the frame and
+    /// the block's filter stored and the block deleted, one transaction a segment. The store's
+    /// blocks are its bulk apply's batches, of `segmentOps` ops each.
     func sealingFloor(copyOf path: String, through: Int64, segmentOps: Int64) throws -> Floor {
         let copy = directory + "/lifecycle-floor-store.chronicle"
         remove(copy)
@@ -76,77 +78,46 @@ extension LifecycleBenchmark {
         defer { remove(copy) }
         let db = try RawDatabase(path: copy)
         try db.exec("PRAGMA wal_autocheckpoint = 0")
-        // Compaction sets the entity index aside for a seal this large.
-        try db.exec("DROP INDEX IF EXISTS chronicle_log_by_entity")
-        let select = try db.prepare("SELECT \(LogRow.columns) FROM chronicle_log WHERE server_seq > ?1 AND server_seq <= ?2 ORDER BY server_seq")
+        let select = try db.prepare("SELECT last_seq, filter, body FROM chronicle_log_blocks WHERE first_seq = ?1")
         let insertSegment = try db.prepare("""
             INSERT INTO chronicle_segments(first_seq, last_seq, op_count, body, digest, previous_digest, body_bytes, created_at)
             VALUES (?1, ?2, ?3, ?8, ?4, ?5, ?6, ?7)
             """)
         let insertFilter = try db.prepare("INSERT INTO chronicle_segment_filters(first_seq, filter) VALUES (?1, ?2)")
-        let insertID = try db.prepare("INSERT INTO chronicle_sealed_ids(op_id, server_seq) VALUES (?1, ?2)")
-        let delete = try db.prepare("DELETE FROM chronicle_log WHERE server_seq >= ?1 AND server_seq <= ?2")
+        let delete = try db.prepare("DELETE FROM chronicle_log_blocks WHERE first_seq <= ?1 AND last_seq <= ?1")
         var sealed = try db.scalarInt("SELECT coalesce(max(last_seq), 0) FROM chronicle_segments") ?? 0
         var previous = try db.rows("SELECT digest FROM chronicle_segments ORDER BY first_seq DESC LIMIT 1").first?[0] ?? ""
         var floor = Floor(readSeconds: 0, writeSeconds: 0, segments: 0)
         var body: [UInt8] = []
-        var ids: [(bytes: [UInt8], seq: Int64)] = []
+        var filter: [UInt8] = []
         while sealed < through {
-            let last = min(through, sealed + segmentOps)
             let t0 = nowNanoseconds()
-            body.removeAll(keepingCapacity: true)
-            ids.removeAll(keepingCapacity: true)
-            try db.bind(select, [.integer(sealed), .integer(last)])
-            var rc = sqlite3_step(select)
-            while rc == SQLITE_ROW {
-                for column in Int32(0)..<11 {
-                    if sqlite3_column_type(select, column) == SQLITE_INTEGER {
-                        withUnsafeBytes(of: sqlite3_column_int64(select, column).littleEndian) { body.append(contentsOf: $0) }
-                    } else if let text = sqlite3_column_text(select, column) {
-                        body.append(contentsOf: UnsafeBufferPointer(start: text, count: Int(sqlite3_column_bytes(select, column))))
-                    }
+            try db.bind(select, [.integer(sealed + 1)])
+            guard sqlite3_step(select) == SQLITE_ROW else { throw BenchError("lifecycle floor: no log block starts at seq \(sealed + 1)") }
+            let last = sqlite3_column_int64(select, 0)
+            func copy(_ column: Int32, into bytes: inout [UInt8]) {
+                bytes.removeAll(keepingCapacity: true)
+                if let blob = sqlite3_column_blob(select, column) {
+                    bytes.append(contentsOf: UnsafeRawBufferPointer(start: blob, count: Int(sqlite3_column_bytes(select, column))))
                 }
-                ids.append((Self.uuidBytes(sqlite3_column_text(select, 1)), sqlite3_column_int64(select, 0)))
-                rc = sqlite3_step(select)
             }
+            copy(1, into: &filter)
+            copy(2, into: &body)
             sqlite3_reset(select)
-            guard rc == SQLITE_DONE, ids.count == Int(last - sealed) else { throw BenchError("lifecycle floor: the log after seq \(sealed) is not whole") }
+            guard last <= through, last - sealed <= segmentOps else { throw BenchError("lifecycle floor: the log block at seq \(sealed + 1) ends at \(last)") }
             let frame = LZ4Frame.compress(body)
+            let digest = DeviceStore.chainDigest(previous: previous, body: body)
             let t1 = nowNanoseconds()
-            let digest = String(repeating: String(floor.segments % 10), count: 64)
             try db.exec("BEGIN IMMEDIATE")
             try db.run(insertSegment, [.integer(sealed + 1), .integer(last), .integer(last - sealed), .text(digest), .text(previous),
                                        .integer(Int64(body.count)), .integer(0)], blob: frame, at: 8)
-            try db.run(insertFilter, [.integer(sealed + 1)], blob: [UInt8](repeating: 0, count: ids.count * SegmentFilter.bitsPerID / 8), at: 2)
-            for id in ids { try db.run(insertID, [.null, .integer(id.seq)], blob: id.bytes, at: 1) }
-            try db.run(delete, [.integer(sealed + 1), .integer(last)])
+            try db.run(insertFilter, [.integer(sealed + 1)], blob: filter, at: 2)
+            try db.run(delete, [.integer(last)])
             try db.exec("COMMIT")
             floor.add(start: t0, read: t1, written: nowNanoseconds())
             (sealed, previous) = (last, digest)
         }
         return floor
-    }
-
-    /// The 16 bytes of a UUID's text form (as the engine keeps sealed op ids).
-    static func uuidBytes(_ text: UnsafePointer<UInt8>?) -> [UInt8] {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(16)
-        guard let text else { return bytes }
-        var high: UInt8?
-        var index = 0
-        while text[index] != 0 {
-            let c = text[index]
-            index += 1
-            let nibble: UInt8
-            switch c {
-            case 48...57: nibble = c - 48
-            case 97...102: nibble = c - 87
-            case 65...70: nibble = c - 55
-            default: continue
-            }
-            if let h = high { bytes.append(h << 4 | nibble); high = nil } else { high = nibble }
-        }
-        return bytes
     }
 
     // MARK: - 2. Sealing an ideal row log

@@ -123,9 +123,16 @@ final class RawDatabase {
 
     /// `run` with `blob` bound at parameter `index` after `arguments` (which leave it out).
     func run(_ statement: OpaquePointer, _ arguments: [Value], blob: [UInt8], at index: Int32) throws {
+        try run(statement, arguments, blobs: [(blob, index)])
+    }
+
+    /// `run` with BLOBs bound at their parameters after `arguments` (which leave them out).
+    func run(_ statement: OpaquePointer, _ arguments: [Value], blobs: [(bytes: [UInt8], index: Int32)]) throws {
         try bind(statement, arguments)
-        let rc = blob.withUnsafeBytes { chronicle_bind_blob(statement, index, $0.baseAddress, Int32($0.count)) }
-        guard rc == SQLITE_OK else { throw BenchError("bind failed (\(rc)): \(errorMessage)") }
+        for blob in blobs {
+            let rc = blob.bytes.withUnsafeBytes { chronicle_bind_blob(statement, blob.index, $0.baseAddress, Int32($0.count)) }
+            guard rc == SQLITE_OK else { throw BenchError("bind failed (\(rc)): \(errorMessage)") }
+        }
         var step = sqlite3_step(statement)
         while step == SQLITE_ROW { step = sqlite3_step(statement) }
         sqlite3_reset(statement)
@@ -186,10 +193,6 @@ extension RawDatabase {
 /// the baseline runs against exactly the same tables, indexes, FTS5 tables and
 /// triggers (the engine's store-format DDL is internal to ChronicleStore).
 struct StoreDDL {
-    /// The log's entity index, which bulk apply drops and builds again at its end
-    /// (StoreFormat.logEntityIndex; keep in step).
-    static let logEntityIndex = "CREATE INDEX chronicle_log_by_entity ON chronicle_log(entity_id, server_seq)"
-
     var statements: [String]
     var meta: [(key: String, value: String?, isInteger: Bool)]
 

@@ -61,10 +61,7 @@ extension DeviceStore {
             // The index builds run with a small page cache (`rebuildSearchIndexes` sets it): SQLite
             // sizes an index build's in-memory sort by it, so the sorts spill to their temporary files.
             for statement in projection.searchStatements { try db.execute(statement) }
-            // The log's entity index too, if a bulk apply that met a full disk left it dropped: the
-            // index builds here clear the stale mark that would otherwise have it rebuilt.
-            let entityIndex = try StoreFormat.hasLogEntityIndex(in: db) ? [] : [StoreFormat.logEntityIndex]
-            try rebuildSearchIndexes(in: db, writerFirst: projection.tableStatements.filter { $0.hasPrefix("CREATE INDEX") } + entityIndex)
+            try rebuildSearchIndexes(in: db, writerFirst: projection.tableStatements.filter { $0.hasPrefix("CREATE INDEX") })
             return seq
         }
     }
@@ -136,11 +133,10 @@ extension DeviceStore {
             } else {
                 try db.execute("DELETE FROM chronicle_meta WHERE key = 'history_base_op_id'")
             }
-            try db.execute("""
-                INSERT OR IGNORE INTO chronicle_sealed_ids(op_id, server_seq)
-                SELECT \(UUIDBlobFunction.name)(op_id), server_seq FROM chronicle_log WHERE server_seq <= ?1
-                """, [.integer(seq)])
-            try db.execute("DELETE FROM chronicle_log WHERE server_seq <= ?1", [.integer(seq)])
+            // The log's ops up to the snapshot go (their ids stay); this device's among them are no
+            // longer held, as behind any history base.
+            try db.execute("DELETE FROM chronicle_log_blocks WHERE last_seq <= ?1", [.integer(seq)])
+            try db.execute("DELETE FROM chronicle_own_confirmed WHERE server_seq <= ?1", [.integer(seq)])
             try DeviceStore.setMeta("cursor", .integer(seq), in: db)
             // History starts over here: a disagreement noted in what went before is settled, and the
             // incarnation of the server's file is the one the snapshot's tail named (where none was
@@ -190,7 +186,7 @@ extension DeviceStore {
                   let op = try db.query("SELECT \(Self.outboxColumns) FROM chronicle_outbox WHERE op_id = ?1", [.text(key)], { try outboxOp($0) }).first else {
                 return false
             }
-            try db.statement("INSERT OR IGNORE INTO chronicle_sealed_ids(op_id, server_seq) VALUES (?1, ?2)")
+            try db.statement("INSERT OR IGNORE INTO chronicle_op_ids(op_id, server_seq) VALUES (?1, ?2)")
                 .execute([.null, .integer(seq)], uuid: opID, at: 1)
             try db.execute("DELETE FROM chronicle_outbox WHERE op_id = ?1", [.text(key)])
             guard let entity = materializer.entity(of: op) else { return true }

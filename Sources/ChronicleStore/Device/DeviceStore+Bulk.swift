@@ -9,23 +9,22 @@ extension DeviceStore {
     /// up and a process killed half-way keeps what it folded. Those commits do
     /// not wait for the disk: the store stays consistent across power loss, but
     /// the last batches before one may roll back, and sync pulls them again.
-    /// Search indexes, the log's entity index and the projection's read indexes
+    /// Search indexes and the projection's read indexes
     /// (`ProjectionSchema.readIndexes`: an article's highlights or notes, the
     /// articles with a tag) are dropped first and built once at the end, in one
     /// pass each, instead of being updated row by row; until then `search` finds
-    /// nothing new, one entity's history is read by scanning the log, and a query
-    /// by article or by tag scans its table. The store records that its indexes
+    /// nothing new, and a query by article or by tag scans its table. The store records that its indexes
     /// are stale, so a process killed half-way builds them when the store next opens. Use it
     /// when the ops coming in outnumber the rows already indexed; otherwise
     /// `applyConfirmed` does less work.
     ///
     /// With `sealing` (the default), the history it folds is kept as sealed segments, as
-    /// `compact` would leave it, rather than as log rows: every batch of at least
+    /// `compact` would leave it, rather than as log blocks: every batch of at least
     /// `sealOnArrivalOpsMin` ops but the last is encoded as segments off the writer and
     /// stored with its op ids, as long as the log holds nothing after its sealed prefix (a
     /// first sync; once a batch is logged, the rest are too). The last batch stays in the
-    /// log, hot. Segments and their op ids take about half the bytes of log rows and their two
-    /// indexes, and less of the writer's time; `audit`, `log` and `rebuild` read them transparently.
+    /// log, hot. Segments take less than the log's uncompressed blocks; `audit`, `log` and
+    /// `rebuild` read them transparently.
     @discardableResult
     public func applyConfirmedInBulk<Batches: Sequence>(_ batches: Batches, sealing: Bool = true,
                                                         progress: ProgressHandler? = nil) throws -> ApplyResult
@@ -34,7 +33,7 @@ extension DeviceStore {
         var total = ApplyResult(applied: 0, confirmedOwn: 0, rebased: 0, cursor: try cursor())
         var failure: Error?
         do {
-            // Each batch's log rows and statements are built on another thread while the batch
+            // Each batch's log blocks and statements are built on another thread while the batch
             // before it is written. The caller's sequence is only ever advanced on this thread.
             var iterator = batches.lazy.filter { !$0.isEmpty }.makeIterator()
             var current = iterator.next().map { prepareBatch($0, sealing: sealing) }
@@ -61,7 +60,7 @@ extension DeviceStore {
 
     /// The three steps of `applyConfirmedInBulk`, for callers whose batches arrive
     /// asynchronously (sync's catch-up pull): mark the search indexes stale and empty them,
-    /// and drop the log's entity index and the projection's read indexes…
+    /// and drop the projection's read indexes…
     ///
     /// Each batch's new highlights, notes, tags and memberships belong to rows all over the
     /// library, so kept up to date each of those indexes had most of its pages rewritten by
@@ -70,7 +69,6 @@ extension DeviceStore {
         bulkInProgress.withLock { $0 = true }
         try writeTransaction { db in
             try Self.setMeta("search_stale", .integer(1), in: db)
-            try db.execute("DROP INDEX IF EXISTS \(StoreFormat.logEntityIndexName)")
             for index in projection.readIndexes { try db.execute(index.dropSQL) }
             for (_, index) in projection.searchIndexes {
                 let fts = ProjectionSchema.quoted(index.index)
@@ -93,11 +91,11 @@ extension DeviceStore {
 
     /// `applyBulkBatch` of a batch prepared ahead (`prepareBatch`, on any thread).
     ///
-    /// `seal`: the batch goes into sealed segments instead of log rows, if it was prepared with
+    /// `seal`: the batch goes into sealed segments instead of log blocks, if it was prepared with
     /// `sealing` and the log holds nothing after its sealed prefix; otherwise into the log. A
     /// caller that knows more batches follow passes true for all but the last, which stays hot.
     ///
-    /// The batch is freed on a background queue afterwards: freeing a batch's ops, log rows
+    /// The batch is freed on a background queue afterwards: freeing a batch's ops, log blocks
     /// and statements (allocated on the thread that prepared them) was about a tenth of the
     /// writer's time. That happens only when the caller hands over its last reference
     /// (`consume`, `Optional.take()`); otherwise the caller's copy is freed where it drops it.
@@ -117,7 +115,7 @@ extension DeviceStore {
     /// takes another minimum: the simulator seals pages of a few ops, to test sealing under faults.)
     public static let sealOnArrivalOpsMin = 1_000
 
-    /// The part of folding a batch that needs no database: each op's log row and the
+    /// The part of folding a batch that needs no database: the ops' log blocks and the
     /// statements that apply it. Pure, so it runs on any thread — a caller that receives
     /// batches while writing others (sync's catch-up) prepares the next one meanwhile.
     /// `sealing`: also encode the ops as segments (batches of at least `sealOnArrivalOpsMin`),
@@ -140,9 +138,9 @@ extension DeviceStore {
         } else if sealable {
             segments = try? Self.encodeSegments(ops[...], libraryID: libraryID, opsMax: opsMax)
         }
-        // A sealed batch needs no log rows (if the writer logs it after all, it builds them itself).
-        let logArguments = segments != nil ? nil : ops.map { $0.serverSeq == nil || $0.serverTime == nil ? [] : Self.logArguments($0) }
-        return PreparedBatch(ops: ops, logArguments: logArguments, steps: ops.map { materializer.steps(for: $0) }, segments: segments)
+        // A sealed batch needs no log blocks (if the writer logs it after all, it encodes them itself).
+        let blocks = segments != nil ? nil : try? Self.encodeBlocks(ops[...], libraryID: libraryID)
+        return PreparedBatch(ops: ops, blocks: blocks, steps: ops.map { materializer.steps(for: $0) }, segments: segments)
     }
 
     /// True when the log holds no confirmed op after the sealed prefix (the cursor is where sealing ends).
@@ -153,7 +151,7 @@ extension DeviceStore {
     /// …and rebuild them once at the end (always call it, also after a failure).
     public func finishBulk() throws {
         defer { bulkInProgress.withLock { $0 = false } }
-        // The entity index's sort spills to temporary files rather than memory. The indexes'
+        // The indexes' sorts spill to temporary files rather than memory. The indexes'
         // pages are copied from the WAL into the database in the background afterwards.
         try writeTransaction(spillToFiles: true, largeCommit: true) { db in
             // The batches are committed and this transaction changes no content: another
@@ -163,12 +161,10 @@ extension DeviceStore {
         }
     }
 
-    /// Builds what bulk apply dropped: the log's entity index and the projection's read
-    /// indexes, then every search index.
+    /// Builds what bulk apply dropped: the projection's read indexes, then every search index.
     func rebuildBulkIndexes(in db: Database, contentCommitted: Bool = false) throws {
         // These are built on the writer while another thread builds search indexes.
-        let entityIndex = try StoreFormat.hasLogEntityIndex(in: db) ? [] : [StoreFormat.logEntityIndex]
-        try rebuildSearchIndexes(in: db, writerFirst: entityIndex + projection.readIndexes.map(\.createIfMissingSQL),
+        try rebuildSearchIndexes(in: db, writerFirst: projection.readIndexes.map(\.createIfMissingSQL),
                                  contentCommitted: contentCommitted)
     }
 
@@ -193,11 +189,11 @@ extension DeviceStore {
     }
 }
 
-/// A batch of confirmed ops with its log rows and statements built ahead (`DeviceStore.prepareBatch`).
+/// A batch of confirmed ops with its log blocks and statements built ahead (`DeviceStore.prepareBatch`).
 public struct PreparedBatch: Sendable {
     public let ops: [Op]
-    /// The ops' log rows (nil when prepared as segments).
-    let logArguments: [[Value]]?
+    /// The ops as log blocks (nil when prepared as segments, or when they cannot be encoded).
+    let blocks: [EncodedSegment]?
     let steps: [[SQLStep]]
     /// The ops as sealed segments, when prepared with `sealing`.
     let segments: [EncodedSegment]?

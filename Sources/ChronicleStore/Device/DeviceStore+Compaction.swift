@@ -118,11 +118,19 @@ protocol LogLifecycle: Sendable {
     /// Keeps the ids of `ops`, which are leaving the log for a segment, so that each still
     /// applies at most once (`duplicateOp` for one already kept). Inside the caller's transaction.
     func rememberSealed(_ ops: ArraySlice<Op>, in db: Database) throws
-    /// Before sealing `plan` under `policy`, inside the first sealing transaction: sets aside indexes that deleting
-    /// the sealed rows would rewrite page by page, segment after segment; true when it did.
-    func setAsideForSealing(_ plan: CompactionPlan, policy: CompactionPolicy, in db: Database) throws -> Bool
-    /// After the last segment, in its own transaction: builds again what `setAsideForSealing` set aside.
-    func restoreAfterSealing(in db: Database) throws
+    /// The newest seq in the hot log (nil when it holds none).
+    func hotLogEnd(in db: Database) throws -> Int64?
+    /// The first hot op after `sealed` whose server time is `time` or later.
+    func firstHotSeq(after sealed: Int64, timeAtLeast time: Int64, in db: Database) throws -> Int64?
+    /// The last hot op in `(sealed, through]` whose server time is before `time`.
+    func lastHotSeq(after sealed: Int64, through: Int64, timeBefore time: Int64, in db: Database) throws -> Int64?
+    /// Reads the run of up to `segmentOpsMax` ops after `sealed` (not past `through`, nor across
+    /// `boundary`) from the hot log and encodes it as the segment that follows the one digested
+    /// `previousDigest`. Reads only. Nil when `sealed` reaches `through`.
+    func prepareSeal(after sealed: Int64, previousDigest: String, through: Int64, endingAt boundary: Int64?,
+                     policy: CompactionPolicy, in db: Database) throws -> PreparedSeal?
+    /// Takes the ops of `segment`, just stored, out of the hot log (inside the caller's transaction).
+    func releaseSealed(_ segment: EncodedSegment, in db: Database) throws
 }
 
 extension LogLifecycle {
@@ -146,36 +154,62 @@ extension DeviceStore: LogLifecycle {
         }
     }
 
-    /// The device keeps each id as its 16 bytes with its seq (`chronicle_sealed_ids`, format v5).
-    func rememberSealed(_ ops: ArraySlice<Op>, in db: Database) throws {
-        let remember = try db.statement("INSERT INTO chronicle_sealed_ids(op_id, server_seq) VALUES (?1, ?2)")
-        for op in ops {
-            do {
-                try remember.execute([.null, .integer(op.serverSeq!)], uuid: op.opID, at: 1)
-            } catch {
-                guard error.isConstraint else { throw error }
-                throw Self.sealedDuplicate(op)
-            }
+    /// A device keeps every confirmed op's id when the op is confirmed (`chronicle_op_ids`), so
+    /// sealing has none to add.
+    func rememberSealed(_ ops: ArraySlice<Op>, in db: Database) throws {}
+
+    func hotLogEnd(in db: Database) throws -> Int64? { try Self.blocksEnd(in: db) }
+
+    func firstHotSeq(after sealed: Int64, timeAtLeast time: Int64, in db: Database) throws -> Int64? {
+        try Self.firstHotSeq(after: sealed, timeAtLeast: time, libraryID: libraryID, in: db)
+    }
+
+    func lastHotSeq(after sealed: Int64, through: Int64, timeBefore time: Int64, in db: Database) throws -> Int64? {
+        try Self.lastHotSeq(after: sealed, through: through, timeBefore: time, libraryID: libraryID, in: db)
+    }
+
+    /// A block that starts right after `sealed` and fits the segment is sealed whole: its body is
+    /// compressed as it is (no op decoded) and its filter copied. Otherwise the ops up to the
+    /// segment's end are decoded from the blocks and encoded again as one segment; that run stops
+    /// before a block that could be sealed whole, so that sealing keeps to the blocks' boundaries.
+    func prepareSeal(after sealed: Int64, previousDigest: String, through: Int64, endingAt boundary: Int64?,
+                     policy: CompactionPolicy, in db: Database) throws -> PreparedSeal? {
+        guard sealed < through else { return nil }
+        let opsMax = Int64(max(1, policy.segmentOpsMax))
+        var last = min(through, sealed + opsMax)
+        if let boundary, sealed < boundary, boundary < last { last = boundary }
+        let blocks = try db.query("""
+            SELECT first_seq, last_seq FROM chronicle_log_blocks WHERE last_seq > ?1 AND first_seq <= ?2 ORDER BY first_seq
+            """, [.integer(sealed), .integer(last)]) { (first: $0.int(0), last: $0.int(1)) }
+        precondition(blocks.first.map { $0.first <= sealed + 1 } ?? false, "the log is not gap-free after the sealed prefix")
+        let wholeMin = min(Self.sealWholeBlockOpsMin, opsMax)
+        if let head = blocks.first, head.first == sealed + 1, head.last <= last, head.last - head.first + 1 >= wholeMin || head.last == last,
+           let (filter, body) = try db.query("SELECT filter, body FROM chronicle_log_blocks WHERE first_seq = ?1", [.integer(head.first)], { row in
+               (row.withBytes(0) { Array($0) }, row.withBytes(1) { Array($0) })
+           }).first {
+            let segment = EncodedSegment(firstSeq: head.first, lastSeq: head.last, body: body, frame: LZ4Frame.compress(body), filter: filter)
+            return PreparedSeal(segment: segment, ops: [], logBytes: Int64(body.count), previousDigest: previousDigest,
+                                digest: DeviceStore.chainDigest(previous: previousDigest, body: body))
         }
+        // Stop before the next block that could be sealed whole.
+        for block in blocks.dropFirst() where block.last - block.first + 1 >= wholeMin && block.last - block.first + 1 <= opsMax {
+            last = min(last, block.first - 1)
+            break
+        }
+        var ops: [Op] = []
+        try Self.forEachHotOp(in: db, libraryID: libraryID, after: sealed, upTo: last, entity: nil) { ops.append($0) }
+        precondition(ops.count == Int(last - sealed) && ops.first?.serverSeq == sealed + 1,
+                     "the log is not gap-free after the sealed prefix")
+        // One segment, unless its ops are so large that the body must be split (the first part is sealed now).
+        let segment = try DeviceStore.encodeSegments(ops[...], libraryID: libraryID, opsMax: ops.count)[0]
+        return PreparedSeal(segment: segment, ops: [], logBytes: Int64(segment.body.count),
+                            previousDigest: previousDigest, digest: DeviceStore.chainDigest(previous: previousDigest, body: segment.body))
     }
 
-    /// The log's entity index, `(entity_id, server_seq)`, holds the sealed rows' entries spread
-    /// over all its pages: deleting a segment's 10,000 rows dirtied most of them, and each
-    /// segment's commit wrote the index out again (in a 1,000,000-op log 45 MB a segment, most of
-    /// sealing's time). A large seal drops it instead, and builds it once at the end over the ops
-    /// still hot. Meanwhile an audit reads the log without it (slower, the same answer); killed
-    /// before the end, the store builds it when it next opens (`log_entity_index_aside`).
-    func setAsideForSealing(_ plan: CompactionPlan, policy: CompactionPolicy, in db: Database) throws -> Bool {
-        // Left aside by an earlier run that could not build it again (a full disk): this one builds it at its end.
-        if try Self.meta(StoreFormat.logEntityIndexAsideKey, in: db).integerValue == 1 { return true }
-        guard plan.opsToSeal >= policy.entityIndexAsideOpsMin, try StoreFormat.hasLogEntityIndex(in: db) else { return false }
-        try Self.setMeta(StoreFormat.logEntityIndexAsideKey, .integer(1), in: db)
-        try db.execute("DROP INDEX \(StoreFormat.logEntityIndexName)")
-        return true
-    }
-
-    func restoreAfterSealing(in db: Database) throws {
-        try StoreFormat.restoreLogEntityIndex(in: db)
+    /// Blocks whose every op is now sealed leave; one the segment ended inside stays (its sealed
+    /// ops are skipped) until sealing passes its end.
+    func releaseSealed(_ segment: EncodedSegment, in db: Database) throws {
+        try db.execute("DELETE FROM chronicle_log_blocks WHERE first_seq <= ?1 AND last_seq <= ?1", [.integer(segment.lastSeq)])
     }
 
     /// Works out what `compact(policy)` would do now, without changing anything.
@@ -203,7 +237,7 @@ extension DeviceStore: LogLifecycle {
 extension LogLifecycle {
     /// The newest confirmed seq: the hot log's, or the sealed end when the log is empty.
     func confirmedHead(sealed: Int64, in db: Database) throws -> Int64 {
-        max(sealed, try db.scalarInt("SELECT max(server_seq) FROM chronicle_log") ?? 0)
+        max(sealed, try hotLogEnd(in: db) ?? 0)
     }
 
     func plan(_ policy: CompactionPolicy, now: Int64, in db: Database) throws -> CompactionPlan {
@@ -212,8 +246,7 @@ extension LogLifecycle {
         var through = cursor
         if let keep = policy.keepOps { through = min(through, cursor - keep) }
         if let keep = policy.keepMilliseconds {
-            let recent = try db.scalarInt("SELECT min(server_seq) FROM chronicle_log WHERE server_time >= ?1", [.integer(now - keep)])
-            if let recent { through = min(through, recent - 1) }
+            if let recent = try firstHotSeq(after: sealed, timeAtLeast: now - keep, in: db) { through = min(through, recent - 1) }
         }
         through = max(through, sealed)
         let segmentOps = Int64(max(1, policy.segmentOpsMax))
@@ -247,8 +280,7 @@ extension LogLifecycle {
             // Ops about to be sealed count too: the segments about to be written whose ops are all
             // older than the horizon (server times never go back, so all ops up to the newest old one).
             if ops > 0,
-               let newest = try db.scalarInt("SELECT max(server_seq) FROM chronicle_log WHERE server_seq <= ?1 AND server_time < ?2",
-                                             [.integer(through), .integer(now - horizon)]), newest > sealed {
+               let newest = try lastHotSeq(after: sealed, through: through, timeBefore: now - horizon, in: db), newest > sealed {
                 let boundary = newest == through ? through : sealed + (newest - sealed) / segmentOps * segmentOps
                 if boundary > sealed { dropThrough = boundary }
             }
@@ -293,14 +325,9 @@ extension LogLifecycle {
         let total = plan.opsToSeal
         progress?(0, total)
 
-        // 1. Seal, one segment per transaction. The first sets aside what deleting the sealed rows
-        // would rewrite segment after segment; it is built again after the last (or on the way out).
-        var setAside = false
+        // 1. Seal, one segment per transaction.
         func seal(_ body: (Database) throws -> SealedChunk?) throws -> Bool {
-            let written = try writeTransaction { db -> SealedChunk? in
-                if report.segmentsWritten == 0, !setAside, plan.opsToSeal > 0 { setAside = try setAsideForSealing(plan, policy: policy, in: db) }
-                return try body(db)
-            }
+            let written = try writeTransaction { db -> SealedChunk? in try body(db) }
             guard let written else { return false }
             report.segmentsWritten += 1
             report.opsSealed += written.ops
@@ -311,16 +338,9 @@ extension LogLifecycle {
             try done("sealed a segment")
             return true
         }
-        do {
-            if plan.opsToSeal > Int64(policy.segmentOpsMax) { try sealAhead(plan, policy: policy, now: now, seal: seal) }
-            // Whatever is left (everything, for a single segment, or after another compaction on the file sealed meanwhile).
-            while try seal({ db in try sealNextSegment(through: plan.sealThrough, endingAt: plan.dropThrough, policy: policy, now: now, in: db) }) {}
-            if setAside { try writeTransaction { db in try restoreAfterSealing(in: db) } }
-        } catch {
-            // Best effort: where this fails too (the disk is full), the next open builds it.
-            if setAside { try? writeTransaction { db in try restoreAfterSealing(in: db) } }
-            throw error
-        }
+        if plan.opsToSeal > Int64(policy.segmentOpsMax) { try sealAhead(plan, policy: policy, now: now, seal: seal) }
+        // Whatever is left (everything, for a single segment, or after another compaction on the file sealed meanwhile).
+        while try seal({ db in try sealNextSegment(through: plan.sealThrough, endingAt: plan.dropThrough, policy: policy, now: now, in: db) }) {}
 
         // 2. The snapshot a horizon starts history from, where there is none yet, then the newest one
         // (older ones go, except the one history begins at and the one it is about to). A drop point's
@@ -369,11 +389,13 @@ extension LogLifecycle {
                 try DeviceStore.setMeta("history_dropped_at", .integer(now), in: db)
                 // The id of the op at the new base, which a pull compares with the server's
                 // (`holdsConfirmed`): a server restored from a backup may hold another one there.
-                // (A scan of the sealed op ids, which have no index by seq; a compaction reads more.)
-                let devices = try db.scalarInt("SELECT count(*) FROM sqlite_schema WHERE name = 'chronicle_sealed_ids'") == 1
+                // (A scan of the confirmed op ids, which have no index by seq; a compaction reads more.)
+                // This device's own ops up to there are no longer held.
+                let devices = try db.scalarInt("SELECT count(*) FROM sqlite_schema WHERE name = 'chronicle_op_ids'") == 1
+                if devices { try db.execute("DELETE FROM chronicle_own_confirmed WHERE server_seq <= ?1", [.integer(drop)]) }
                 if devices, let id = try db.scalarText("""
                     SELECT substr(h, 1, 8) || '-' || substr(h, 9, 4) || '-' || substr(h, 13, 4) || '-' || substr(h, 17, 4) || '-' || substr(h, 21)
-                    FROM (SELECT hex(op_id) AS h FROM chronicle_sealed_ids WHERE server_seq = ?1)
+                    FROM (SELECT hex(op_id) AS h FROM chronicle_op_ids WHERE server_seq = ?1)
                     """, [.integer(drop)]).flatMap({ UUID(uuidString: $0) }) {
                     try DeviceStore.setMeta("history_base_op_id", .text(id.lowercased), in: db)
                 } else {
@@ -446,11 +468,9 @@ extension LogLifecycle {
         try db.scalarText("SELECT digest FROM chronicle_segments ORDER BY first_seq DESC LIMIT 1") ?? ""
     }
 
-    /// Reads the run of up to `segmentOpsMax` ops after `sealed` (not past `through`, nor across
-    /// `boundary`) from the log and encodes it as the segment that follows the one digested
-    /// `previousDigest`. Reads only. Nil when `sealed` reaches `through`.
-    func prepareSeal(after sealed: Int64, previousDigest: String, through: Int64, endingAt boundary: Int64?,
-                     policy: CompactionPolicy, in db: Database) throws -> PreparedSeal? {
+    /// `prepareSeal` for a log kept a row per op (`chronicle_log`: the server's).
+    func prepareRowSeal(after sealed: Int64, previousDigest: String, through: Int64, endingAt boundary: Int64?,
+                        policy: CompactionPolicy, in db: Database) throws -> PreparedSeal? {
         guard sealed < through else { return nil }
         var last = min(through, sealed + Int64(max(1, policy.segmentOpsMax)))
         if let boundary, sealed < boundary, boundary < last { last = boundary }
@@ -476,9 +496,8 @@ extension LogLifecycle {
         guard try DeviceStore.sealedUpTo(in: db) == segment.firstSeq - 1,
               try Self.lastSegmentDigest(in: db) == prepared.previousDigest else { return nil }
         try storeSegment(segment, ops: prepared.ops[...], digests: (prepared.previousDigest, prepared.digest), now: now, in: db)
-        try db.execute("DELETE FROM chronicle_log WHERE server_seq >= ?1 AND server_seq <= ?2",
-                       [.integer(segment.firstSeq), .integer(segment.lastSeq)])
-        return SealedChunk(ops: Int64(prepared.ops.count), log: prepared.logBytes, body: Int64(segment.body.count),
+        try releaseSealed(segment, in: db)
+        return SealedChunk(ops: segment.opCount, log: prepared.logBytes, body: Int64(segment.body.count),
                            frame: Int64(segment.frame.count))
     }
 

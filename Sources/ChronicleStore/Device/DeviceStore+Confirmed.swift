@@ -14,8 +14,8 @@ public struct ApplyResult: Sendable, Equatable {
 }
 
 extension DeviceStore {
-    /// The confirmed log's columns, in the order `logArguments` binds them (the server's
-    /// PostgreSQL log has the same ones).
+    /// The confirmed log's columns, in the order `logArguments` binds them: the server's log
+    /// (SQLite and PostgreSQL), and a device's before store format v9.
     public static let logColumns = "server_seq, op_id, device_id, device_seq, type, version, entity_id, payload, device_time, base_seq, server_time"
     static let outboxColumns = "device_seq, op_id, type, version, entity_id, payload, device_time, base_seq"
 
@@ -36,7 +36,7 @@ extension DeviceStore {
     /// Appends a batch to the log and folds it into the projection, inside the caller's
     /// transaction. With `indexing` off the FTS indexes are left alone (bulk mode
     /// rebuilds them at the end).
-    /// `prepared`: the same ops' log rows and statements, built ahead (bulk mode only).
+    /// `prepared`: the same ops' log blocks and statements, built ahead (bulk mode only).
     func fold(_ ops: [Op], in db: Database, indexing: Bool, prepared: PreparedBatch? = nil, seal: Bool = false) throws -> ApplyResult {
         // While a bulk apply runs, its close indexes these ops with the rest.
         let indexing = try indexing && rebuildSearchIndexesIfStale(in: db)
@@ -46,7 +46,7 @@ extension DeviceStore {
         if seal, let segments = prepared?.segments, try Self.logEndsAtSealedPrefix(in: db) {
             (cursor, own) = try appendSealed(ops, segments: segments, in: db)
         } else {
-            (cursor, own) = try appendConfirmed(ops, in: db, logArguments: prepared?.logArguments)
+            (cursor, own) = try appendConfirmed(ops, in: db, blocks: prepared?.blocks)
         }
 
         // Rows that both carry pending ops and are touched by the batch go back to
@@ -90,50 +90,38 @@ extension DeviceStore {
         return ApplyResult(applied: ops.count, confirmedOwn: own, rebased: rebased, cursor: cursor)
     }
 
-    /// Checks that `ops` continue the log, appends them to it, takes this device's own ops
-    /// out of the outbox and moves the cursor; the projection is left to the caller.
+    /// Checks that `ops` continue the log, appends them to it (as blocks: `blocks`, when the
+    /// caller encoded them ahead, off the writer), takes this device's own ops out of the outbox
+    /// and moves the cursor; the projection is left to the caller.
     /// Returns the new cursor and how many of the ops were this device's.
-    func appendConfirmed(_ ops: [Op], in db: Database, logArguments: [[Value]]? = nil) throws -> (cursor: Int64, own: Int) {
+    func appendConfirmed(_ ops: [Op], in db: Database, blocks: [EncodedSegment]? = nil) throws -> (cursor: Int64, own: Int) {
         let cursor = try checkContinuesLog(ops, in: db)
-
-        // The log and the outbox first: their guard triggers make SQLite open a statement
-        // savepoint per insert, and once FTS5 tables are written in this transaction every
-        // savepoint makes FTS5 flush its pending terms to disk. Projection writes come after.
-        let insert = try db.statement("INSERT INTO chronicle_log(\(Self.logColumns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)")
-        // Ops sealed into segments left the log's unique index; their ids are kept apart.
-        let sealed = try db.scalarInt("SELECT EXISTS (SELECT 1 FROM chronicle_sealed_ids)") == 1
-        let findSealed = sealed ? try db.statement("SELECT 1 FROM chronicle_sealed_ids WHERE op_id = ?1") : nil
-        var own: [(opID: String, deviceSeq: Int64)] = []
-        for (index, op) in ops.enumerated() {
-            if let findSealed, try findSealed.exists([], uuid: op.opID, at: 1) {
-                throw ChronicleError(.duplicateOp, "Op \(op.opID.lowercased) is already in the confirmed log (sealed); an op id is applied at most once.")
-            }
-            do {
-                try insert.execute(logArguments?[index] ?? Self.logArguments(op))
-            } catch {
-                guard error.isConstraint && error.message.contains("op_id") else { throw error }
-                throw ChronicleError(.duplicateOp, "Op \(op.opID.lowercased) is already in the confirmed log; an op id is applied at most once.")
-            }
-            if op.deviceID == deviceID { own.append((op.opID.lowercased, op.deviceSeq)) }
+        // The log and the ids first: their guard triggers make SQLite open a statement savepoint
+        // per insert, and once FTS5 tables are written in this transaction every savepoint makes
+        // FTS5 flush its pending terms to disk. Projection writes come after.
+        try Self.recordConfirmed(ops, deviceID: deviceID, in: db)
+        let blocks = try blocks ?? Self.encodeBlocks(ops[...], libraryID: libraryID)
+        guard blocks.first?.firstSeq == ops.first?.serverSeq, blocks.last?.lastSeq == cursor else {
+            throw ChronicleError(.invariantViolated, "The prepared log blocks do not hold the batch's ops.")
         }
+        try Self.insertBlocks(blocks, in: db)
+        let own = ops.filter { $0.deviceID == deviceID }.map { (opID: $0.opID.lowercased, deviceSeq: $0.deviceSeq) }
         try settle(own, cursor: cursor, in: db)
         return (cursor, own.count)
     }
 
     /// `appendConfirmed` for a log that holds nothing after its sealed prefix: the ops (encoded
-    /// as `segments` off the writer) are stored as sealed segments after it, with their op ids,
-    /// instead of as log rows. The segments must hold exactly `ops`.
+    /// as `segments` off the writer) are stored as sealed segments after it instead of as log
+    /// blocks. The segments must hold exactly `ops`.
     func appendSealed(_ ops: [Op], segments: [EncodedSegment], in db: Database) throws -> (cursor: Int64, own: Int) {
         let cursor = try checkContinuesLog(ops, in: db)
         guard segments.first?.firstSeq == ops.first?.serverSeq, segments.last?.lastSeq == cursor else {
             throw ChronicleError(.invariantViolated, "The prepared segments do not hold the batch's ops.")
         }
+        try Self.recordConfirmed(ops, deviceID: deviceID, in: db)
         let now = clock.nowMilliseconds()
-        var start = ops.startIndex
         for segment in segments {
-            let end = start + Int(segment.lastSeq - segment.firstSeq + 1)
-            try storeSegment(segment, ops: ops[start..<end], now: now, in: db)
-            start = end
+            try storeSegment(segment, ops: [], now: now, in: db)
         }
         let own = ops.filter { $0.deviceID == deviceID }.map { (opID: $0.opID.lowercased, deviceSeq: $0.deviceSeq) }
         try settle(own, cursor: cursor, in: db)

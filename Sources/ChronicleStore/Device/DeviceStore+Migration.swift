@@ -66,6 +66,8 @@ extension DeviceStore {
         4: "sealed op ids kept as 16 bytes with their seq (chronicle_sealed_ids), about a third of their size as text",
         5: "phrase indexes (word pairs) beside the search indexes over documents, made when the store opens and filled in the background",
         6: "phrase indexes beside each entity's own search index too (titles, names), made when the store opens and filled in the background",
+        7: "blobs (large files named by their SHA-256), queued for upload or fetched, in chunks",
+        8: "the confirmed log kept in blocks of encoded ops (a row per batch, not per op); confirmed op ids and this device's own confirmed ops kept apart",
     ]
 
     /// Migrates the store at `path` to this build's versions, step by step: a backup first,
@@ -107,11 +109,8 @@ extension DeviceStore {
             try afterStep?("backed up")
         }
         for version in format..<StoreFormat.currentVersion {
-            guard let steps = StoreFormat.migrations[version] else {
-                throw ChronicleError(.invariantViolated, "No migration from store format v\(version) to v\(version + 1).")
-            }
             try db.transaction { db in
-                for statement in steps { try db.execute(statement) }
+                try StoreFormat.migrate(db, from: version)
                 try setMeta("format_version", .integer(version + 1), in: db)
             }
             try afterStep?("format v\(version + 1)")

@@ -76,10 +76,7 @@ extension DeviceStore {
             // indexes, one pass each, and takes the digest of the projection, which is now final.
             for statement in projection.searchStatements { try db.execute(statement) }
             var digest = ""
-            // The log's entity index too, if a bulk apply that met a full disk left it dropped: these
-            // index builds clear the stale mark that would otherwise have it built (as a bootstrap does).
-            let entityIndex = try StoreFormat.hasLogEntityIndex(in: db) ? [] : [StoreFormat.logEntityIndex]
-            try rebuildSearchIndexes(in: db, writerFirst: statements.filter { $0.hasPrefix("CREATE INDEX") } + entityIndex) { db in
+            try rebuildSearchIndexes(in: db, writerFirst: statements.filter { $0.hasPrefix("CREATE INDEX") }) { db in
                 digest = try Self.digest(projection, in: db)
             }
             try alsoInTransaction?(db)

@@ -75,16 +75,18 @@ extension DeviceStore {
 
             // The confirmed history after the point goes; the triggers that guard it are set aside
             // for this one change and put back as they were.
-            try Self.withTriggersAside(["chronicle_log_leaves_only_sealed", "chronicle_segments_dropped_only_behind_a_snapshot"]
+            try Self.withTriggersAside(["chronicle_log_blocks_leave_only_sealed", "chronicle_segments_dropped_only_behind_a_snapshot"]
                                        + Self.requeueTriggers, in: db) {
-                try db.execute("DELETE FROM chronicle_log WHERE server_seq > ?1", [.integer(point)])
                 try db.execute("DELETE FROM chronicle_segments WHERE first_seq > ?1", [.integer(point)])
-                try db.execute("DELETE FROM chronicle_sealed_ids WHERE server_seq > ?1", [.integer(point)])
+                try db.execute("DELETE FROM chronicle_op_ids WHERE server_seq > ?1", [.integer(point)])
+                try db.execute("DELETE FROM chronicle_own_confirmed WHERE server_seq > ?1", [.integer(point)])
                 try db.execute("DELETE FROM chronicle_snapshots WHERE seq > ?1", [.integer(point)])
                 if point < base {
                     try Self.setMeta("history_base_seq", .integer(0), in: db)
                     try db.execute("DELETE FROM chronicle_meta WHERE key IN ('history_dropped_at', 'history_base_op_id')")
                 }
+                // After the segments: a block that spans the point is encoded again from the new sealed end.
+                try Self.truncateBlocks(after: point, libraryID: libraryID, in: db)
                 // Own ops back in the queue, ahead of the ops queued since (their numbers are lower).
                 // An op queued under the number of one of them (written before the server refused that
                 // number as used again) moves after them where there is room, so that both are queued.
@@ -247,8 +249,8 @@ extension DeviceStore {
             INSERT INTO chronicle_outbox(device_seq, op_id, type, version, entity_id, payload, device_time, base_seq)
             SELECT device_seq, op_id, type, version, entity_id, payload, device_time, base_seq FROM chronicle_rejected r
             WHERE device_seq > ?1 AND NOT EXISTS (SELECT 1 FROM chronicle_outbox o WHERE o.device_seq = r.device_seq OR o.op_id = r.op_id)
-            AND NOT EXISTS (SELECT 1 FROM chronicle_log l WHERE l.op_id = r.op_id AND l.device_id = ?2)
-            """, [.integer(deviceSeq), .text(deviceID.lowercased)])
+            AND NOT EXISTS (SELECT 1 FROM chronicle_own_confirmed c WHERE c.op_id = r.op_id AND c.server_seq > ?2)
+            """, [.integer(deviceSeq), .integer(try sealedUpTo(in: db))])
         return db.changes
     }
 
@@ -278,22 +280,10 @@ extension DeviceStore {
         return queued
     }
 
-    /// This device's last deviceSeq among the confirmed ops the store holds (its log, else the
-    /// newest sealed segment holding one of its ops: a device's ops keep their order in the log).
-    /// Segments are decoded only while there are refused ops past the log's answer to weigh.
+    /// This device's last deviceSeq among the confirmed ops the store holds (in its log or in
+    /// sealed segments: `chronicle_own_confirmed`), or 0.
     static func lastOwnDeviceSeq(in db: Database, deviceID: UUID, libraryID: UUID) throws -> Int64 {
-        let fromLog = try db.scalarInt("SELECT max(device_seq) FROM chronicle_log WHERE device_id = ?1", [.text(deviceID.lowercased)])
-        if let fromLog { return fromLog }
-        guard try db.scalarInt("SELECT count(*) FROM chronicle_rejected") ?? 0 > 0 else { return 0 }
-        let segments = try db.query("SELECT first_seq, last_seq FROM chronicle_segments ORDER BY first_seq DESC") { ($0.int(0), $0.int(1)) }
-        for (first, last) in segments {
-            var own: Int64?
-            try forEachConfirmedOp(in: db, libraryID: libraryID, after: first - 1, upTo: last) { op in
-                if op.deviceID == deviceID { own = max(own ?? 0, op.deviceSeq) }
-            }
-            if let own { return own }
-        }
-        return 0
+        try db.scalarInt("SELECT max(device_seq) FROM chronicle_own_confirmed") ?? 0
     }
 
     /// Whether the op this store holds at `seq` is `opID`, looked up by id (in the log, or among
@@ -356,17 +346,8 @@ extension DeviceStore {
                try Self.accountedDeviceSeqs(in: (last + 1)...(last + 1), deviceID: deviceID, libraryID: libraryID, in: db).isEmpty {
                 return base
             }
-            // Sealed history comes before the log, and a device's ops keep their order in both.
-            let sealed = try Self.sealedUpTo(in: db)
-            var found: Int64?
-            if sealed > base {
-                try Self.forEachConfirmedOp(in: db, libraryID: libraryID, after: base, upTo: sealed) { op in
-                    if found == nil, op.deviceID == deviceID, op.deviceSeq > last { found = op.serverSeq }
-                }
-            }
-            if let found { return found }
-            return try db.scalarInt("SELECT min(server_seq) FROM chronicle_log WHERE device_id = ?1 AND device_seq > ?2",
-                                    [.text(deviceID.lowercased), .integer(last)])
+            // Own ops held, sealed or in the log, are all after the history base.
+            return try db.scalarInt("SELECT min(server_seq) FROM chronicle_own_confirmed WHERE device_seq > ?1", [.integer(last)])
         }
     }
 
@@ -377,8 +358,7 @@ extension DeviceStore {
     }
 
     static func confirmedSeq(of opID: UUID, in db: Database) throws -> Int64? {
-        try db.scalarInt("SELECT server_seq FROM chronicle_log WHERE op_id = ?1", [.text(opID.lowercased)])
-            ?? db.scalarInt("SELECT server_seq FROM chronicle_sealed_ids WHERE op_id = \(UUIDBlobFunction.name)(?1)", [.text(opID.lowercased)])
+        try db.scalarInt("SELECT server_seq FROM chronicle_op_ids WHERE op_id = \(UUIDBlobFunction.name)(?1)", [.text(opID.lowercased)])
     }
 
     /// Runs `body` with the named triggers dropped, and creates them again, as they were, after it

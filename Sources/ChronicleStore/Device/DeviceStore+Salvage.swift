@@ -116,8 +116,9 @@ extension DeviceStore {
         let (out, objects) = try SalvageCopy.open(path, into: salvaged) { beyondSalvage(path, $0, $1) }
         defer { try? out.execute("DETACH DATABASE damaged") }
         let own = objects.filter { $0.type == "table" && $0.name.hasPrefix("chronicle_") && !SalvageCopy.isDerived($0.name) }
-        guard own.contains(where: { $0.name == "chronicle_meta" }), own.contains(where: { $0.name == "chronicle_log" }) else {
-            throw ChronicleError(.notAChronicleStore, "\(path) is not a Chronicle store (it has no chronicle_meta or chronicle_log table).")
+        guard own.contains(where: { $0.name == "chronicle_meta" }),
+              own.contains(where: { $0.name == "chronicle_log_blocks" || $0.name == "chronicle_log" }) else {
+            throw ChronicleError(.notAChronicleStore, "\(path) is not a Chronicle store (it has no chronicle_meta table or confirmed log).")
         }
         for table in own { try out.execute(table.sql) }
 
@@ -168,10 +169,9 @@ extension DeviceStore {
             report.pendingKept = Int(try db.scalarInt("SELECT count(*) FROM chronicle_outbox") ?? 0)
             // The projection is made again from what was kept: whatever the damaged store said of
             // its derived tables (search indexes left stale, phrase indexes filled so far, the
-            // log's entity index set aside) no longer holds. A fingerprint that matches no schema
-            // has the open rebuild the projection.
-            try db.execute("DELETE FROM chronicle_meta WHERE key IN ('search_stale', ?1) OR key LIKE 'phrase_index_through:%'",
-                           [.text(StoreFormat.logEntityIndexAsideKey)])
+            // log's entity index set aside before format v9) no longer holds. A fingerprint that
+            // matches no schema has the open rebuild the projection.
+            try db.execute("DELETE FROM chronicle_meta WHERE key IN ('search_stale', 'log_entity_index_aside') OR key LIKE 'phrase_index_through:%'")
             try setMeta("schema_fingerprint", .text("salvaged"), in: db)
         }
         // The indexes and guard triggers of the copied tables, as the damaged store defined them.
@@ -186,44 +186,81 @@ extension DeviceStore {
     }
 
     /// Keeps the confirmed history up to its first op that cannot be read: sealed segments that
-    /// follow each other and whose bytes match their digests, then log rows without a gap. What lies
-    /// past that point (segments, log rows, sealed op ids, snapshots) is dropped, and the cursor
-    /// moves back to it: the next sync pulls the rest from the server again.
+    /// follow each other and whose bytes match their digests, then log blocks (log rows, before
+    /// format v9) without a gap. What lies past that point (segments, blocks, op ids, snapshots)
+    /// is dropped, and the cursor moves back to it: the next sync pulls the rest from the server again.
     private static func cutHistory(in db: Database, path: String, report: inout SalvageReport) throws {
         let libraryID = try meta("library_id", in: db).textValue.flatMap(UUID.init(uuidString:))
+        let deviceID = try meta("device_id", in: db).textValue.flatMap(UUID.init(uuidString:))
         let base = try historyBase(in: db)
-        // The ids of sealed ops, if their table could not be read, are made again from the segments
-        // kept (all of them, unless the store started from a snapshot, whose ops' ids are gone).
-        let idsLost = report.tables.firstIndex { $0.name == "chronicle_sealed_ids" && $0.incomplete }
-        let remember = try idsLost.map { _ in try db.statement("INSERT OR IGNORE INTO chronicle_sealed_ids(op_id, server_seq) VALUES (?1, ?2)") }
+        let blocks = try db.scalarInt("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'chronicle_log_blocks'") == 1
+        // The ids of confirmed ops, if their table could not be read, are made again from the
+        // segments and blocks kept (all of them, unless the store started from a snapshot, whose
+        // ops' ids are gone).
+        let idsTable = blocks ? "chronicle_op_ids" : "chronicle_sealed_ids"
+        let idsLost = report.tables.firstIndex { $0.name == idsTable && $0.incomplete }
+        let remember = try idsLost.map { _ in try db.statement("INSERT OR IGNORE INTO \(idsTable)(op_id, server_seq) VALUES (?1, ?2)") }
+        // This device's ops kept, from which `chronicle_own_confirmed` is made again (v9).
+        var ownKept: [Op] = []
         let segments = try SalvageCopy.segments(in: db)
         let sealedEnd = try SalvageCopy.keptSegments(segments, from: base, libraryID: libraryID, in: db) { decoded in
             for op in decoded.ops { try remember?.execute([.null, .integer(op.serverSeq ?? 0)], uuid: op.opID, at: 1) }
+            ownKept += decoded.ops.filter { $0.deviceID == deviceID }
         }
         var kept = sealedEnd
         if let idsLost, base == 0 { report.tables[idsLost].madeAgain = true }
-        let logSeqs = try db.query("SELECT server_seq FROM chronicle_log WHERE server_seq > ?1 ORDER BY server_seq", [.integer(sealedEnd)]) { $0.int(0) }
-        for seq in logSeqs {
-            guard seq == kept + 1 else { break }
-            kept = seq
-        }
         // This device's own ops past the kept point, in readable segments whose bytes match their
-        // digest and in readable log rows, are queued again below, before that history goes.
-        let deviceID = try meta("device_id", in: db).textValue.flatMap(UUID.init(uuidString:))
+        // digest and in readable log blocks or rows, are queued again below, before that history goes.
         var own: [Op] = []
+        if blocks {
+            // Blocks that decode and follow each other (the first may start inside the sealed prefix).
+            let stored = try db.query("SELECT first_seq, last_seq FROM chronicle_log_blocks WHERE last_seq > ?1 ORDER BY first_seq",
+                                      [.integer(sealedEnd)]) { ($0.int(0), $0.int(1)) }
+            var cut = false
+            for (first, last) in stored {
+                let ops = libraryID.flatMap { library in
+                    (try? blockBody(firstSeq: first, in: db)).flatMap { $0 }.flatMap { try? decodeBlock($0, firstSeq: first, libraryID: library) }
+                }
+                guard let ops, ops.last?.serverSeq == last else { cut = true; continue }
+                if !cut, first <= kept + 1 {
+                    for op in ops where op.serverSeq! > kept { try remember?.execute([.null, .integer(op.serverSeq!)], uuid: op.opID, at: 1) }
+                    ownKept += ops.filter { $0.deviceID == deviceID && $0.serverSeq! > kept }
+                    kept = last
+                } else {
+                    cut = true
+                    own += ops.filter { $0.deviceID == deviceID && $0.serverSeq! > kept }
+                }
+            }
+        } else {
+            let logSeqs = try db.query("SELECT server_seq FROM chronicle_log WHERE server_seq > ?1 ORDER BY server_seq", [.integer(sealedEnd)]) { $0.int(0) }
+            for seq in logSeqs {
+                guard seq == kept + 1 else { break }
+                kept = seq
+            }
+            if let deviceID, let libraryID {
+                try db.uncached("SELECT \(logColumns) FROM chronicle_log WHERE server_seq > ?1 ORDER BY server_seq").forEach([.integer(kept)]) { row in
+                    if let op = try? logOp(row, libraryID: libraryID), op.deviceID == deviceID { own.append(op) }
+                }
+            }
+        }
         if let deviceID, let libraryID {
             for segment in segments where segment.first > sealedEnd {
                 guard let decoded = SalvageCopy.sound(segment, libraryID: libraryID, in: db) else { continue }
                 own += decoded.ops.filter { $0.deviceID == deviceID && ($0.serverSeq ?? 0) > kept }
             }
-            try db.uncached("SELECT \(logColumns) FROM chronicle_log WHERE server_seq > ?1 ORDER BY server_seq").forEach([.integer(kept)]) { row in
-                if let op = try? logOp(row, libraryID: libraryID), op.deviceID == deviceID { own.append(op) }
-            }
         }
         report.segmentsDropped = Int(try db.scalarInt("SELECT count(*) FROM chronicle_segments WHERE first_seq > ?1", [.integer(sealedEnd)]) ?? 0)
         try db.execute("DELETE FROM chronicle_segments WHERE first_seq > ?1", [.integer(sealedEnd)])
         try db.execute("DELETE FROM chronicle_segment_filters WHERE first_seq > ?1", [.integer(sealedEnd)])
-        try db.execute("DELETE FROM chronicle_log WHERE server_seq > ?1 OR server_seq <= ?2", [.integer(kept), .integer(sealedEnd)])
+        if blocks {
+            try db.execute("DELETE FROM chronicle_log_blocks WHERE first_seq > ?1 OR last_seq <= ?2", [.integer(kept), .integer(sealedEnd)])
+            try db.execute("DELETE FROM chronicle_op_ids WHERE server_seq > ?1", [.integer(kept)])
+            try db.execute("DELETE FROM chronicle_own_confirmed")
+            let record = try db.statement("INSERT OR IGNORE INTO chronicle_own_confirmed(server_seq, device_seq, op_id) VALUES (?1, ?2, ?3)")
+            for op in ownKept { try record.execute([.integer(op.serverSeq!), .integer(op.deviceSeq), .text(op.opID.lowercased)]) }
+        } else {
+            try db.execute("DELETE FROM chronicle_log WHERE server_seq > ?1 OR server_seq <= ?2", [.integer(kept), .integer(sealedEnd)])
+        }
         for table in ["chronicle_sealed_ids", "chronicle_sealed_ops"]
         where try db.scalarInt("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?1", [.text(table)]) == 1 {
             try db.execute("DELETE FROM \(table) WHERE server_seq > ?1", [.integer(sealedEnd)])

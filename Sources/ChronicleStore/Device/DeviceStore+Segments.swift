@@ -1,15 +1,20 @@
 import ChronicleCore
 import Foundation
 
-/// Confirmed ops encoded as one segment, ready to be stored (`LogLifecycle.storeSegment`).
+/// Confirmed ops encoded as one segment, ready to be stored (`LogLifecycle.storeSegment`), or as
+/// one block of the device's hot log (`chronicle_log_blocks`, unframed).
 struct EncodedSegment: Sendable {
     var firstSeq: Int64
     var lastSeq: Int64
     var body: [UInt8]
-    /// The body in an LZ4 frame, as stored.
+    /// The body in an LZ4 frame, as stored (empty for a log block).
     var frame: [UInt8]
     /// `SegmentFilter` of the entities the ops touch.
     var filter: [UInt8]
+    /// The newest server time among the ops.
+    var newestTime: Int64 = 0
+
+    var opCount: Int64 { lastSeq - firstSeq + 1 }
 }
 
 /// One sealed segment's bookkeeping (its ops stay in `body`, an LZ4 frame).
@@ -53,7 +58,8 @@ extension DeviceStore {
 
     /// Encodes confirmed ops (contiguous seqs) as segments of at most `opsMax` ops each,
     /// split further where a body would pass `segmentBodyBytesMax`.
-    static func encodeSegments(_ ops: ArraySlice<Op>, libraryID: UUID, opsMax: Int) throws -> [EncodedSegment] {
+    /// `framed`: false leaves `frame` empty (a log block).
+    static func encodeSegments(_ ops: ArraySlice<Op>, libraryID: UUID, opsMax: Int, framed: Bool = true) throws -> [EncodedSegment] {
         var out: [EncodedSegment] = []
         var start = ops.startIndex
         while start < ops.endIndex {
@@ -66,8 +72,9 @@ extension DeviceStore {
                     continue
                 }
                 out.append(EncodedSegment(firstSeq: run.first!.serverSeq!, lastSeq: run.last!.serverSeq!, body: body,
-                                          frame: LZ4Frame.compress(body),
-                                          filter: SegmentFilter(ids: Set(run.map(\.entityID))).bytes))
+                                          frame: framed ? LZ4Frame.compress(body) : [],
+                                          filter: SegmentFilter(ids: Set(run.map(\.entityID))).bytes,
+                                          newestTime: run.lazy.compactMap(\.serverTime).max() ?? 0))
                 break
             }
             start = end
@@ -76,7 +83,7 @@ extension DeviceStore {
     }
 
     /// Confirmed ops with `after < serverSeq ≤ upTo`, in server order, optionally of one
-    /// entity: from sealed segments first, then the log. Streams segment by segment.
+    /// entity: from sealed segments first, then the log (a device's blocks, the server's rows). Streams segment by segment.
     static func forEachConfirmedOp(in db: Database, libraryID: UUID, after: Int64 = 0, upTo: Int64? = nil, entity: String? = nil,
                                    _ body: (Op) throws -> Void) throws {
         let limit = upTo ?? Int64.max
@@ -106,11 +113,22 @@ extension DeviceStore {
             }
             for op in ops where op.serverSeq! > after && op.serverSeq! <= limit { try body(op) }
         }
+        if try keepsLogBlocks(db) {
+            try forEachHotOp(in: db, libraryID: libraryID, after: after, upTo: limit, entity: entityID, body)
+            return
+        }
+        // The server's log, a row per op.
         var conditions = ["server_seq > ?1", "server_seq <= ?2"]
         var arguments: [Value] = [.integer(after), .integer(limit)]
         if let entity { conditions.append("entity_id = ?3"); arguments.append(.text(entity)) }
         let log = try db.uncached("SELECT \(logColumns) FROM chronicle_log WHERE \(conditions.joined(separator: " AND ")) ORDER BY server_seq")
         try log.forEach(arguments) { row in try body(try logOp(row, libraryID: libraryID)) }
+    }
+
+    /// Whether the store keeps its hot log in blocks (a device's, format v9 on) rather than a row
+    /// per op (the server's).
+    static func keepsLogBlocks(_ db: Database) throws -> Bool {
+        try db.scalarInt("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'chronicle_log_blocks'") == 1
     }
 
     /// True if `bytes` holds the id's 16 bytes anywhere.
@@ -132,8 +150,8 @@ extension DeviceStore {
     /// How many confirmed ops `forEachConfirmedOp` visits (exact without an entity filter).
     static func confirmedCount(in db: Database, after: Int64 = 0, upTo: Int64? = nil) throws -> Int64 {
         let limit = upTo ?? Int64.max
-        let inLog = try db.scalarInt("SELECT count(*) FROM chronicle_log WHERE server_seq > ?1 AND server_seq <= ?2",
-                                     [.integer(after), .integer(limit)]) ?? 0
+        let inLog = try keepsLogBlocks(db) ? hotCount(in: db, after: after, upTo: limit)
+            : db.scalarInt("SELECT count(*) FROM chronicle_log WHERE server_seq > ?1 AND server_seq <= ?2", [.integer(after), .integer(limit)]) ?? 0
         let inSegments = try db.scalarInt("""
             SELECT coalesce(sum(min(last_seq, ?2) - max(first_seq, ?1 + 1) + 1), 0) FROM chronicle_segments
             WHERE last_seq > ?1 AND first_seq <= ?2
@@ -162,7 +180,8 @@ extension DeviceStore {
 
     /// Checks the sealed prefix: every frame decodes (content checksum), holds exactly its
     /// seqs of this library, and the digest chain is unbroken; the log continues it.
-    static func verifySegments(in db: Database, libraryID: UUID) throws -> [String] {
+    /// `rowLog`: the store keeps its hot log a row per op (`chronicle_log`, the server's), which must start right after.
+    static func verifySegments(in db: Database, libraryID: UUID, rowLog: Bool = true) throws -> [String] {
         var problems: [String] = []
         var previous: String?   // nil before the first segment (whose predecessor may have been dropped)
         var expected = try historyBase(in: db) + 1
@@ -196,7 +215,8 @@ extension DeviceStore {
             previous = row.text(3)
             expected = last + 1
         }
-        if let minLog = try db.scalarInt("SELECT min(server_seq) FROM chronicle_log"), minLog != expected {
+        // (A device's log blocks are checked against the sealed prefix by `verifyBlocks`.)
+        if rowLog, let minLog = try db.scalarInt("SELECT min(server_seq) FROM chronicle_log"), minLog != expected {
             problems.append("the log starts at seq \(minLog) but the sealed prefix ends at \(expected - 1)")
         }
         return problems

@@ -21,7 +21,7 @@ extension DeviceStore {
     static func isPristine(in db: Database) throws -> Bool {
         guard try meta("cursor", in: db).integerValue ?? 0 == 0,
               try meta("last_device_seq", in: db).integerValue ?? 0 == 0 else { return false }
-        for table in ["chronicle_log", "chronicle_outbox", "chronicle_segments", "chronicle_snapshots", "chronicle_rejected", "chronicle_blobs"] {
+        for table in ["chronicle_log_blocks", "chronicle_outbox", "chronicle_segments", "chronicle_snapshots", "chronicle_rejected", "chronicle_blobs"] {
             if try db.scalarInt("SELECT count(*) FROM (SELECT 1 FROM \(table) LIMIT 1)") ?? 0 > 0 { return false }
         }
         return true

@@ -186,8 +186,7 @@ extension DeviceStore {
     /// the numbers closed over were lost here (not given up before), or nil where nothing changed
     /// (the queue holds every number, or the gap is not of that kind). One transaction.
     public func closeOutboxGap(after last: Int64) throws -> Int? {
-        let (libraryID, deviceID) = (self.libraryID, self.deviceID)
-        return try writeTransaction { db -> Int? in
+        try writeTransaction { db -> Int? in
             let seqs = try db.query("SELECT device_seq FROM chronicle_outbox WHERE device_seq > ?1 ORDER BY device_seq",
                                     [.integer(max(0, last))]) { $0.int(0) }
             guard last >= 0, let end = seqs.last, end > last + Int64(seqs.count) else { return nil }
@@ -197,17 +196,8 @@ extension DeviceStore {
                 SELECT 1 FROM chronicle_rejected r WHERE device_seq > ?1
                 AND NOT EXISTS (SELECT 1 FROM chronicle_outbox o WHERE o.op_id = r.op_id) LIMIT 1
                 """, [.integer(last)]) != nil { return nil }
-            if try db.scalarInt("SELECT 1 FROM chronicle_log WHERE device_id = ?1 AND device_seq > ?2 LIMIT 1",
-                                [.text(deviceID.lowercased), .integer(last)]) != nil { return nil }
-            var heldSealed = false
-            let base = try Self.historyBase(in: db)
-            let sealed = try Self.sealedUpTo(in: db)
-            if sealed > base {
-                try Self.forEachConfirmedOp(in: db, libraryID: libraryID, after: base, upTo: sealed) { op in
-                    if op.deviceID == deviceID, op.deviceSeq > last { heldSealed = true }
-                }
-            }
-            if heldSealed { return nil }
+            // Own ops held as confirmed (in the log or sealed) numbered after `last`: not that kind of gap.
+            if try db.scalarInt("SELECT 1 FROM chronicle_own_confirmed WHERE device_seq > ?1 LIMIT 1", [.integer(last)]) != nil { return nil }
             // The numbers closed over that nothing gave up before are lost here.
             let queued = Set(seqs)
             let givenUp = try Self.deviceSeqSkips(in: db)
@@ -267,19 +257,11 @@ extension DeviceStore {
         let bounds: [Value] = [.integer(run.lowerBound), .integer(run.upperBound)]
         var covered = Set(try db.query("SELECT device_seq FROM chronicle_outbox WHERE device_seq BETWEEN ?1 AND ?2", bounds) { $0.int(0) })
         covered.formUnion(try db.query("SELECT device_seq FROM chronicle_rejected WHERE device_seq BETWEEN ?1 AND ?2", bounds) { $0.int(0) })
-        covered.formUnion(try db.query("SELECT device_seq FROM chronicle_log WHERE device_id = ?3 AND device_seq BETWEEN ?1 AND ?2",
-                                       bounds + [.text(deviceID.lowercased)]) { $0.int(0) })
+        // Own ops confirmed, in the log or in sealed history.
+        covered.formUnion(try db.query("SELECT device_seq FROM chronicle_own_confirmed WHERE device_seq BETWEEN ?1 AND ?2", bounds) { $0.int(0) })
         for range in try deviceSeqSkips(in: db) where range.count == 2 {
             let low = max(range[0], run.lowerBound), high = min(range[1], run.upperBound)
             if low <= high { covered.formUnion(low...high) }
-        }
-        // Sealed history is read only for numbers nothing else accounts for: own ops confirmed
-        // inside the run (refused ops queued again ahead of them, after the server lost data).
-        let (base, sealed) = (try historyBase(in: db), try sealedUpTo(in: db))
-        if sealed > base, covered.count < run.count {   // (covered holds numbers of the run only)
-            try forEachConfirmedOp(in: db, libraryID: libraryID, after: base, upTo: sealed) { op in
-                if op.deviceID == deviceID, run.contains(op.deviceSeq) { covered.insert(op.deviceSeq) }
-            }
         }
         return covered
     }
@@ -335,8 +317,9 @@ extension DeviceStore {
     /// `op_id_conflict`, leaves the refusal standing; one taken and already sealed keeps its notice).
     static let standingRefusals = """
         chronicle_rejected r WHERE NOT EXISTS (SELECT 1 FROM chronicle_outbox o WHERE o.op_id = r.op_id)
-        AND NOT EXISTS (SELECT 1 FROM chronicle_log l WHERE l.op_id = r.op_id AND l.device_seq = r.device_seq
-                        AND l.device_id = (SELECT value FROM chronicle_meta WHERE key = 'device_id'))
+        AND NOT EXISTS (SELECT 1 FROM chronicle_own_confirmed c WHERE c.op_id = r.op_id AND c.device_seq = r.device_seq
+                        AND c.server_seq > max(coalesce(\(StoreFormat.sealedEnd), 0),
+                                               coalesce((SELECT value FROM chronicle_meta WHERE key = 'history_base_seq'), 0)))
         """
 
     /// Ops the server rejected, newest first.

@@ -130,21 +130,26 @@ extension DeviceStore {
         }
 
         let logCheck = try read { db -> VerifyCheck in
-            let stats = try db.query("SELECT count(*), coalesce(min(server_seq), 0), coalesce(max(server_seq), 0), count(DISTINCT op_id) FROM chronicle_log") {
-                ($0.int(0), $0.int(1), $0.int(2), $0.int(3))
-            }[0]
             let sealedUpTo = try Self.sealedUpTo(in: db)
             let cursor = try Self.meta("cursor", in: db).integerValue ?? -1
-            var problems = try Self.verifySegments(in: db, libraryID: libraryID)
-            if stats.0 > 0 && (stats.1 != sealedUpTo + 1 || stats.2 != sealedUpTo + stats.0) {
-                problems.append("server_seq has gaps (\(stats.0) ops spanning \(stats.1)…\(stats.2) after sealed seq \(sealedUpTo))")
+            var problems = try Self.verifySegments(in: db, libraryID: libraryID, rowLog: false)
+            let blocks = try Self.verifyBlocks(in: db, libraryID: libraryID, deviceID: deviceID, cursor: cursor)
+            problems += blocks.problems
+            let hot = blocks.hotOps
+            // Every hot op's id is kept (an op applies at most once), and no id past the cursor.
+            let ids = try db.query("SELECT count(*), coalesce(max(server_seq), 0) FROM chronicle_op_ids WHERE server_seq > ?1",
+                                   [.integer(sealedUpTo)]) { ($0.int(0), $0.int(1)) }[0]
+            if ids.0 != hot || ids.1 > cursor {
+                problems.append("the confirmed op ids after seq \(sealedUpTo) (\(ids.0), up to \(ids.1)) are not the log's \(hot) ops")
             }
-            if stats.3 != stats.0 { problems.append("an op id appears more than once") }
-            if try db.scalarInt("SELECT count(*) FROM chronicle_log l JOIN chronicle_sealed_ids s ON s.op_id = \(UUIDBlobFunction.name)(l.op_id)") != 0 {
-                problems.append("an op id is both sealed and in the log")
+            let own = try db.scalarInt("SELECT count(*) FROM chronicle_own_confirmed WHERE server_seq > ?1", [.integer(sealedUpTo)]) ?? 0
+            if own != blocks.ownOps {
+                problems.append("\(own) of this device's ops are recorded as confirmed after seq \(sealedUpTo), but the log holds \(blocks.ownOps)")
             }
-            let last = max(stats.2, sealedUpTo)
-            if cursor != last { problems.append("cursor \(cursor) is not the last server seq \(last)") }
+            if try db.scalarInt("SELECT count(*) FROM chronicle_own_confirmed WHERE server_seq > ?1 OR server_seq <= ?2",
+                                [.integer(cursor), .integer(try Self.historyBase(in: db))]) != 0 {
+                problems.append("this device's confirmed ops are recorded past the cursor or before the history base")
+            }
             let outbox = try db.query("SELECT count(*), coalesce(min(device_seq), 0), coalesce(max(device_seq), 0) FROM chronicle_outbox") { ($0.int(0), $0.int(1), $0.int(2)) }[0]
             let lastDeviceSeq = try Self.meta("last_device_seq", in: db).integerValue ?? -1
             // Queued ops run from the oldest one to the last device seq. Every number in that run is
@@ -171,24 +176,19 @@ extension DeviceStore {
             }
             // (Another device's op with the same id is not: this device's op is refused as an
             // op_id_conflict when it is pushed, and a pull may bring the other one first.)
-            if try db.scalarInt("SELECT count(*) FROM chronicle_outbox o JOIN chronicle_log l ON l.op_id = o.op_id AND l.device_id = ?1",
-                                [.text(deviceID.lowercased)]) != 0 {
+            if try db.scalarInt("SELECT count(*) FROM chronicle_outbox o JOIN chronicle_own_confirmed c ON c.op_id = o.op_id AND c.server_seq > ?1",
+                                [.integer(sealedUpTo)]) != 0 {
                 problems.append("a confirmed op is still in the outbox")
             }
             let triggers = Set(try db.query("SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'chronicle_%'") { $0.text(0) })
-            for required in ["chronicle_log_append_only_update", "chronicle_log_leaves_only_sealed", "chronicle_log_gap_free",
+            for required in ["chronicle_log_blocks_immutable", "chronicle_log_blocks_leave_only_sealed", "chronicle_log_blocks_gap_free", "chronicle_outbox_once",
                              "chronicle_outbox_gap_free", "chronicle_outbox_leaves_when_settled", "chronicle_rejected_kept",
                              "chronicle_segments_contiguous", "chronicle_segments_immutable"] where !triggers.contains(required) {
                 problems.append("guard trigger \(required) is missing")
             }
-            // Bulk apply and a large compaction drop the entity index and build it at their end (or the next open does).
-            let aside = try Self.meta(StoreFormat.logEntityIndexAsideKey, in: db).integerValue == 1
-            if !stale, !aside, try !StoreFormat.hasLogEntityIndex(in: db) {
-                problems.append("the log's entity index \(StoreFormat.logEntityIndexName) is missing")
-            }
             let sealed = try db.scalarInt("SELECT coalesce(sum(op_count), 0) FROM chronicle_segments") ?? 0
             let detail = problems.isEmpty
-                ? "\(stats.0 + sealed) confirmed ops (\(sealed) sealed), gap-free; \(outbox.0) pending, gap-free"
+                ? "\(hot + sealed) confirmed ops (\(sealed) sealed), gap-free; \(outbox.0) pending, gap-free"
                 : problems.joined(separator: "; ")
             return VerifyCheck(name: "log invariants", passed: problems.isEmpty, detail: detail)
         }

@@ -50,7 +50,7 @@ public final class DeviceStore: Sendable {
         let device = deviceID ?? ids.makeUUID()
         do {
             try db.transaction { db in
-                for statement in StoreFormat.statements { try db.execute(statement) }
+                try StoreFormat.create(in: db)
                 let meta: [(String, Value)] = [
                     ("format_version", .integer(StoreFormat.currentVersion)),
                     ("schema_name", .text(schema.name)),
@@ -127,13 +127,9 @@ public final class DeviceStore: Sendable {
         let store = try DeviceStore(path: path, schema: schema, deviceID: device, libraryID: library, clock: clock, ids: ids, writer: db)
         let schemaChanged = meta["schema_fingerprint"]?.textValue != schema.fingerprint
         if meta["search_stale"]?.integerValue == 1, !schemaChanged {
-            // A bulk apply was interrupted before it rebuilt the search indexes and the log's entity index.
+            // A bulk apply was interrupted before it rebuilt the search indexes.
             // (Where the schema changed, the rebuild below builds them all, in the new projection's shape.)
             try store.writeTransaction(spillToFiles: true) { db in try store.rebuildBulkIndexes(in: db) }
-        }
-        if meta[StoreFormat.logEntityIndexAsideKey]?.integerValue == 1 {
-            // A compaction was interrupted while it had the log's entity index set aside.
-            try store.writeTransaction { db in try StoreFormat.restoreLogEntityIndex(in: db) }
         }
         if schemaChanged {
             // The projection's shape is derived from the schema: rebuild it from the log (ops of

@@ -1,18 +1,135 @@
+import ChronicleCore
+
 /// The device store's own tables (log, outbox, metadata) and the invariants
 /// SQLite enforces on them. Documented in `Schemas/store/device-v1.md` and
-/// `device-v2.md` … `device-v8.md`.
+/// `device-v2.md` … `device-v9.md`.
 ///
 /// A new store runs the v1 statements and then every migration, so a fresh
 /// store and a migrated one are the same by construction.
 enum StoreFormat {
     /// Bumped with a migration whenever these tables change shape.
-    static let currentVersion: Int64 = 8
-
-    /// Everything a new store runs, in order.
-    static var statements: [String] { version1 + migrations.sorted { $0.key < $1.key }.flatMap(\.value) }
+    static let currentVersion: Int64 = 9
 
     /// The statements that take a store from format `key` to `key + 1`. Shipped steps are never edited.
-    static let migrations: [Int64: [String]] = [1: version2, 2: version3, 3: version4, 4: version5, 5: version6, 6: version7, 7: version8]
+    static let migrations: [Int64: [String]] = [1: version2, 2: version3, 3: version4, 4: version5, 5: version6, 6: version7, 7: version8,
+                                                8: version9]
+
+    /// Work a step needs that SQL cannot do, run in the step's transaction after its statements
+    /// (`migrations`) and before `migrationsAfterConversion`. A new store runs them too (on empty tables).
+    static let conversions: [Int64: @Sendable (Database) throws -> Void] = [8: { db in try DeviceStore.convertLogToBlocks(in: db) }]
+
+    /// The statements of a step that follow its conversion.
+    static let migrationsAfterConversion: [Int64: [String]] = [8: version9AfterConversion]
+
+    /// Makes a new store: the v1 statements, then every step (statements, conversion, statements).
+    static func create(in db: Database) throws {
+        for statement in version1 { try db.execute(statement) }
+        for version in migrations.keys.sorted() { try migrate(db, from: version) }
+    }
+
+    /// One step, from `version` to `version + 1`, inside the caller's transaction.
+    static func migrate(_ db: Database, from version: Int64) throws {
+        guard let steps = migrations[version] else {
+            throw ChronicleError(.invariantViolated, "No migration from store format v\(version) to v\(version + 1).")
+        }
+        for statement in steps { try db.execute(statement) }
+        try conversions[version]?(db)
+        for statement in migrationsAfterConversion[version] ?? [] { try db.execute(statement) }
+    }
+
+    /// v9: the confirmed log kept in blocks (`chronicle_log_blocks`), a row per confirmed batch of
+    /// up to `DeviceStore.logBlockOpsMax` ops instead of a row per op. A block's `body` is its ops
+    /// encoded as a segment body (`Schemas/segment/segment-v1.md`), uncompressed, beside the Bloom
+    /// filter of the entities they act on (`SegmentFilter`) and their newest server time. Sealing
+    /// a block whole is compressing it and moving it: no op is decoded and no row per op is
+    /// touched (with a row per op, deleting the rows was most of sealing's time).
+    /// What the rows' indexes answered is kept apart, a row per op that sealing never touches:
+    /// - `chronicle_op_ids`: every confirmed op's id as 16 bytes with its seq, hot and sealed (it
+    ///   replaces `chronicle_sealed_ids` and the log's unique index): an op applies at most once;
+    /// - `chronicle_own_confirmed`: this device's confirmed ops whose content the store holds (in
+    ///   a block or a sealed segment, after the history base), by seq, with their number and id:
+    ///   the sync bookkeeping that asked the log by device and number asks it.
+    /// A block may start at or before the sealed end (a segment that ended inside it): its ops up
+    /// to the sealed end are read from the segments, and it leaves once sealing passes its end.
+    static let version9: [String] = [
+        """
+        CREATE TABLE chronicle_op_ids (
+          op_id BLOB PRIMARY KEY NOT NULL CHECK (typeof(op_id) = 'blob' AND length(op_id) = 16),
+          server_seq INTEGER NOT NULL
+        ) WITHOUT ROWID
+        """,
+        "INSERT INTO chronicle_op_ids(op_id, server_seq) SELECT op_id, server_seq FROM chronicle_sealed_ids",
+        """
+        INSERT OR IGNORE INTO chronicle_op_ids(op_id, server_seq)
+        SELECT \(UUIDBlobFunction.name)(op_id), server_seq FROM chronicle_log ORDER BY 1
+        """,
+        "DROP TABLE chronicle_sealed_ids",
+        """
+        CREATE TABLE chronicle_own_confirmed (
+          server_seq INTEGER PRIMARY KEY,
+          device_seq INTEGER NOT NULL,
+          op_id TEXT NOT NULL
+        )
+        """,
+        "CREATE INDEX chronicle_own_confirmed_by_number ON chronicle_own_confirmed(device_seq)",
+        """
+        INSERT INTO chronicle_own_confirmed(server_seq, device_seq, op_id)
+        SELECT server_seq, device_seq, op_id FROM chronicle_log
+        WHERE device_id = (SELECT value FROM chronicle_meta WHERE key = 'device_id') ORDER BY server_seq
+        """,
+        """
+        CREATE TABLE chronicle_log_blocks (
+          first_seq INTEGER PRIMARY KEY,
+          last_seq INTEGER NOT NULL,
+          newest_time INTEGER NOT NULL,
+          filter BLOB NOT NULL,
+          body BLOB NOT NULL,
+          CHECK (last_seq >= first_seq)
+        )
+        """,
+        """
+        CREATE TRIGGER chronicle_log_blocks_gap_free BEFORE INSERT ON chronicle_log_blocks
+        WHEN NEW.first_seq IS NOT max(coalesce((SELECT last_seq FROM chronicle_log_blocks ORDER BY first_seq DESC LIMIT 1), 0),
+                                      coalesce(\(sealedEnd), 0),
+                                      coalesce((SELECT value FROM chronicle_meta WHERE key = 'history_base_seq'), 0)) + 1 BEGIN
+          SELECT RAISE(ABORT, 'chronicle_log_blocks: a block must follow the last confirmed op without a gap');
+        END
+        """,
+        """
+        CREATE TRIGGER chronicle_log_blocks_immutable BEFORE UPDATE ON chronicle_log_blocks BEGIN
+          SELECT RAISE(ABORT, 'chronicle_log_blocks: the confirmed log is append-only: a block is never changed');
+        END
+        """,
+        """
+        CREATE TRIGGER chronicle_log_blocks_leave_only_sealed BEFORE DELETE ON chronicle_log_blocks
+        WHEN OLD.last_seq > max(coalesce(\(sealedEnd), 0),
+                                coalesce((SELECT value FROM chronicle_meta WHERE key = 'history_base_seq'), 0)) BEGIN
+          SELECT RAISE(ABORT, 'chronicle_log_blocks: the confirmed log is append-only: only blocks sealed into segments leave it');
+        END
+        """,
+    ]
+
+    /// v9, after the log's rows became blocks: the row log goes, and the outbox's guards look the
+    /// confirmed ids up in `chronicle_op_ids`.
+    static let version9AfterConversion: [String] = [
+        "DROP TRIGGER chronicle_outbox_once",
+        "DROP TRIGGER chronicle_outbox_leaves_when_settled",
+        "DROP TABLE chronicle_log",
+        """
+        CREATE TRIGGER chronicle_outbox_once BEFORE INSERT ON chronicle_outbox
+        WHEN EXISTS (SELECT 1 FROM chronicle_op_ids WHERE op_id = \(UUIDBlobFunction.name)(NEW.op_id)) BEGIN
+          SELECT RAISE(ABORT, 'chronicle_outbox: this op id is already confirmed');
+        END
+        """,
+        """
+        CREATE TRIGGER chronicle_outbox_leaves_when_settled BEFORE DELETE ON chronicle_outbox
+        WHEN NOT EXISTS (SELECT 1 FROM chronicle_op_ids WHERE op_id = \(UUIDBlobFunction.name)(OLD.op_id))
+         AND NOT EXISTS (SELECT 1 FROM chronicle_rejected WHERE op_id = OLD.op_id) BEGIN
+          SELECT RAISE(ABORT, 'chronicle_outbox: an op leaves the outbox only when the confirmed log reaches it or the server rejected it');
+        END
+        """,
+        "DELETE FROM chronicle_meta WHERE key = 'log_entity_index_aside'",
+    ]
 
     /// v8: blobs, the large files ops name by their SHA-256 (`BlobRef`): those added here, queued
     /// until the server holds them, and those fetched from it, whole or so far. Chunks of
@@ -334,29 +451,10 @@ enum StoreFormat {
 }
 
 extension StoreFormat {
-    /// One entity's ops in order (audit, `log --entity`). Bulk apply drops it and builds it
-    /// again once at its end: updated in place it dirtied most of its pages every batch.
-    static let logEntityIndexName = "chronicle_log_by_entity"
+    /// One entity's ops in order (the server's audit and pushes).
     static let logEntityIndex = "CREATE INDEX chronicle_log_by_entity ON chronicle_log(entity_id, server_seq)"
 
-    /// `chronicle_meta` key, present (1) while a compaction has the entity index set aside
-    /// (`DeviceStore.setAsideForSealing`); opening the store builds it where one was interrupted.
-    static let logEntityIndexAsideKey = "log_entity_index_aside"
-
-    /// Builds the entity index where it is missing and clears `logEntityIndexAsideKey`; not while
-    /// a bulk apply has it set aside too (`search_stale`), whose close builds it.
-    static func restoreLogEntityIndex(in db: Database) throws {
-        let bulk = try db.scalarInt("SELECT value FROM chronicle_meta WHERE key = 'search_stale'") == 1
-        if !bulk, try !hasLogEntityIndex(in: db) { try db.execute(logEntityIndex) }
-        try db.execute("DELETE FROM chronicle_meta WHERE key = ?1", [.text(logEntityIndexAsideKey)])
-    }
-
-    /// Whether the entity index is in place (a bulk apply or a compaction may have it set aside).
-    static func hasLogEntityIndex(in db: Database) throws -> Bool {
-        try db.scalarInt("SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = ?1", [.text(logEntityIndexName)]) == 1
-    }
-
-    /// The confirmed log and its guard triggers; the server's library store uses the same.
+    /// The confirmed log, a row per op, and its guard triggers: the server's library store, and a device's before v9.
     static let logStatements: [String] = [
         // The confirmed log: a gap-free prefix of the server's log, append-only.
         """

@@ -69,6 +69,14 @@ public final class Statement {
         sqlite3_reset(handle)
     }
 
+    /// Runs the statement to completion with `arguments` and BLOBs at the given indexes.
+    public func execute(_ arguments: [Value], blobs: [(index: Int32, bytes: [UInt8])]) throws(SQLiteError) {
+        try bind(arguments)
+        for blob in blobs { try bind(blob: blob.bytes, at: blob.index) }
+        while try step() {}
+        sqlite3_reset(handle)
+    }
+
     /// Runs the statement to completion with `arguments` and a UUID's 16 bytes at `uuidIndex`.
     public func execute(_ arguments: [Value], uuid: UUID, at uuidIndex: Int32) throws(SQLiteError) {
         try bind(arguments)

@@ -455,11 +455,29 @@ extension ServerLibrary: LogLifecycle {
         }
     }
 
-    /// The server keeps its log's entity index through sealing: pushes read it (an entity's last
-    /// seq), and a running server seals a segment at a time, so its hot log, and the index, stay small.
-    func setAsideForSealing(_ plan: CompactionPlan, policy: CompactionPolicy, in db: Database) throws -> Bool { false }
+    /// The server keeps its hot log a row per op (`chronicle_log`): pushes read it by op id and
+    /// by entity, and a running server seals a segment at a time, so it stays small.
+    func hotLogEnd(in db: Database) throws -> Int64? {
+        try db.scalarInt("SELECT max(server_seq) FROM chronicle_log")
+    }
 
-    func restoreAfterSealing(in db: Database) throws {}
+    func firstHotSeq(after sealed: Int64, timeAtLeast time: Int64, in db: Database) throws -> Int64? {
+        try db.scalarInt("SELECT min(server_seq) FROM chronicle_log WHERE server_seq > ?1 AND server_time >= ?2", [.integer(sealed), .integer(time)])
+    }
+
+    func lastHotSeq(after sealed: Int64, through: Int64, timeBefore time: Int64, in db: Database) throws -> Int64? {
+        try db.scalarInt("SELECT max(server_seq) FROM chronicle_log WHERE server_seq > ?1 AND server_seq <= ?2 AND server_time < ?3",
+                         [.integer(sealed), .integer(through), .integer(time)])
+    }
+
+    func prepareSeal(after sealed: Int64, previousDigest: String, through: Int64, endingAt boundary: Int64?,
+                     policy: CompactionPolicy, in db: Database) throws -> PreparedSeal? {
+        try prepareRowSeal(after: sealed, previousDigest: previousDigest, through: through, endingAt: boundary, policy: policy, in: db)
+    }
+
+    func releaseSealed(_ segment: EncodedSegment, in db: Database) throws {
+        try db.execute("DELETE FROM chronicle_log WHERE server_seq >= ?1 AND server_seq <= ?2", [.integer(segment.firstSeq), .integer(segment.lastSeq)])
+    }
 
     /// The server keeps each id as text with its seq and author (`chronicle_sealed_ops`): a
     /// repeated push is answered with the original outcome.

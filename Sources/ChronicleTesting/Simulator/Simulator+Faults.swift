@@ -36,7 +36,7 @@ extension Simulator {
 
     /// Breaks a page of the device's store and salvages it (`SimulatedDevice.damageAndSalvage`).
     func damageAndSalvage(_ device: SimulatedDevice) throws {
-        let tables = ["chronicle_log", "chronicle_outbox", "chronicle_segments", schema.entities[0].table]
+        let tables = ["chronicle_log_blocks", "chronicle_outbox", "chronicle_segments", schema.entities[0].table]
         let table = random.pick(tables)
         guard let (report, lost) = try device.damageAndSalvage(table, pick: { self.random.below($0) },
                                                                 serverHolds: { self.invariants.logged($0)?.device == device.deviceID }) else {

@@ -1,0 +1,249 @@
+import ChronicleCore
+import Foundation
+
+/// The device's hot log: confirmed ops kept in blocks (`chronicle_log_blocks`, store format v9),
+/// each a run of contiguous seqs encoded as a segment body, uncompressed. A block is written
+/// once, when its batch is confirmed, and leaves whole once sealing passes its end; sealing a
+/// block that fits a segment is compressing its body (`DeviceStore.prepareSeal`).
+///
+/// Ops at or before the sealed end are read from the segments: a block that a segment ended
+/// inside (a seal point that fell within it) still holds them, and its readers skip them.
+extension DeviceStore {
+    /// Ops in one block at most: a segment's at most, so that a block can be sealed whole.
+    static var logBlockOpsMax: Int { CompactionPolicy().segmentOpsMax }
+
+    /// A block of at least this many ops is sealed whole, as one segment; runs of shorter blocks
+    /// (a device that syncs an op or two at a time) are read and encoded again together, up to
+    /// `CompactionPolicy.segmentOpsMax`, so that sealed segments do not come out tiny.
+    static let sealWholeBlockOpsMin: Int64 = 256
+
+    /// Confirmed ops (contiguous seqs) as log blocks of at most `logBlockOpsMax` ops, split
+    /// further where a body would pass `segmentBodyBytesMax`.
+    static func encodeBlocks(_ ops: ArraySlice<Op>, libraryID: UUID) throws -> [EncodedSegment] {
+        try encodeSegments(ops, libraryID: libraryID, opsMax: logBlockOpsMax, framed: false)
+    }
+
+    /// Appends blocks to the hot log, inside the caller's transaction (the table's trigger refuses
+    /// one that does not follow the last confirmed op).
+    static func insertBlocks(_ blocks: [EncodedSegment], in db: Database) throws {
+        let insert = try db.statement("INSERT INTO chronicle_log_blocks(first_seq, last_seq, newest_time, filter, body) VALUES (?1, ?2, ?3, ?4, ?5)")
+        for block in blocks {
+            try insert.execute([.integer(block.firstSeq), .integer(block.lastSeq), .integer(block.newestTime)],
+                               blobs: [(4, block.filter), (5, block.body)])
+        }
+    }
+
+    /// Keeps the ids of newly confirmed ops (`chronicle_op_ids`: an op id applies at most once;
+    /// a repeated one is refused as `duplicate_op`) and this device's ops among them
+    /// (`chronicle_own_confirmed`). Inside the caller's transaction.
+    static func recordConfirmed(_ ops: some Collection<Op>, deviceID: UUID, in db: Database) throws {
+        let insertID = try db.statement("INSERT INTO chronicle_op_ids(op_id, server_seq) VALUES (?1, ?2)")
+        let insertOwn = try db.statement("INSERT INTO chronicle_own_confirmed(server_seq, device_seq, op_id) VALUES (?1, ?2, ?3)")
+        for op in ops {
+            guard let seq = op.serverSeq else {
+                throw ChronicleError(.invariantViolated, "Confirmed op \(op.opID.lowercased) has no server sequence.")
+            }
+            do {
+                try insertID.execute([.null, .integer(seq)], uuid: op.opID, at: 1)
+            } catch {
+                guard error.isConstraint else { throw error }
+                throw ChronicleError(.duplicateOp, "Op \(op.opID.lowercased) is already in the confirmed log; an op id is applied at most once.")
+            }
+            if op.deviceID == deviceID {
+                try insertOwn.execute([.integer(seq), .integer(op.deviceSeq), .text(op.opID.lowercased)])
+            }
+        }
+    }
+
+    /// The seq of the newest op in the hot log's blocks (nil when it has none).
+    static func blocksEnd(in db: Database) throws -> Int64? {
+        try db.scalarInt("SELECT last_seq FROM chronicle_log_blocks ORDER BY first_seq DESC LIMIT 1")
+    }
+
+    /// One block's body, copied out of its row.
+    static func blockBody(firstSeq: Int64, in db: Database) throws -> [UInt8]? {
+        try db.query("SELECT body FROM chronicle_log_blocks WHERE first_seq = ?1", [.integer(firstSeq)]) { row in
+            row.withBytes(0) { Array($0) }
+        }.first
+    }
+
+    /// Decodes a block's body: a segment of this library's confirmed ops starting at `firstSeq`.
+    static func decodeBlock(_ body: [UInt8], firstSeq: Int64, libraryID: UUID) throws -> [Op] {
+        let segment = try SegmentCodec.decodeBody(body)
+        guard segment.libraryID == libraryID, segment.firstSeq == firstSeq else {
+            throw ChronicleError(.invariantViolated, "The log block at seq \(firstSeq) does not hold this library's ops from that seq.")
+        }
+        return segment.ops
+    }
+
+    /// Confirmed ops of the hot log with `after < serverSeq ≤ upTo` and after the sealed end, in
+    /// order, optionally of one entity (whose history opens only the blocks whose filter may
+    /// hold it, and builds only its ops' payloads).
+    static func forEachHotOp(in db: Database, libraryID: UUID, after: Int64, upTo: Int64, entity: UUID?,
+                             _ body: (Op) throws -> Void) throws {
+        let from = max(after, try sealedUpTo(in: db))
+        guard from < upTo else { return }
+        let firsts = try db.uncached("""
+            SELECT first_seq, filter FROM chronicle_log_blocks WHERE last_seq > ?1 AND first_seq <= ?2 ORDER BY first_seq
+            """).map([.integer(from), .integer(upTo)]) { row -> Int64? in
+            guard let entity else { return row.int(0) }
+            let filter = row.withBytes(1) { SegmentFilter(bytes: $0) }
+            return filter?.mayContain(entity) ?? true ? row.int(0) : nil
+        }.compactMap { $0 }
+        for first in firsts {
+            guard let bytes = try blockBody(firstSeq: first, in: db) else { continue }
+            let ops: [Op]
+            if let entity {
+                guard contains(bytes, entity) else { continue }
+                let (library, found) = try SegmentCodec.decodeOps(ofEntity: entity, body: bytes)
+                guard library == libraryID else {
+                    throw ChronicleError(.invariantViolated, "The log block at seq \(first) belongs to library \(library.lowercased), not this store's.")
+                }
+                ops = found
+            } else {
+                ops = try decodeBlock(bytes, firstSeq: first, libraryID: libraryID)
+            }
+            for op in ops where op.serverSeq! > from && op.serverSeq! <= upTo { try body(op) }
+        }
+    }
+
+    /// How many confirmed ops the hot log holds after `after` up to `upTo` (and after the sealed end).
+    static func hotCount(in db: Database, after: Int64, upTo: Int64) throws -> Int64 {
+        let from = max(after, try sealedUpTo(in: db))
+        guard from < upTo else { return 0 }
+        return try db.scalarInt("""
+            SELECT coalesce(sum(min(last_seq, ?2) - max(first_seq, ?1 + 1) + 1), 0) FROM chronicle_log_blocks
+            WHERE last_seq > ?1 AND first_seq <= ?2
+            """, [.integer(from), .integer(upTo)]) ?? 0
+    }
+
+    /// The first hot op after `sealed` whose server time is `time` or later: the first block
+    /// whose newest op is that recent is decoded (older blocks hold none).
+    static func firstHotSeq(after sealed: Int64, timeAtLeast time: Int64, libraryID: UUID, in db: Database) throws -> Int64? {
+        let blocks = try db.query("""
+            SELECT first_seq FROM chronicle_log_blocks WHERE last_seq > ?1 AND newest_time >= ?2 ORDER BY first_seq
+            """, [.integer(sealed), .integer(time)]) { $0.int(0) }
+        for first in blocks {
+            guard let bytes = try blockBody(firstSeq: first, in: db) else { continue }
+            if let op = try decodeBlock(bytes, firstSeq: first, libraryID: libraryID).first(where: { $0.serverSeq! > sealed && $0.serverTime! >= time }) {
+                return op.serverSeq
+            }
+        }
+        return nil
+    }
+
+    /// The last hot op in `(sealed, through]` whose server time is before `time`: blocks whose
+    /// newest op is older are taken whole, the others decoded.
+    static func lastHotSeq(after sealed: Int64, through: Int64, timeBefore time: Int64, libraryID: UUID, in db: Database) throws -> Int64? {
+        let blocks = try db.query("""
+            SELECT first_seq, last_seq, newest_time FROM chronicle_log_blocks WHERE last_seq > ?1 AND first_seq <= ?2 ORDER BY first_seq
+            """, [.integer(sealed), .integer(through)]) { ($0.int(0), $0.int(1), $0.int(2)) }
+        var newest: Int64?
+        for (first, last, newestTime) in blocks {
+            if newestTime < time {
+                newest = min(last, through)
+                continue
+            }
+            guard let bytes = try blockBody(firstSeq: first, in: db) else { continue }
+            for op in try decodeBlock(bytes, firstSeq: first, libraryID: libraryID)
+            where op.serverSeq! > sealed && op.serverSeq! <= through && op.serverTime! < time {
+                newest = op.serverSeq
+            }
+        }
+        return newest
+    }
+
+    /// The hot log loses every op after `point` (a rewind, with the blocks' delete guard set aside
+    /// by the caller, after the segments past the point went): the blocks after it go, and one
+    /// that spans it is encoded again up to it.
+    static func truncateBlocks(after point: Int64, libraryID: UUID, in db: Database) throws {
+        let spanning = try db.query("SELECT first_seq, body FROM chronicle_log_blocks WHERE first_seq <= ?1 AND last_seq > ?1",
+                                    [.integer(point)]) { row in (row.int(0), row.withBytes(1) { Array($0) }) }
+        try db.execute("DELETE FROM chronicle_log_blocks WHERE last_seq > ?1", [.integer(point)])
+        guard let (first, body) = spanning.first else { return }
+        let sealed = try sealedUpTo(in: db)
+        let kept = try decodeBlock(body, firstSeq: first, libraryID: libraryID).filter { $0.serverSeq! > sealed && $0.serverSeq! <= point }
+        if !kept.isEmpty { try insertBlocks(try encodeBlocks(kept[...], libraryID: libraryID), in: db) }
+    }
+
+    /// Checks the hot log's blocks: each decodes, holds exactly its seqs of this library with its
+    /// filter and newest time right, and they follow one another and the sealed prefix without a
+    /// gap up to the cursor. Returns the problems found, the number of hot ops and of this device's among them.
+    static func verifyBlocks(in db: Database, libraryID: UUID, deviceID: UUID, cursor: Int64) throws
+        -> (problems: [String], hotOps: Int64, ownOps: Int64) {
+        var problems: [String] = []
+        var own: Int64 = 0
+        let sealed = try sealedUpTo(in: db)
+        var expected = sealed + 1
+        var hot: Int64 = 0
+        let blocks = try db.query("SELECT first_seq, last_seq, newest_time FROM chronicle_log_blocks ORDER BY first_seq") {
+            ($0.int(0), $0.int(1), $0.int(2))
+        }
+        for (first, last, newestTime) in blocks {
+            if last <= sealed {
+                problems.append("log block \(first)…\(last) is sealed but still in the log")
+                continue
+            }
+            if first > expected || (first < expected && expected != sealed + 1) {
+                problems.append("log block \(first)…\(last) does not follow seq \(expected - 1)")
+            }
+            do {
+                guard let body = try blockBody(firstSeq: first, in: db) else { continue }
+                let ops = try decodeBlock(body, firstSeq: first, libraryID: libraryID)
+                own += Int64(ops.count(where: { $0.deviceID == deviceID && $0.serverSeq! > sealed }))
+                if ops.last?.serverSeq != last { problems.append("log block \(first)…\(last) holds seqs \(first)…\(ops.last?.serverSeq ?? 0)") }
+                if ops.compactMap(\.serverTime).max() != newestTime { problems.append("log block \(first)…\(last) records another newest server time than its ops'") }
+                let filter = try db.query("SELECT filter FROM chronicle_log_blocks WHERE first_seq = ?1", [.integer(first)]) { row in
+                    row.withBytes(0) { SegmentFilter(bytes: $0) }
+                }.first ?? nil
+                if let filter {
+                    if ops.contains(where: { !filter.mayContain($0.entityID) }) {
+                        problems.append("log block \(first)…\(last) has an entity filter that leaves out one of its entities")
+                    }
+                } else {
+                    problems.append("log block \(first)…\(last) has an unreadable entity filter")
+                }
+            } catch {
+                problems.append("log block \(first)…\(last) cannot be read: \(error)")
+            }
+            hot += last - max(first, sealed + 1) + 1
+            expected = last + 1
+        }
+        if expected - 1 != cursor {
+            problems.append("cursor \(cursor) is not the last server seq \(expected - 1)")
+        }
+        return (problems, hot, own)
+    }
+
+    /// Store format v8 → v9 (`StoreFormat.conversions`): the log's rows become blocks of up to
+    /// `logBlockOpsMax` ops, and this device's ops in sealed segments join those of the log in
+    /// `chronicle_own_confirmed` (the statements before this took the log's). Streams: one
+    /// block's rows in memory at a time.
+    static func convertLogToBlocks(in db: Database) throws {
+        guard try db.scalarInt("SELECT EXISTS (SELECT 1 FROM chronicle_log)") == 1
+                || db.scalarInt("SELECT EXISTS (SELECT 1 FROM chronicle_segments)") == 1 else { return }
+        let library = try uuid(try meta("library_id", in: db).textValue ?? "")
+        let device = try uuid(try meta("device_id", in: db).textValue ?? "")
+        let sealed = try sealedUpTo(in: db)
+        // Rows at or before the sealed end were left by a compaction killed between its steps of
+        // an older build; they are in the segments.
+        let rows = try db.uncached("SELECT \(logColumns) FROM chronicle_log WHERE server_seq > ?1 AND server_seq <= ?2 ORDER BY server_seq")
+        var after = sealed
+        while true {
+            let ops = try rows.map([.integer(after), .integer(after + Int64(logBlockOpsMax))]) { try logOp($0, libraryID: library) }
+            guard let last = ops.last?.serverSeq else { break }
+            guard ops.first?.serverSeq == after + 1, last == after + Int64(ops.count) else {
+                throw ChronicleError(.invariantViolated, "The confirmed log has a gap after seq \(after); the store needs `chronicle salvage`.")
+            }
+            try insertBlocks(try encodeBlocks(ops[...], libraryID: library), in: db)
+            after = last
+        }
+        let base = try historyBase(in: db)
+        let own = try db.statement("INSERT OR IGNORE INTO chronicle_own_confirmed(server_seq, device_seq, op_id) VALUES (?1, ?2, ?3)")
+        if sealed > base {
+            try forEachConfirmedOp(in: db, libraryID: library, after: base, upTo: sealed) { op in
+                if op.deviceID == device { try own.execute([.integer(op.serverSeq!), .integer(op.deviceSeq), .text(op.opID.lowercased)]) }
+            }
+        }
+    }
+}
