@@ -565,7 +565,7 @@ import Testing
     func writesDuringALargeSealAreKeptAndTheSnapshotIsReplayed() throws {
         let f = try Fixture(seed: 22)
         let articles = Array(try Self.library(f, count: 1_200, seed: 122).prefix(20))
-        var policy = Self.policy(keepOps: 200, segmentOpsMax: 250)
+        let policy = Self.policy(keepOps: 200, segmentOpsMax: 250)
         #expect(try f.store.compactionPlan(policy).snapshotAtHead, "nothing pending when planned")
         var written: [UUID] = []
         let report = try f.store.compact(policy, afterStep: { step, what in
@@ -614,7 +614,7 @@ import Testing
         let f = try Fixture(seed: 15)
         try Self.library(f, count: 1_200, seed: 15)
         let before = try f.store.digest()
-        var policy = Self.policy(keepOps: 200, segmentOpsMax: 250)
+        let policy = Self.policy(keepOps: 200, segmentOpsMax: 250)
         #expect(throws: Stop.self) {
             try f.store.compact(policy, afterStep: { step, _ in if step == 2 { throw Stop() } })
         }

@@ -237,6 +237,27 @@ import Testing
         #expect(try db.scalarInt("SELECT count(*) FROM t") == 3_000)
     }
 
+    /// A compaction's seals hold checkpoints: however long the WAL grows, their commits neither
+    /// restart it on the writer nor schedule a background checkpoint; one runs after the last.
+    @Test func commitsHoldingCheckpointsScheduleNoneUntilTheyEnd() throws {
+        let f = try Fixture()
+        let (path, db, checkpointer) = try walTable(in: f)
+        let body = String(repeating: "z", count: 3_000)
+        try checkpointer.holdingCheckpoints {
+            for batch in 0..<100 {
+                try db.transaction { db in
+                    for i in 0..<10 { try db.execute("INSERT INTO t(body) VALUES (?1)", [.text(body + String(batch * 10 + i))]) }
+                }
+            }
+            checkpointer.drain()
+            #expect(checkpointer.restarts == 0 && checkpointer.completed == 0, "no checkpoint while held")
+        }
+        let wal = ((try? FileManager.default.attributesOfItem(atPath: path + "-wal")[.size]) as? Int64) ?? 0
+        #expect(wal > 400 * 4_096, "the WAL grew past both limits (\(wal) bytes)")
+        checkpointer.drain()
+        #expect(checkpointer.completed == 1, "one background checkpoint after the last")
+    }
+
     /// One large commit after which writes pause (a rebuild, a bootstrap, the end of a bulk
     /// apply) leaves its WAL to the background checkpoint; the next ordinary commit past the
     /// limit gets the writer's restart again.

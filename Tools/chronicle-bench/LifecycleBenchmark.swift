@@ -220,10 +220,16 @@ struct LifecycleBenchmark {
         if fileBytes(path + "-wal") > 0 { try RawDatabase(path: path).exec("PRAGMA wal_checkpoint(TRUNCATE)") }
     }
 
-    /// Articles with at least five ops, `auditSamples` of them picked by the seed.
+    /// Articles with at least five ops, `auditSamples` of them picked by the seed. The ops are
+    /// counted from the workload, generated again (the store keeps its log in blocks).
     func auditEntities(_ path: String) throws -> (ids: [UUID], candidates: Int, medianOps: Int) {
-        let db = try RawDatabase(path: path, readOnly: true)
-        let rows = try db.rows("SELECT entity_id, count(*) FROM chronicle_log WHERE type GLOB 'article.*' GROUP BY entity_id HAVING count(*) >= 5 ORDER BY entity_id")
+        var opsPerArticle: [UUID: Int] = [:]
+        var workload = ConfirmedWorkload(seed: seed, total: ops, libraryID: benchLibraryID(seed: seed), vocabulary: vocabulary)
+        while !workload.isDone {
+            for op in workload.nextBatch(10_000) where op.type.hasPrefix("article.") { opsPerArticle[op.entityID, default: 0] += 1 }
+        }
+        let rows: [[String?]] = opsPerArticle.filter { $0.value >= 5 }.map { [$0.key.lowercased, String($0.value)] }
+            .sorted { $0[0]! < $1[0]! }
         var rng = SplitMix64(seed: seed ^ 0xA0D1)
         var pool = rows
         var picked: [[String?]] = []

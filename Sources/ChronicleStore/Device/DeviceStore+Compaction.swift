@@ -131,6 +131,10 @@ protocol LogLifecycle: Sendable {
                      policy: CompactionPolicy, in db: Database) throws -> PreparedSeal?
     /// Takes the ops of `segment`, just stored, out of the hot log (inside the caller's transaction).
     func releaseSealed(_ segment: EncodedSegment, in db: Database) throws
+    /// Runs a compaction's seals (`sealTransaction` each).
+    func sealing<T>(_ body: () throws -> T) throws -> T
+    /// One seal's transaction.
+    func sealTransaction<T>(_ body: (Database) throws -> T) throws -> T
 }
 
 extension LogLifecycle {
@@ -204,6 +208,19 @@ extension DeviceStore: LogLifecycle {
         let segment = try DeviceStore.encodeSegments(ops[...], libraryID: libraryID, opsMax: ops.count)[0]
         return PreparedSeal(segment: segment, ops: [], logBytes: Int64(segment.body.count),
                             previousDigest: previousDigest, digest: DeviceStore.chainDigest(previous: previousDigest, body: segment.body))
+    }
+
+    /// A device's seals only move confirmed ops from its blocks into segments, so their commits
+    /// neither wait for the disk (a power loss may roll the last ones back, to blocks not sealed
+    /// yet, which the next compaction seals; the snapshot's commit after them waits for it) nor
+    /// copy the WAL into the database meanwhile (once after the last, and VACUUM rewrites the
+    /// file anyway). Together they were a quarter of sealing's time (990,000 ops: 0.46 s, now 0.34).
+    func sealing<T>(_ body: () throws -> T) throws -> T {
+        try checkpointer.holdingCheckpoints(body)
+    }
+
+    func sealTransaction<T>(_ body: (Database) throws -> T) throws -> T {
+        try writeTransaction(spillToFiles: false, relaxedSync: true, body)
     }
 
     /// Blocks whose every op is now sealed leave; one the segment ended inside stays (its sealed
@@ -327,7 +344,7 @@ extension LogLifecycle {
 
         // 1. Seal, one segment per transaction.
         func seal(_ body: (Database) throws -> SealedChunk?) throws -> Bool {
-            let written = try writeTransaction { db -> SealedChunk? in try body(db) }
+            let written = try sealTransaction { db -> SealedChunk? in try body(db) }
             guard let written else { return false }
             report.segmentsWritten += 1
             report.opsSealed += written.ops
@@ -338,9 +355,11 @@ extension LogLifecycle {
             try done("sealed a segment")
             return true
         }
-        if plan.opsToSeal > Int64(policy.segmentOpsMax) { try sealAhead(plan, policy: policy, now: now, seal: seal) }
-        // Whatever is left (everything, for a single segment, or after another compaction on the file sealed meanwhile).
-        while try seal({ db in try sealNextSegment(through: plan.sealThrough, endingAt: plan.dropThrough, policy: policy, now: now, in: db) }) {}
+        try sealing {
+            if plan.opsToSeal > Int64(policy.segmentOpsMax) { try sealAhead(plan, policy: policy, now: now, seal: seal) }
+            // Whatever is left (everything, for a single segment, or after another compaction on the file sealed meanwhile).
+            while try seal({ db in try sealNextSegment(through: plan.sealThrough, endingAt: plan.dropThrough, policy: policy, now: now, in: db) }) {}
+        }
 
         // 2. The snapshot a horizon starts history from, where there is none yet, then the newest one
         // (older ones go, except the one history begins at and the one it is about to). A drop point's

@@ -40,6 +40,33 @@ final class Checkpointer: @unchecked Sendable {
         return try body()
     }
 
+    /// While set, commits schedule no checkpoint at all (`holdingCheckpoints`).
+    private let holding = Locked(false)
+
+    /// Runs `body` (a run of commits that only move data already in the store, such as a
+    /// compaction's seals) with no checkpoint scheduled by its commits: neither the background
+    /// one, which took one of the two cores from the work, nor a restart on the writer, which
+    /// stopped it. One background checkpoint is scheduled after it.
+    func holdingCheckpoints<T>(_ body: () throws -> T) rethrows -> T {
+        holding.withLock { $0 = true }
+        defer {
+            holding.withLock { $0 = false }
+            lock.lock()
+            let schedule = !scheduled
+            scheduled = true
+            lock.unlock()
+            if schedule {
+                queue.async { [self] in
+                    lock.lock()
+                    scheduled = false
+                    lock.unlock()
+                    checkpoint()
+                }
+            }
+        }
+        return try body()
+    }
+
     /// Checkpoints run so far (read after `drain()`).
     private(set) var completed = 0
 
@@ -65,7 +92,7 @@ final class Checkpointer: @unchecked Sendable {
     /// checkpoint, or past `restartPages` runs a RESTART one on the writer (SQLite's own
     /// automatic checkpoint runs from this same hook).
     private func committed(walPages: Int32, writer: OpaquePointer?) {
-        guard walPages >= thresholdPages else { return }
+        guard walPages >= thresholdPages, !holding.withLock({ $0 }) else { return }
         if walPages >= restartPages, let writer, !backgroundOnly.withLock({ $0 }) {
             // Busy (a reader or the background checkpoint holds on) is fine: the next commit tries again.
             if sqlite3_wal_checkpoint_v2(writer, nil, SQLITE_CHECKPOINT_RESTART, nil, nil) == SQLITE_OK {

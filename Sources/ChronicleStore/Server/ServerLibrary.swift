@@ -475,6 +475,12 @@ extension ServerLibrary: LogLifecycle {
         try prepareRowSeal(after: sealed, previousDigest: previousDigest, through: through, endingAt: boundary, policy: policy, in: db)
     }
 
+    /// A running server seals a segment at a time between serving requests: each commit waits
+    /// for the disk, and checkpoints go on as usual.
+    func sealing<T>(_ body: () throws -> T) throws -> T { try body() }
+
+    func sealTransaction<T>(_ body: (Database) throws -> T) throws -> T { try writeTransaction(body) }
+
     func releaseSealed(_ segment: EncodedSegment, in db: Database) throws {
         try db.execute("DELETE FROM chronicle_log WHERE server_seq >= ?1 AND server_seq <= ?2", [.integer(segment.firstSeq), .integer(segment.lastSeq)])
     }
