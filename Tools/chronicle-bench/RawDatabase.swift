@@ -32,6 +32,8 @@ final class RawDatabase {
         searchWindowCounts = SearchRank.register(on: handle)
         // The phrase indexes' pairs, which the baseline writes as the engine does.
         SearchPairs.register(on: handle)
+        // Confirmed op ids as their 16 bytes, which the outbox's guard triggers look up.
+        UUIDBlobFunction.register(on: handle)
         try exec("PRAGMA foreign_keys = ON")
         try exec("PRAGMA secure_delete = OFF")
         if !readOnly {

@@ -62,7 +62,8 @@ public struct CompactionReport: Sendable {
     public var plan: CompactionPlan
     public var segmentsWritten = 0
     public var opsSealed: Int64 = 0
-    /// Bytes the sealed ops took in the log (their rows' text).
+    /// Bytes the sealed ops took in the log: a device's, its blocks' bodies (store format v9; the
+    /// segment bodies, so about the body / frame ratio); the server's, its rows' text.
     public var logBytesSealed: Int64 = 0
     /// Bytes of the segments' bodies before and after LZ4.
     public var segmentBodyBytes: Int64 = 0

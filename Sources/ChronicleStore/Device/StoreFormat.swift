@@ -59,10 +59,6 @@ enum StoreFormat {
         ) WITHOUT ROWID
         """,
         "INSERT INTO chronicle_op_ids(op_id, server_seq) SELECT op_id, server_seq FROM chronicle_sealed_ids",
-        """
-        INSERT OR IGNORE INTO chronicle_op_ids(op_id, server_seq)
-        SELECT \(UUIDBlobFunction.name)(op_id), server_seq FROM chronicle_log ORDER BY 1
-        """,
         "DROP TABLE chronicle_sealed_ids",
         """
         CREATE TABLE chronicle_own_confirmed (
@@ -72,11 +68,6 @@ enum StoreFormat {
         )
         """,
         "CREATE INDEX chronicle_own_confirmed_by_number ON chronicle_own_confirmed(device_seq)",
-        """
-        INSERT INTO chronicle_own_confirmed(server_seq, device_seq, op_id)
-        SELECT server_seq, device_seq, op_id FROM chronicle_log
-        WHERE device_id = (SELECT value FROM chronicle_meta WHERE key = 'device_id') ORDER BY server_seq
-        """,
         """
         CREATE TABLE chronicle_log_blocks (
           first_seq INTEGER PRIMARY KEY,

@@ -3,15 +3,16 @@ import Foundation
 
 /// `chronicle_uuid_blob(text)`: the 16 bytes of a UUID written as text (`8-4-4-4-12` hex
 /// digits, either case), or NULL for anything else. Registered on every connection the
-/// store opens. The device keeps the ids of sealed ops in this form (store format v5,
-/// `chronicle_sealed_ids`), at a third of the bytes of their text; SQL that matches a
-/// text id against them (a trigger, a migration, `verify`) converts it with this function.
+/// store opens (and any other connection that writes to the store's outbox: its guard triggers
+/// call it). The device keeps the ids of confirmed ops in this form (store format v5,
+/// `chronicle_sealed_ids`; v9, `chronicle_op_ids`), at a third of the bytes of their text; SQL
+/// that matches a text id against them (a trigger, a migration, `verify`) converts it with this function.
 /// SQLite before 3.41 has no `unhex()`, so it is ours. Deterministic and innocuous: it reads
 /// nothing but its argument, so the schema's triggers may call it.
-enum UUIDBlobFunction {
+public enum UUIDBlobFunction {
     static let name = "chronicle_uuid_blob"
 
-    static func register(on handle: OpaquePointer) {
+    public static func register(on handle: OpaquePointer) {
         sqlite3_create_function_v2(handle, name, 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS,
                                    nil, chronicleUUIDBlob, nil, nil, nil)
     }

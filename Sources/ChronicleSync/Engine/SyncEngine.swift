@@ -86,7 +86,7 @@ public actor SyncEngine {
         /// (search indexes rebuilt once at the end) instead of batch by batch.
         public var bulkCatchUpOpsMin = 20_000
         /// During a bulk catch-up, pages of at least this many ops (all but the last) are kept
-        /// as sealed segments rather than log rows (`DeviceStore.prepareBatch`).
+        /// as sealed segments rather than log blocks (`DeviceStore.prepareBatch`).
         public var sealOnArrivalOpsMin = DeviceStore.sealOnArrivalOpsMin
         /// Called after each chunk of a file (blob) the server took: the file, the bytes it holds
         /// of it, and its length (a progress bar for a large upload).
@@ -804,7 +804,7 @@ public actor SyncEngine {
         let transport = self.transport
         let start = cursor
         let store = self.store
-        // In bulk mode the next page's log rows and statements are built as it arrives, off the
+        // In bulk mode the next page's log blocks and statements are built as it arrives, off the
         // engine's queue, while the page before it is written.
         var next: Task<(PullPage, PreparedBatch?), Error>? = Task.detached { [transport] in
             (try await transport.pull(after: start, limit: limit, waitMilliseconds: waitMilliseconds), nil)
