@@ -65,8 +65,8 @@ struct ApplyBenchmark {
                                                clock: clock, ids: SeededV7IDGenerator(seed: seed, clock: clock))
             let raw = try StoreDDL.read(fromStoreAt: path, schema: schema).createBaseline(at: rawPath)
             let materializer = Materializer(schema: schema)
-            let blockInsert = try raw.prepare("INSERT INTO chronicle_log_blocks(first_seq, last_seq, newest_time, filter, body) VALUES (?1, ?2, ?3, ?4, ?5)")
-            let idInsert = try raw.prepare("INSERT INTO chronicle_op_ids(op_id, server_seq) VALUES (?1, ?2)")
+            let blockInsert = try raw.prepare(LogBlockRow.insertSQL)
+            let idInsert = try raw.prepare(LogBlockRow.idInsertSQL)
             let setCursor = try raw.prepare("INSERT INTO chronicle_meta(key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value")
             let begin = try raw.prepare("BEGIN IMMEDIATE")
             let commit = try raw.prepare("COMMIT")
@@ -100,16 +100,13 @@ struct ApplyBenchmark {
                 // their block of the log (store format v9: the batch encoded as a segment body, with
                 // its entity filter), the cursor, each op's materializer steps (noting the FTS5
                 // entries they change), then the FTS5 entries in rowid order; one transaction.
-                let opIDs = batch.map { op in (id: withUnsafeBytes(of: op.opID.uuid) { Array($0) }, seq: op.serverSeq!) }
-                let body = SegmentCodec.encodeBody(try Segment(libraryID: libraryID, ops: batch))
-                let filter = SegmentFilter(ids: Set(batch.map(\.entityID))).bytes
+                let logged = try LogBlockRow(batch)
                 let work = try batch.map { op in (steps: try raw.prepared(materializer.steps(for: op)), watch: indexer.watch(op, schema: schema)) }
                 let cursor = batch.last!.serverSeq!
                 let t2 = nowNanoseconds()
                 try raw.run(begin, [])
-                for id in opIDs { try raw.run(idInsert, [.null, .integer(id.seq)], blob: id.id, at: 1) }
-                try raw.run(blockInsert, [.integer(batch[0].serverSeq!), .integer(cursor), .integer(batch.compactMap(\.serverTime).max() ?? 0), .null],
-                            blobs: [(filter, 4), (body, 5)])
+                try logged.insertIDs(idInsert, in: raw)
+                try logged.insertBlock(blockInsert, in: raw)
                 try raw.run(setCursor, [.text("cursor"), .integer(cursor)])
                 if let byType {
                     // Diagnostic (CHRONICLE_BENCH_BY_TYPE=1): baseline projection time per op type.

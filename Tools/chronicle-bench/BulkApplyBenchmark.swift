@@ -84,7 +84,7 @@ struct BulkApplyBenchmark {
             self.schema = schema
             projection = ProjectionSchema(schema: schema)
             materializer = Materializer(schema: schema)
-            blockInsert = try raw.prepare("INSERT INTO chronicle_log_blocks(first_seq, last_seq, newest_time, filter, body) VALUES (?1, ?2, ?3, ?4, ?5)")
+            blockInsert = try raw.prepare(LogBlockRow.insertSQL)
             setMeta = try raw.prepare("INSERT INTO chronicle_meta(key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value")
             begin = try raw.prepare("BEGIN IMMEDIATE")
             commit = try raw.prepare("COMMIT")
@@ -106,7 +106,7 @@ struct BulkApplyBenchmark {
                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
                 """)
             filterInsert = try raw.prepare("INSERT INTO chronicle_segment_filters(first_seq, filter) VALUES (?1, ?2)")
-            sealedInsert = try raw.prepare("INSERT INTO chronicle_op_ids(op_id, server_seq) VALUES (?1, ?2)")
+            sealedInsert = try raw.prepare(LogBlockRow.idInsertSQL)
         }
 
         /// The digest of the newest segment ('' if none).
@@ -131,11 +131,9 @@ struct BulkApplyBenchmark {
         /// Logged, the batch is one block of the log (store format v9; the engine's batches are of at
         /// most a block's ops). Either way each op's id is kept as its 16 bytes with its seq.
         func apply(_ batch: [Op], seal: Bool) throws {
-            let opIDs: [(id: [UInt8], seq: Int64)] = batch.map { op in (withUnsafeBytes(of: op.opID.uuid) { Array($0) }, op.serverSeq!) }
-            let body = SegmentCodec.encodeBody(try Segment(libraryID: batch[0].libraryID, ops: batch))
+            let logged = try LogBlockRow(batch)
+            let body = logged.body
             let frame = seal ? LZ4Frame.compress(body) : []
-            let filter = SegmentFilter(ids: Set(batch.map(\.entityID))).bytes
-            let newest = batch.compactMap(\.serverTime).max() ?? 0
             let steps = try batch.map { try raw.prepared(materializer.steps(for: $0)) }
             let first = batch.first!.serverSeq!, cursor = batch.last!.serverSeq!
             let t0 = nowNanoseconds()
@@ -149,11 +147,11 @@ struct BulkApplyBenchmark {
                 hasher.update(body)
                 try raw.run(segmentInsert, [.integer(first), .integer(cursor), .integer(cursor - first + 1), .null, .text(hasher.hexDigest()),
                                             .text(previous), .integer(Int64(body.count)), .integer(0)], blob: frame, at: 4)
-                try raw.run(filterInsert, [.integer(first), .null], blob: filter, at: 2)
+                try raw.run(filterInsert, [.integer(first), .null], blob: logged.filter, at: 2)
             } else {
-                try raw.run(blockInsert, [.integer(first), .integer(cursor), .integer(newest), .null], blobs: [(filter, 4), (body, 5)])
+                try logged.insertBlock(blockInsert, in: raw)
             }
-            for id in opIDs { try raw.run(sealedInsert, [.null, .integer(id.seq)], blob: id.id, at: 1) }
+            try logged.insertIDs(sealedInsert, in: raw)
             try raw.run(setMeta, [.text("cursor"), .integer(cursor)])
             for item in steps { try raw.execute(item) }
             try raw.run(commit, [])

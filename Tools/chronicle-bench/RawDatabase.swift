@@ -254,6 +254,41 @@ enum LogRow {
     }
 }
 
+/// A confirmed batch as the device keeps it (store format 9): one block of the log (the ops
+/// encoded as a segment body, with their entity filter and newest server time) and each op's id
+/// as its 16 bytes with its seq. Built before a baseline's clock starts, as the engine builds
+/// them off its writer.
+struct LogBlockRow {
+    static let insertSQL = "INSERT INTO chronicle_log_blocks(first_seq, last_seq, newest_time, filter, body) VALUES (?1, ?2, ?3, ?4, ?5)"
+    static let idInsertSQL = "INSERT INTO chronicle_op_ids(op_id, server_seq) VALUES (?1, ?2)"
+
+    var firstSeq: Int64
+    var lastSeq: Int64
+    var newestTime: Int64
+    var filter: [UInt8]
+    var body: [UInt8]
+    var ids: [(bytes: [UInt8], seq: Int64)]
+
+    init(_ batch: [Op]) throws {
+        firstSeq = batch.first!.serverSeq!
+        lastSeq = batch.last!.serverSeq!
+        newestTime = batch.compactMap(\.serverTime).max() ?? 0
+        filter = SegmentFilter(ids: Set(batch.map(\.entityID))).bytes
+        body = SegmentCodec.encodeBody(try Segment(libraryID: batch[0].libraryID, ops: batch))
+        ids = batch.map { op in (withUnsafeBytes(of: op.opID.uuid) { Array($0) }, op.serverSeq!) }
+    }
+
+    /// Runs `insertSQL` (prepared as `block`) for the block.
+    func insertBlock(_ block: OpaquePointer, in db: RawDatabase) throws {
+        try db.run(block, [.integer(firstSeq), .integer(lastSeq), .integer(newestTime), .null], blobs: [(filter, 4), (body, 5)])
+    }
+
+    /// Runs `idInsertSQL` (prepared as `id`) for each op.
+    func insertIDs(_ id: OpaquePointer, in db: RawDatabase) throws {
+        for op in ids { try db.run(id, [.null, .integer(op.seq)], blob: op.bytes, at: 1) }
+    }
+}
+
 /// The outbox row the engine appends for a local op.
 enum OutboxRow {
     static let insertSQL = """

@@ -176,10 +176,10 @@ extension DeviceStore {
         let sealed = try sealedUpTo(in: db)
         var expected = sealed + 1
         var hot: Int64 = 0
-        let blocks = try db.query("SELECT first_seq, last_seq, newest_time FROM chronicle_log_blocks ORDER BY first_seq") {
-            ($0.int(0), $0.int(1), $0.int(2))
+        let blocks = try db.query("SELECT first_seq, last_seq, newest_time, filter FROM chronicle_log_blocks ORDER BY first_seq") {
+            ($0.int(0), $0.int(1), $0.int(2), $0.withBytes(3) { SegmentFilter(bytes: $0) })
         }
-        for (first, last, newestTime) in blocks {
+        for (first, last, newestTime, filter) in blocks {
             if last <= sealed {
                 problems.append("log block \(first)…\(last) is sealed but still in the log")
                 continue
@@ -193,9 +193,6 @@ extension DeviceStore {
                 own += Int64(ops.count(where: { $0.deviceID == deviceID && $0.serverSeq! > sealed }))
                 if ops.last?.serverSeq != last { problems.append("log block \(first)…\(last) holds seqs \(first)…\(ops.last?.serverSeq ?? 0)") }
                 if ops.compactMap(\.serverTime).max() != newestTime { problems.append("log block \(first)…\(last) records another newest server time than its ops'") }
-                let filter = try db.query("SELECT filter FROM chronicle_log_blocks WHERE first_seq = ?1", [.integer(first)]) { row in
-                    row.withBytes(0) { SegmentFilter(bytes: $0) }
-                }.first ?? nil
                 if let filter {
                     if ops.contains(where: { !filter.mayContain($0.entityID) }) {
                         problems.append("log block \(first)…\(last) has an entity filter that leaves out one of its entities")

@@ -109,14 +109,14 @@ extension DeviceStore {
                 // have lost those refusals, and would wait for their numbers before any op after them.
                 // That includes an op refused as an op_id_conflict, whose id the log holds as another
                 // device's op (so `chronicle_outbox_once` is set aside too): the server refuses it again.
-                let keptOwn = try Self.lastOwnDeviceSeq(in: db, deviceID: deviceID, libraryID: libraryID)
-                report.refusedRequeued = try Self.queueRefusedAgain(after: keptOwn, deviceID: deviceID, in: db)
+                let keptOwn = try Self.lastOwnDeviceSeq(in: db)
+                report.refusedRequeued = try Self.queueRefusedAgain(after: keptOwn, in: db)
                 // Own ops whose content is no longer here cannot be queued again: below the history
                 // base, those that went with dropped history; anywhere, those whose last copy was on
                 // a page a salvage could not read (seed 724 of the damage soak, where the server had
                 // lost them to a restore). Their numbers are given up, so the outbox still accounts
                 // for each.
-                report.lost = try Self.giveUpUnheldNumbers(deviceID: deviceID, libraryID: libraryID, in: db)
+                report.lost = try Self.giveUpUnheldNumbers(in: db)
             }
             try Self.setMeta("cursor", .integer(point), in: db)
             // Every queued op is pushed again: the answers say which ones the server holds.
@@ -216,11 +216,11 @@ extension DeviceStore {
 
     /// Numbers between the outbox's oldest op and the last deviceSeq that nothing accounts for
     /// (`accountedDeviceSeqs`) are recorded as given up. Returns how many.
-    static func giveUpUnheldNumbers(deviceID: UUID, libraryID: UUID, in db: Database) throws -> Int {
+    static func giveUpUnheldNumbers(in db: Database) throws -> Int {
         guard let first = try db.scalarInt("SELECT min(device_seq) FROM chronicle_outbox") else { return 0 }
         let last = try meta("last_device_seq", in: db).integerValue ?? 0
         guard last > first else { return 0 }
-        let held = try accountedDeviceSeqs(in: first...last, deviceID: deviceID, libraryID: libraryID, in: db)
+        let held = try accountedDeviceSeqs(in: first...last, in: db)
         var skips = try deviceSeqSkips(in: db)
         var lost = 0
         var open: Int64?
@@ -244,7 +244,7 @@ extension DeviceStore {
     /// Refused ops numbered after `deviceSeq` back into the outbox with their numbers and ids
     /// (their first refusal stays on record); inside the caller's transaction, with
     /// `requeueTriggers` set aside. Returns how many.
-    static func queueRefusedAgain(after deviceSeq: Int64, deviceID: UUID, in db: Database) throws -> Int {
+    static func queueRefusedAgain(after deviceSeq: Int64, in db: Database) throws -> Int {
         try db.execute("""
             INSERT INTO chronicle_outbox(device_seq, op_id, type, version, entity_id, payload, device_time, base_seq)
             SELECT device_seq, op_id, type, version, entity_id, payload, device_time, base_seq FROM chronicle_rejected r
@@ -261,7 +261,6 @@ extension DeviceStore {
     /// numbered again). They go back into the outbox, to be answered again. One transaction;
     /// returns how many.
     public func queueRefusedAgain(after last: Int64) throws -> Int {
-        let deviceID = self.deviceID
         let held = try read { db in
             try db.scalarInt("""
                 SELECT 1 FROM chronicle_rejected r WHERE device_seq > ?1
@@ -273,7 +272,7 @@ extension DeviceStore {
         // The projection shows queued ops on top, in their order: it is rebuilt with these among them.
         _ = try rebuild(beforeReplay: { db in
             try Self.withTriggersAside(Self.requeueTriggers, in: db) {
-                queued = try Self.queueRefusedAgain(after: last, deviceID: deviceID, in: db)
+                queued = try Self.queueRefusedAgain(after: last, in: db)
             }
             if queued > 0 { try Self.setMeta("acked_device_seq", .integer(0), in: db) }
         }, alsoInTransaction: nil)
@@ -282,7 +281,7 @@ extension DeviceStore {
 
     /// This device's last deviceSeq among the confirmed ops the store holds (in its log or in
     /// sealed segments: `chronicle_own_confirmed`), or 0.
-    static func lastOwnDeviceSeq(in db: Database, deviceID: UUID, libraryID: UUID) throws -> Int64 {
+    static func lastOwnDeviceSeq(in db: Database) throws -> Int64 {
         try db.scalarInt("SELECT max(device_seq) FROM chronicle_own_confirmed") ?? 0
     }
 
@@ -339,11 +338,10 @@ extension DeviceStore {
     ///   confirmed) went with history it dropped past its horizon, at or before its history
     ///   base: the base (going back before it is starting over from what the server holds).
     public func seqOfOwnOpsTheServerLost(after last: Int64) throws -> Int64? {
-        let (libraryID, deviceID) = (self.libraryID, self.deviceID)
-        return try read { db in
+        try read { db in
             let base = try Self.historyBase(in: db)
             if base > 0, last + 1 <= (try Self.meta("last_device_seq", in: db).integerValue ?? 0),
-               try Self.accountedDeviceSeqs(in: (last + 1)...(last + 1), deviceID: deviceID, libraryID: libraryID, in: db).isEmpty {
+               try Self.accountedDeviceSeqs(in: (last + 1)...(last + 1), in: db).isEmpty {
                 return base
             }
             // Own ops held, sealed or in the log, are all after the history base.

@@ -162,10 +162,7 @@ extension DeviceStore {
             // Own confirmed ops on pages that could not be read, whose numbers lie inside the queue's
             // run (an op queued again ahead of them after the server lost data): nothing here accounts
             // for those numbers any more (seed 1433 of the damage soak).
-            if let deviceID = try meta("device_id", in: db).textValue.flatMap(UUID.init(uuidString:)),
-               let libraryID = try meta("library_id", in: db).textValue.flatMap(UUID.init(uuidString:)) {
-                report.ownNumbersGivenUp = try giveUpUnheldNumbers(deviceID: deviceID, libraryID: libraryID, in: db)
-            }
+            report.ownNumbersGivenUp = try giveUpUnheldNumbers(in: db)
             report.pendingKept = Int(try db.scalarInt("SELECT count(*) FROM chronicle_outbox") ?? 0)
             // The projection is made again from what was kept: whatever the damaged store said of
             // its derived tables (search indexes left stale, phrase indexes filled so far, the

@@ -252,8 +252,7 @@ extension DeviceStore {
     /// (`device_seq_skips`), or confirmed as this device's op, in the log or in sealed history
     /// (a pull's pages are sealed on arrival). `verify` checks that none is missing; a rewind past
     /// lost history gives up the ones that are.
-    static func accountedDeviceSeqs(in run: ClosedRange<Int64>, deviceID: UUID, libraryID: UUID,
-                                    in db: Database) throws -> Set<Int64> {
+    static func accountedDeviceSeqs(in run: ClosedRange<Int64>, in db: Database) throws -> Set<Int64> {
         let bounds: [Value] = [.integer(run.lowerBound), .integer(run.upperBound)]
         var covered = Set(try db.query("SELECT device_seq FROM chronicle_outbox WHERE device_seq BETWEEN ?1 AND ?2", bounds) { $0.int(0) })
         covered.formUnion(try db.query("SELECT device_seq FROM chronicle_rejected WHERE device_seq BETWEEN ?1 AND ?2", bounds) { $0.int(0) })

@@ -168,7 +168,7 @@ extension DeviceStore {
                 }
             } else if outbox.0 > 0 {
                 let run = outbox.1...lastDeviceSeq
-                let covered = try Self.accountedDeviceSeqs(in: run, deviceID: deviceID, libraryID: libraryID, in: db)
+                let covered = try Self.accountedDeviceSeqs(in: run, in: db)
                 let missing = run.filter { !covered.contains($0) }
                 if let first = missing.first {
                     problems.append("outbox device_seq has gaps (\(missing.count) of \(outbox.1)…\(lastDeviceSeq) neither queued, refused, given up nor confirmed, from \(first); \(outbox.0) queued)")
