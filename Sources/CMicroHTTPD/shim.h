@@ -27,6 +27,10 @@ chronicle_mhd_start_daemon(unsigned int flags,
                            void *completed_cls,
                            MHD_LogCallback logger,
                            void *logger_cls,
+                           void *(*uri_logger)(void *, const char *, struct MHD_Connection *),
+                           void *uri_logger_cls,
+                           MHD_NotifyConnectionCallback notify_connection,
+                           void *notify_connection_cls,
                            unsigned int thread_pool_size,
                            unsigned int connection_limit,
                            unsigned int connection_timeout_seconds,
@@ -37,6 +41,8 @@ chronicle_mhd_start_daemon(unsigned int flags,
                             MHD_OPTION_EXTERNAL_LOGGER, logger, logger_cls,
                             MHD_OPTION_SOCK_ADDR, bind_address,
                             MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
+                            MHD_OPTION_URI_LOG_CALLBACK, uri_logger, uri_logger_cls,
+                            MHD_OPTION_NOTIFY_CONNECTION, notify_connection, notify_connection_cls,
                             MHD_OPTION_THREAD_POOL_SIZE, thread_pool_size,
                             MHD_OPTION_CONNECTION_LIMIT, connection_limit,
                             MHD_OPTION_CONNECTION_TIMEOUT, connection_timeout_seconds,
@@ -51,6 +57,23 @@ chronicle_mhd_bind_port(struct MHD_Daemon *daemon)
 {
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
     return info == NULL ? 0 : info->port;
+}
+
+/// The socket of a connection, or -1 if MHD cannot tell.
+static inline int
+chronicle_mhd_connection_fd(struct MHD_Connection *connection)
+{
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return info == NULL ? -1 : info->connect_fd;
+}
+
+/// The daemon's listen socket, or -1 if MHD cannot tell.
+static inline int
+chronicle_mhd_listen_fd(struct MHD_Daemon *daemon)
+{
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_LISTEN_FD);
+    return info == NULL ? -1 : info->listen_fd;
 }
 
 /// The peer address of a connection, or NULL if MHD cannot tell.

@@ -54,7 +54,7 @@ public struct PostgresBlobStorage: BlobStorage {
         } catch let error as PostgresError where error.isUnavailable {
             throw PostgresLibrary.unavailable(error)
         } catch {
-            throw ProtocolError(503, "blob_store_failed", "The blobs in PostgreSQL could not be used: \(error)", retryAfterSeconds: 5)
+            throw ProtocolError(503, "blob_store_failed", "The library's file store on the server could not be used; try again shortly.", detail: "PostgreSQL: \(error)", retryAfterSeconds: 5)
         }
     }
 

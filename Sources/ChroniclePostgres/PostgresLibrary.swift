@@ -152,8 +152,8 @@ public final class PostgresLibrary: LibraryUpstream {
 
     /// PostgreSQL unreachable: a 503 with a Retry-After; nothing was written.
     static func unavailable(_ error: PostgresError) -> ProtocolError {
-        ProtocolError(503, unavailableCode, "The server cannot reach its database (\(error.message)); nothing was written. Try again shortly.",
-                      retryAfterSeconds: 2)
+        ProtocolError(503, unavailableCode, "The server cannot reach its database; nothing was written. Try again shortly.",
+                      detail: error.message, retryAfterSeconds: 2)
     }
 
     /// Ops are read by seq after the replica's head, from sealed segments and then the log;

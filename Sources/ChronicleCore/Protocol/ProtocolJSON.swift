@@ -73,7 +73,26 @@ public enum ProtocolJSON {
         do {
             return try JSONDecoder().decode(type, from: Data(bytes))
         } catch {
-            throw ChronicleError(.malformedPayload, "The \(what) is not valid JSON of the expected shape: \(error)")
+            throw ChronicleError(.malformedPayload, "The \(what) is not valid JSON of the expected shape: \(shapeProblem(error)).")
+        }
+    }
+
+    /// What is wrong with a body, said from the caller's side: the field and what it lacks, never
+    /// the decoder's own debug text.
+    static func shapeProblem(_ error: any Error) -> String {
+        func field(_ path: [any CodingKey], _ last: (any CodingKey)? = nil) -> String {
+            let names = (path + (last.map { [$0] } ?? [])).map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }
+            return "'" + names.joined(separator: ".").replacingOccurrences(of: ".[", with: "[") + "'"
+        }
+        switch error as? DecodingError {
+        case .keyNotFound(let key, let context)?: return "the field \(field(context.codingPath, key)) is missing"
+        case .valueNotFound(_, let context)?: return "the field \(field(context.codingPath)) is null"
+        case .typeMismatch(let type, let context)?:
+            let expected = type == String.self ? "a string" : type == Bool.self ? "true or false" : "of another type"
+            return context.codingPath.isEmpty ? "the body is not a JSON object" : "the field \(field(context.codingPath)) must be \(expected)"
+        case .dataCorrupted(let context)?:
+            return context.codingPath.isEmpty ? "it is not JSON" : "the field \(field(context.codingPath)) holds a value that is not allowed"
+        default: return "it cannot be read"
         }
     }
 

@@ -161,6 +161,9 @@ public struct ProtocolError: Error, Sendable, Equatable, CustomStringConvertible
     /// another op there went on from history the server lost, and queues its own ops from that
     /// history again before it starts from the snapshot.
     public var afterOpID: UUID?
+    /// What the server's log says beside this refusal (a SQLite or PostgreSQL message, a file's
+    /// path): never sent. The answer names the request's id, under which the log has it.
+    public var detail: String?
 
     public init(_ status: Int, _ code: String, _ message: String, retryAfterSeconds: Double? = nil) {
         self.status = status
@@ -196,6 +199,12 @@ public struct ProtocolError: Error, Sendable, Equatable, CustomStringConvertible
 
     public init(_ status: Int, _ error: ChronicleError) {
         self.init(status, error.code.rawValue, error.message)
+    }
+
+    /// A refusal whose sentence is `message` and whose internal `detail` goes to the log only.
+    public init(_ status: Int, _ code: String, _ message: String, detail: String, retryAfterSeconds: Double? = nil) {
+        self.init(status, code, message, retryAfterSeconds: retryAfterSeconds)
+        self.detail = detail
     }
 
     public var description: String { "\(status) \(code): \(message)" }

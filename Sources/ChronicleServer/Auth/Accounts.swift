@@ -91,7 +91,7 @@ public final class Accounts: Sendable {
     func unavailable(_ error: any Error, _ what: String) -> ProtocolError {
         if let error = error as? ProtocolError { return error }
         if let answer = storage.unavailable(error) { return answer }
-        return ProtocolError(500, "server_store", "\(what): \(error)")
+        return ProtocolError.internalFailure(what, error)
     }
 
     /// An id read from the file; one that does not parse is damage.

@@ -24,6 +24,9 @@ public struct HTTPResponse: Sendable {
     public var errorCode: String?
     /// Its sentence, for what the server records of its own damaged files (`ServerHealth`).
     public var errorMessage: String?
+    /// What went wrong inside the server, for its log only: never sent. The answer carries the
+    /// request's id, and the log line for that id carries this.
+    public var internalDetail: String?
 
     public init(status: Int, headers: [(String, String)] = [], body: [UInt8] = []) {
         self.status = status
@@ -46,14 +49,41 @@ public struct HTTPResponse: Sendable {
     }
 
     /// The API's one error shape, `{"error":{"code":…,"message":…}}`, with
-    /// both strings JSON-escaped.
+    /// both strings JSON-escaped. The server adds `"requestId"` as it sends it
+    /// (``identified(by:)``).
     public static func error(_ status: Int, code: String, message: String) -> HTTPResponse {
-        let text = #"{"error":{"code":"# + CanonicalJSON.quote(code)
-            + #","message":"# + CanonicalJSON.quote(message) + "}}"
-        var response = HTTPResponse.json(status, Array(text.utf8))
+        var response = HTTPResponse.json(status, errorBody(code: code, message: message, requestID: nil))
         response.errorCode = code
         response.errorMessage = message
         return response
+    }
+
+    /// A 500 for an error nothing expected: a sentence that names no internal type or file,
+    /// and the error itself kept for the log under the request's id.
+    public static func unexpected(_ error: any Error) -> HTTPResponse {
+        var response = HTTPResponse.error(500, code: "server_error", message: "The server met an error it did not expect; nothing more is said here. Its operator finds it in the server's log under this request's id.")
+        response.internalDetail = String(describing: error)
+        return response
+    }
+
+    /// This response as sent for the request `id`: the id in `Chronicle-Request-Id`, and in the
+    /// body of an error answer, so that a person who reports it names the server's log line.
+    func identified(by id: String) -> HTTPResponse {
+        var response = self
+        response.headers.append((Self.requestIDHeader, id))
+        if let code = errorCode, let message = errorMessage, shared == nil {
+            response.body = Self.errorBody(code: code, message: message, requestID: id)
+        }
+        return response
+    }
+
+    /// The header that names a request in the server's log.
+    public static let requestIDHeader = "Chronicle-Request-Id"
+
+    private static func errorBody(code: String, message: String, requestID: String?) -> [UInt8] {
+        var text = #"{"error":{"code":"# + CanonicalJSON.quote(code) + #","message":"# + CanonicalJSON.quote(message)
+        if let requestID { text += #","requestId":"# + CanonicalJSON.quote(requestID) }
+        return Array((text + "}}").utf8)
     }
 
     /// The error shape for a ``ChronicleError``: its code and message.

@@ -58,6 +58,8 @@ public final class HTTPServer: Sendable {
                                            chronicleAccessHandler, closure,
                                            chronicleRequestCompleted, closure,
                                            chronicleMHDLog, closure,
+                                           chronicleURILog, closure,
+                                           chronicleConnectionNotice, closure,
                                            UInt32(configuration.threadPoolSize),
                                            UInt32(configuration.connectionLimit),
                                            UInt32(configuration.connectionTimeoutSeconds),
@@ -68,6 +70,7 @@ public final class HTTPServer: Sendable {
             Unmanaged<ServerCore>.fromOpaque(closure).release()
             throw Self.startError(configuration, messages: core.loggedMessages())
         }
+        PlainPort.deferAccept(listenSocket: chronicle_mhd_listen_fd(started))
         self.core = core
         self.configuration = configuration
         self.port = chronicle_mhd_bind_port(started)

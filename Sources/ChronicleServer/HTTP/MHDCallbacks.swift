@@ -21,12 +21,13 @@ func chronicleAccessHandler(
     guard let cls, let connection, let uploadDataSize, let requestState else { return .NO }
     let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
 
-    guard let existing = requestState.pointee else {
+    guard let existing = requestState.pointee, existing != nulInURIMarker else {
         let handle = MHDConnection(pointer: connection)
         let context = RequestContext(core: core, connection: handle,
                                      method: method.map { String(cString: $0) } ?? "",
                                      path: url.map { String(cString: $0) } ?? "",
-                                     remoteAddress: SocketAddress.describe(chronicle_mhd_client_address(connection)))
+                                     remoteAddress: SocketAddress.describe(chronicle_mhd_client_address(connection)),
+                                     nulInURI: requestState.pointee == nulInURIMarker)
         requestState.pointee = Unmanaged.passRetained(context).toOpaque()
         return core.begin(context)
     }
@@ -48,6 +49,7 @@ func chronicleRequestCompleted(
 ) {
     guard let cls, let requestState, let existing = requestState.pointee else { return }
     requestState.pointee = nil
+    if existing == nulInURIMarker { return }   // the request ended before its head was complete
     let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
     let context = Unmanaged<RequestContext>.fromOpaque(existing).takeRetainedValue()
     core.complete(context, normally: reason == .REQUEST_TERMINATED_COMPLETED_OK)
@@ -63,4 +65,40 @@ func chronicleMHDLog(_ cls: UnsafeMutableRawPointer?, _ format: UnsafePointer<CC
     while message.last?.isNewline == true { message.removeLast() }
     let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
     core.record(message: message)
+}
+
+/// The request state a request starts with when its raw URI holds `%00`: libmicrohttpd decodes
+/// the path into a C string, so `…/blobs/sha256:<hex>%00junk` would reach the routes as the path
+/// without its tail. Not an object: only compared, never retained or read.
+nonisolated(unsafe) let nulInURIMarker = UnsafeMutableRawPointer(bitPattern: 0x1)!
+
+/// MHD's URI log callback: the request line's URI before any decoding, once per request. Its
+/// answer becomes the request's first state (see `nulInURIMarker`).
+func chronicleURILog(_ cls: UnsafeMutableRawPointer?, _ uri: UnsafePointer<CChar>?, _ connection: OpaquePointer?) -> UnsafeMutableRawPointer? {
+    guard let uri else { return nil }
+    return URIRules.holdsEncodedNUL(uri) ? nulInURIMarker : nil
+}
+
+/// MHD's connection notice: a new connection whose first bytes are a TLS handshake is shut
+/// at once (this port speaks plain HTTP), instead of waiting for a request line until the idle
+/// timeout.
+func chronicleConnectionNotice(_ cls: UnsafeMutableRawPointer?, _ connection: OpaquePointer?,
+                               _ socketContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
+                               _ notice: MHD_ConnectionNotificationCode) {
+    guard notice == .CONNECTION_NOTIFY_STARTED, let connection else { return }
+    let socket = chronicle_mhd_connection_fd(connection)
+    if PlainPort.looksLikeTLS(socket) { PlainPort.shutDown(socket) }
+}
+
+/// What the raw request URI may not hold.
+enum URIRules {
+    /// Whether the URI holds `%00` (either case of hex is the same byte).
+    static func holdsEncodedNUL(_ uri: UnsafePointer<CChar>) -> Bool {
+        var pointer = uri
+        while pointer.pointee != 0 {
+            if pointer.pointee == 0x25, pointer[1] == 0x30, pointer[2] == 0x30 { return true }
+            pointer += 1
+        }
+        return false
+    }
 }

@@ -50,6 +50,7 @@ final class RequestContext: Sendable {
         var status = 0
         var responseBytes = 0
         var errorCode: String?
+        var internalDetail: String?
     }
 
     let core: ServerCore
@@ -57,15 +58,21 @@ final class RequestContext: Sendable {
     let method: String
     let path: String
     let remoteAddress: String?
+    /// The raw URI held `%00`, which the decoded `path` no longer shows (`chronicleURILog`).
+    let nulInURI: Bool
+    /// Names the request in the answer (`Chronicle-Request-Id`) and in the server's log.
+    let id: String
     let started = ContinuousClock.now
     let state = Locked(State())
 
-    init(core: ServerCore, connection: MHDConnection, method: String, path: String, remoteAddress: String?) {
+    init(core: ServerCore, connection: MHDConnection, method: String, path: String, remoteAddress: String?, nulInURI: Bool = false) {
         self.core = core
         self.connection = connection
         self.method = method
         self.path = path
         self.remoteAddress = remoteAddress
+        self.nulInURI = nulInURI
+        self.id = core.nextRequestID()
         core.liveRequests.add(1, ordering: .relaxed)
     }
 
@@ -103,16 +110,17 @@ final class RequestContext: Sendable {
 
     /// The log entry for the completion notice; later `respond` calls are ignored.
     func finish(normally: Bool) -> RequestLogEntry {
-        let (status, requestBytes, responseBytes, errorCode) = state.withLock { state in
+        let (status, requestBytes, responseBytes, errorCode, detail) = state.withLock { state in
             state.phase = .finished
             state.body = []
-            return (state.status, state.requestBytes, state.responseBytes, state.errorCode)
+            return (state.status, state.requestBytes, state.responseBytes, state.errorCode, state.internalDetail)
         }
         let elapsed = started.duration(to: .now).components
         let milliseconds = Double(elapsed.seconds) * 1_000 + Double(elapsed.attoseconds) / 1e15
         return RequestLogEntry(method: method, path: path, status: status, durationMilliseconds: milliseconds,
                                requestBytes: requestBytes, responseBytes: responseBytes,
-                               remoteAddress: remoteAddress, completedNormally: normally, errorCode: errorCode)
+                               remoteAddress: remoteAddress, completedNormally: normally, errorCode: errorCode,
+                               requestID: id, internalDetail: detail)
     }
 }
 

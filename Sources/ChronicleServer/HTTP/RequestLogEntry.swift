@@ -19,10 +19,17 @@ public struct RequestLogEntry: Sendable {
     public var completedNormally: Bool
     /// The stable code of an error answer (`HTTPResponse.errorCode`), nil for others.
     public var errorCode: String?
+    /// The id the answer carried (`Chronicle-Request-Id`, and `requestId` in an error's body).
+    public var requestID: String
+    /// What went wrong inside the server, which the answer does not say (`HTTPResponse.internalDetail`).
+    public var internalDetail: String?
 
     public init(method: String, path: String, status: Int, durationMilliseconds: Double, requestBytes: Int,
-                responseBytes: Int, remoteAddress: String?, completedNormally: Bool, errorCode: String? = nil) {
+                responseBytes: Int, remoteAddress: String?, completedNormally: Bool, errorCode: String? = nil,
+                requestID: String = "", internalDetail: String? = nil) {
         self.errorCode = errorCode
+        self.requestID = requestID
+        self.internalDetail = internalDetail
         self.method = method
         self.path = path
         self.status = status

@@ -26,6 +26,17 @@ final class ServerCore: Sendable {
     }
 
     private let registry = Locked(Registry())
+    /// The start of every request id this server gives: random, so that ids from two servers
+    /// (or two runs) sharing one log never meet.
+    private let requestIDPrefix = Secrets.hex(Secrets.randomBytes(6))
+    private let requestCount = Atomic<UInt64>(0)
+
+    /// A new request's id: this server's prefix and the request's number.
+    func nextRequestID() -> String {
+        let number = requestCount.add(1, ordering: .relaxed).newValue
+        return requestIDPrefix + "-" + String(number, radix: 16)
+    }
+
     /// RequestContexts alive (between their first access-handler call and
     /// the release of the last reference): lets tests prove retains balance.
     let liveRequests = Atomic<Int>(0)
@@ -58,6 +69,14 @@ final class ServerCore: Sendable {
     /// body without waiting (as URLSession does for small bodies) reads the
     /// 413 rather than a broken pipe.
     func begin(_ context: RequestContext) -> MHD_Result {
+        // A head the API never sends, refused before its body is read; the connection is closed
+        // after the answer, since where such a body ends is not known.
+        if let refusal = RequestHead(of: context.connection).refusal(nulInURI: context.nulInURI) {
+            context.state.withLock { $0.phase = .queued }
+            var response = HTTPResponse.error(refusal.status, code: refusal.code, message: refusal.message)
+            response.headers.append(("Connection", "close"))
+            return queue(response, for: context)
+        }
         guard let raw = MHD_lookup_connection_value(context.connection.pointer, .HEADER_KIND, "Content-Length"),
               let declared = UInt64(String(cString: raw)) else { return .YES }
         if declared > UInt64(maxBodyBytes) {
@@ -239,6 +258,7 @@ final class ServerCore: Sendable {
     /// Hands a copy of the response to MHD, which sends it once the access
     /// handler returns. MHD adds Content-Length (and Date) itself.
     private func queue(_ response: HTTPResponse, for context: RequestContext) -> MHD_Result {
+        let response = response.identified(by: context.id)
         let status = (200...999).contains(response.status) ? response.status : 500
         let created: OpaquePointer?
         if let shared = response.shared {
@@ -262,6 +282,7 @@ final class ServerCore: Sendable {
             state.status = status
             state.responseBytes = response.bodyCount
             state.errorCode = response.errorCode
+            state.internalDetail = response.internalDetail
         }
         return MHD_queue_response(context.connection.pointer, UInt32(status), created)
     }

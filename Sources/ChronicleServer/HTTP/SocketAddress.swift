@@ -46,3 +46,33 @@ enum SocketAddress {
         return text.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
     }
 }
+
+/// The two socket chores that let the server close a TLS handshake sent to its plain HTTP port
+/// at once, instead of letting libmicrohttpd wait for a request line that never comes.
+enum PlainPort {
+    /// Asks the kernel to hand over a new connection only once its first bytes have arrived
+    /// (Linux's `TCP_DEFER_ACCEPT`), so that ``looksLikeTLS(_:)`` sees them when MHD reports the
+    /// connection. Elsewhere nothing changes, and a TLS handshake waits for the idle timeout.
+    static func deferAccept(listenSocket: Int32) {
+        #if os(Linux)
+        guard listenSocket >= 0 else { return }
+        var seconds: Int32 = 2
+        _ = setsockopt(listenSocket, Int32(IPPROTO_TCP), TCP_DEFER_ACCEPT, &seconds, socklen_t(MemoryLayout<Int32>.size))
+        #endif
+    }
+
+    /// Whether the bytes waiting on `socket` begin a TLS record of the handshake (0x16, then
+    /// major version 3): no HTTP/1.1 request line starts so. Peeks; reads nothing.
+    static func looksLikeTLS(_ socket: Int32) -> Bool {
+        guard socket >= 0 else { return false }
+        var head: (UInt8, UInt8) = (0, 0)
+        let count = withUnsafeMutableBytes(of: &head) { recv(socket, $0.baseAddress, 2, Int32(MSG_PEEK | MSG_DONTWAIT)) }
+        return count == 2 && head.0 == 0x16 && head.1 == 0x03
+    }
+
+    /// Ends both directions of `socket`; libmicrohttpd then sees the connection closed and
+    /// frees it as its own (closing the descriptor under it would not be safe).
+    static func shutDown(_ socket: Int32) {
+        _ = shutdown(socket, Int32(SHUT_RDWR))
+    }
+}

@@ -36,12 +36,14 @@ public struct SyncRoutes: HTTPHandler {
         let service = self.service
         let answer: @Sendable (HTTPResponse) -> Void = { response in
             metrics.request(method: request.method, route: route, status: response.status)
-            // A damaged file is recorded for /healthz, /readyz and /metrics (and logged once).
+            // A damaged file is recorded for /healthz, /readyz and /metrics (and logged once), with
+            // the internal detail the answer itself does not carry.
+            let note = (response.errorMessage ?? "") + (response.internalDetail.map { " (\($0))" } ?? "")
             if response.errorCode == Accounts.damagedCode {
-                service.noteDamaged(code: Accounts.damagedCode, library: nil, message: response.errorMessage ?? "")
+                service.noteDamaged(code: Accounts.damagedCode, library: nil, message: note)
             } else if let code = response.errorCode, code == ProtocolError.libraryDamagedCode || code == ServerBlobFiles.damagedCode,
                       parts.count > 2, let library = UUID(text: parts[2]) {
-                service.noteDamaged(code: code, library: library, message: response.errorMessage ?? "")
+                service.noteDamaged(code: code, library: library, message: note)
             }
             respond(response)
         }
@@ -158,7 +160,7 @@ public struct SyncRoutes: HTTPHandler {
         } catch let error as ChronicleError {
             return .error(400, error)
         } catch {
-            return .error(500, code: "server_error", message: "\(error)")
+            return .unexpected(error)
         }
     }
 
@@ -198,16 +200,16 @@ public struct SyncRoutes: HTTPHandler {
             let status = error.code == .segmentTooLarge ? 413 : 400
             return .error(status, error)
         } catch {
-            return .error(500, code: "server_error", message: "\(error)")
+            return .unexpected(error)
         }
     }
 
     private func pull(_ request: HTTPRequest, library: UUID, respond: @escaping @Sendable (HTTPResponse) -> Void) {
         guard let token = Self.bearer(request) else { return respond(Self.unauthorized()) }
+        // Parsed strictly into any Int64 here; the service refuses values outside its limits
+        // with their own codes (bad_cursor, limit_too_large, wait_too_long).
         func integer(_ name: String) throws(ProtocolError) -> Int64? {
-            guard let text = request.query[name] else { return nil }
-            guard let value = Int64(text) else { throw ProtocolError(400, "bad_query", "The query parameter '\(name)' must be an integer; got '\(text)'.") }
-            return value
+            try request.query[name].map { text throws(ProtocolError) in try Self.number(text, WireNumber("the query parameter '\(name)'", .min ... .max)) }
         }
         let accept = request.header("accept") ?? ""
         let json = accept.contains("application/json") && !accept.contains(SegmentCodec.mediaType)
@@ -252,7 +254,7 @@ public struct SyncRoutes: HTTPHandler {
 
     private func startImage(_ request: HTTPRequest, library: UUID) -> HTTPResponse {
         guard let token = Self.bearer(request) else { return Self.unauthorized() }
-        guard let text = request.query["format"], let format = Int64(text), format > 0,
+        guard let text = request.query["format"], let format = WireNumber("format", 1 ... Int64(Int32.max)).value(text),
               let fingerprint = request.query["schema"], !fingerprint.isEmpty, fingerprint.count <= 256 else {
             return .error(400, code: "bad_request", message: "A start image is asked for with ?format=N (the device's store format) and &schema=F (its schema's fingerprint).")
         }
@@ -264,7 +266,7 @@ public struct SyncRoutes: HTTPHandler {
             }
             var headers = [("Content-Type", StartImageInfo.mediaType), ("Chronicle-Snapshot-Seq", String(info.seq)), ("ETag", etag),
                            ("Accept-Ranges", "bytes")]
-            guard let header = request.header("range") else { return HTTPResponse(status: 200, headers: headers, shared: bytes) }
+            guard let header = Self.rangeHeader(request) else { return HTTPResponse(status: 200, headers: headers, shared: bytes) }
             let asked = try Self.byteRange(header)
             let total = Int64(bytes.count)
             guard asked.start < total else {
@@ -304,13 +306,10 @@ public struct SyncRoutes: HTTPHandler {
             guard let lengthText = request.query["length"] ?? request.header(BlobLimits.lengthHeader) else {
                 throw ProtocolError(400, "blob_length_missing", "Say the blob's whole length: the query parameter 'length' or the header \(BlobLimits.lengthHeader).")
             }
-            guard let length = Int64(lengthText) else {
-                throw ProtocolError(400, "bad_query", "The blob's length must be an integer; got '\(lengthText.prefix(40))'.")
-            }
-            let offsetText = request.query["offset"] ?? "0"
-            guard let offset = Int64(offsetText) else {
-                throw ProtocolError(400, "bad_query", "The query parameter 'offset' must be an integer; got '\(offsetText.prefix(40))'.")
-            }
+            // Any Int64 parses; BlobRules.check refuses what no blob can be (bad_blob_length, blob_too_large,
+            // chunk_out_of_range) with checked arithmetic.
+            let length = try Self.number(lengthText, WireNumber("the blob's length", .min ... .max))
+            let offset = try Self.number(request.query["offset"] ?? "0", WireNumber("the query parameter 'offset'", .min ... .max))
             let type = (request.header("content-type") ?? BlobLimits.mediaType).split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
             guard type == BlobLimits.mediaType else {
                 throw ProtocolError(415, "unsupported_media_type", "Send a blob's chunk as \(BlobLimits.mediaType) (got '\(type)').")
@@ -327,9 +326,10 @@ public struct SyncRoutes: HTTPHandler {
         guard let token = Self.bearer(request) else { return Self.unauthorized() }
         do throws(ProtocolError) {
             var asked: (start: Int64, end: Int64?)?
-            if let header = request.header("range") { asked = try Self.byteRange(header) }
+            if let header = Self.rangeHeader(request) { asked = try Self.byteRange(header) }
             let offset = asked?.start ?? 0
-            let count = asked.map { range in range.end.map { Int(clamping: $0 - range.start + 1) } ?? Int.max } ?? Int.max
+            // `end - start` cannot overflow (0 ≤ start ≤ end); the + 1 can, for a range to Int64.max.
+            let count = asked.flatMap { range in range.end.flatMap { WireNumber.sum($0 - range.start, 1) } }.map { Int(clamping: $0) } ?? Int.max
             let range = try service.blobRangeNow(library: library, blob: blob, offset: offset, count: count, token: token)
             if asked == nil, Int64(range.bytes.count) < range.length {
                 throw ProtocolError(400, "range_required", "\(blob) has \(range.length) bytes, more than one answer carries (\(BlobLimits.rangeBytesMax)); ask for it in ranges (Range: bytes=0-\(BlobLimits.rangeBytesMax - 1)).")
@@ -337,12 +337,19 @@ public struct SyncRoutes: HTTPHandler {
             var headers: [(String, String)] = [("Content-Type", BlobLimits.mediaType), ("ETag", "\"\(blob.hex)\""),
                                                ("Accept-Ranges", "bytes"), ("Cache-Control", "private, max-age=31536000, immutable")]
             guard asked != nil else { return HTTPResponse(status: 200, headers: headers, body: range.bytes) }
-            let last = range.offset + Int64(range.bytes.count) - 1
+            let last = range.offset + Int64(range.bytes.count) - 1   // within the blob's length: no overflow
             headers.append(("Content-Range", range.length == 0 ? "bytes */0" : "bytes \(range.offset)-\(last)/\(range.length)"))
             return HTTPResponse(status: 206, headers: headers, body: range.bytes)
         } catch {
             return Self.response(error)
         }
+    }
+
+    /// The `Range` header, unless it is absent or empty: an empty one asks for no range, and is
+    /// ignored as RFC 9110 §14.2 lets a server ignore a Range it cannot use.
+    static func rangeHeader(_ request: HTTPRequest) -> String? {
+        guard let header = request.header("range"), !header.trimmingCharacters(in: .whitespaces).isEmpty else { return nil }
+        return header
     }
 
     /// A `Range` header of one range, `bytes=a-b` or `bytes=a-` (suffix and multiple ranges are refused).
@@ -352,9 +359,13 @@ public struct SyncRoutes: HTTPHandler {
         guard text.lowercased().hasPrefix("bytes=") else { throw bad }
         let spec = text.dropFirst(6)
         let sides = spec.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
-        guard sides.count == 2, !spec.contains(","), let start = Int64(sides[0]), start >= 0 else { throw bad }
+        let position = WireNumber("a range's position", 0 ... .max)
+        guard sides.count == 2, !spec.contains(","), let start = position.value(sides[0]) else { throw bad }
         if sides[1].isEmpty { return (start, nil) }
-        guard let end = Int64(sides[1]), end >= start else { throw bad }
+        // A last byte past Int64 is past the end of anything: read as "to the end".
+        if !sides[1].isEmpty, sides[1].utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
+           Int64(sides[1]) == nil { return (start, nil) }
+        guard let end = position.value(sides[1]), end >= start else { throw bad }
         return (start, end)
     }
 
@@ -364,13 +375,28 @@ public struct SyncRoutes: HTTPHandler {
         .error(400, code: "bad_blob_ref", message: BlobRef.badRefMessage(text))
     }
 
+    /// The token of `Authorization: Bearer <token>`. The scheme is matched case-insensitively
+    /// (RFC 9110 §11.1) and may be followed by spaces or tabs; a token is visible ASCII only, so
+    /// one with a control character or a space inside is no token.
     static func bearer(_ request: HTTPRequest) -> String? {
-        guard let header = request.header("authorization"), header.hasPrefix("Bearer ") else { return nil }
-        return String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
+        guard let header = request.header("authorization") else { return nil }
+        let utf8 = Array(header.utf8)
+        guard utf8.count > 7, String(decoding: utf8[0..<6], as: UTF8.self).lowercased() == "bearer",
+              utf8[6] == UInt8(ascii: " ") || utf8[6] == UInt8(ascii: "\t") else { return nil }
+        let token = utf8[7...].drop { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }
+        let trimmed = token.reversed().drop { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }.reversed()
+        guard !trimmed.isEmpty, trimmed.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { return nil }
+        return String(decoding: trimmed, as: UTF8.self)
+    }
+
+    /// A number from the request, or 400 `bad_query` naming it and its range.
+    static func number(_ text: String, _ bound: WireNumber) throws(ProtocolError) -> Int64 {
+        do { return try bound.parse(text) } catch { throw ProtocolError(400, "bad_query", error.message) }
     }
 
     static func response(_ error: ProtocolError) -> HTTPResponse {
         var response = HTTPResponse.error(error.status, code: error.code, message: error.message)
+        response.internalDetail = error.detail
         if let retry = error.retryAfterSeconds { response.headers.append(("Retry-After", String(Int(retry.rounded(.up))))) }
         if let reused = error.reusedDeviceSeq { response.headers.append((ProtocolError.reusedDeviceSeqHeader, String(reused))) }
         if let last = error.lastDeviceSeq { response.headers.append((ProtocolError.lastDeviceSeqHeader, String(last))) }

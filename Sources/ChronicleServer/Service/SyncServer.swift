@@ -30,6 +30,9 @@ public final class SyncServer: Sendable {
                                            "in_bytes": .integer(Int64(entry.requestBytes)), "out_bytes": .integer(Int64(entry.responseBytes))]
             // An error's stable code, so an operator can tell accounts_damaged from shutting_down.
             if let code = entry.errorCode { fields["code"] = .text(code) }
+            // The id the answer named, and what it did not say: where a person's report meets the log.
+            fields["request_id"] = .text(entry.requestID)
+            if let detail = entry.internalDetail { fields["detail"] = .text(detail) }
             log.log("request", fields)
         }
         var fields: [String: Value] = ["host": .text(configuration.host), "port": .integer(Int64(http.port)), "data": .text(dataDirectory),

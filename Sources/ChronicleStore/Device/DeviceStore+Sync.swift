@@ -95,8 +95,9 @@ extension DeviceStore {
     /// ops were renumbered. One transaction.
     @discardableResult
     public func renumberOutbox(from reused: Int64, after last: Int64) throws -> Int {
-        guard reused >= 1, last >= reused else {
-            throw ChronicleError(.invalidValue, "Renumbering the outbox needs a reused deviceSeq of at least 1 and a last one at least as high (got \(reused) and \(last)).")
+        // The server named both numbers: within the protocol's bound they leave room for any queue.
+        guard reused >= 1, last >= reused, last <= WireNumber.seqMax else {
+            throw ChronicleError(.invalidValue, "Renumbering the outbox needs a reused deviceSeq of at least 1 and a last one at least as high, at most \(WireNumber.seqMax) (got \(reused) and \(last)).")
         }
         return try writeTransaction { db in try Self.renumberQueue(from: reused, after: last, in: db) }
     }
@@ -124,7 +125,7 @@ extension DeviceStore {
         var skips = try deviceSeqSkips(in: db)
         skips.append([skip.lowerBound, skip.upperBound])
         try setDeviceSeqSkips(skips, in: db)
-        try setMeta("last_device_seq", .integer(last + Int64(seqs.count)), in: db)
+        try setMeta("last_device_seq", .integer(try queueEnd(after: last, count: seqs.count)), in: db)
         return seqs.count
     }
 
@@ -141,6 +142,11 @@ extension DeviceStore {
     /// only lower the numbers of ops queued after it, which the server may hold).
     static func takeConfirmedNumbers(_ numbers: [Int64], in db: Database) throws {
         guard let highest = numbers.max() else { return }
+        // A number past the protocol's bound is no op this device wrote: taking it would leave no
+        // number for the next write. The pull that carried it fails, and nothing of it is applied.
+        guard highest <= WireNumber.seqMax else {
+            throw ChronicleError(.malformedSegment, "The server confirmed an op of this device under deviceSeq \(highest), past \(WireNumber.seqMax); this device numbers its ops from 1, one at a time.")
+        }
         let last = try meta("last_device_seq", in: db).integerValue ?? 0
         if highest > last { try renumberQueue(from: last + 1, after: highest, in: db) }
     }
@@ -189,7 +195,7 @@ extension DeviceStore {
         try writeTransaction { db -> Int? in
             let seqs = try db.query("SELECT device_seq FROM chronicle_outbox WHERE device_seq > ?1 ORDER BY device_seq",
                                     [.integer(max(0, last))]) { $0.int(0) }
-            guard last >= 0, let end = seqs.last, end > last + Int64(seqs.count) else { return nil }
+            guard last >= 0, last <= WireNumber.seqMax, let end = seqs.last, end > last + Int64(seqs.count) else { return nil }
             // Refused ops after `last` must be queued again (the rewind did), so that no refusal's
             // number is taken by another op.
             if try db.scalarInt("""
@@ -212,7 +218,7 @@ extension DeviceStore {
                 return [range[0], min(range[1], last)]
             }
             try Self.setDeviceSeqSkips(skips, in: db)
-            try Self.setMeta("last_device_seq", .integer(last + Int64(seqs.count)), in: db)
+            try Self.setMeta("last_device_seq", .integer(try Self.queueEnd(after: last, count: seqs.count)), in: db)
             try Self.setMeta("acked_device_seq", .integer(0), in: db)
             return lost
         }
@@ -224,6 +230,7 @@ extension DeviceStore {
     /// `chronicle_rejected_fixed` set aside.
     static func moveQueue(_ seqs: [Int64], toFollow last: Int64, in db: Database) throws {
         guard let first = seqs.first else { return }
+        _ = try queueEnd(after: last, count: seqs.count)   // every new number fits before any is written
         // Negative first, so that no new number meets an old one on the way.
         try db.execute("UPDATE chronicle_rejected SET device_seq = -device_seq WHERE op_id IN (SELECT op_id FROM chronicle_outbox WHERE device_seq >= ?1)",
                        [.integer(first)])
@@ -236,6 +243,15 @@ extension DeviceStore {
             UPDATE chronicle_rejected SET device_seq = (SELECT o.device_seq FROM chronicle_outbox o WHERE o.op_id = chronicle_rejected.op_id)
             WHERE device_seq < 0
             """)
+    }
+
+    /// The number of the last of `count` ops numbered after `last`, which a server may have named:
+    /// past Int64 it is refused (the transaction rolls back, the queue stays as it was), never a trap.
+    static func queueEnd(after last: Int64, count: Int) throws -> Int64 {
+        guard let end = WireNumber.sum(last, Int64(count)) else {
+            throw ChronicleError(.invalidValue, "The queue of \(count) ops cannot be numbered after \(last): the numbers would pass \(Int64.max).")
+        }
+        return end
     }
 
     /// The ranges `renumberOutbox` gave up, oldest first.

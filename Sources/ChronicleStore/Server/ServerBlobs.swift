@@ -65,7 +65,9 @@ public enum BlobRules {
         case held
     }
 
-    /// The checks that need nothing stored: the caps and the chunk's place in the blob.
+    /// The checks that need nothing stored: the caps and the chunk's place in the blob. Every
+    /// number here came from the request, so none is added before it is known small: `length`
+    /// is within the cap and `count` within the chunk cap before `length - count` is taken.
     public static func check(length: Int64, offset: Int64, count: Int) throws(ProtocolError) {
         guard length >= 0 else { throw ProtocolError(400, "bad_blob_length", "A blob's length is 0 or more; got \(length).") }
         guard length <= BlobLimits.blobBytesMax else {
@@ -74,7 +76,7 @@ public enum BlobRules {
         guard count <= BlobLimits.chunkBytesMax else {
             throw ProtocolError(413, "chunk_too_large", "A chunk holds at most \(BlobLimits.chunkBytesMax) bytes (expected ≤ \(BlobLimits.chunkBytesMax), actual \(count)); send the blob in smaller chunks.")
         }
-        guard offset >= 0, offset + Int64(count) <= length else {
+        guard count >= 0, offset >= 0, offset <= length - Int64(count) else {
             throw ProtocolError(400, "chunk_out_of_range", "A chunk of \(count) bytes at offset \(offset) does not fit in a blob of \(length) bytes.")
         }
         guard count > 0 || length == 0 else {
@@ -89,6 +91,7 @@ public enum BlobRules {
             throw ProtocolError(409, "blob_length_mismatch", "This blob's upload began with a length of \(heldLength) bytes, not \(length); a blob's bytes, and so its length, follow from its address.")
         }
         let received = held?.received ?? 0
+        // After `check`: offset and count lie within a blob's cap, so their sum cannot overflow.
         if held?.complete == true || (count > 0 && offset + Int64(count) <= received) { return .held }
         guard offset == received else {
             throw ProtocolError(409, "blob_offset_mismatch", "The server holds \(received) bytes of \(blob); send the next chunk from offset \(received), not \(offset).")
@@ -190,12 +193,13 @@ public struct ServerBlobFiles: BlobStorage {
 
     static func failed(_ path: String, _ error: any Error) -> ProtocolError {
         if let sqlite = error as? SQLiteError, sqlite.isBusy {
-            return ProtocolError(503, "blob_store_busy", "\(path) stayed locked by another upload; try again.", retryAfterSeconds: 1)
+            return ProtocolError(503, "blob_store_busy", "The library's file store stayed locked by another upload; try again.", detail: path, retryAfterSeconds: 1)
         }
         if let sqlite = error as? SQLiteError, sqlite.isCorrupt {
-            return ProtocolError(503, damagedCode, "\(path) is damaged (\(sqlite.message)); the operator salvages it (`chronicle server salvage --files`) or restores it from a backup.", retryAfterSeconds: 300)
+            return ProtocolError(503, damagedCode, "The library's file store on the server is damaged; the operator salvages it (`chronicle server salvage --files`) or restores it from a backup.",
+                                 detail: "\(path): \(sqlite.message)", retryAfterSeconds: 300)
         }
-        return ProtocolError(503, "blob_store_failed", "\(path) could not be used: \(error)", retryAfterSeconds: 5)
+        return ProtocolError(503, "blob_store_failed", "The library's file store on the server could not be used; try again shortly.", detail: "\(path): \(error)", retryAfterSeconds: 5)
     }
 
     static func held(_ blob: BlobRef, in db: Database) throws -> BlobStatus? {

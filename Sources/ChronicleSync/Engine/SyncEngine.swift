@@ -164,7 +164,9 @@ public actor SyncEngine {
         let exponent = min(attempt - 1, 20)
         let capped = min(Double(configuration.backoffMaxMilliseconds), Double(configuration.backoffBaseMilliseconds) * pow(2, Double(exponent)))
         let jittered = capped / 2 + capped / 2 * random()
-        let floor = (retryAfterSeconds ?? 0) * 1000
+        // A Retry-After is at most a day once read (`HTTPTransport.retryAfterSeconds`); bounded here
+        // again, since an Int made from a Double past its range traps.
+        let floor = min(max(0, retryAfterSeconds ?? 0), 86_400) * 1000
         return Int(max(jittered, floor))
     }
 

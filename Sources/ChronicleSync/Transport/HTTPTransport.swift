@@ -110,14 +110,24 @@ public final class HTTPTransport: SyncTransport {
             throw .transient(reason: "The server's segment could not be read: \(error.message)", retryAfterSeconds: nil)
         }
         func header(_ name: String) -> String? { response.value(forHTTPHeaderField: name) }
-        guard let next = header("Chronicle-Next-Cursor").flatMap(Int64.init), let head = header("Chronicle-Head").flatMap(Int64.init) else {
+        // The server's numbers are hostile too: each is read into its bound, and one out of it makes
+        // the answer unreadable (a transient failure: nothing is applied, the queue stays).
+        func number(_ name: String, _ bound: WireNumber) throws(SyncError) -> Int64? {
+            guard let text = header(name) else { return nil }
+            guard let value = bound.value(text) else {
+                throw .transient(reason: "The server's pull answer carries \(name): '\(text.prefix(40))', not \(bound.name) from \(bound.range.lowerBound) to \(bound.range.upperBound).",
+                                 retryAfterSeconds: nil)
+            }
+            return value
+        }
+        guard let next = try number("Chronicle-Next-Cursor", .seq), let head = try number("Chronicle-Head", .seq) else {
             throw .transient(reason: "The server's pull answer lacks its cursor headers.", retryAfterSeconds: nil)
         }
         var page = PullPage(segment: segment, nextCursor: next, more: header("Chronicle-More") == "true", head: head,
-                            snapshotSeq: header("Chronicle-Snapshot-Seq").flatMap(Int64.init), encoded: SegmentBytes(body: inflated, frame: [UInt8](body)))
+                            snapshotSeq: try number("Chronicle-Snapshot-Seq", .seq), encoded: SegmentBytes(body: inflated, frame: [UInt8](body)))
         page.afterOpID = header(PullPage.afterOpHeader).flatMap { UUID(uuidString: $0) }
         page.incarnation = header(PullPage.incarnationHeader).flatMap { UUID(uuidString: $0) }
-        page.stateCarriedOverAt = header(PullPage.stateCarriedOverHeader).flatMap(Int64.init)
+        page.stateCarriedOverAt = try number(PullPage.stateCarriedOverHeader, .milliseconds)
         return page
     }
 
@@ -182,9 +192,10 @@ public final class HTTPTransport: SyncTransport {
     /// A `Content-Range: bytes a-b/total` answer's first byte (nil for `bytes */total`) and total length.
     static func contentRange(_ response: HTTPURLResponse) -> (first: Int64?, length: Int64)? {
         guard let header = response.value(forHTTPHeaderField: "Content-Range"), let slash = header.lastIndex(of: "/"),
-              let length = Int64(header[header.index(after: slash)...]) else { return nil }
+              let length = WireNumber.byteCount.value(header[header.index(after: slash)...]) else { return nil }
         guard let dash = header.firstIndex(of: "-"), let space = header.firstIndex(of: " "), dash > space else { return (nil, length) }
-        return (Int64(header[header.index(after: space)..<dash]), length)
+        guard let first = WireNumber.byteCount.value(header[header.index(after: space)..<dash]), first <= length else { return nil }
+        return (first, length)
     }
 
     /// One request; 2xx gives the body, everything else a `SyncError`. Cancelling the
@@ -270,12 +281,23 @@ public final class HTTPTransport: SyncTransport {
         let detail = ProtocolJSON.decodeError(body)
         var error = ProtocolError(http.statusCode, detail?.code ?? "http_\(http.statusCode)",
                                   detail?.message ?? HTTPURLResponse.localizedString(forStatusCode: http.statusCode),
-                                  retryAfterSeconds: http.value(forHTTPHeaderField: "Retry-After").flatMap(Double.init))
-        error.reusedDeviceSeq = http.value(forHTTPHeaderField: ProtocolError.reusedDeviceSeqHeader).flatMap(Int64.init)
-        error.lastDeviceSeq = http.value(forHTTPHeaderField: ProtocolError.lastDeviceSeqHeader).flatMap(Int64.init)
-        error.serverHead = http.value(forHTTPHeaderField: ProtocolError.headHeader).flatMap(Int64.init)
+                                  retryAfterSeconds: retryAfterSeconds(http.value(forHTTPHeaderField: "Retry-After")))
+        // A number out of its bound is as good as absent: the engine then treats the refusal as
+        // one it cannot act on (it keeps the queue and reports it), never as a number to add to.
+        func number(_ name: String, _ bound: WireNumber) -> Int64? { http.value(forHTTPHeaderField: name).flatMap(bound.value) }
+        error.reusedDeviceSeq = number(ProtocolError.reusedDeviceSeqHeader, .deviceSeq)
+        error.lastDeviceSeq = number(ProtocolError.lastDeviceSeqHeader, .deviceSeq)
+        error.serverHead = number(ProtocolError.headHeader, .seq)
         error.afterOpID = http.value(forHTTPHeaderField: PullPage.afterOpHeader).flatMap { UUID(uuidString: $0) }
         return error
+    }
+
+    /// `Retry-After` in whole seconds, at most a day: a longer wait is read as a day, and an HTTP
+    /// date or anything else that is not a number of seconds as none (the engine's own backoff).
+    static func retryAfterSeconds(_ text: String?) -> Double? {
+        guard let text = text?.trimmingCharacters(in: .whitespaces), !text.isEmpty,
+              text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return nil }
+        return Double(WireNumber.retryAfterSeconds.value(text) ?? WireNumber.retryAfterSeconds.range.upperBound)
     }
 
     static func describe(_ error: Error) -> String {
