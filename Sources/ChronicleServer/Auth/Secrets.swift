@@ -46,7 +46,9 @@ enum Secrets {
         }
     }
 
-    private static func scrypt(_ password: String, salt: [UInt8], n: UInt64, r: UInt64, p: UInt64) -> [UInt8] {
+    /// Nil where OpenSSL refuses the parameters (a stored hash whose N is no power of two, say:
+    /// a damaged row must not take the server down).
+    private static func scrypt(_ password: String, salt: [UInt8], n: UInt64, r: UInt64, p: UInt64) -> [UInt8]? {
         var key = [UInt8](repeating: 0, count: 32)
         let utf8 = Array(password.utf8)
         let ok = utf8.withUnsafeBufferPointer { pw in
@@ -54,14 +56,14 @@ enum Secrets {
                 EVP_PBE_scrypt(pwc.baseAddress, pwc.count, salt, salt.count, n, r, p, 64 << 20, &key, key.count)
             }
         }
-        precondition(ok == 1, "EVP_PBE_scrypt failed")
-        return key
+        return ok == 1 ? key : nil
     }
 
     /// `scrypt$N$r$p$<salt hex>$<key hex>`.
     static func hashPassword(_ password: String) -> String {
         let salt = randomBytes(16)
-        let key = scrypt(password, salt: salt, n: scryptN, r: scryptR, p: scryptP)
+        // Our own parameters: OpenSSL takes them, or nothing can be hashed at all.
+        guard let key = scrypt(password, salt: salt, n: scryptN, r: scryptR, p: scryptP) else { preconditionFailure("EVP_PBE_scrypt refused its own parameters") }
         return "scrypt$\(scryptN)$\(scryptR)$\(scryptP)$\(hex(salt))$\(hex(key))"
     }
 
@@ -69,7 +71,8 @@ enum Secrets {
         let parts = stored.split(separator: "$").map(String.init)
         guard parts.count == 6, parts[0] == "scrypt", let n = UInt64(parts[1]), let r = UInt64(parts[2]), let p = UInt64(parts[3]),
               let salt = unhex(parts[4]), let expected = unhex(parts[5]), expected.count == 32 else { return false }
-        let key = scrypt(password, salt: salt, n: n, r: r, p: p)
+        // Bounded as stored by `hashPassword`: a damaged row asking for more work or memory fails.
+        guard n <= scryptN, r <= scryptR, p <= scryptP, let key = scrypt(password, salt: salt, n: n, r: r, p: p) else { return false }
         return CRYPTO_memcmp(key, expected, 32) == 0
     }
 
