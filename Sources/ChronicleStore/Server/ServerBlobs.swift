@@ -165,7 +165,7 @@ public struct ServerBlobFiles: BlobStorage {
         if !create, !FileManager.default.fileExists(atPath: path) { return nil }
         do {
             if create {
-                try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+                try PrivateFiles.directory((path as NSString).deletingLastPathComponent)
             }
             var options = Database.Options()
             options.create = create
