@@ -118,7 +118,7 @@ public final class SyncService: SyncEndpoint {
         self.schemas = schemas
         self.shared = shared
         try Self.makePrivate(dataDirectory, log: log)
-        blobs = shared?.blobs ?? ServerBlobFiles(dataDirectory: dataDirectory)
+        blobs = shared?.blobs ?? ServerBlobFiles(dataDirectory: dataDirectory, clock: clock)
         maintenancePolicy = maintenance
         self.accounts = try accounts ?? Accounts(dataDirectory: dataDirectory, clock: clock)
         self.metrics = Metrics()
