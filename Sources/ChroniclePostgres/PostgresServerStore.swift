@@ -52,7 +52,7 @@ public final class PostgresServerStore: SharedLibraryStore {
         self.cacheDirectory = cacheDirectory
         self.schema = schema
         self.clock = clock
-        try FileManager.default.createDirectory(atPath: cacheDirectory, withIntermediateDirectories: true)
+        try PrivateFiles.directory(cacheDirectory)
         try pool.withConnection { pg in try Self.setUp(pg) }
         try sweepReplicas()
     }

@@ -411,8 +411,10 @@ import Testing
         let articles = try Self.library(f, count: 600, seed: 3)
         let before = try f.store.digest()
         var policy = Self.policy(keepOps: 100, segmentOpsMax: 200)
-        // ServerLog stamps ops in 2026; a one-day horizon makes all sealed history old.
-        policy.horizonMilliseconds = 86_400_000
+        // The horizon is measured from the newest server time the store holds, never by the
+        // device's clock (moved 400 days on here, to no effect): ServerLog stamps ops a second
+        // apart, so a 50-second horizon makes everything up to seq 500 old (the newest is at 600 s).
+        policy.horizonMilliseconds = 50_000
         f.clock.advance(milliseconds: 400 * 86_400_000)
         let report = try f.store.compact(policy)
         #expect(report.historyDroppedThrough == 500)

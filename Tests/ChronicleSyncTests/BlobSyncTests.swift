@@ -321,25 +321,23 @@ import Testing
         let h = try SyncHarness(.inMemory)
         let a = try h.device("A")
         let b = try h.device("B")
-        // Before anything is added or deleted, however long the steps below take.
-        let start = Int64(Date().timeIntervalSince1970 * 1000)
         let named = try a.store.addBlob(Self.file(27, bytes: 4_000))
         let episode = try a.store.write("episode.save", payload: ["title": .text("Named"), "audio_ref": .text(named.description)]).entityID
         let stray = try a.store.addBlob(Self.file(28, bytes: 4_001))
         await a.sync()
         await b.sync()
         #expect(try await b.engine.fetchBlob(named).state == .fetched)
-        let now = Int64(Date().timeIntervalSince1970 * 1000)
-        #expect(try a.store.unnamedBlobs(before: start).isEmpty, "nothing is old enough")
-        #expect(try a.store.unnamedBlobs(before: now + 60_000).map(\.ref) == [stray])
-        #expect(try a.store.dropUnnamedBlobs(before: now + 60_000, givesSpaceBack: true) == (1, 4_001))
+        // A period of an hour: nothing is old enough; a negative one puts every horizon a minute ahead.
+        let hour: Int64 = 3_600_000, aheadByAMinute: Int64 = -60_000
+        #expect(try a.store.unnamedBlobs(unnamedFor: hour).isEmpty, "nothing is old enough")
+        #expect(try a.store.unnamedBlobs(unnamedFor: aheadByAMinute).map(\.ref) == [stray])
+        #expect(try a.store.dropUnnamedBlobs(unnamedFor: aheadByAMinute, givesSpaceBack: true) == (1, 4_001))
         #expect(try a.store.blobInfo(stray) == nil && a.store.blob(named) != nil)
         try b.store.write("episode.delete", entity: episode)
-        #expect(try b.store.dropUnnamedBlobs(before: start) == (0, 0), "deleted within the period: still named")
-        let later = Int64(Date().timeIntervalSince1970 * 1000) + 60_000
-        #expect(try b.store.dropUnnamedBlobs(before: later) == (0, 0), "the delete is pending: the confirmed row, which it may yet not replace, names it")
+        #expect(try b.store.dropUnnamedBlobs(unnamedFor: hour) == (0, 0), "deleted within the period: still named")
+        #expect(try b.store.dropUnnamedBlobs(unnamedFor: aheadByAMinute) == (0, 0), "the delete is pending: the confirmed row, which it may yet not replace, names it")
         await b.sync()
-        #expect(try b.store.dropUnnamedBlobs(before: later) == (1, 4_000))
+        #expect(try b.store.dropUnnamedBlobs(unnamedFor: aheadByAMinute) == (1, 4_000))
         #expect(try b.store.verify().passed)
     }
 

@@ -55,9 +55,10 @@ final class SyncHarness: @unchecked Sendable {
     /// A new device signed in to the library.
     @discardableResult
     func device(_ name: String, schema: Schema? = nil, ids: (any IDGenerator)? = nil,
-                configuration: SyncEngine.Configuration? = nil) throws -> TestDevice {
+                configuration: SyncEngine.Configuration? = nil, clock: any ChronicleClock = SystemClock()) throws -> TestDevice {
         let path = "\(directory)/\(name).chronicle"
-        let created = try DeviceStore.create(at: path, schema: schema ?? self.schema, libraryID: user.libraryID, deviceID: UUID(), ids: ids)
+        let created = try DeviceStore.create(at: path, schema: schema ?? self.schema, libraryID: user.libraryID, deviceID: UUID(),
+                                             clock: clock, ids: ids)
         let (token, _) = try service.accounts.registerDevice(user: "ada", password: password, deviceID: created.deviceID)
         return attach(name, store: created, token: token, configuration: configuration)
     }

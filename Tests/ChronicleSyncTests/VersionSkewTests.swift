@@ -89,10 +89,15 @@ import Testing
         let highlight = try old.store.write("highlight.create", payload: ["article_id": .text(first.lowercased), "quote": .text("q"),
                                                                           "note": .text("mine")]).entityID
         await old.sync()
+        // A device's horizon is measured from the newest server time it holds, never by its own
+        // clock: one more op, confirmed later, makes every op before it old (one-op segments, so
+        // history is dropped right up to it).
         usleep(5_000)
+        try old.save("Later")
+        await old.sync()
         var policy = CompactionPolicy()
         policy.keepOps = 0
-        policy.segmentOpsMax = 10
+        policy.segmentOpsMax = 1
         policy.horizonMilliseconds = 1
         let report = try old.store.compact(policy)
         #expect(report.historyDroppedThrough != nil)
@@ -134,7 +139,11 @@ import Testing
 
         let updated = try h.device("old", opening: old.store.path, token: old.token)
         #expect(try !updated.store.stateCarriedOver(), "history was there to replay")
+        // One more op, confirmed later: the horizon is measured from the newest server time the
+        // store holds, never by its own clock.
         usleep(5_000)
+        try updated.save("Later")
+        await updated.sync()
         var drop = keep
         drop.horizonMilliseconds = 1
         let second = try updated.store.compact(drop)

@@ -106,7 +106,9 @@ extension Command {
         try args.finish(usage: usage)
         let store = try ctx.store()
         let plan = try store.compactionPlan(policy)
-        let unnamedBefore: Int64? = unnamedDays == 0 ? nil : Int64(Date().timeIntervalSince1970 * 1000) - unnamedDays * 86_400_000
+        // The store measures the period on the clock each time came from (`DeviceStore.unnamedBlobs`).
+        let (unnamedPeriod, periodOverflow) = unnamedDays.multipliedReportingOverflow(by: 86_400_000)
+        let unnamedFor: Int64? = unnamedDays == 0 ? nil : periodOverflow ? Int64.max : unnamedPeriod
         let bytes = { (n: Int64) in ByteCountFormatter.string(fromByteCount: n, countStyle: .file) }
         func filesLine(_ count: Int, _ held: Int64, would: Bool) -> String? {
             guard count > 0 else { return nil }
@@ -126,7 +128,7 @@ extension Command {
             return lines
         }
         if dryRun {
-            let unnamed = try unnamedBefore.map { try store.unnamedBlobs(before: $0) } ?? []
+            let unnamed = try unnamedFor.map { try store.unnamedBlobs(unnamedFor: $0) } ?? []
             let unnamedBytes = unnamed.reduce(0) { $0 + $1.received }
             if ctx.output.json {
                 ctx.output.emit(["dry_run": true, "seal_through": plan.sealThrough, "ops_to_seal": plan.opsToSeal,
@@ -146,7 +148,7 @@ extension Command {
         let stopAfter = ProcessInfo.processInfo.environment["CHRONICLE_COMPACT_STOP_AFTER_STEP"].flatMap(Int.init)
         // Files first, so that the compaction's VACUUM gives their space back too (or, with nothing
         // to seal, their own).
-        let dropped = try unnamedBefore.map { try store.dropUnnamedBlobs(before: $0, givesSpaceBack: plan.isEmpty) } ?? (blobs: 0, bytes: 0)
+        let dropped = try unnamedFor.map { try store.dropUnnamedBlobs(unnamedFor: $0, givesSpaceBack: plan.isEmpty) } ?? (blobs: 0, bytes: 0)
         let bar = ProgressBar("Sealing")
         let report = try store.compact(policy, progress: { bar.update($0, $1) }) { step, _ in
             if step == stopAfter { _exit(137) }

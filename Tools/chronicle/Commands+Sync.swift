@@ -162,6 +162,9 @@ extension Command {
             leaves PostgreSQL too, behind a snapshot of the state there, with the ids of its ops kept; replicas made
             afterwards start from that snapshot. `server backup` and `salvage` work on library files only (use pg_dump).
             """) { args, ctx in
+        // Belt and braces behind `PrivateFiles`: whatever a library or SQLite makes on its own
+        // (a temporary file, a journal) is the server's alone too.
+        umask(0o077)
         let usage = serveUsage
         let dataOption = args.option("data")
         var limits = ServiceLimits()

@@ -62,6 +62,8 @@ public struct Materializer: Sendable {
                 case .entityID: .text(op.entityID.lowercased)
                 case .deviceID: .text(op.deviceID.lowercased)
                 case .deviceTime: .integer(op.deviceTime)
+                case .createdTime: .integer(Self.createdTime(of: op))
+                case .deletedTime: .integer(Self.deletedTime(of: op))
                 case .serverSeq: op.serverSeq.map(Value.integer) ?? .null
                 case .baseSeq: .integer(op.baseSeq)
                 case .opID: .text(op.opID.lowercased)
@@ -72,10 +74,51 @@ public struct Materializer: Sendable {
         }
     }
 
+    // MARK: - Times
+
+    /// Bumped whenever what a confirmed op writes changes for the same op (the times below):
+    /// it is part of the schema's fingerprint, so every store and server library made under
+    /// other rules rebuilds its projection on open, and digests agree again.
+    public static let rulesRevision = "times-bounded-by-server-time/1"
+
+    /// A row's `created_at`: the author's clock, but never later than the server's time of the
+    /// op once the server has confirmed it. A clock years ahead would otherwise keep the row
+    /// first in every device's "newest first" for years. A clock behind is kept as it is: a
+    /// row written offline really is older than its confirmation, and an early `created_at`
+    /// decides nothing (`Schemas/store/device-v9.md`, "Times in the projection"). A queued op
+    /// (no server time yet) shows the author's own clock, on the author's device alone.
+    public static func createdTime(of op: Op) -> Int64 {
+        guard let serverTime = op.serverTime else { return op.deviceTime }
+        return min(op.deviceTime, serverTime)
+    }
+
+    /// A row's `deleted_at`: the server's time of the delete once confirmed. Retention (how
+    /// long a deleted row's files are kept, on the server and on devices) is measured from it,
+    /// and another device's clock must decide none of that: a clock years behind would make a
+    /// delete look years old and its files go at once. A queued delete shows the author's
+    /// clock; its row's confirmed copy (`chronicle_shadow_*`) still names its files meanwhile.
+    public static func deletedTime(of op: Op) -> Int64 {
+        op.serverTime ?? op.deviceTime
+    }
+
+    /// Whether folding `op` once the server confirmed it gives its row what folding it queued
+    /// gave it, as far as times go (`createdTime`, `deletedTime`): a device confirming its own
+    /// pushes may then leave the row as it is. False for an op without a server time.
+    public func foldsAlikeQueuedAndConfirmed(_ op: Op) -> Bool {
+        guard let serverTime = op.serverTime else { return false }
+        switch schema.currentSpec(of: op)?.action {
+        case .create?, .upsert?: return op.deviceTime <= serverTime
+        case .delete?: return op.deviceTime == serverTime
+        default: return true
+        }
+    }
+
     // MARK: - Compiling
 
     enum Argument: Sendable {
         case entityID, deviceID, deviceTime, serverSeq, baseSeq, opID
+        /// `created_at`, `deleted_at`: the device's time bounded by the server's (`createdTime`, `deletedTime`).
+        case createdTime, deletedTime
         case payload(String)
         case constant(Value)
     }
@@ -134,7 +177,7 @@ public struct Materializer: Sendable {
             return [Template(sql: "UPDATE \(table) SET \(column) = coalesce(\(column), 0) + ?2 WHERE id = ?1",
                              arguments: [.entityID, .payload(spec.valueKey!)])]
         case .delete:
-            return [Template(sql: "UPDATE \(table) SET deleted_at = ?2 WHERE id = ?1", arguments: [.entityID, .deviceTime])]
+            return [Template(sql: "UPDATE \(table) SET deleted_at = ?2 WHERE id = ?1", arguments: [.entityID, .deletedTime])]
         case .restore:
             return [Template(sql: "UPDATE \(table) SET deleted_at = NULL WHERE id = ?1", arguments: [.entityID])]
         }
@@ -151,7 +194,7 @@ public struct Materializer: Sendable {
 
     private func createTemplate(_ spec: OpTypeSpec, _ entity: EntitySpec, _ present: Set<String>, _ server: Bool) -> Template {
         var columns = ["id", "created_at"]
-        var arguments: [Argument] = [.entityID, .deviceTime]
+        var arguments: [Argument] = [.entityID, .createdTime]
         for field in entity.scalarFields {
             if present.contains(field.name), writable(field, server: server) {
                 arguments.append(.payload(field.name))

@@ -5,6 +5,7 @@ public enum MergeRule: String, Sendable, CaseIterable {
     case lww
     /// A lower value is ignored unless the current value was set by the same
     /// device less than `forwardOnlyWindowMilliseconds` earlier by its own clock.
+    /// One device's times are only ever compared with its own, never another's.
     case forwardOnly
     /// Only server-authored ops may set it; a client op that tries is rejected.
     case serverOnly
@@ -39,7 +40,7 @@ public enum OpAction: String, Sendable {
     case remove
     /// Add a delta to a `counter` field.
     case increment
-    /// Soft delete: `deleted_at` becomes the op's device time.
+    /// Soft delete: `deleted_at` becomes the server's time of the op (`Materializer.deletedTime`).
     case delete
     /// Undo a soft delete.
     case restore

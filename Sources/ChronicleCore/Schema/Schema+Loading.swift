@@ -176,7 +176,7 @@ extension Schema {
                                       rename: raw["rename"] as? [String: String] ?? [:], drop: raw["drop"] as? [String] ?? [], set: set))
         }
         return Schema(name: name, version: version, entities: entities, ops: ops, plan: plan,
-                      fingerprint: SHA256Hasher.hex(text), upcasters: upcasters)
+                      fingerprint: fingerprint(text), upcasters: upcasters)
     }
 
     /// Loads a schema's whole history (oldest file first) and returns the newest version
@@ -204,6 +204,13 @@ extension Schema {
         }
         return Schema(name: newest.name, version: newest.version, entities: newest.entities, ops: newest.ops, plan: newest.plan,
                       fingerprint: newest.fingerprint, upcasters: chain)
+    }
+
+    /// The schema's JSON text and the revision of the rules that fold ops into the projection
+    /// (`Materializer.rulesRevision`), hashed: a store records it, and rebuilds its projection
+    /// when either changed.
+    static func fingerprint(_ text: String) -> String {
+        SHA256Hasher.hex(text + "\u{0}" + Materializer.rulesRevision)
     }
 
     /// Columns every entity table has.

@@ -84,7 +84,7 @@ public final class LZ4FrameWriter {
         defer { try? input.close() }
         let size = (try? FileManager.default.attributesOfItem(atPath: source)[.size] as? NSNumber)?.uint64Value
         try? FileManager.default.removeItem(atPath: destination)
-        guard FileManager.default.createFile(atPath: destination, contents: nil), let output = FileHandle(forWritingAtPath: destination) else {
+        guard FileManager.default.createFile(atPath: destination, contents: nil, attributes: [.posixPermissions: 0o600]), let output = FileHandle(forWritingAtPath: destination) else {
             throw ChronicleError(.fileUnreadable, "\(destination) cannot be written.")
         }
         defer { try? output.close() }
@@ -115,7 +115,8 @@ public final class LZ4FrameFileDecompressor {
     /// Creates (or empties) the file at `path`.
     public init(creating path: String) throws {
         self.path = path
-        fd = Glibc.open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        // Data of the library (a start image): its owner's alone, as every file Chronicle keeps.
+        fd = Glibc.open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw ChronicleError(.fileUnreadable, "\(path) cannot be written: \(String(cString: strerror(errno))).") }
     }
 

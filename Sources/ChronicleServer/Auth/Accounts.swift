@@ -39,7 +39,7 @@ public final class Accounts: Sendable {
     var t: AccountsTables { storage.tables }
 
     public convenience init(dataDirectory: String, clock: any ChronicleClock = SystemClock()) throws {
-        try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
+        try PrivateFiles.directory(dataDirectory)
         try self.init(path: (dataDirectory as NSString).appendingPathComponent("server.sqlite"), clock: clock)
     }
 

@@ -1,4 +1,5 @@
 import ChronicleCore
+import ChronicleStore
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -20,14 +21,16 @@ public final class DataDirectoryLock: Sendable {
     /// `shared`: servers whose libraries are ordered in a database they share (`serve --postgres`)
     /// hold the directory together, and keep out everything that needs it alone.
     public convenience init(dataDirectory: String, purpose: String, shared: Bool = false) throws {
-        try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
+        // Made private where missing; an existing one is narrowed by the server that opens it
+        // (`SyncService`), which logs it.
+        if !FileManager.default.fileExists(atPath: dataDirectory) { try PrivateFiles.directory(dataDirectory) }
         let path = (dataDirectory as NSString).appendingPathComponent("server.lock")
         try self.init(path: path, what: dataDirectory, purpose: purpose, shared: shared)
     }
 
     /// The lock on the file at `path` (made if missing); `what` names what it guards in the refusal.
     public init(path: String, what: String, purpose: String, shared: Bool = false) throws {
-        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, PrivateFiles.fileMode)
         guard fd >= 0 else {
             throw ChronicleError(.database, "Cannot open \(path) (\(String(cString: strerror(errno)))).")
         }
@@ -60,10 +63,10 @@ public final class DataDirectoryLock: Sendable {
     /// The first of `DIR/1`, `DIR/2`… no other process holds (made if missing), held until this lock
     /// goes: a directory of this process's own that its next run finds again.
     public static func claimSubdirectory(of directory: String, purpose: String) throws -> (path: String, lock: DataDirectoryLock) {
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        try PrivateFiles.directory(directory)
         for index in 1...1_000 {
             let path = (directory as NSString).appendingPathComponent(String(index))
-            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+            try PrivateFiles.directory(path)
             do {
                 let lock = try DataDirectoryLock(path: path + "/claim.lock", what: path, purpose: purpose)
                 return (path, lock)

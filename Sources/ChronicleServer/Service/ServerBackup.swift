@@ -53,14 +53,16 @@ public enum ServerBackup {
                 throw ChronicleError(.storeExists, "\(destination) already exists and is not empty; a backup never writes over anything. Choose a new directory.")
             }
         }
-        try files.createDirectory(at: target.appendingPathComponent("libraries"), withIntermediateDirectories: true)
+        // A backup holds what the data directory holds: as private as it (`PrivateFiles`).
+        try PrivateFiles.directory(target.path)
+        try PrivateFiles.directory(target.appendingPathComponent("libraries").path)
 
         let libraries = ((try? files.contentsOfDirectory(atPath: source.appendingPathComponent("libraries").path)) ?? [])
             .filter { $0.hasSuffix(".sqlite") }.sorted()
         // Each library's blobs (`ServerBlobFiles`), copied the same way.
         let blobs = ((try? files.contentsOfDirectory(atPath: source.appendingPathComponent("blobs").path)) ?? [])
             .filter { $0.hasSuffix(".sqlite") }.sorted()
-        if !blobs.isEmpty { try files.createDirectory(at: target.appendingPathComponent("blobs"), withIntermediateDirectories: true) }
+        if !blobs.isEmpty { try PrivateFiles.directory(target.appendingPathComponent("blobs").path) }
         let names = ["server.sqlite"] + libraries.map { "libraries/" + $0 } + blobs.map { "blobs/" + $0 }
         var report = Report()
         progress?(0, Int64(names.count))
@@ -90,7 +92,7 @@ public enum ServerBackup {
         do {
             var options = Database.Options()
             options.readOnly = true
-            try Database(path: path, options: options).execute("VACUUM INTO ?1", [.text(partial)])
+            try Database(path: path, options: options).vacuum(into: partial)
             if newIncarnation {
                 // Its own connection, closed (and its WAL checkpointed) before the check.
                 try Database(path: partial).execute("INSERT OR REPLACE INTO chronicle_meta(key, value) VALUES (?1, ?2)",

@@ -117,7 +117,8 @@ public final class SyncService: SyncEndpoint {
         self.dataDirectory = dataDirectory
         self.schemas = schemas
         self.shared = shared
-        blobs = shared?.blobs ?? ServerBlobFiles(dataDirectory: dataDirectory)
+        try Self.makePrivate(dataDirectory, log: log)
+        blobs = shared?.blobs ?? ServerBlobFiles(dataDirectory: dataDirectory, clock: clock)
         maintenancePolicy = maintenance
         self.accounts = try accounts ?? Accounts(dataDirectory: dataDirectory, clock: clock)
         self.metrics = Metrics()
@@ -127,6 +128,31 @@ public final class SyncService: SyncEndpoint {
         workers = WorkerPool(name: "chronicle.sync.work", threadsMax: max(1, limits.workerThreadsMax))
         articles = maintenance.articleFetch.map { ArticleFetcher(policy: $0, log: log) }
         articles?.attach(self)
+    }
+
+    /// The data directory made 0700 (`PrivateFiles`), or narrowed to it, with what is in it
+    /// and in its `libraries` and `blobs` directories narrowed to 0600: an earlier build, or a
+    /// copy made by hand, may have left them readable by other users of the machine. Each
+    /// narrowing is logged, since it means someone else could read them until now.
+    static func makePrivate(_ dataDirectory: String, log: ServerLog) throws {
+        var narrowed: [(path: String, mode: mode_t)] = []
+        if let mode = try PrivateFiles.directory(dataDirectory) { narrowed.append((dataDirectory, mode)) }
+        let files = FileManager.default
+        for sub in ["", "libraries", "blobs"] {
+            let directory = sub.isEmpty ? dataDirectory : (dataDirectory as NSString).appendingPathComponent(sub)
+            if !sub.isEmpty, let mode = try PrivateFiles.narrowIfPresent(directory) { narrowed.append((directory, mode)) }
+            for name in (try? files.contentsOfDirectory(atPath: directory)) ?? [] {
+                let path = (directory as NSString).appendingPathComponent(name)
+                var isDirectory: ObjCBool = false
+                guard files.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue else { continue }
+                if let mode = try PrivateFiles.narrowIfPresent(path) { narrowed.append((path, mode)) }
+            }
+        }
+        for (path, mode) in narrowed.prefix(20) {
+            log.log("file_mode_narrowed", ["path": .text(path), "mode_was": .text(PrivateFiles.text(mode)),
+                                           "mode": .text(PrivateFiles.text(mode & 0o700))])
+        }
+        if narrowed.count > 20 { log.log("file_modes_narrowed", ["more": .integer(Int64(narrowed.count - 20)), "directory": .text(dataDirectory)]) }
     }
 
     /// Saved pages queued or being read, and library searches for them (0 where the server

@@ -264,29 +264,45 @@ extension DeviceStore {
                            detail: problems.isEmpty ? "\(held) file\(held == 1 ? "" : "s"), \(bytes) bytes" : problems.prefix(5).joined(separator: "; "))
     }
 
-    /// The files this store holds that no row names any more (`BlobNames`): added or fetched
-    /// before `before` (ms since 1970, this device's clock), and named by no row of the
-    /// projection, rows soft-deleted before `before` not counting. What `dropUnnamedBlobs` deletes.
-    public func unnamedBlobs(before: Int64) throws -> [BlobInfo] {
-        try read { db in try Self.unnamedBlobs(before: before, projection: projection, in: db) }
+    /// The files this store holds that no row has named for `period` (ms) and more (`BlobNames`).
+    /// Each time is compared on the clock it came from: the file's arrival here with this
+    /// device's own clock, which recorded it; a row's delete with the server's time of it
+    /// (`deleted_at`) against the newest server time this store holds, since this device's
+    /// clock may be years off the server's. A row whose delete is still queued names its files
+    /// (its confirmed copy does). What `dropUnnamedBlobs` deletes.
+    public func unnamedBlobs(unnamedFor period: Int64) throws -> [BlobInfo] {
+        let now = clock.nowMilliseconds()
+        return try read { db in try Self.unnamedBlobs(Self.unnamedHorizons(period, now: now, in: db), projection: projection, in: db) }
     }
 
-    static func unnamedBlobs(before: Int64, projection: ProjectionSchema, in db: Database) throws -> [BlobInfo] {
+    /// Before when a file must have arrived (this device's clock), and a row been deleted (the
+    /// server's), to count as unnamed for `period`. Saturating: a period past the clocks' range
+    /// names every file.
+    static func unnamedHorizons(_ period: Int64, now: Int64, in db: Database) throws -> (heldBefore: Int64, deletedBefore: Int64) {
+        let serverNow = try newestServerTime(in: db) ?? 0
+        let (held, heldOverflow) = now.subtractingReportingOverflow(period)
+        let (deleted, deletedOverflow) = serverNow.subtractingReportingOverflow(period)
+        return (heldOverflow ? Int64.min : held, deletedOverflow ? Int64.min : deleted)
+    }
+
+    static func unnamedBlobs(_ horizons: (heldBefore: Int64, deletedBefore: Int64), projection: ProjectionSchema,
+                             in db: Database) throws -> [BlobInfo] {
         let old = try db.query("SELECT \(blobColumns) FROM chronicle_blobs WHERE added_at < ?1 ORDER BY added_at, hash",
-                               [.integer(before)], blobInfo)
+                               [.integer(horizons.heldBefore)], blobInfo)
         if old.isEmpty { return [] }
-        let named = try BlobNames.named(in: db, projection: projection, deletedBefore: before)
+        let named = try BlobNames.named(in: db, projection: projection, deletedBefore: horizons.deletedBefore, pendingName: true)
         return old.filter { !named.contains($0.ref.hex) }
     }
 
-    /// Deletes the files `unnamedBlobs(before:)` lists, in one transaction (a write naming one
-    /// meanwhile waits, and keeps it); returns how many and the bytes they held here. With
+    /// Deletes the files `unnamedBlobs(unnamedFor:)` lists, in one transaction (a write naming
+    /// one meanwhile waits, and keeps it); returns how many and the bytes they held here. With
     /// `givesSpaceBack`, the file is rewritten afterwards (`VACUUM`) where any was deleted.
     /// `chronicle compact` runs it for files unnamed for 30 days (`--unnamed-file-days`).
     @discardableResult
-    public func dropUnnamedBlobs(before: Int64, givesSpaceBack: Bool = false) throws -> (blobs: Int, bytes: Int64) {
+    public func dropUnnamedBlobs(unnamedFor period: Int64, givesSpaceBack: Bool = false) throws -> (blobs: Int, bytes: Int64) {
+        let now = clock.nowMilliseconds()
         let dropped: (blobs: Int, bytes: Int64) = try writeTransaction { db in
-            let doomed = try Self.unnamedBlobs(before: before, projection: projection, in: db)
+            let doomed = try Self.unnamedBlobs(Self.unnamedHorizons(period, now: now, in: db), projection: projection, in: db)
             let delete = try db.statement("DELETE FROM chronicle_blobs WHERE hash = ?1")
             for info in doomed { try delete.execute([.text(info.ref.hex)]) }
             return (doomed.count, doomed.reduce(0) { $0 + $1.received })

@@ -112,6 +112,10 @@ protocol LogLifecycle: Sendable {
     var projectsConfirmedStateOnly: Bool { get }
     /// `projectsConfirmedStateOnly`, or true as `db` sees the store now (a device with no op pending).
     func confirmedStateOnly(in db: Database) throws -> Bool
+    /// What "now" is on the server's clock, for decisions that compare it with server times
+    /// (the horizon, `keepMilliseconds`): the server's own clock (`now`), or on a device the
+    /// newest server time it holds, since its own clock may be years off the server's.
+    func serverNow(_ now: Int64, in db: Database) throws -> Int64
     func read<T>(_ body: (Database) throws -> T) throws -> T
     func writeTransaction<T>(_ body: (Database) throws -> T) throws -> T
     /// Runs `VACUUM` on the writer connection.
@@ -146,6 +150,21 @@ extension LogLifecycle {
 
 extension DeviceStore: LogLifecycle {
     var projectsConfirmedStateOnly: Bool { false }
+
+    /// The newest server time this store holds: never later than the server's clock, whatever
+    /// this device's clock says (`Schemas/store/device-v9.md`, "Times in the projection").
+    func serverNow(_ now: Int64, in db: Database) throws -> Int64 {
+        try Self.newestServerTime(in: db) ?? 0
+    }
+
+    /// The server time of the newest confirmed op held (in the log's blocks, else in the last
+    /// sealed segment); nil when the store holds none.
+    static func newestServerTime(in db: Database) throws -> Int64? {
+        if let newest = try db.scalarInt("SELECT max(newest_time) FROM chronicle_log_blocks") { return newest }
+        return try db.query("SELECT body FROM chronicle_segments ORDER BY first_seq DESC LIMIT 1") { row in
+            try row.withBytes(0) { try SegmentCodec.decode(Array($0)).ops.last?.serverTime }
+        }.first ?? nil
+    }
 
     /// With nothing in the outbox, the projection is the confirmed state at the cursor.
     func confirmedStateOnly(in db: Database) throws -> Bool {
@@ -258,7 +277,9 @@ extension LogLifecycle {
         max(sealed, try hotLogEnd(in: db) ?? 0)
     }
 
-    func plan(_ policy: CompactionPolicy, now: Int64, in db: Database) throws -> CompactionPlan {
+    func plan(_ policy: CompactionPolicy, now clockNow: Int64, in db: Database) throws -> CompactionPlan {
+        // Every time compared below is a server time.
+        let now = try serverNow(clockNow, in: db)
         let sealed = try DeviceStore.sealedUpTo(in: db)
         let cursor = try confirmedHead(sealed: sealed, in: db)
         var through = cursor

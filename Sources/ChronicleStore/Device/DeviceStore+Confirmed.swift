@@ -180,9 +180,11 @@ extension DeviceStore {
     /// order, types, versions and payloads), and every one readable. Folding such an op as
     /// confirmed gives its row what folding it as queued gave it (unless the row records the
     /// server's order: `recordsServerOrder`), so a device confirming its own pushes need not
-    /// fold them again.
+    /// fold them again. Not where the server's time changes a time the op writes (a delete,
+    /// a create by a clock ahead of the server's: `Materializer.foldsAlikeQueuedAndConfirmed`).
     func confirmsOutboxHead(_ ops: [Op], in db: Database) throws -> Bool {
         guard !ops.isEmpty, ops.allSatisfy({ $0.deviceID == deviceID && materializer.entity(of: $0) != nil }) else { return false }
+        guard ops.allSatisfy(materializer.foldsAlikeQueuedAndConfirmed) else { return false }
         let head = try db.query("SELECT \(Self.outboxColumns) FROM chronicle_outbox ORDER BY device_seq LIMIT ?1",
                                 [.integer(Int64(ops.count))]) { try outboxOp($0) }
         guard head.count == ops.count else { return false }

@@ -104,7 +104,7 @@ extension DeviceStore {
             // Into a temporary name first, then renamed: a backup killed half-way is never mistaken for a whole one.
             let partial = backup + ".partial"
             try? FileManager.default.removeItem(atPath: partial)
-            try db.execute("VACUUM INTO ?1", [.text(partial)])
+            try db.vacuum(into: partial)
             try FileManager.default.moveItem(atPath: partial, toPath: backup)
             try afterStep?("backed up")
         }

@@ -302,15 +302,21 @@ extension DeviceStore {
         }
     }
 
-    /// Which op a confirmed op is: its id and its author. Two ops can share an id (a device that
-    /// reused another's: the server refuses the second as a clash, but after a restore from a
-    /// backup the other one can land first), so an id alone does not say two logs agree.
+    /// Which op a confirmed op is: its id, its author and the server's time of it. Two ops can
+    /// share an id (a device that reused another's: the server refuses the second as a clash, but
+    /// after a restore from a backup the other one can land first), so an id alone does not say
+    /// two logs agree. Nor does the same op at the same seq: a server that lost it and had it
+    /// pushed again gave it another server time, and the projection folds the op by that time
+    /// (`Materializer.createdTime`, `deletedTime`), so a store holding the earlier one goes back
+    /// and takes the server's.
     public struct ConfirmedOpIdentity: Hashable, Sendable {
         public var opID: UUID
         public var deviceID: UUID
-        public init(opID: UUID, deviceID: UUID) {
+        public var serverTime: Int64?
+        public init(opID: UUID, deviceID: UUID, serverTime: Int64?) {
             self.opID = opID
             self.deviceID = deviceID
+            self.serverTime = serverTime
         }
     }
 
@@ -321,7 +327,7 @@ extension DeviceStore {
         return try read { db in
             var ids: [Int64: ConfirmedOpIdentity] = [:]
             try Self.forEachConfirmedOp(in: db, libraryID: libraryID, after: max(after, try Self.historyBase(in: db)), upTo: upTo) { op in
-                if let seq = op.serverSeq { ids[seq] = ConfirmedOpIdentity(opID: op.opID, deviceID: op.deviceID) }
+                if let seq = op.serverSeq { ids[seq] = ConfirmedOpIdentity(opID: op.opID, deviceID: op.deviceID, serverTime: op.serverTime) }
             }
             return ids
         }

@@ -63,6 +63,12 @@ public final class Database {
         var flags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI
         flags |= options.readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE
         if options.create && !options.readOnly { flags |= SQLITE_OPEN_CREATE }
+        if !options.readOnly, PrivateFiles.isPlainPath(path) {
+            // SQLite would make the file 0644 less the umask, and its -wal and -shm files after it.
+            // Best effort: where this fails, the open below says why.
+            if options.create { _ = try? PrivateFiles.file(path) }
+            _ = try? PrivateFiles.narrowDatabase(path)
+        }
         let rc = sqlite3_open_v2(path, &handle, flags, nil)
         guard rc == SQLITE_OK, let handle else {
             let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
@@ -92,6 +98,13 @@ public final class Database {
         }
         try execute("PRAGMA temp_store = MEMORY")
         try execute("PRAGMA cache_size = -\(Options.defaultCacheKilobytes)")
+    }
+
+    /// `VACUUM INTO path` (a copy of the database at one moment), into a file made 0600 first:
+    /// SQLite would make it 0644 less the umask. `path` must not exist, or be empty.
+    public func vacuum(into path: String) throws {
+        try PrivateFiles.file(path)
+        try execute("VACUUM INTO ?1", [.text(path)])
     }
 
     /// Runs `body` (whole transactions) with `synchronous = NORMAL`: commits stop waiting for

@@ -135,7 +135,14 @@ public struct ServerBlobFiles: BlobStorage {
     /// The format of a blobs file (`PRAGMA user_version`); a later one is refused.
     public static let formatVersion: Int64 = 1
 
-    public init(dataDirectory: String) { self.dataDirectory = dataDirectory }
+    /// The server's clock: uploads' times are compared with it (`dropAbandonedUploads`,
+    /// `completed(library:before:)`), so they are read from it too.
+    public let clock: any ChronicleClock
+
+    public init(dataDirectory: String, clock: any ChronicleClock = SystemClock()) {
+        self.dataDirectory = dataDirectory
+        self.clock = clock
+    }
 
     public static func path(of library: UUID, in dataDirectory: String) -> String {
         (dataDirectory as NSString).appendingPathComponent("blobs/\(library.lowercased).sqlite")
@@ -168,7 +175,7 @@ public struct ServerBlobFiles: BlobStorage {
         if !create, !FileManager.default.fileExists(atPath: path) { return nil }
         do {
             if create {
-                try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+                try PrivateFiles.directory((path as NSString).deletingLastPathComponent)
             }
             var options = Database.Options()
             options.create = create
@@ -220,7 +227,7 @@ public struct ServerBlobFiles: BlobStorage {
     public func put(library: UUID, blob: BlobRef, length: Int64, offset: Int64, bytes: [UInt8]) throws(ProtocolError) -> BlobStatus {
         try BlobRules.check(length: length, offset: offset, count: bytes.count)
         guard let db = try open(library, create: true) else { throw BlobRules.notFound(blob) }
-        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let now = clock.nowMilliseconds()
         do {
             // Throwing a refusal out of the transaction rolls it back; a digest mismatch
             // discards the upload, so it is decided inside and thrown after the commit.

@@ -61,7 +61,7 @@ extension ServerLibrary {
         let baseOpID = try read { db in try Self.opID(at: seq, in: db) }
         let scratch = path + ".start-image-build"
         try? FileManager.default.removeItem(atPath: scratch)
-        try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
+        try PrivateFiles.directory(scratch)
         defer { try? FileManager.default.removeItem(atPath: scratch) }
         let storePath = scratch + "/store.chronicle"
         do {
@@ -86,7 +86,10 @@ extension ServerLibrary {
                                   builtAt: clock.nowMilliseconds())
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
-        try encoder.encode(info).write(to: URL(fileURLWithPath: scratch + "/image.json"), options: .atomic)
+        guard FileManager.default.createFile(atPath: scratch + "/image.json", contents: try encoder.encode(info),
+                                             attributes: [.posixPermissions: Int(PrivateFiles.fileMode)]) else {
+            throw ChronicleError(.database, "Cannot write \(scratch)/image.json.")
+        }
         try? FileManager.default.removeItem(atPath: startImageInfoPath)
         try? FileManager.default.removeItem(atPath: startImagePath)
         try FileManager.default.moveItem(atPath: scratch + "/image.lz4", toPath: startImagePath)

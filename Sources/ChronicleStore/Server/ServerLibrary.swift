@@ -111,7 +111,7 @@ public final class ServerLibrary: Sendable {
         let fresh = !FileManager.default.fileExists(atPath: path)
         var migrated: (Int64, Double)?
         if fresh {
-            try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            try PrivateFiles.directory((path as NSString).deletingLastPathComponent)
         }
         var options = Database.Options()
         options.synchronousFull = durable
@@ -447,6 +447,9 @@ extension ServerLibrary: LogLifecycle {
     var projectsConfirmedStateOnly: Bool { true }
 
     func confirmedStateOnly(in db: Database) throws -> Bool { true }
+
+    /// The server's clock is the one server times come from.
+    func serverNow(_ now: Int64, in db: Database) throws -> Int64 { now }
 
     func vacuum() throws {
         try writer.withLock { db in

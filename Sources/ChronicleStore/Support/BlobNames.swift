@@ -17,10 +17,13 @@ public enum BlobNames {
     }
 
     /// The hex digests named in `db`'s projection. A row soft-deleted before `deletedBefore`
-    /// (its `deleted_at`, ms since 1970) no longer names its files; nil keeps every row's.
-    static func named(in db: Database, projection: ProjectionSchema, deletedBefore: Int64?) throws -> Set<String> {
+    /// (its `deleted_at`: the server's time of the delete, ms since 1970) no longer names its
+    /// files; nil keeps every row's. With `pendingName` (a device), a row with queued ops
+    /// (`chronicle_shadowed`) names its files whatever its `deleted_at`: a queued delete has
+    /// only its author's clock to say when it happened.
+    static func named(in db: Database, projection: ProjectionSchema, deletedBefore: Int64?, pendingName: Bool = false) throws -> Set<String> {
         var named: Set<String> = []
-        for query in queries(projection, deletedBefore: deletedBefore) where try exists(query.table, in: db) {
+        for query in queries(projection, deletedBefore: deletedBefore, pendingName: pendingName) where try exists(query.table, in: db) {
             try db.statement(query.sql).forEach(query.arguments) { row in
                 if let ref = BlobRef(row.text(0)) { named.insert(ref.hex) }
             }
@@ -31,16 +34,21 @@ public enum BlobNames {
     /// The statements `named` runs (the benchmark runs them on a raw connection as its baseline):
     /// for each column that can name a file, in the entity tables, their shadow copies, the set
     /// tables and the conflict records, its distinct text values of an address's length.
-    public static func queries(_ projection: ProjectionSchema, deletedBefore: Int64?) -> [Query] {
+    public static func queries(_ projection: ProjectionSchema, deletedBefore: Int64?, pendingName: Bool = false) -> [Query] {
         var queries: [Query] = []
-        func scan(_ table: String, _ column: String, deleted: Bool, unresolvedOnly: Bool = false) {
+        func scan(_ table: String, _ column: String, deleted: Bool, pendingOf entity: String? = nil, unresolvedOnly: Bool = false) {
             let c = ProjectionSchema.quoted(column)
             var sql = "SELECT DISTINCT \(c) FROM \(ProjectionSchema.quoted(table)) WHERE typeof(\(c)) = 'text' AND length(\(c)) IN (64, 71)"
             var arguments: [Value] = []
             if unresolvedOnly { sql += " AND resolved_seq IS NULL" }
             if deleted, let deletedBefore {
-                sql += " AND (deleted_at IS NULL OR deleted_at >= ?1)"
+                sql += " AND (deleted_at IS NULL OR deleted_at >= ?1"
                 arguments.append(.integer(deletedBefore))
+                if let entity {
+                    sql += " OR id IN (SELECT id FROM chronicle_shadowed WHERE entity = ?2)"
+                    arguments.append(.text(entity))
+                }
+                sql += ")"
             }
             queries.append(Query(table: table, sql: sql, arguments: arguments))
         }
@@ -51,7 +59,7 @@ public enum BlobNames {
                     scan(table, "value", deleted: false)
                     scan("chronicle_shadow_" + table, "value", deleted: false)
                 } else {
-                    scan(entity.table, field.name, deleted: entity.hasSoftDelete)
+                    scan(entity.table, field.name, deleted: entity.hasSoftDelete, pendingOf: pendingName ? entity.name : nil)
                     scan("chronicle_shadow_" + entity.table, field.name, deleted: entity.hasSoftDelete)
                 }
             }

@@ -668,8 +668,9 @@ public actor SyncEngine {
             for op in ops {
                 // Same id and same author: an op of another device under the same id (a clash the
                 // server refused while it held ours, landed first on a restored server) is not ours.
+                // Same server time: one the server lost and took again is folded by its new time.
                 guard let seq = op.serverSeq, seq < disagreed,
-                      ours[seq] == DeviceStore.ConfirmedOpIdentity(opID: op.opID, deviceID: op.deviceID) else {
+                      ours[seq] == DeviceStore.ConfirmedOpIdentity(opID: op.opID, deviceID: op.deviceID, serverTime: op.serverTime) else {
                     return (op.serverSeq ?? cursor + 1) - 1
                 }
             }

@@ -245,6 +245,8 @@ public final class HTTPTransport: SyncTransport {
                     guard let location, let response else { continuation.resume(returning: .failure(URLError(.badServerResponse))); return }
                     do {
                         try FileManager.default.moveItem(atPath: location.path, toPath: target)
+                        // A snapshot or start image of the library: its owner's alone, as the store is.
+                        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: target)
                         continuation.resume(returning: .success(response))
                     } catch {
                         continuation.resume(returning: .failure(error))
