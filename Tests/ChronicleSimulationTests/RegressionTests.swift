@@ -399,6 +399,18 @@ import Testing
         #expect(report.faults[.storeDamaged, default: 0] + report.faults[.libraryDamaged, default: 0] > 0, "\(report)")
     }
 
+    /// A seed with every fault kind on at once but app updates (`CHRONICLE_SIM_DAMAGE=1
+    /// CHRONICLE_SIM_FILES=1 CHRONICLE_SIM_NEW_DEVICES=1`, 150 steps): d12 last synced before the
+    /// server was restored from a backup, and came back past the horizon of the restored (and since
+    /// salvaged) server, whose op at d12's cursor matched by chance. It started from the snapshot
+    /// keeping the op ids of its own history, the snapshot's tail held one of them at another seq,
+    /// and every round was refused as `duplicate_op` for good. The other incarnation of the library
+    /// now makes it queue its own ops again and start over (`RetentionHorizonTests`).
+    @Test("A device back past the horizon of a restored server starts over from the snapshot (all faults, seed 31385)")
+    func allFaultsSeeds() async throws {
+        try await SimulationSeedTests.check(31385, appUpdates: false, files: true, newDevices: true, damage: true)
+    }
+
     /// The same full disk, then a rebuild (what a device that goes back to where it and a restored
     /// server agree runs, and `chronicle rebuild`): it built the search and projection indexes and
     /// cleared the stale mark, but not the log's entity index the bulk apply had dropped, so

@@ -41,9 +41,9 @@ import Testing
     }
 
     static func check(_ seed: UInt64, appUpdates: Bool = SimulationSeeds.appUpdates, files: Bool = SimulationSeeds.files,
-                      newDevices: Bool = SimulationSeeds.newDevices) async throws {
+                      newDevices: Bool = SimulationSeeds.newDevices, damage: Bool = SimulationSeeds.damage) async throws {
         var faults = appUpdates ? FaultPlan.random(seed: seed).forcing(.appUpdated, rate: SimulationSeeds.appUpdateRate) : nil
-        if SimulationSeeds.damage {
+        if damage {
             faults = (faults ?? FaultPlan.random(seed: seed)).forcing(.storeDamaged, rate: SimulationSeeds.damageRate)
                 .forcing(.libraryDamaged, rate: SimulationSeeds.libraryDamageRate)
         }

@@ -375,6 +375,66 @@ import Testing
         for device in [a, b, c] { #expect(try device.store.digest() == library.digest(), "\(device.name)") }
     }
 
+    /// A restored server took other ops after A's history, and one that A held at seq 11 (D's, lost
+    /// with the server and pushed again) came back after the server's horizon, at 15; C's op came
+    /// back at A's very cursor (13), so the 410's `afterOpID` matches. A started from the snapshot
+    /// keeping the ids of its own history, and the snapshot's tail held one of them at another seq:
+    /// every round was refused as `duplicate_op`, for good (simulator seed 31385 with damage, files
+    /// and new devices). A's own op #11, which the server lost, was also held only in that history.
+    /// The library's other incarnation (or, where a copy kept it, the id met again) shows that A's
+    /// history is not the server's: A queues its own ops again first, and starts over.
+    @Test(arguments: [false, true])
+    func aDeviceWhoseHistoryARestoredServerReplacedBeneathItsHorizonStartsOverFromTheSnapshot(keepingIncarnation: Bool) async throws {
+        let h = try SyncHarness(.inMemory)
+        let (a, b, c, d) = (try h.device("A"), try h.device("B"), try h.device("C"), try h.device("D"))
+        for i in 0..<10 { try a.save("Before the backup \(i)") }
+        await a.sync()                                                                    // seqs 1…10
+        await d.sync()
+        let backup = try Self.backUp(h, keepingIncarnation: keepingIncarnation)
+        try d.save("D's op, lost and then back past the horizon")
+        await d.sync()                                                                    // seq 11
+        try a.save("A's op, lost with the server")
+        await a.sync()                                                                    // seq 12
+        let lost = try #require(try a.store.confirmedOps(after: 11).first { $0.deviceID == a.store.deviceID })
+        try c.save("C's op, lost and then back at the same seq")
+        await c.sync()                                                                    // seq 13
+        await a.sync()
+        #expect(try a.store.cursor() == 13)
+
+        let restored = try SyncService(dataDirectory: backup)
+        let library = try restored.library(h.user.libraryID)
+        func engine(_ device: TestDevice) -> SyncEngine {
+            SyncEngine(store: device.store, transport: InMemoryTransport(endpoint: restored, library: h.user.libraryID, token: device.token),
+                       random: { 0.5 })
+        }
+        for i in 0..<2 { try b.save("Taken by the restored server \(i)") }
+        #expect(await engine(b).syncOnce().outcome == .synced)                           // seqs 11, 12
+        #expect(await engine(c).syncOnce().rewound?.agreedSeq == 10)                      // C's op again, at 13
+        #expect(try a.store.holdsConfirmed(try #require(try library.allOps().last).opID, at: 13) == true, "the op at A's cursor matches")
+        try b.save("Taken by the restored server 2")
+        #expect(await engine(b).syncOnce().outcome == .synced)                           // seq 14
+        usleep(5_000)
+        var policy = CompactionPolicy()
+        policy.keepOps = 0
+        policy.horizonMilliseconds = 1
+        #expect(try restored.compact(library: h.user.libraryID, policy: policy).historyDroppedThrough == 14)
+        #expect(await engine(d).syncOnce().outcome == .synced)                           // D's op again, at 15
+        #expect(try library.allOps().last?.serverSeq == 15)
+
+        let back = await engine(a).syncOnce()
+        #expect(back.outcome == .synced, "\(back.outcome)")
+        #expect(back.bootstrappedAt == 14)
+        let rewound = try #require(back.rewound, "A found out that its history is not the server's")
+        #expect(rewound.rewoundTo == 0 && rewound.requeued == 11, "\(rewound)")
+        #expect(try a.store.pendingOps().isEmpty)
+        let log = try library.allOps()
+        #expect(log.filter { $0.opID == lost.opID && $0.deviceID == a.store.deviceID }.count == 1, "A's lost op reached the server again")
+        let verified = try a.store.verify()
+        #expect(verified.passed, "\(verified.checks.filter { !$0.passed }.map(\.detail))")
+        for device in [b, c, d] { #expect(await engine(device).syncOnce().outcome == .synced, "\(device.name)") }
+        for device in [a, b, c, d] { #expect(try device.store.digest() == library.digest(), "\(device.name)") }
+    }
+
     /// A server restored from a backup that holds everything a device had: the device compares
     /// its history once (the incarnation changed), finds the two agreeing up to its cursor, goes
     /// back nowhere, reports no rewind, and keeps the new incarnation.

@@ -731,13 +731,35 @@ public actor SyncEngine {
             throw SyncError.transient(reason: "The server's snapshot could not be read: \(error.message)", retryAfterSeconds: nil)
         }
         do {
-            roundBootstrap = try store.bootstrap(from: frame, tail: tail.ops, baseOpID: tail.baseOpID, incarnation: tail.incarnation)
+            try bootstrap(from: frame, tail: tail)
             pulledInRound += tail.ops.count
         } catch let error as ChronicleError where Self.damagedSnapshot.contains(error.code) {
             // Nothing changed (one transaction); a damaged download is fetched again next round.
             throw SyncError.transient(reason: "The server's snapshot could not be read: \(error.message)", retryAfterSeconds: nil)
         }
         return true
+    }
+
+    /// `DeviceStore.bootstrap`, for a store that may hold history of its own: that history is kept
+    /// as op ids (and own ops the server may have lost) only where it is the server's. Past the
+    /// horizon it cannot be compared, and the op at the cursor can match by chance (others' lost
+    /// ops pushed again can land where they were): where the server's file is another incarnation
+    /// than the one this store synced with (restored or salvaged since), or the tail holds an op
+    /// this store holds at another seq (a copy that kept the incarnation), the store goes back to
+    /// nothing first, its own ops queued again, as a 410 naming another op does. Kept, those ids
+    /// refused the tail as `duplicate_op` every round (all-faults seed 31385).
+    private func bootstrap(from frame: SnapshotFrame, tail: (ops: [Op], baseOpID: UUID?, incarnation: UUID?)) throws {
+        let start = { try self.store.bootstrap(from: frame, tail: tail.ops, baseOpID: tail.baseOpID, incarnation: tail.incarnation) }
+        if roundRewind == nil, try store.cursor() > 0, let theirs = tail.incarnation, let ours = try store.serverIncarnation(), ours != theirs {
+            roundRewind = try rewindStore(toAgreedSeq: 0)
+        }
+        do {
+            roundBootstrap = try start()
+        } catch let error as ChronicleError where error.code == .duplicateOp && roundRewind == nil {
+            // Nothing changed (one transaction): once back at nothing, no id is held twice.
+            roundRewind = try rewindStore(toAgreedSeq: 0)
+            roundBootstrap = try start()
+        }
     }
 
     /// A store that has never held anything takes the server's start image, where the server has
