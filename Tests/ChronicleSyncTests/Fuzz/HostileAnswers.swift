@@ -2,6 +2,9 @@ import ChronicleCore
 import ChronicleServer
 import ChronicleStore
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// An HTTP handler that lies: it passes each request to the real routes (so a device can make
 /// progress between lies), then changes the answer, reproducibly from (seed, answer number):
@@ -29,10 +32,16 @@ final class HostileAnswers: HTTPHandler, @unchecked Sendable {
     private var recent: [String] = []
     private(set) var heldBack: [String: Int] = [:]
 
-    init(wrapping inner: any HTTPHandler, seed: UInt64) {
+    /// Holds the last answers changed, so that after a trap (which ends the process) they can be read.
+    private let trail: Int32
+
+    init(wrapping inner: any HTTPHandler, seed: UInt64, trailPath: String) {
         self.inner = inner
         self.seed = seed
+        trail = open(trailPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
     }
+
+    deinit { close(trail) }
 
     /// Whether answers are changed (off: the honest server behind it).
     func setLying(_ on: Bool) { lock.withLock { lying = on } }
@@ -50,16 +59,21 @@ final class HostileAnswers: HTTPHandler, @unchecked Sendable {
             var rng = FuzzRandom(seed: seed, index: index)
             let changed = mutate(response, &rng)
             let code = ProtocolJSON.decodeError(changed.body)?.code
-            if let known = KnownCrashesBeingFixed.trapsTheDevice(status: changed.status, code: code, headers: changed.headers) {
+            if let known = KnownCrashesBeingFixed.trapsTheDevice(status: changed.status, code: code, headers: changed.headers)
+                ?? KnownFindingsReported.pushAnswer(original: response, changed: changed) {
                 lock.withLock { heldBack[known, default: 0] += 1 }
                 return respond(response)
             }
             if changed.status != response.status || changed.headers.count != response.headers.count || changed.body != response.body {
                 let line = "answer \(index) to \(request.method) \(request.path): \(changed.status) \(code ?? "-") "
                     + changed.headers.map { "\($0.0): \($0.1)" }.joined(separator: "; ")
+                    + (changed.body == response.body ? "" : " body: " + String(decoding: changed.body.prefix(300), as: UTF8.self).debugDescription)
                 lock.withLock {
                     recent.append(line)
                     if recent.count > 12 { recent.removeFirst() }
+                    let text = Array((recent.joined(separator: "\n") + "\n").utf8)
+                    ftruncate(trail, 0)
+                    _ = text.withUnsafeBytes { pwrite(trail, $0.baseAddress, $0.count, 0) }
                 }
             }
             respond(changed)

@@ -30,36 +30,14 @@ enum KnownCrashesBeingFixed {
         },
     ]
 
-    /// Requests the server leaves open after the client has half-closed its side (found by this
-    /// fuzzer, reported on issue 56 for the HTTP layer): while libmicrohttpd waits for bytes the
-    /// request announced (a body shorter than its Content-Length, two lengths, a bogus chunk, a
-    /// body without a length that reads as a next request), the end of the stream is sometimes
-    /// missed and the connection stays open until its idle timeout. Reproduce: send
-    /// `GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 76\r\n\r\n`, then
-    /// `shutdown(SHUT_WR)`: 4 of 50 sequential tries, 78 of 200 from 4 threads, got neither an
-    /// answer nor a close within 3 s. Each would cost the fuzzer its whole wait, so they are held back.
-    static let hangs: [Known] = [
-        Known(name: "new (fuzzer): a request cut short of its announced framing, then a half-close, is sometimes left open until the idle timeout") { request in
-            let framingHeaders: Set<String> = ["content-length", "transfer-encoding"]
-            if method(request) == "CONNECT" || request.headers.contains(where: { framingHeaders.contains($0.0.trimmingCharacters(in: .whitespaces).lowercased()) }) {
-                return true
-            }
-            switch request.framing {
-            case .exact: return false
-            case .none: return !request.body.isEmpty
-            case .lie(let length): return Int(length) != request.body.count
-            case .twoLengths, .chunked: return true
-            }
-        },
-    ]
-
     /// Answers that trap the device's sync engine.
     static func trapsTheDevice(status: Int, code: String?, headers: [(String, String)]) -> String? {
         func number(_ name: String) -> Int64? {
             let values = headers.filter { $0.0.lowercased() == name.lowercased() }.map(\.1)
             return values.count == 1 ? Int64(values[0]) : nil
         }
-        if status == 409, code == ProtocolError.deviceSeqReusedCode, let last = number(ProtocolError.lastDeviceSeqHeader),
+        // The engine goes by the code whatever the 4xx status (5xx and 429 are retried).
+        if (400..<500).contains(status), status != 429, code == ProtocolError.deviceSeqReusedCode, let last = number(ProtocolError.lastDeviceSeqHeader),
            let reused = number(ProtocolError.reusedDeviceSeqHeader), reused >= 1, last >= reused, last > Int64.max - (1 << 20) {
             return "issue 56: 409 device_seq_reused with Chronicle-Last-Device-Seq: 9223372036854775807 (DeviceStore.moveQueue: last + 1 + rank)"
         }
@@ -72,5 +50,54 @@ enum KnownCrashesBeingFixed {
     /// bare CR ending the line) can cut it short.
     private static func serverViews(_ value: String) -> [String] {
         [value, String(value.prefix { $0 != "\u{0}" }), String(value.prefix { $0 != "\r" })]
+    }
+}
+
+/// Findings of these fuzzers that are not traps, reported on issue 56 and not yet mended, held
+/// back like the crashes above so that the suite keeps checking everything else. Remove an entry
+/// with its fix.
+enum KnownFindingsReported {
+    /// Requests the server leaves open after the client has half-closed its side (found by this
+    /// fuzzer, reported on issue 56 for the HTTP layer): while libmicrohttpd waits for bytes the
+    /// request announced (a body shorter than its Content-Length, two lengths, a bogus chunk, a
+    /// body without a length that reads as a next request), or after it gave up on a request line
+    /// it could not read, the end of the stream is sometimes missed and the connection stays open
+    /// until its idle timeout. Reproduce: send
+    /// `GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 76\r\n\r\n`, then
+    /// `shutdown(SHUT_WR)`: 4 of 50 sequential tries, 78 of 200 from 4 threads, got neither an
+    /// answer nor a close within 3 s; `\0GET /readyz HTTP/1.1\r\n\r\n`: 4 of 10. Each would
+    /// cost the fuzzer its whole wait, so such requests (framing headers or framing lies, bytes
+    /// before the request line, CONNECT) are held back.
+    static let requestsLeftOpen: [KnownCrashesBeingFixed.Known] = [
+        KnownCrashesBeingFixed.Known(name: "new (fuzzer): a request cut short of its announced framing, then a half-close, is sometimes left open until the idle timeout") { request in
+            let framingHeaders: Set<String> = ["content-length", "transfer-encoding"]
+            if request.method.trimmingCharacters(in: .whitespaces) == "CONNECT" || !request.prefix.isEmpty || request.headers.contains(where: { framingHeaders.contains($0.0.trimmingCharacters(in: .whitespaces).lowercased()) }) {
+                return true
+            }
+            switch request.framing {
+            case .exact: return false
+            case .none: return !request.body.isEmpty
+            case .lie(let length): return Int(length) != request.body.count
+            case .twoLengths, .chunked: return true
+            }
+        },
+    ]
+
+    /// A push answer that calls an op a `duplicate` ordered at a seq at or before the store's
+    /// history base (a lie here: the hostile server changed the seq) makes the store drop the op
+    /// from its queue as "ordered inside the snapshot it started from" (`confirmInSnapshot`):
+    /// its id goes to chronicle_op_ids, but nothing accounts for its deviceSeq, so `verify` fails
+    /// ("outbox device_seq has gaps … neither queued, refused, given up nor confirmed"), and when
+    /// the real op arrives in a pull the store refuses it as `duplicate_op` and every sync after
+    /// that is blocked. The device believes a seq it could check against its own history.
+    static func pushAnswer(original: HTTPResponse, changed: HTTPResponse) -> String? {
+        guard changed.status == 200, let before = try? ProtocolJSON.decodePushResponse(original.body),
+              let after = try? ProtocolJSON.decodePushResponse(changed.body), before.results.count == after.results.count else { return nil }
+        for (old, new) in zip(before.results, after.results) where old.outcome != new.outcome {
+            if case .duplicate = new.outcome {
+                return "new (fuzzer): a push answer's `duplicate` with a changed serverSeq drops the op as in the snapshot; verify then fails"
+            }
+        }
+        return nil
     }
 }

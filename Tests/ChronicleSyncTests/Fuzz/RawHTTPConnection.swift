@@ -102,7 +102,7 @@ final class RawHTTPConnection {
 
     /// One answer from the front of what was received, removed from it; nil if incomplete.
     private func parse(bodyless: Bool) -> Read? {
-        guard let end = Self.find([13, 10, 13, 10], in: received) else {
+        guard let end = Self.headEnd(in: received) else {
             return received.count > 1 << 20 ? .malformed("a head over 1 MiB") : nil
         }
         let lines = String(decoding: received[..<end], as: UTF8.self).components(separatedBy: "\r\n")
@@ -139,11 +139,14 @@ final class RawHTTPConnection {
         return .answer(whole)
     }
 
-    private static func find(_ needle: [UInt8], in haystack: [UInt8]) -> Int? {
-        guard haystack.count >= needle.count else { return nil }
-        for i in 0...(haystack.count - needle.count) where haystack[i] == needle[0] {
-            if Array(haystack[i..<(i + needle.count)]) == needle { return i }
+    /// Where the first CRLFCRLF begins.
+    private static func headEnd(in bytes: [UInt8]) -> Int? {
+        bytes.withUnsafeBufferPointer { buffer -> Int? in
+            guard buffer.count >= 4 else { return nil }
+            for i in 0...(buffer.count - 4) where buffer[i] == 13 && buffer[i + 1] == 10 && buffer[i + 2] == 13 && buffer[i + 3] == 10 {
+                return i
+            }
+            return nil
         }
-        return nil
     }
 }
