@@ -41,7 +41,7 @@ struct RequestFuzzTests {
         for (name, held) in run.heldBack { print("RequestFuzzTests: held back \(held) inputs: \(name)") }
         for (kind, n) in run.findingKinds.sorted(by: { $0.key < $1.key }) { print("RequestFuzzTests: finding \(kind) × \(n)") }
         #expect(run.findings.isEmpty, "seed \(seed):\n\(run.findings.map(\.description).joined(separator: "\n"))")
-        #expect(run.sent + run.heldBack.values.reduce(0, +) >= Int(count) * 19 / 20, "nearly every input was sent or held back")
+        #expect(run.sent >= Int(count), "every request went out")
 
         // Still alive and still right: answers, a device syncs through it, and verify passes.
         let health = try RawHTTPConnection(port: rig.h.http!.port)

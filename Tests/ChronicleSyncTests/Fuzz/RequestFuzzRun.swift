@@ -12,7 +12,7 @@ struct FuzzFinding: Sendable, CustomStringConvertible {
     var description: String { "input \(index): \(what)\n    request: \(request)" }
 }
 
-/// Sends `count` mutated requests of run `seed` to a server on 127.0.0.1, from several threads,
+/// Sends at least `count` mutated requests of run `seed` to a server on 127.0.0.1, from several threads,
 /// each on its own keep-alive connection: requests whose framing both ends agree on are
 /// pipelined in batches; the others go alone on a fresh connection that is half-closed after
 /// them, so that the server must answer or close. Checks each answer as it arrives.
@@ -61,12 +61,13 @@ final class RequestFuzzRun: @unchecked Sendable {
         }
     }
 
+    /// The next inputs, until `count` requests went out: inputs held back do not count, so the
+    /// run sends as many whatever the known findings (with a cap, should nearly all be held back).
     private func take(_ batch: Int) -> [UInt64]? {
         lock.withLock {
-            guard next < count else { return nil }
-            let end = min(count, next + UInt64(batch))
-            defer { next = end }
-            return Array(next..<end)
+            guard UInt64(sent) < count, next < count * 3 else { return nil }
+            defer { next += UInt64(batch) }
+            return Array(next..<(next + UInt64(batch)))
         }
     }
 
