@@ -3,6 +3,7 @@ import ChronicleCore
 @testable import ChronicleStore
 @testable import ChronicleSync
 import Foundation
+import Synchronization
 import Testing
 
 /// Hostile answers against a real device (issue 56, point 2): the device's real HTTP transport
@@ -18,7 +19,7 @@ import Testing
 struct AnswerFuzzTests {
     @Test func hostileAnswersNeitherTrapTheDeviceNorLoseItsQueue() async throws {
         let seed = FuzzEnvironment.seed(default: 56)
-        let rounds = FuzzEnvironment.integer("CHRONICLE_FUZZ_ROUNDS", default: 300)
+        let rounds = FuzzEnvironment.integer("CHRONICLE_FUZZ_ROUNDS", default: 600)
         let h = try SyncHarness(.inMemory, maintenance: StartImageTests.policy())
         let writer = try h.device("W")
         try Workload(seed: 5).run(30, on: writer)
@@ -63,6 +64,62 @@ struct AnswerFuzzTests {
         #expect(try ServerVerify.failures(h.service) == [])
     }
 
+    // MARK: - What the fuzzer found, kept as regressions
+
+    /// A pull page whose `Chronicle-Head` is Int64.min: the engine's "how far behind" trapped
+    /// (`page.head - cursor`, SyncEngine.pullPages).
+    @Test func aHeadAtInt64MinDoesNotTrap() async throws {
+        let h = try SyncHarness(.inMemory)
+        let writer = try h.device("W")
+        try Workload(seed: 3).run(5, on: writer)
+        await writer.sync()
+        let lying = Mutex(false)
+        let rewriting = Rewriting(SyncRoutes(service: h.service)) { request, response in
+            guard lying.withLock({ $0 }), request.method == "GET", request.path.hasSuffix("/ops") else { return response }
+            var changed = response
+            changed.headers = changed.headers.filter { $0.0 != "Chronicle-Head" } + [("Chronicle-Head", String(Int64.min))]
+            return changed
+        }
+        let server = try HTTPServer(configuration: HTTPServer.Configuration(), handler: rewriting)
+        defer { server.stop() }
+        let device = try Self.device(h, port: server.port)
+        await device.sync()
+        // Behind by a cursor above 0: Int64.min minus it overflows.
+        try Workload(seed: 4).run(5, on: writer)
+        await writer.sync()
+        lying.withLock { $0 = true }
+        _ = await device.engine.syncOnce()
+        #expect(try device.store.cursor() == (try h.library.head), "the ops were taken; the head is only advice")
+        #expect(try device.store.verify().passed)
+    }
+
+    /// `409 device_seq_reused` with `Chronicle-Last-Device-Seq: 9223372036854775807` and no reused
+    /// number, to a store whose history starts after a snapshot: `seqOfOwnOpsTheServerLost` trapped
+    /// on `last + 1`. (With the reused number too it reaches `moveQueue`, issue 56's known trap.)
+    @Test func aLastDeviceSeqAtInt64MaxDoesNotTrapAStoreThatStartedFromASnapshot() async throws {
+        let h = try SyncHarness(.inMemory, maintenance: StartImageTests.policy())
+        let writer = try h.device("W")
+        try Workload(seed: 4).run(30, on: writer)
+        await writer.sync()
+        _ = h.service.runMaintenance()
+        let rewriting = Rewriting(SyncRoutes(service: h.service)) { request, response in
+            guard request.method == "POST", request.path.hasSuffix("/ops") else { return response }
+            var refusal = HTTPResponse.error(409, code: ProtocolError.deviceSeqReusedCode, message: "Hostile.")
+            refusal.headers.append((ProtocolError.lastDeviceSeqHeader, String(Int64.max)))
+            return refusal
+        }
+        let server = try HTTPServer(configuration: HTTPServer.Configuration(), handler: rewriting)
+        defer { server.stop() }
+        let device = try Self.device(h, port: server.port)
+        _ = await device.engine.syncOnce()
+        #expect(try device.store.historyBaseSeq() > 0, "started from the snapshot")
+        let queued = try device.store.write("article.save", payload: ["url": .text("https://example.com/kept"), "title": .text("Kept")]).opID
+        let report = await device.engine.syncOnce()
+        guard case .blocked = report.outcome else { Issue.record("\(report.outcome)"); return }
+        #expect(try device.store.pendingOps().map(\.opID) == [queued])
+        #expect(try device.store.verify().passed)
+    }
+
     /// A device store signed in to the harness's library, syncing through the hostile server.
     static func device(_ h: SyncHarness, port: UInt16) throws -> TestDevice {
         let store = try DeviceStore.create(at: "\(h.directory)/hostile.chronicle", schema: h.schema, libraryID: h.user.libraryID, deviceID: UUID())
@@ -103,5 +160,20 @@ struct AnswerFuzzTests {
             }
             return (refused ?? 0) == 0
         }
+    }
+}
+
+/// The real routes with one change to their answers, for a finding replayed exactly.
+struct Rewriting: HTTPHandler {
+    let inner: any HTTPHandler
+    let rewrite: @Sendable (HTTPRequest, HTTPResponse) -> HTTPResponse
+
+    init(_ inner: any HTTPHandler, rewrite: @escaping @Sendable (HTTPRequest, HTTPResponse) -> HTTPResponse) {
+        self.inner = inner
+        self.rewrite = rewrite
+    }
+
+    func handle(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void) {
+        inner.handle(request) { response in respond(rewrite(request, response)) }
     }
 }
