@@ -26,7 +26,8 @@ struct RequestFuzzTests {
         let count = UInt64(FuzzEnvironment.integer("CHRONICLE_FUZZ_REQUESTS", default: 100_000))
         let inflight = NSTemporaryDirectory() + "chronicle-request-fuzz-inflight.txt"
         print("RequestFuzzTests: seed \(seed), \(count) requests; after a trap, \(inflight) names the inputs in flight")
-        let run = RequestFuzzRun(port: rig.h.http!.port, seed: seed, count: count, inflightPath: inflight) { [rig] index in
+        let run = RequestFuzzRun(port: rig.h.http!.port, seed: seed, count: count, inflightPath: inflight,
+                                 mayBeServed: { [rig] in rig.mayBeServed($0) }) { [rig] index in
             rig.input(index, seed: seed)
         }
         let started = ContinuousClock.now
@@ -147,6 +148,21 @@ final class FuzzServerRig: @unchecked Sendable {
         if !rng.chance(10) { request = RequestMutator(targets: targets).mutate(request, &rng) }
         Self.capWait(&request)
         return request
+    }
+
+    /// Whether a 2xx may answer `request`: a route under /v1/libraries/{library}/ opens only with a
+    /// token of that library's user (ada's device or access token, bob's for bob's library), sent as
+    /// `Bearer <token>`. A NUL after the token is held back with the other inputs it cuts short:
+    /// the server reads the value as a C string (issue 56, point 4, "Bearer <token>\0junk").
+    func mayBeServed(_ request: RawRequest) -> Bool {
+        let parts = request.decodedPath.split(separator: "/", omittingEmptySubsequences: true)
+        guard parts.count >= 4, parts[0] == "v1", parts[1] == "libraries", let library = UUID(text: String(parts[2])) else { return true }
+        let values = request.header("Authorization")
+        guard values.count == 1, let value = values.first, value.hasPrefix("Bearer ") else { return false }
+        let token = String(value.dropFirst(7).prefix { $0 != "\u{0}" }).trimmingCharacters(in: .whitespaces)
+        if library == targets.library { return token == targets.deviceToken || token == targets.accessToken }
+        if library == targets.otherLibrary { return token == targets.otherUserToken }
+        return false
     }
 
     /// A pull may hold its answer up to 60 s by design (a long-poll); the fuzzer keeps legal

@@ -21,6 +21,8 @@ final class RequestFuzzRun: @unchecked Sendable {
     let seed: UInt64
     let count: UInt64
     let make: @Sendable (UInt64) -> RawRequest
+    /// Whether a 2xx may answer this request: false where it names a library its token does not open.
+    let mayBeServed: @Sendable (RawRequest) -> Bool
     /// How long an answer may take before it is a hang.
     let answerSeconds: Int
     private let inflight: Int32
@@ -35,12 +37,13 @@ final class RequestFuzzRun: @unchecked Sendable {
     private(set) var sent = 0, pipelined = 0, alone = 0, closedUnanswered = 0
 
     init(port: UInt16, seed: UInt64, count: UInt64, answerSeconds: Int = 5, inflightPath: String,
-         make: @escaping @Sendable (UInt64) -> RawRequest) {
+         mayBeServed: @escaping @Sendable (RawRequest) -> Bool, make: @escaping @Sendable (UInt64) -> RawRequest) {
         self.port = port
         self.seed = seed
         self.count = count
         self.answerSeconds = answerSeconds
         self.make = make
+        self.mayBeServed = mayBeServed
         inflight = open(inflightPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
     }
 
@@ -81,7 +84,7 @@ final class RequestFuzzRun: @unchecked Sendable {
         var loose: [(UInt64, RawRequest)] = []
         for index in indices {
             let request = make(index)
-            if let known = (KnownCrashesBeingFixed.requests + KnownFindingsReported.requestsLeftOpen).first(where: { $0.matches(request) }) {
+            if let known = (KnownCrashesBeingFixed.requests + KnownFindingsReported.requests).first(where: { $0.matches(request) }) {
                 lock.withLock { heldBack[known.name, default: 0] += 1 }
                 continue
             }
@@ -136,10 +139,14 @@ final class RequestFuzzRun: @unchecked Sendable {
         }
     }
 
-    /// The properties of one answer: no 5xx but the documented 503 and 507, and libmicrohttpd's
+    /// The properties of one answer: a 2xx on a library's route only with a token that opens it;
+    /// no 5xx but the documented 503 and 507, and libmicrohttpd's
     /// 505 to a request line of another HTTP version than 1.x (RFC 9110 §15.6.6: the right answer).
     private func check(_ index: UInt64, _ request: RawRequest, _ answer: RawAnswer) {
         lock.withLock { statuses[answer.status, default: 0] += 1 }
+        if (200..<300).contains(answer.status), !mayBeServed(request) {
+            note(index, request, kind: "served without its token", "answered \(answer.status) to a library route without a token that opens it")
+        }
         guard answer.status >= 500, answer.status != 503, answer.status != 507 else { return }
         if answer.status == 505, !request.version.hasPrefix("HTTP/1.") { return }
         let body = String(decoding: answer.body.prefix(300), as: UTF8.self)
