@@ -31,7 +31,7 @@ struct RequestFuzzTests {
             rig.input(index, seed: seed)
         }
         let started = ContinuousClock.now
-        await run.run(threads: FuzzEnvironment.integer("CHRONICLE_FUZZ_THREADS", default: 4))
+        await run.run(threads: FuzzEnvironment.integer("CHRONICLE_FUZZ_THREADS", default: 3))
         let seconds = Double((ContinuousClock.now - started).components.seconds)
             + Double((ContinuousClock.now - started).components.attoseconds) / 1e18
         print("""
