@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# Runs every test: installs what the tests need, builds, starts the services they use
-# (a throwaway PostgreSQL server on loopback), and runs the whole suite.
+# Runs every test: installs what the tests need, builds, checks the HTTP API against its document
+# (Tools/scripts/api-conformance.sh), starts the services the suite uses (a throwaway PostgreSQL
+# server on loopback), and runs the whole suite.
 #   bash Tools/scripts/test.sh
 # CHRONICLE_PROPERTY_SEEDS=N raises the number of random histories the property test runs (default 1000).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bash Tools/scripts/install-deps.sh postgresql openssl
 swift build --build-tests
+# The API against its document: Schemathesis (from PyPI, pinned) against a real `chronicle serve`
+# with a signed-in device's token, bounded to 3 minutes, failing the script on any failure. Before
+# the suite, so that `swift test`'s summary stays the last thing this script prints.
+bash Tools/scripts/api-conformance.sh --time-limit 180
 # PostgreSQL for the server's shared store (ChroniclePostgresTests): its own directory and port,
 # stopped and removed when the tests end, however they end.
 pgdir="$(mktemp -d "${TMPDIR:-/tmp}/chronicle-test-postgres.XXXXXX")"

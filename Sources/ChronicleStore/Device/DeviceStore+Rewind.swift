@@ -346,7 +346,8 @@ extension DeviceStore {
     public func seqOfOwnOpsTheServerLost(after last: Int64) throws -> Int64? {
         try read { db in
             let base = try Self.historyBase(in: db)
-            if base > 0, last + 1 <= (try Self.meta("last_device_seq", in: db).integerValue ?? 0),
+            // `last` is the server's word (Chronicle-Last-Device-Seq): nothing is numbered after Int64.max.
+            if base > 0, last < Int64.max, last + 1 <= (try Self.meta("last_device_seq", in: db).integerValue ?? 0),
                try Self.accountedDeviceSeqs(in: (last + 1)...(last + 1), in: db).isEmpty {
                 return base
             }

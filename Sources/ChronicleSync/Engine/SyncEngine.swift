@@ -881,7 +881,9 @@ public actor SyncEngine {
                 if ops.isEmpty { break }
                 try Self.checkContinues(ops, cursor: cursor)
                 let after = page.nextCursor
-                if !bulk && page.head - cursor >= Int64(configuration.bulkCatchUpOpsMin) {
+                // The head is the server's word: a hostile or broken one may send any Int64.
+                let (behind, overflow) = page.head.subtractingReportingOverflow(cursor)
+                if !bulk && !overflow && behind >= Int64(configuration.bulkCatchUpOpsMin) {
                     try store.beginBulk()
                     bulk = true
                 }
