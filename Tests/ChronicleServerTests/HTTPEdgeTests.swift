@@ -61,6 +61,24 @@ struct HTTPEdgeTests {
         }
     }
 
+    /// A client that announces a body and half-closes before sending it can never finish its
+    /// request: the connection closes at once. libmicrohttpd alone missed the end of the stream
+    /// about one time in four and held such a connection until the idle timeout.
+    @Test func aBodyCutShortByAHalfCloseClosesTheConnectionAtOnce() async throws {
+        let echo = Echo()
+        try await withServer(handler: echo, configure: { $0.connectionTimeoutSeconds = 60 }) { server in
+            for attempt in 0..<40 {
+                let connection = try RawHTTPClient.Connection(port: server.port)
+                try connection.send("POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 76\r\n\r\n" + (attempt % 2 == 0 ? "" : "partial"))
+                connection.halfClose()
+                let started = ContinuousClock.now
+                #expect(throws: RawHTTPClient.Failure.self, "attempt \(attempt)") { _ = try connection.receive(waitingMilliseconds: 5_000) }
+                #expect(started.duration(to: .now) < .seconds(3), "attempt \(attempt): closed after \(started.duration(to: .now))")
+            }
+            #expect(echo.calls.load(ordering: .relaxed) == 0)
+        }
+    }
+
     /// Every answer names its request; an error's body carries the same id.
     @Test func everyAnswerCarriesARequestID() async throws {
         try await withServer(handler: Echo()) { server in

@@ -199,6 +199,9 @@ enum RawHTTPClient {
             }
         }
 
+        /// Ends this side's stream (the server reads its end); answers can still be read.
+        func halfClose() { _ = shutdown(fd, Int32(SHUT_WR)) }
+
         /// The next whole response, or nil if none is complete within the wait.
         func receive(waitingMilliseconds wait: Int) throws -> Reply? {
             let deadline = ContinuousClock.now + .milliseconds(wait)

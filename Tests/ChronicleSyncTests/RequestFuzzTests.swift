@@ -152,14 +152,15 @@ final class FuzzServerRig: @unchecked Sendable {
 
     /// Whether a 2xx may answer `request`: a route under /v1/libraries/{library}/ opens only with a
     /// token of that library's user (ada's device or access token, bob's for bob's library), sent as
-    /// `Bearer <token>`. A NUL after the token is held back with the other inputs it cuts short:
-    /// the server reads the value as a C string (issue 56, point 4, "Bearer <token>\0junk").
+    /// `Bearer <token>`, the scheme in any case and followed by spaces or tabs (RFC 9110 §11.1).
+    /// A NUL after the token cuts the value short: libmicrohttpd hands it over as a C string.
     func mayBeServed(_ request: RawRequest) -> Bool {
         let parts = request.decodedPath.split(separator: "/", omittingEmptySubsequences: true)
         guard parts.count >= 4, parts[0] == "v1", parts[1] == "libraries", let library = UUID(text: String(parts[2])) else { return true }
         let values = request.header("Authorization")
-        guard values.count == 1, let value = values.first, value.hasPrefix("Bearer ") else { return false }
-        let token = String(value.dropFirst(7).prefix { $0 != "\u{0}" }).trimmingCharacters(in: .whitespaces)
+        guard values.count == 1, let value = values.first.map({ String($0.prefix { $0 != "\u{0}" }) }), value.count > 7,
+              value.prefix(6).lowercased() == "bearer", value.dropFirst(6).first == " " || value.dropFirst(6).first == "\t" else { return false }
+        let token = String(value.dropFirst(7)).trimmingCharacters(in: CharacterSet(charactersIn: " \t"))
         if library == targets.library { return token == targets.deviceToken || token == targets.accessToken }
         if library == targets.otherLibrary { return token == targets.otherUserToken }
         return false

@@ -1,4 +1,5 @@
 import ChronicleCore
+import Dispatch
 import CMicroHTTPD
 import ChronicleStore
 #if canImport(Glibc)
@@ -35,6 +36,9 @@ public final class HTTPServer: Sendable {
     private let configuration: Configuration
     /// The running daemon; nil once stopped.
     private let daemon: Locked<OpaquePointer?>
+    /// Sweeps `core.bodyWaits` four times a second while the daemon runs.
+    // Dispatch sources are safe to use from any thread; Dispatch does not mark them Sendable.
+    nonisolated(unsafe) private let sweeper: DispatchSourceTimer
 
     /// Starts listening on `configuration.host:configuration.port`.
     ///
@@ -71,6 +75,11 @@ public final class HTTPServer: Sendable {
             throw Self.startError(configuration, messages: core.loggedMessages())
         }
         PlainPort.deferAccept(listenSocket: chronicle_mhd_listen_fd(started))
+        let sweeper = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "chronicle.http.body-waits"))
+        sweeper.schedule(deadline: .now() + .milliseconds(250), repeating: .milliseconds(250))
+        sweeper.setEventHandler { [bodyWaits = core.bodyWaits] in bodyWaits.sweep() }
+        sweeper.resume()
+        self.sweeper = sweeper
         self.core = core
         self.configuration = configuration
         self.port = chronicle_mhd_bind_port(started)
@@ -102,6 +111,7 @@ public final class HTTPServer: Sendable {
             let deadline = ContinuousClock.now.advanced(by: .milliseconds(configuration.shutdownGraceMilliseconds))
             while !core.parkedState().drained, ContinuousClock.now < deadline { usleep(1_000) }
 
+            sweeper.cancel()
             MHD_stop_daemon(running)
             if listenSocket >= 0 { _ = close(listenSocket) }
             Unmanaged.passUnretained(core).release()

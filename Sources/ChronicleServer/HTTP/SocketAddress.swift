@@ -70,6 +70,13 @@ enum PlainPort {
         return count == 2 && head.0 == 0x16 && head.1 == 0x03
     }
 
+    /// Whether the peer of `socket` has ended its stream and no byte of it is left to read.
+    /// Peeks; reads nothing.
+    static func peerEnded(_ socket: Int32) -> Bool {
+        var byte: UInt8 = 0
+        return recv(socket, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) == 0
+    }
+
     /// Ends both directions of `socket`; libmicrohttpd then sees the connection closed and
     /// frees it as its own (closing the descriptor under it would not be safe).
     static func shutDown(_ socket: Int32) {
