@@ -223,7 +223,7 @@ import Testing
         var past = request
         past.setValue("bytes=\(info.imageBytes)-", forHTTPHeaderField: "Range")
         let pastEnd = await #expect(throws: SyncError.self) { _ = try await HTTPTransport.send(past, session: session) }
-        if case .terminal(let refusal)? = pastEnd { #expect(refusal.status == 416 && refusal.code == "bad_range") }
+        if case .terminal(let refusal)? = pastEnd { #expect(refusal.status == 416 && refusal.code == "range_not_satisfiable") }
         var unasked = request
         unasked.url = URL(string: components.url!.absoluteString.replacingOccurrences(of: "format=", with: "formats="))
         let missing = await #expect(throws: SyncError.self) { _ = try await HTTPTransport.send(unasked, session: session) }

@@ -113,7 +113,7 @@ curl -fsS -o /dev/null -H "Authorization: Bearer $token" "$base/v1/libraries/$li
 
 cat >"$work/schemathesis.toml" <<EOF
 # Every check, for every operation (a check named on the command line would override the one below).
-# An [[operations]] block names one operation by `include-name` ("METHOD path"): Schemathesis takes
+# An [[operations]] block names one operation by include-name ("METHOD path"): Schemathesis takes
 # several include-* keys in one block as alternatives (any of them), not as all together.
 checks.enabled = true
 

@@ -270,7 +270,7 @@ public struct SyncRoutes: HTTPHandler {
             let asked = try Self.byteRange(header)
             let total = Int64(bytes.count)
             guard asked.start < total else {
-                throw ProtocolError(416, "bad_range", "The start image has \(total) bytes; range \(asked.start)- starts past its end.")
+                throw ProtocolError(416, "range_not_satisfiable", "The start image has \(total) bytes; range \(asked.start)- starts past its end.")
             }
             let end = min(asked.end ?? total - 1, total - 1)
             headers.append(("Content-Range", "bytes \(asked.start)-\(end)/\(total)"))
@@ -355,6 +355,9 @@ public struct SyncRoutes: HTTPHandler {
     /// A `Range` header of one range, `bytes=a-b` or `bytes=a-` (suffix and multiple ranges are refused).
     static func byteRange(_ header: String) throws(ProtocolError) -> (start: Int64, end: Int64?) {
         let text = header.trimmingCharacters(in: .whitespaces)
+        // Not a range this API serves: 416 `bad_range` (RFC 9110 lets a server ignore it instead,
+        // and serving a whole blob for a mistyped range is the worse answer). A well-formed range
+        // that starts past the end is 416 `range_not_satisfiable`, answered where the length is known.
         let bad = ProtocolError(416, "bad_range", "Ask for one range as 'bytes=<first>-<last>' or 'bytes=<first>-'; got '\(text.prefix(60))'.")
         guard text.lowercased().hasPrefix("bytes=") else { throw bad }
         let spec = text.dropFirst(6)
