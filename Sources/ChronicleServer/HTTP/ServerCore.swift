@@ -82,7 +82,6 @@ final class ServerCore: Sendable {
         }
         guard let raw = MHD_lookup_connection_value(context.connection.pointer, .HEADER_KIND, "Content-Length"),
               let declared = UInt64(String(cString: raw)) else { return .YES }
-        if declared > 0 { bodyWaits.begin(context) }
         if declared > UInt64(maxBodyBytes) {
             let expectsContinue = MHD_lookup_connection_value(context.connection.pointer, .HEADER_KIND, "Expect")
                 .map { String(cString: $0).lowercased() == "100-continue" } ?? false
@@ -90,9 +89,11 @@ final class ServerCore: Sendable {
                 context.state.withLock { $0.phase = .queued }
                 return queue(bodyTooLarge(), for: context)
             }
+            bodyWaits.begin(context)   // read and dropped: awaited all the same
             context.state.withLock { $0.bodyTooLarge = true }
             return .YES
         }
+        if declared > 0 { bodyWaits.begin(context) }
         // Trust the declared length only so far: a client that claims 16 MiB
         // and sends nothing should not make us allocate it. The room is taken
         // from the body budget; where it does not fit, the chunks decide.
