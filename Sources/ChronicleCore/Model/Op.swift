@@ -1,6 +1,6 @@
 import Foundation
 
-/// One immutable, typed, versioned change: the envelope of DESIGN.md's "Words".
+/// One immutable, typed, versioned change: the op envelope.
 ///
 /// ```swift
 /// let op = Op(opID: UUID(), libraryID: lib, deviceID: me, deviceSeq: 7,

@@ -1,6 +1,6 @@
 import Foundation
 
-/// The server's answer for one pushed op (DESIGN.md, "Sync protocol").
+/// The server's answer for one pushed op (`Schemas/api/openapi.yaml`).
 public enum PushOutcome: Sendable, Equatable {
     /// Newly ordered at `serverSeq`.
     case accepted(serverSeq: Int64)

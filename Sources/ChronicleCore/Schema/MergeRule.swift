@@ -1,5 +1,5 @@
 /// How concurrent writes to one field are folded, in server order. Every field
-/// of every entity type declares exactly one rule (DESIGN.md, "Per-field merge rules").
+/// of every entity type declares exactly one rule (`Schemas/schema-format.md`).
 public enum MergeRule: String, Sendable, CaseIterable {
     /// The last op in server order that sets the field wins.
     case lww

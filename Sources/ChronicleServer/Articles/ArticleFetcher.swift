@@ -2,7 +2,7 @@ import ChronicleCore
 import ChronicleStore
 import Foundation
 
-/// Reads the pages people save (DESIGN.md's article fetcher): an `article.save` the server
+/// Reads the pages people save (the article fetcher): an `article.save` the server
 /// accepts is queued, its URL fetched (`ArticlePage`) and read (`ArticleExtractor`), and the
 /// server appends an `article.parsed` op with the text and its word count, and the title and
 /// author where the row has none. Devices get it with their next pull like any op; the text is

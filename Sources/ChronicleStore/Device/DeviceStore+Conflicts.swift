@@ -2,7 +2,7 @@ import ChronicleCore
 import Foundation
 
 /// A `mergeOrAsk` conflict: a concurrent edit won by server order, and the value
-/// it replaced is kept here until someone chooses (DESIGN.md, "Per-field merge rules").
+/// it replaced is kept here until someone chooses (`Schemas/schema-format.md`, the `mergeOrAsk` rule).
 public struct ConflictRecord: Sendable, Equatable {
     /// The winning op; with `field`, the conflict's identity.
     public var opID: UUID

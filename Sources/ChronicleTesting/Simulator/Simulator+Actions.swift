@@ -164,7 +164,7 @@ extension Simulator {
         return report
     }
 
-    /// The store tells the truth about sync (DESIGN.md, "Telling the truth"): a round that
+    /// The store tells the truth about sync (its sync status): a round that
     /// reports `.synced` left nothing unanswered and the store caught up with the server; one
     /// that did not says why.
     func checkSyncState(_ device: SimulatedDevice, after report: SyncReport) throws {
