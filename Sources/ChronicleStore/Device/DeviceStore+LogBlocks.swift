@@ -36,9 +36,15 @@ extension DeviceStore {
     /// Keeps the ids of newly confirmed ops (`chronicle_op_ids`: an op id applies at most once;
     /// a repeated one is refused as `duplicate_op`) and this device's ops among them
     /// (`chronicle_own_confirmed`). Inside the caller's transaction.
+    ///
+    /// One exception: an own op the store took as ordered inside the snapshot it started from,
+    /// on the word of a push answer (`confirmInSnapshot`), that the log then brings after that
+    /// snapshot. The log is the order; the answer was wrong (a damaged or hostile one), and the op,
+    /// left out of the projection on its word, is applied where the log puts it.
     static func recordConfirmed(_ ops: some Collection<Op>, deviceID: UUID, in db: Database) throws {
         let insertID = try db.statement("INSERT INTO chronicle_op_ids(op_id, server_seq) VALUES (?1, ?2)")
         let insertOwn = try db.statement("INSERT INTO chronicle_own_confirmed(server_seq, device_seq, op_id) VALUES (?1, ?2, ?3)")
+        var historyBase: Int64?
         for op in ops {
             guard let seq = op.serverSeq else {
                 throw ChronicleError(.invariantViolated, "Confirmed op \(op.opID.lowercased) has no server sequence.")
@@ -47,12 +53,25 @@ extension DeviceStore {
                 try insertID.execute([.null, .integer(seq)], uuid: op.opID, at: 1)
             } catch {
                 guard error.isConstraint else { throw error }
-                throw ChronicleError(.duplicateOp, "Op \(op.opID.lowercased) is already in the confirmed log; an op id is applied at most once.")
+                let base = try historyBase ?? Self.historyBase(in: db)
+                historyBase = base
+                guard op.deviceID == deviceID, seq > base, let held = try confirmedSeq(of: op.opID, in: db), held <= base,
+                      try !ownConfirmed(op.opID, in: db) else {
+                    throw ChronicleError(.duplicateOp, "Op \(op.opID.lowercased) is already in the confirmed log; an op id is applied at most once.")
+                }
+                try db.execute("UPDATE chronicle_op_ids SET server_seq = ?1 WHERE op_id = \(UUIDBlobFunction.name)(?2)",
+                               [.integer(seq), .text(op.opID.lowercased)])
             }
             if op.deviceID == deviceID {
                 try insertOwn.execute([.integer(seq), .integer(op.deviceSeq), .text(op.opID.lowercased)])
             }
         }
+    }
+
+    /// Whether the store holds `opID`'s content as one of this device's confirmed ops (a scan:
+    /// asked only where an id turned up twice).
+    private static func ownConfirmed(_ opID: UUID, in db: Database) throws -> Bool {
+        try db.scalarInt("SELECT 1 FROM chronicle_own_confirmed WHERE op_id = ?1", [.text(opID.lowercased)]) != nil
     }
 
     /// The seq of the newest op in the hot log's blocks (nil when it has none).

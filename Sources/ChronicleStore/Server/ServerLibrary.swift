@@ -5,7 +5,7 @@ import Foundation
 /// the index of every op id it has seen with its outcome, and the server's own
 /// projection built by the same materializers the devices use.
 ///
-/// One SQLite file per library (`Schemas/store/server-library-v1.md`): libraries
+/// One SQLite file per library (`Schemas/store/server-v4.md`): libraries
 /// never wait on each other, and one library is one file to back up or move.
 /// One writer behind a lock; pulls and verdicts read on their own connections.
 ///

@@ -59,24 +59,4 @@ enum KnownFindingsReported {
             request.headers.contains { $0.1.contains("\r\n ") || $0.1.contains("\r\n\t") }
         },
     ]
-
-    /// A push answer that calls an op a `duplicate` ordered at a seq at or before the store's
-    /// history base (a lie here: the hostile server changed the seq; the real server had just
-    /// accepted the op further on) makes the store drop the op from its queue as "ordered inside
-    /// the snapshot it started from" (`confirmInSnapshot`), its id recorded under the false seq.
-    /// When the real op then arrives in a pull, the store refuses it as `duplicate_op` ("already
-    /// in the confirmed log; an op id is applied at most once") and every sync after that is
-    /// blocked, the symptom of issue 56's point 8; once the store's history starts over from 0,
-    /// `verify` also fails ("outbox device_seq has gaps … neither queued, refused, given up nor
-    /// confirmed"). Seed 56 of the answer fuzzer, 2,000 rounds, showed both within 150 to 550 rounds.
-    static func pushAnswer(original: HTTPResponse, changed: HTTPResponse) -> String? {
-        guard changed.status == 200, let before = try? ProtocolJSON.decodePushResponse(original.body),
-              let after = try? ProtocolJSON.decodePushResponse(changed.body), before.results.count == after.results.count else { return nil }
-        for (old, new) in zip(before.results, after.results) where old.outcome != new.outcome {
-            if case .duplicate = new.outcome {
-                return "new (fuzzer): a push answer's `duplicate` with a changed serverSeq drops the op as in the snapshot; verify then fails"
-            }
-        }
-        return nil
-    }
 }
