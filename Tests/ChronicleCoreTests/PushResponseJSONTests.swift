@@ -78,6 +78,11 @@ import Testing
             "{\"head\":1,\"results\":[],\"x\":" + String(repeating: "[", count: 100) + String(repeating: "]", count: 100) + "}",
             "{\"head\":1,\"results\":[{\"opID\":\"20000000-0000-4000-8000-000000000001\",\"deviceSeq\":1,\"status\":\"rejected\",\"verdict\":{\"entityID\":1}}]}",
             "{\"head\":1,\"results\":[",
+            // Seqs out of their range: an op's seq starts at 1, and none passes 2^53.
+            "{\"head\":1,\"results\":[{\"opID\":\"20000000-0000-4000-8000-000000000001\",\"deviceSeq\":1,\"status\":\"duplicate\",\"serverSeq\":0}]}",
+            "{\"head\":1,\"results\":[{\"opID\":\"20000000-0000-4000-8000-000000000001\",\"deviceSeq\":-3,\"status\":\"accepted\",\"serverSeq\":4}]}",
+            "{\"head\":1,\"results\":[{\"opID\":\"20000000-0000-4000-8000-000000000001\",\"deviceSeq\":1,\"status\":\"accepted\",\"serverSeq\":9223372036854775807}]}",
+            "{\"head\":-1,\"results\":[]}",
         ]
         for text in bad {
             let failure = error(text)

@@ -69,7 +69,7 @@ enum PushResponseJSON {
             repeat {
                 switch try scanner.key(in: "the response object") {
                 case "head":
-                    head = try integer(&scanner, "head")
+                    head = try integer(&scanner, "head", WireNumber.seq)
                 case "results":
                     try scanner.expect(UInt8(ascii: "["), "the results array")
                     var list: [PushResult] = []
@@ -106,9 +106,9 @@ enum PushResponseJSON {
                     let at = scanner.offset
                     guard let id = UUID(text: try text(&scanner, key)) else { throw scanner.error("'opID' must be a UUID.", at: at) }
                     opID = id
-                case "deviceSeq": deviceSeq = try integer(&scanner, key)
+                case "deviceSeq": deviceSeq = try integer(&scanner, key, WireNumber.opSeq)
                 case "status": status = try text(&scanner, key)
-                case "serverSeq": serverSeq = try integer(&scanner, key)
+                case "serverSeq": serverSeq = try integer(&scanner, key, WireNumber.opSeq)
                 case "code": code = try text(&scanner, key)
                 case "message": message = try text(&scanner, key)
                 case "verdict":
@@ -134,9 +134,12 @@ enum PushResponseJSON {
         return PushResult(opID: opID, deviceSeq: deviceSeq, outcome: outcome, verdict: verdict)
     }
 
-    private static func integer(_ scanner: inout JSONScanner, _ key: String) throws(ChronicleError) -> Int64 {
+    private static func integer(_ scanner: inout JSONScanner, _ key: String, _ bound: WireNumber) throws(ChronicleError) -> Int64 {
         let at = scanner.offset
         guard case .integer(let value) = try scanner.scalar("'\(key)'") else { throw scanner.error("'\(key)' must be an integer.", at: at) }
+        guard bound.range.contains(value) else {
+            throw scanner.error("'\(key)' must be \(bound.range.lowerBound) to \(bound.range.upperBound); it is \(value).", at: at)
+        }
         return value
     }
 

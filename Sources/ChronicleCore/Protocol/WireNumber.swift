@@ -35,6 +35,8 @@ public struct WireNumber: Sendable, Equatable {
 
     /// A seq, a cursor or a head: 0 (nothing yet) to ``seqMax``.
     public static let seq = WireNumber("a seq", 0...seqMax)
+    /// The seq of an op in the server's order: 1 (the first) to ``seqMax``.
+    public static let opSeq = WireNumber("an op's seq", 1...seqMax)
     /// A device seq a server names (`Chronicle-Last-Device-Seq`): 0 (none yet) to ``seqMax``.
     public static let deviceSeq = WireNumber("a device seq", 0...seqMax)
     /// A byte offset or length in a file: 0 to 2^53 bytes (8 PiB).

@@ -182,7 +182,7 @@ extension DeviceStore {
     public func confirmInSnapshot(_ opID: UUID, serverSeq seq: Int64) throws -> Bool {
         try writeTransaction { db in
             let key = opID.lowercased
-            guard seq <= (try Self.historyBase(in: db)),
+            guard seq >= 1, seq <= (try Self.historyBase(in: db)),
                   let op = try db.query("SELECT \(Self.outboxColumns) FROM chronicle_outbox WHERE op_id = ?1", [.text(key)], { try outboxOp($0) }).first else {
                 return false
             }
