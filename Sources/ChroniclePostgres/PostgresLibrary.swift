@@ -248,7 +248,7 @@ public final class PostgresLibrary: LibraryUpstream {
 
     static let catchUpBatch = 5_000
     /// The log's columns, named as in the SQLite log.
-    static let logColumns = DeviceStore.logColumns
+    static let logColumns = LogTables.logColumns
 
     private func op(_ rows: PostgresRows, _ row: Int) throws -> Op {
         func id(_ column: Int) throws -> UUID {
@@ -381,7 +381,7 @@ public final class PostgresLibrary: LibraryUpstream {
             (body, frame) = (sealed.body, sealed.frame)
         }
         let last = ops.last!.serverSeq!
-        let digest = DeviceStore.chainDigest(previous: state.sealedDigest, body: body)
+        let digest = LogTables.chainDigest(previous: state.sealedDigest, body: body)
         try Self.insertSegment(frame, first: first, last: last, digest: digest, previousDigest: state.sealedDigest, bodyBytes: body.count,
                                library: key, pg)
         // The segment is in, so the guard trigger lets the rows it holds go: they must be its ops.

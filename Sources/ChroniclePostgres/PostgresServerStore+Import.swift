@@ -69,7 +69,7 @@ extension PostgresServerStore {
                     guard !segments.isEmpty else { break }
                     for segment in segments {
                         let body = try LZ4Frame.decompress(segment.frame, maxBytes: SegmentCodec.Limits().maxDecodedBytes)
-                        guard DeviceStore.chainDigest(previous: segment.previousDigest, body: body) == segment.digest else {
+                        guard LogTables.chainDigest(previous: segment.previousDigest, body: body) == segment.digest else {
                             throw ChronicleError(.invariantViolated, "Library \(key)'s sealed segment \(segment.firstSeq)…\(segment.lastSeq) does not match its digest; nothing was copied for it. Check the file with `chronicle server verify`.")
                         }
                         try PostgresLibrary.insertSegment(segment.frame, first: segment.firstSeq, last: segment.lastSeq, digest: segment.digest,

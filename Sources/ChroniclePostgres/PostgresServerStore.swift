@@ -633,7 +633,7 @@ public final class PostgresServerStore: SharedLibraryStore {
             do {
                 let (ops, body) = try ServerLibrary.decodeSealed(try rows.bytes(row, 2), libraryID: id)
                 if ops.first?.serverSeq != first || ops.last?.serverSeq != last { problems.append("\(name) holds other seqs") }
-                if DeviceStore.chainDigest(previous: try rows.string(row, 4), body: body) != (try rows.string(row, 3)) {
+                if LogTables.chainDigest(previous: try rows.string(row, 4), body: body) != (try rows.string(row, 3)) {
                     problems.append("\(name): its digest does not match its bytes")
                 }
             } catch {

@@ -14,9 +14,9 @@ import Testing
         let libraryID = store.libraryID
         try store.writer.withLock { db in
             try db.transaction { db in
-                let sealed = try DeviceStore.sealedUpTo(in: db)
+                let sealed = try LogTables.sealedUpTo(in: db)
                 var hot: [Op] = []
-                try DeviceStore.forEachConfirmedOp(in: db, libraryID: libraryID, after: sealed) { hot.append($0) }
+                try LogTables.forEachConfirmedOp(in: db, libraryID: libraryID, after: sealed) { hot.append($0) }
                 try db.execute("""
                     CREATE TABLE chronicle_sealed_ids (
                       op_id BLOB PRIMARY KEY NOT NULL CHECK (typeof(op_id) = 'blob' AND length(op_id) = 16),
@@ -34,8 +34,8 @@ import Testing
                 try db.execute(StoreFormat.keyedGuardStatements[5])   // chronicle_log_gap_free
                 try db.execute(try #require(StoreFormat.version1.first { $0.contains("TRIGGER chronicle_outbox_once") }))
                 try db.execute(try #require(StoreFormat.version5.last))   // chronicle_outbox_leaves_when_settled
-                let insert = try db.statement("INSERT INTO chronicle_log(\(DeviceStore.logColumns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)")
-                for op in hot { try insert.execute(DeviceStore.logArguments(op)) }
+                let insert = try db.statement("INSERT INTO chronicle_log(\(LogTables.logColumns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)")
+                for op in hot { try insert.execute(LogTables.logArguments(op)) }
                 try db.execute("UPDATE chronicle_meta SET value = 8 WHERE key = 'format_version'")
             }
         }

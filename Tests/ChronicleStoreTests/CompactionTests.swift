@@ -181,14 +181,14 @@ import Testing
         let ops = (0..<170).map { i in
             server.op("article.save", entity: UUID(), from: UUID(), payload: ["url": .text("https://example.com/\(i)"), "title": .text(title)])
         }
-        let segments = try DeviceStore.encodeSegments(ops[...], libraryID: server.library, opsMax: 10_000)
+        let segments = try LogTables.encodeSegments(ops[...], libraryID: server.library, opsMax: 10_000)
         #expect(segments.count == 2)
-        #expect(segments.allSatisfy { $0.body.count <= DeviceStore.segmentBodyBytesMax })
+        #expect(segments.allSatisfy { $0.body.count <= LogTables.segmentBodyBytesMax })
         #expect(segments.map(\.firstSeq) == [1, segments[0].lastSeq + 1] && segments.last?.lastSeq == 170)
         let decoded = try segments.flatMap { try SegmentCodec.decode($0.frame).ops }
         #expect(decoded == ops)
         // Under the cap, one segment per `opsMax` ops.
-        #expect(try DeviceStore.encodeSegments(ops[..<20], libraryID: server.library, opsMax: 8).map(\.lastSeq) == [8, 16, 20])
+        #expect(try LogTables.encodeSegments(ops[..<20], libraryID: server.library, opsMax: 8).map(\.lastSeq) == [8, 16, 20])
     }
 
     @Test func compactionKeepsTheStateTheHistoryAndTheInvariants() throws {
@@ -253,13 +253,13 @@ import Testing
                 try DeviceStore.stateSnapshotBody(at: at, source: db, f.store.materializer, f.store.projection, libraryID: f.store.libraryID, progress: nil)
             }
             #expect(streamed.body == SnapshotCodec.encodeBody(snapshot) && streamed.digest == digestAt, "seed \(seed)")
-            let scratch = try DeviceStore.scratchProjection(f.store.projection)
-            try DeviceStore.load(decoded, into: scratch, f.store.projection, libraryID: f.store.libraryID)
+            let scratch = try ProjectionTables.scratchProjection(f.store.projection)
+            try ProjectionTables.load(decoded, into: scratch, f.store.projection, libraryID: f.store.libraryID)
             try f.store.read { db in
-                _ = try DeviceStore.replay(from: db, into: scratch, f.store.materializer, f.store.projection, after: at, upTo: nil,
+                _ = try ProjectionTables.replay(from: db, into: scratch, f.store.materializer, f.store.projection, after: at, upTo: nil,
                                            includePending: false, progress: nil)
             }
-            #expect(try DeviceStore.digest(f.store.projection, in: scratch) == f.store.digest(), "seed \(seed), S = \(at)")
+            #expect(try ProjectionTables.digest(f.store.projection, in: scratch) == f.store.digest(), "seed \(seed), S = \(at)")
         }
     }
 
@@ -273,7 +273,7 @@ import Testing
                                           libraryID: source.store.libraryID, progress: nil)
         }
         // More rows than the reading thread may hand over before the writer takes any (4 chunks).
-        #expect(snapshot.tables.map(\.rows.count).reduce(0, +) > 5 * DeviceStore.prefetchChunkOps)
+        #expect(snapshot.tables.map(\.rows.count).reduce(0, +) > 5 * LogTables.prefetchChunkOps)
         let bytes = SnapshotCodec.encode(snapshot)
         let device = try Fixture(seed: 32, library: source.store.libraryID)
         try device.save("https://example.com/queued", title: "queued")

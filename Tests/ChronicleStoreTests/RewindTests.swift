@@ -244,7 +244,7 @@ import Testing
         try f.store.applyConfirmed([other])                                                        // seq 2, own #2
         // As a store of before 12-04 left it: the next write took #2 again.
         try f.store.writeTransaction { db in
-            try DeviceStore.setMeta("last_device_seq", .integer(1), in: db)
+            try LogTables.setMeta("last_device_seq", .integer(1), in: db)
             try db.execute("DELETE FROM chronicle_meta WHERE key = ?1", [.text(DeviceStore.deviceSeqSkipsKey)])
         }
         let written = try f.store.write("article.tag", entity: a, payload: ["tag": .text("written")])
@@ -274,7 +274,7 @@ import Testing
         var policy = CompactionPolicy()
         policy.keepOps = 0
         try f.store.compact(policy)
-        #expect(try f.store.read { db in try DeviceStore.sealedUpTo(in: db) } == 2, "both ops are sealed")
+        #expect(try f.store.read { db in try LogTables.sealedUpTo(in: db) } == 2, "both ops are sealed")
 
         #expect(try f.store.queueRefusedAgain(after: 1) == 1)
         #expect(try f.store.pendingOps().map(\.deviceSeq) == [2])

@@ -146,8 +146,8 @@ import Testing
                     ("device_id", .text(UUID().lowercased)), ("last_device_seq", .integer(0)), ("cursor", .integer(0)),
                     ("created_at", .integer(0)),
                 ]
-                for (key, value) in meta { try DeviceStore.setMeta(key, value, in: db) }
-                try DeviceStore.createProjection(ProjectionSchema(schema: .readItLater), in: db, withSearch: true)
+                for (key, value) in meta { try LogTables.setMeta(key, value, in: db) }
+                try ProjectionTables.createProjection(ProjectionSchema(schema: .readItLater), in: db, withSearch: true)
             }
         }
         let store = try DeviceStore.open(at: path)
@@ -170,7 +170,7 @@ import Testing
 @Suite struct PrefetchedRebuildTests {
     @Test func aRebuildAcrossManyChunksGivesTheIncrementalDigest() throws {
         let f = try Fixture(seed: 41)
-        try CompactionTests.library(f, count: DeviceStore.prefetchChunkOps * 3 + 17, seed: 41)
+        try CompactionTests.library(f, count: LogTables.prefetchChunkOps * 3 + 17, seed: 41)
         let before = try f.store.digest()
         #expect(try f.store.rebuild().digest == before)
         #expect(try f.store.verify().passed)
@@ -178,7 +178,7 @@ import Testing
 
     @Test func aLogBlockTheReaderCannotDecodeFailsTheRebuildAndChangesNothing() throws {
         let f = try Fixture(seed: 42)
-        try CompactionTests.library(f, count: DeviceStore.prefetchChunkOps + 200, seed: 42)
+        try CompactionTests.library(f, count: LogTables.prefetchChunkOps + 200, seed: 42)
         let before = try f.store.digest()
         let cursor = try f.store.cursor()
         // A block past the first chunk whose body is not a segment's (only a tool writing SQL can do this).
@@ -188,7 +188,7 @@ import Testing
                     INSERT INTO chronicle_log_blocks(first_seq, last_seq, newest_time, filter, body)
                     SELECT last_seq + 1, last_seq + 1, newest_time, filter, x'43485347ffff' FROM chronicle_log_blocks ORDER BY first_seq DESC LIMIT 1
                     """)
-                try DeviceStore.setMeta("cursor", .integer(cursor + 1), in: db)
+                try LogTables.setMeta("cursor", .integer(cursor + 1), in: db)
             }
         }
         let error = #expect(throws: ChronicleError.self) { try f.store.rebuild() }

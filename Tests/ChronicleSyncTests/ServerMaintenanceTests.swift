@@ -21,7 +21,7 @@ import Testing
     }
 
     static func sealedThrough(_ h: SyncHarness) throws -> Int64 {
-        try h.library.read { db in try DeviceStore.sealedUpTo(in: db) }
+        try h.library.read { db in try LogTables.sealedUpTo(in: db) }
     }
 
     static func segmentCount(_ h: SyncHarness) throws -> Int64 {
@@ -224,7 +224,7 @@ import Testing
         #expect(report.opsSealed == 120 && report.plan.snapshotAt == nil)
         #expect(report.historyDroppedThrough == 100 && report.plan.snapshotAtDrop == 100)
         #expect(try h.library.latestSnapshotSeq() == 100)
-        #expect(try h.library.read { db in try DeviceStore.historyBase(in: db) } == 100)
+        #expect(try h.library.read { db in try LogTables.historyBase(in: db) } == 100)
         #expect(try h.library.allOps().map(\.serverSeq) == (101...130).map { $0 })
 
         let back = await b.sync()
@@ -250,7 +250,7 @@ import Testing
         let ops = try h.library.allOps()
         let head = Int64(ops.count)
         #expect(h.service.runMaintenance().first?.report?.historyDroppedThrough ?? 0 > 0)
-        let base = try h.library.read { db in try DeviceStore.historyBase(in: db) }
+        let base = try h.library.read { db in try LogTables.historyBase(in: db) }
         let sealed = try Self.sealedThrough(h)
         #expect(base >= 20 && sealed > base && sealed < head, "base \(base), sealed \(sealed), head \(head)")
         for cursor in [base + 1, sealed, sealed + 1, head] {
@@ -277,7 +277,7 @@ import Testing
         try db.execute("UPDATE chronicle_meta SET value = 3 WHERE key = 'format_version'")
         let reopened = try ServerLibrary.openOrCreate(at: path, libraryID: libraryID, schema: .readItLater)
         #expect(try db.scalarInt("SELECT count(*) FROM sqlite_master WHERE name = 'chronicle_sealed_ops_by_seq'") == 1)
-        #expect(try DeviceStore.meta("format_version", in: db).integerValue == ServerLibrary.formatVersion)
+        #expect(try LogTables.meta("format_version", in: db).integerValue == ServerLibrary.formatVersion)
         #expect(ServerLibrary.formatVersion == 4)
         #expect(try reopened.pull(after: 0, limit: 10).ops.isEmpty)
     }

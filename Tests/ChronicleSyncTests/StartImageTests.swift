@@ -53,7 +53,7 @@ import Testing
         let n = try h.device("N", configuration: Self.fromSnapshot)
         let report = await n.sync()
         #expect(report.bootstrappedAt == 60 && report.startedFromImage && report.pulled == 30, "the image at 60, then 61...90 pulled: \(report)")
-        #expect(try n.store.read { db in try DeviceStore.meta("device_id", in: db).textValue } == n.store.deviceID.lowercased)
+        #expect(try n.store.read { db in try LogTables.meta("device_id", in: db).textValue } == n.store.deviceID.lowercased)
         #expect(try n.store.phraseIndexesComplete(), "the phrase indexes came complete")
         #expect(try n.store.read { db in try db.scalarInt("SELECT max(seq) FROM chronicle_snapshots") } == 60, "the snapshot is kept for rebuilds")
         try h.expectConverged()
@@ -103,7 +103,7 @@ import Testing
         try Data(bytes).write(to: URL(fileURLWithPath: library.startImagePath))
         let report = await n.sync()
         #expect(report.bootstrappedAt == 60 && !report.startedFromImage && report.pulled == 30, "\(report)")
-        #expect(try n.store.read { db in try DeviceStore.meta("device_id", in: db).textValue } == n.store.deviceID.lowercased)
+        #expect(try n.store.read { db in try LogTables.meta("device_id", in: db).textValue } == n.store.deviceID.lowercased)
         try h.expectConverged()
     }
 
@@ -256,7 +256,7 @@ import Testing
                 #expect(try reopened.adoptStartImage(image) == 60)
             }
             #expect(try reopened.cursor() == 60 && !reopened.isPristine(), "step \(step)")
-            #expect(try reopened.read { db in try DeviceStore.meta("device_id", in: db).textValue } == deviceID.lowercased)
+            #expect(try reopened.read { db in try LogTables.meta("device_id", in: db).textValue } == deviceID.lowercased)
             #expect(try reopened.read { db in try db.scalarText("PRAGMA journal_mode") } == "wal")
         }
         // A download left beside a store: kept while the store is empty, gone once it holds something.

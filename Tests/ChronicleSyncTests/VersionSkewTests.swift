@@ -302,7 +302,7 @@ import Testing
         }
         let other = try DeviceStore.create(at: root + "/other.chronicle", schema: v1, libraryID: library)
         try other.applyConfirmed(confirmed)
-        let body = try other.read { db in try DeviceStore.snapshotBody(other.projection, from: db, seq: 2, libraryID: library).body }
+        let body = try other.read { db in try ProjectionTables.snapshotBody(other.projection, from: db, seq: 2, libraryID: library).body }
         let snapshot = try SnapshotCodec.decodeBody(body)
         #expect(snapshot.schemaVersion == 1)
         let current = try DeviceStore.create(at: root + "/new.chronicle", schema: .readItLater, libraryID: library)

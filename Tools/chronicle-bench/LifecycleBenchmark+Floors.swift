@@ -110,7 +110,7 @@ extension LifecycleBenchmark {
             sqlite3_reset(select)
             guard last <= through, last - sealed <= segmentOps else { throw BenchError("lifecycle floor: the log block at seq \(sealed + 1) ends at \(last)") }
             let frame = LZ4Frame.compress(body)
-            let digest = DeviceStore.chainDigest(previous: previous, body: body)
+            let digest = LogTables.chainDigest(previous: previous, body: body)
             let t1 = nowNanoseconds()
             try db.exec("BEGIN IMMEDIATE")
             try db.run(insertSegment, [.integer(sealed + 1), .integer(last), .integer(last - sealed), .text(digest), .text(previous),
@@ -234,7 +234,7 @@ extension LifecycleBenchmark {
             let t0 = nowNanoseconds()
             try Self.concatenateBlobs(select, in: db, after: sealed, through: last, into: &body, reading: "the block log")
             let frame = LZ4Frame.compress(body)
-            let digest = DeviceStore.chainDigest(previous: previous, body: body)
+            let digest = LogTables.chainDigest(previous: previous, body: body)
             let t1 = nowNanoseconds()
             if inTransaction == 0 { try db.exec("BEGIN IMMEDIATE") }
             try db.run(store, [.integer(sealed + 1), .integer(last), .null, .text(digest)], blob: frame, at: 3)

@@ -57,7 +57,7 @@ extension DeviceStore {
         let (confirmed, pending) = try read { db in
             (try { () throws -> [Op] in
                 var ops: [Op] = []
-                try Self.forEachConfirmedOp(in: db, libraryID: libraryID, entity: key) { ops.append($0) }
+                try LogTables.forEachConfirmedOp(in: db, libraryID: libraryID, entity: key) { ops.append($0) }
                 return ops
             }(),
              try db.query("SELECT \(Self.outboxColumns) FROM chronicle_outbox WHERE entity_id = ?1 ORDER BY device_seq", [.text(key)]) { try outboxOp($0) })
@@ -65,11 +65,11 @@ extension DeviceStore {
         // Where a horizon dropped older history, the row starts from the snapshot at the horizon.
         // The snapshot is read as it decodes, keeping only this row's rows.
         let horizon = try read { db -> (base: Int64, seeded: [Snapshot.Table], droppedAt: Int64?) in
-            let base = try Self.historyBase(in: db)
+            let base = try LogTables.historyBase(in: db)
             guard base > 0 else { return (0, [], nil) }
             var collector = EntityRowsCollector(id: .text(key))
-            if let found = try Self.storedSnapshot(atMost: base, in: db) { try Self.readStoredSnapshot(found.seq, in: db, into: &collector) }
-            return (base, collector.tables, try Self.meta("history_dropped_at", in: db).integerValue)
+            if let found = try LogTables.storedSnapshot(atMost: base, in: db) { try LogTables.readStoredSnapshot(found.seq, in: db, into: &collector) }
+            return (base, collector.tables, try LogTables.meta("history_dropped_at", in: db).integerValue)
         }
         let seeded = horizon.seeded
         let seededEntity = seeded.first { !$0.rows.isEmpty }.flatMap { table in schema.entities.first { $0.table == table.name } }
@@ -77,7 +77,7 @@ extension DeviceStore {
             throw ChronicleError(.unknownEntity, "No op in this store touches \(key).")
         }
         let ops = confirmed.filter { asOf == nil || $0.serverSeq! <= asOf! } + (asOf == nil ? pending : [])
-        let scratch = try Self.scratchProjection(projection)
+        let scratch = try ProjectionTables.scratchProjection(projection)
         for table in seeded where !table.rows.isEmpty {
             let names = table.columns.map(ProjectionSchema.quoted).joined(separator: ", ")
             let marks = (1...table.columns.count).map { "?\($0)" }.joined(separator: ", ")
@@ -86,7 +86,7 @@ extension DeviceStore {
         let columns = projection.columns(of: entity)
         func snapshot() throws -> (row: [String: Value]?, sets: [String: Set<Value>]) {
             let row = try scratch.query("SELECT \(columns.map(ProjectionSchema.quoted).joined(separator: ", ")) FROM \(ProjectionSchema.quoted(entity.table)) WHERE id = ?1", [.text(key)]) { row in
-                Dictionary(uniqueKeysWithValues: columns.enumerated().map { ($1, Self.typed(row.value(Int32($0)), entity.field($1))) })
+                Dictionary(uniqueKeysWithValues: columns.enumerated().map { ($1, ProjectionTables.typed(row.value(Int32($0)), entity.field($1))) })
             }.first
             var sets: [String: Set<Value>] = [:]
             for field in entity.setFields {
@@ -101,7 +101,7 @@ extension DeviceStore {
             let before = try snapshot()
             let isPending = op.serverSeq == nil
             if isPending, let spec = materializer.entity(of: op) { try Self.shadowIfNeeded(spec, key, projection, in: scratch) }
-            try Self.materialize(op, materializer, in: scratch)
+            try ProjectionTables.materialize(op, materializer, in: scratch)
             let after = try snapshot()
             var effects = explain(op, entity, before, after)
             for effect in effects where effect.outcome == .applied {

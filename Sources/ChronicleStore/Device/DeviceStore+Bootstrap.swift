@@ -35,7 +35,7 @@ extension DeviceStore {
     @discardableResult
     public func bootstrap(from frame: SnapshotFrame, tail: [Op] = [], baseOpID: UUID? = nil, incarnation: UUID? = nil) throws -> Int64 {
         try writeTransaction(spillToFiles: true, largeCommit: true) { db in
-            let cursor = try Self.meta("cursor", in: db).integerValue ?? 0
+            let cursor = try LogTables.meta("cursor", in: db).integerValue ?? 0
             try db.execute("PRAGMA cache_size = -\(Self.bulkCacheKilobytes)")
             defer { try? db.execute("PRAGMA cache_size = -\(Database.Options.defaultCacheKilobytes)") }
             var loader = SnapshotLoader(store: self, db: db, cursor: cursor, baseOpID: baseOpID, incarnation: incarnation)
@@ -57,7 +57,7 @@ extension DeviceStore {
             if !tail.isEmpty { _ = try appendConfirmed(tail, in: db) }
 
             // The tail's ops and queued ops on top, then the indexes, each built once.
-            _ = try Self.replay(from: db, into: db, materializer, projection, after: seq, upTo: nil, includePending: true, progress: nil)
+            _ = try ProjectionTables.replay(from: db, into: db, materializer, projection, after: seq, upTo: nil, includePending: true, progress: nil)
             // The index builds run with a small page cache (`rebuildSearchIndexes` sets it): SQLite
             // sizes an index build's in-memory sort by it, so the sorts spill to their temporary files.
             for statement in projection.searchStatements { try db.execute(statement) }
@@ -126,10 +126,10 @@ extension DeviceStore {
             }
             let seq = header.seq
             let projection = store.projection
-            try DeviceStore.setMeta("history_base_seq", .integer(seq), in: db)
-            try DeviceStore.setMeta("history_dropped_at", .integer(store.clock.nowMilliseconds()), in: db)
+            try LogTables.setMeta("history_base_seq", .integer(seq), in: db)
+            try LogTables.setMeta("history_dropped_at", .integer(store.clock.nowMilliseconds()), in: db)
             if let baseOpID {
-                try DeviceStore.setMeta("history_base_op_id", .text(baseOpID.lowercased), in: db)
+                try LogTables.setMeta("history_base_op_id", .text(baseOpID.lowercased), in: db)
             } else {
                 try db.execute("DELETE FROM chronicle_meta WHERE key = 'history_base_op_id'")
             }
@@ -137,25 +137,25 @@ extension DeviceStore {
             // longer held, as behind any history base.
             try db.execute("DELETE FROM chronicle_log_blocks WHERE last_seq <= ?1", [.integer(seq)])
             try db.execute("DELETE FROM chronicle_own_confirmed WHERE server_seq <= ?1", [.integer(seq)])
-            try DeviceStore.setMeta("cursor", .integer(seq), in: db)
+            try LogTables.setMeta("cursor", .integer(seq), in: db)
             // History starts over here: a disagreement noted in what went before is settled, and the
             // incarnation of the server's file is the one the snapshot's tail named (where none was
             // given, the one the next pull names).
             try DeviceStore.forgetDisagreement(in: db)
             try db.execute("DELETE FROM chronicle_meta WHERE key = ?1", [.text(DeviceStore.stateCarriedOverKey)])
-            try DeviceStore.setMeta(DeviceStore.serverSnapshotKey, .integer(seq), in: db)
+            try LogTables.setMeta(DeviceStore.serverSnapshotKey, .integer(seq), in: db)
             // A snapshot of an earlier schema version (the server not updated yet) gives a state
             // carried over here, which the server's own carry-over, when it is updated, may not
             // match even at this seq (it may carry over from an earlier snapshot and replay up to
             // it, which knows more): the sync engine then starts over from the server's snapshot.
             if filler.migratedFrom != nil {
-                try DeviceStore.setMeta(DeviceStore.serverSnapshotCarriedOverKey, .integer(seq), in: db)
+                try LogTables.setMeta(DeviceStore.serverSnapshotCarriedOverKey, .integer(seq), in: db)
             } else {
                 try db.execute("DELETE FROM chronicle_meta WHERE key = ?1", [.text(DeviceStore.serverSnapshotCarriedOverKey)])
             }
             try DeviceStore.setServerIncarnation(incarnation, in: db)
             // Every queued op is pushed again: the answers say which ones the snapshot already holds.
-            try DeviceStore.setMeta("acked_device_seq", .integer(0), in: db)
+            try LogTables.setMeta("acked_device_seq", .integer(0), in: db)
 
             // The projection starts empty, without its indexes (built once, after the rows).
             try db.withoutDefensive {
@@ -182,7 +182,7 @@ extension DeviceStore {
     public func confirmInSnapshot(_ opID: UUID, serverSeq seq: Int64) throws -> Bool {
         try writeTransaction { db in
             let key = opID.lowercased
-            guard seq >= 1, seq <= (try Self.historyBase(in: db)),
+            guard seq >= 1, seq <= (try LogTables.historyBase(in: db)),
                   let op = try db.query("SELECT \(Self.outboxColumns) FROM chronicle_outbox WHERE op_id = ?1", [.text(key)], { try outboxOp($0) }).first else {
                 return false
             }
@@ -207,14 +207,14 @@ extension DeviceStore {
     /// (or the snapshot the store started from), with when that happened.
     public func historyStart() throws -> (seq: Int64, droppedAt: Int64?) {
         try read { db in
-            (try Self.historyBase(in: db) + 1, try Self.meta("history_dropped_at", in: db).integerValue)
+            (try LogTables.historyBase(in: db) + 1, try LogTables.meta("history_dropped_at", in: db).integerValue)
         }
     }
 
     /// The seq before which this store has no history (0 unless it started from a snapshot
     /// or a compaction horizon dropped older history).
     public func historyBaseSeq() throws -> Int64 {
-        try read { db in try Self.historyBase(in: db) }
+        try read { db in try LogTables.historyBase(in: db) }
     }
 }
 
@@ -227,14 +227,14 @@ private struct SnapshotForwarder: SnapshotVisitor {
 
     mutating func add(_ event: DeviceStore.SnapshotEvent) throws {
         chunk.append(event)
-        if chunk.count == DeviceStore.prefetchChunkOps { try flush() }
+        if chunk.count == LogTables.prefetchChunkOps { try flush() }
     }
 
     mutating func flush() throws {
         guard !chunk.isEmpty else { return }
         try channel.put(chunk)
         chunk = []
-        chunk.reserveCapacity(DeviceStore.prefetchChunkOps)
+        chunk.reserveCapacity(LogTables.prefetchChunkOps)
     }
 
     mutating func header(_ header: SnapshotHeader) throws { try add(.header(header)) }

@@ -68,7 +68,7 @@ extension DeviceStore {
     public func beginBulk() throws {
         bulkInProgress.withLock { $0 = true }
         try writeTransaction { db in
-            try Self.setMeta("search_stale", .integer(1), in: db)
+            try LogTables.setMeta("search_stale", .integer(1), in: db)
             for index in projection.readIndexes { try db.execute(index.dropSQL) }
             for (_, index) in projection.searchIndexes {
                 let fts = ProjectionSchema.quoted(index.index)
@@ -132,11 +132,11 @@ extension DeviceStore {
             && (try? read { db in try Self.logEndsAtSealedPrefix(in: db) }) == true
         let opsMax = CompactionPolicy().segmentOpsMax
         var segments: [EncodedSegment]?
-        if sealable, let encoded, ops.count <= opsMax, encoded.body.count <= Self.segmentBodyBytesMax {
+        if sealable, let encoded, ops.count <= opsMax, encoded.body.count <= LogTables.segmentBodyBytesMax {
             segments = [EncodedSegment(firstSeq: ops.first!.serverSeq!, lastSeq: ops.last!.serverSeq!, body: encoded.body,
                                        frame: encoded.frame, filter: SegmentFilter(ids: Set(ops.map(\.entityID))).bytes)]
         } else if sealable {
-            segments = try? Self.encodeSegments(ops[...], libraryID: libraryID, opsMax: opsMax)
+            segments = try? LogTables.encodeSegments(ops[...], libraryID: libraryID, opsMax: opsMax)
         }
         // A sealed batch needs no log blocks (if the writer logs it after all, it encodes them itself).
         let blocks = segments != nil ? nil : try? Self.encodeBlocks(ops[...], libraryID: libraryID)
@@ -145,7 +145,7 @@ extension DeviceStore {
 
     /// True when the log holds no confirmed op after the sealed prefix (the cursor is where sealing ends).
     static func logEndsAtSealedPrefix(in db: Database) throws -> Bool {
-        try sealedUpTo(in: db) == (try meta("cursor", in: db).integerValue ?? 0)
+        try LogTables.sealedUpTo(in: db) == (try LogTables.meta("cursor", in: db).integerValue ?? 0)
     }
 
     /// …and rebuild them once at the end (always call it, also after a failure).
@@ -177,7 +177,7 @@ extension DeviceStore {
     /// entry removed from an index that does not hold it would be an error).
     @discardableResult
     func rebuildSearchIndexesIfStale(in db: Database) throws -> Bool {
-        guard try Self.meta("search_stale", in: db).integerValue == 1 else { return true }
+        guard try LogTables.meta("search_stale", in: db).integerValue == 1 else { return true }
         guard !bulkInProgress.withLock({ $0 }) else { return false }
         try rebuildBulkIndexes(in: db)
         return true
@@ -185,7 +185,7 @@ extension DeviceStore {
 
     /// True while bulk apply has left the search indexes to be rebuilt.
     public func searchIndexesStale() throws -> Bool {
-        try read { db in try Self.meta("search_stale", in: db).integerValue == 1 }
+        try read { db in try LogTables.meta("search_stale", in: db).integerValue == 1 }
     }
 }
 

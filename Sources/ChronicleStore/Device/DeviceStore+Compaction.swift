@@ -182,7 +182,7 @@ extension DeviceStore: LogLifecycle {
     /// sealing has none to add.
     func rememberSealed(_ ops: ArraySlice<Op>, in db: Database) throws {}
 
-    func hotLogEnd(in db: Database) throws -> Int64? { try Self.blocksEnd(in: db) }
+    func hotLogEnd(in db: Database) throws -> Int64? { try LogTables.blocksEnd(in: db) }
 
     func firstHotSeq(after sealed: Int64, timeAtLeast time: Int64, in db: Database) throws -> Int64? {
         try Self.firstHotSeq(after: sealed, timeAtLeast: time, libraryID: libraryID, in: db)
@@ -213,7 +213,7 @@ extension DeviceStore: LogLifecycle {
            }).first {
             let segment = EncodedSegment(firstSeq: head.first, lastSeq: head.last, body: body, frame: LZ4Frame.compress(body), filter: filter)
             return PreparedSeal(segment: segment, ops: [], logBytes: Int64(body.count), previousDigest: previousDigest,
-                                digest: DeviceStore.chainDigest(previous: previousDigest, body: body))
+                                digest: LogTables.chainDigest(previous: previousDigest, body: body))
         }
         // Stop before the next block that could be sealed whole.
         for block in blocks.dropFirst() where block.last - block.first + 1 >= wholeMin && block.last - block.first + 1 <= opsMax {
@@ -221,13 +221,13 @@ extension DeviceStore: LogLifecycle {
             break
         }
         var ops: [Op] = []
-        try Self.forEachHotOp(in: db, libraryID: libraryID, after: sealed, upTo: last, entity: nil) { ops.append($0) }
+        try LogTables.forEachHotOp(in: db, libraryID: libraryID, after: sealed, upTo: last, entity: nil) { ops.append($0) }
         precondition(ops.count == Int(last - sealed) && ops.first?.serverSeq == sealed + 1,
                      "the log is not gap-free after the sealed prefix")
         // One segment, unless its ops are so large that the body must be split (the first part is sealed now).
-        let segment = try DeviceStore.encodeSegments(ops[...], libraryID: libraryID, opsMax: ops.count)[0]
+        let segment = try LogTables.encodeSegments(ops[...], libraryID: libraryID, opsMax: ops.count)[0]
         return PreparedSeal(segment: segment, ops: [], logBytes: Int64(segment.body.count),
-                            previousDigest: previousDigest, digest: DeviceStore.chainDigest(previous: previousDigest, body: segment.body))
+                            previousDigest: previousDigest, digest: LogTables.chainDigest(previous: previousDigest, body: segment.body))
     }
 
     /// A device's seals only move confirmed ops from its blocks into segments, so their commits
@@ -280,7 +280,7 @@ extension LogLifecycle {
     func plan(_ policy: CompactionPolicy, now clockNow: Int64, in db: Database) throws -> CompactionPlan {
         // Every time compared below is a server time.
         let now = try serverNow(clockNow, in: db)
-        let sealed = try DeviceStore.sealedUpTo(in: db)
+        let sealed = try LogTables.sealedUpTo(in: db)
         let cursor = try confirmedHead(sealed: sealed, in: db)
         var through = cursor
         if let keep = policy.keepOps { through = min(through, cursor - keep) }
@@ -340,7 +340,7 @@ extension LogLifecycle {
 
     /// Whether a snapshot of the current schema version is saved at exactly `seq`.
     func holdsCurrentSnapshot(at seq: Int64, in db: Database) throws -> Bool {
-        guard let saved = try DeviceStore.storedSnapshot(atMost: seq, in: db), saved.seq == seq else { return false }
+        guard let saved = try LogTables.storedSnapshot(atMost: seq, in: db), saved.seq == seq else { return false }
         return saved.header.schemaFingerprint == projection.schema.fingerprint
     }
 
@@ -395,16 +395,16 @@ extension LogLifecycle {
                                                                           libraryID: libraryID, progress: nil)
                     return (exact, body, digest)
                 }
-                let head = try confirmedHead(sealed: DeviceStore.sealedUpTo(in: db), in: db)
-                let (body, digest) = try DeviceStore.snapshotBody(projection, from: db, seq: head, libraryID: libraryID)
+                let head = try confirmedHead(sealed: LogTables.sealedUpTo(in: db), in: db)
+                let (body, digest) = try ProjectionTables.snapshotBody(projection, from: db, seq: head, libraryID: libraryID)
                 return (head, body, digest)
             }
             let frame = LZ4Frame.compress(body)
             try writeTransaction { db in
-                try DeviceStore.insertSnapshot(at: seq, frame: frame, stateDigest: stateDigest, createdAt: now, in: db)
+                try LogTables.insertSnapshot(at: seq, frame: frame, stateDigest: stateDigest, createdAt: now, in: db)
                 if deletingOlder {
                     try db.execute("DELETE FROM chronicle_snapshots WHERE seq < ?1 AND seq <> ?2 AND seq <> ?3",
-                                   [.integer(seq), .integer(try DeviceStore.historyBase(in: db)), .integer(plan.dropThrough ?? -1)])
+                                   [.integer(seq), .integer(try LogTables.historyBase(in: db)), .integer(plan.dropThrough ?? -1)])
                 }
             }
             try done("wrote the snapshot at seq \(seq)")
@@ -426,8 +426,8 @@ extension LogLifecycle {
             let dropped = try writeTransaction { db -> Bool in
                 guard try db.scalarInt("SELECT 1 FROM chronicle_snapshots WHERE seq = ?1", [.integer(drop)]) != nil else { return false }
                 try db.execute("DELETE FROM chronicle_segments WHERE last_seq <= ?1", [.integer(drop)])
-                try DeviceStore.setMeta("history_base_seq", .integer(drop), in: db)
-                try DeviceStore.setMeta("history_dropped_at", .integer(now), in: db)
+                try LogTables.setMeta("history_base_seq", .integer(drop), in: db)
+                try LogTables.setMeta("history_dropped_at", .integer(now), in: db)
                 // The id of the op at the new base, which a pull compares with the server's
                 // (`holdsConfirmed`): a server restored from a backup may hold another one there.
                 // (A scan of the confirmed op ids, which have no index by seq; a compaction reads more.)
@@ -438,7 +438,7 @@ extension LogLifecycle {
                     SELECT substr(h, 1, 8) || '-' || substr(h, 9, 4) || '-' || substr(h, 13, 4) || '-' || substr(h, 17, 4) || '-' || substr(h, 21)
                     FROM (SELECT hex(op_id) AS h FROM chronicle_op_ids WHERE server_seq = ?1)
                     """, [.integer(drop)]).flatMap({ UUID(uuidString: $0) }) {
-                    try DeviceStore.setMeta("history_base_op_id", .text(id.lowercased), in: db)
+                    try LogTables.setMeta("history_base_op_id", .text(id.lowercased), in: db)
                 } else {
                     try db.execute("DELETE FROM chronicle_meta WHERE key = 'history_base_op_id'")
                 }
@@ -474,13 +474,13 @@ extension LogLifecycle {
         do {
             try PrefetchChannel<PreparedSeal>.stream(capacity: 1, produce: { channel in
                 var (sealed, previous) = try self.read { db in
-                    (try DeviceStore.sealedUpTo(in: db), try Self.lastSegmentDigest(in: db))
+                    (try LogTables.sealedUpTo(in: db), try Self.lastSegmentDigest(in: db))
                 }
                 // Each segment in its own read: no snapshot is held across the writer's commits. Only
                 // a seal deletes log rows, so the rows after `sealed` are all there unless another
                 // compaction sealed past it (this one's writer is at most where this thread is).
                 while let next = try self.read({ db in
-                    guard try DeviceStore.sealedUpTo(in: db) <= sealed else { throw SealPrefixMoved() }
+                    guard try LogTables.sealedUpTo(in: db) <= sealed else { throw SealPrefixMoved() }
                     return try self.prepareSeal(after: sealed, previousDigest: previous, through: plan.sealThrough,
                                          endingAt: plan.dropThrough, policy: policy, in: db)
                 }) {
@@ -498,7 +498,7 @@ extension LogLifecycle {
     /// `boundary`: a seq a segment must end at (where a horizon drops history, whole segments go).
     func sealNextSegment(through: Int64, endingAt boundary: Int64? = nil, policy: CompactionPolicy, now: Int64,
                          in db: Database) throws -> SealedChunk? {
-        let sealed = try DeviceStore.sealedUpTo(in: db)
+        let sealed = try LogTables.sealedUpTo(in: db)
         guard let prepared = try prepareSeal(after: sealed, previousDigest: try Self.lastSegmentDigest(in: db), through: through,
                                              endingAt: boundary, policy: policy, in: db) else { return nil }
         return try storeSeal(prepared, now: now, in: db)
@@ -517,24 +517,24 @@ extension LogLifecycle {
         if let boundary, sealed < boundary, boundary < last { last = boundary }
         // The bytes a log row takes, roughly: its text columns plus six integers.
         let rows = try db.query("""
-            SELECT \(DeviceStore.logColumns), length(payload) + length(op_id) + length(type) + length(entity_id) + length(device_id) + 40
+            SELECT \(LogTables.logColumns), length(payload) + length(op_id) + length(type) + length(entity_id) + length(device_id) + 40
             FROM chronicle_log WHERE server_seq > ?1 AND server_seq <= ?2 ORDER BY server_seq
-            """, [.integer(sealed), .integer(last)]) { row in (try DeviceStore.logOp(row, libraryID: libraryID), row.int(11)) }
+            """, [.integer(sealed), .integer(last)]) { row in (try LogTables.logOp(row, libraryID: libraryID), row.int(11)) }
         let ops = rows.map(\.0)
         precondition(ops.count == Int(last - sealed) && ops.first?.serverSeq == sealed + 1,
                      "the log is not gap-free after the sealed prefix")
         // One segment, unless its ops are so large that the body must be split (the first part is sealed now).
-        let segment = try DeviceStore.encodeSegments(ops[...], libraryID: libraryID, opsMax: ops.count)[0]
+        let segment = try LogTables.encodeSegments(ops[...], libraryID: libraryID, opsMax: ops.count)[0]
         let count = Int(segment.lastSeq - segment.firstSeq + 1)
         return PreparedSeal(segment: segment, ops: Array(ops[..<count]), logBytes: rows[..<count].reduce(0) { $0 + $1.1 },
-                            previousDigest: previousDigest, digest: DeviceStore.chainDigest(previous: previousDigest, body: segment.body))
+                            previousDigest: previousDigest, digest: LogTables.chainDigest(previous: previousDigest, body: segment.body))
     }
 
     /// Stores `prepared` and deletes its ops from the log, inside the caller's transaction. Nil,
     /// changing nothing, when the sealed prefix no longer ends where `prepared` was read after.
     func storeSeal(_ prepared: PreparedSeal, now: Int64, in db: Database) throws -> SealedChunk? {
         let segment = prepared.segment
-        guard try DeviceStore.sealedUpTo(in: db) == segment.firstSeq - 1,
+        guard try LogTables.sealedUpTo(in: db) == segment.firstSeq - 1,
               try Self.lastSegmentDigest(in: db) == prepared.previousDigest else { return nil }
         try storeSegment(segment, ops: prepared.ops[...], digests: (prepared.previousDigest, prepared.digest), now: now, in: db)
         try releaseSealed(segment, in: db)
@@ -549,7 +549,7 @@ extension LogLifecycle {
     func storeSegment(_ segment: EncodedSegment, ops: ArraySlice<Op>, digests: (previous: String, digest: String)? = nil,
                       now: Int64, in db: Database) throws {
         let previous = try digests?.previous ?? Self.lastSegmentDigest(in: db)
-        let digest = digests?.digest ?? DeviceStore.chainDigest(previous: previous, body: segment.body)
+        let digest = digests?.digest ?? LogTables.chainDigest(previous: previous, body: segment.body)
         try db.statement("""
             INSERT INTO chronicle_segments(first_seq, last_seq, op_count, body, digest, previous_digest, body_bytes, created_at)
             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
@@ -569,11 +569,4 @@ extension LogLifecycle {
 }
 
 extension DeviceStore {
-    /// Keeps a snapshot's LZ4 frame at `seq` (replacing one already there), streamed into its blob.
-    /// Compaction writes one this way, and so does a server that rebuilt its projection for a
-    /// newer schema (`ServerLibrary.migrateProjection`).
-    static func insertSnapshot(at seq: Int64, frame: [UInt8], stateDigest: String, createdAt: Int64, in db: Database) throws {
-        try db.statement("INSERT OR REPLACE INTO chronicle_snapshots(seq, body, state_digest, body_bytes, created_at) VALUES (?1, ?2, ?3, ?4, ?5)")
-            .execute([.integer(seq), .null, .text(stateDigest), .integer(Int64(frame.count)), .integer(createdAt)], blob: frame, at: 2)
-    }
 }

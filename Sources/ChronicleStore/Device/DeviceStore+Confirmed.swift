@@ -14,9 +14,6 @@ public struct ApplyResult: Sendable, Equatable {
 }
 
 extension DeviceStore {
-    /// The confirmed log's columns, in the order `logArguments` binds them: the server's log
-    /// (SQLite and PostgreSQL), and a device's before store format v9.
-    public static let logColumns = "server_seq, op_id, device_id, device_seq, type, version, entity_id, payload, device_time, base_seq, server_time"
     static let outboxColumns = "device_seq, op_id, type, version, entity_id, payload, device_time, base_seq"
 
     /// Folds a batch of confirmed ops (what sync delivers) into the store, keeping
@@ -77,11 +74,11 @@ extension DeviceStore {
 
         if let prepared, !indexing {
             for (op, steps) in zip(ops, prepared.steps) where foldOnly?.contains(op.entityID.lowercased) ?? true {
-                try Self.materialize(op, steps: steps, materializer, in: db)
+                try ProjectionTables.materialize(op, steps: steps, materializer, in: db)
             }
         } else {
             for op in ops where foldOnly?.contains(op.entityID.lowercased) ?? true {
-                if indexing { try materialize(op, in: db, batch: batch) } else { try Self.materialize(op, materializer, in: db) }
+                if indexing { try materialize(op, in: db, batch: batch) } else { try ProjectionTables.materialize(op, materializer, in: db) }
             }
         }
 
@@ -130,7 +127,7 @@ extension DeviceStore {
 
     /// Checks that confirmed `ops` continue the log (seqs, times, library); returns the cursor after them.
     private func checkContinuesLog(_ ops: [Op], in db: Database) throws -> Int64 {
-        var cursor = try Self.meta("cursor", in: db).integerValue ?? 0
+        var cursor = try LogTables.meta("cursor", in: db).integerValue ?? 0
         for op in ops {
             guard let seq = op.serverSeq, op.serverTime != nil else {
                 throw ChronicleError(.invariantViolated, "Confirmed op \(op.opID.lowercased) has no server sequence or time.")
@@ -162,7 +159,7 @@ extension DeviceStore {
         if !emptied.isEmpty {
             try Self.setDeviceSeqSkips(try Self.deviceSeqSkips(in: db) + emptied.map { [$0, $0] }, in: db)
         }
-        try Self.setMeta("cursor", .integer(cursor), in: db)
+        try LogTables.setMeta("cursor", .integer(cursor), in: db)
     }
 
     struct ShadowKey: Hashable { var entity: String; var id: String }
@@ -234,53 +231,27 @@ extension DeviceStore {
             """, [Self.jsonList(ids)]) { try outboxOp($0) }
         for op in pending {
             if let entity = materializer.entity(of: op) { try shadowIfNeeded(entity, op.entityID.lowercased, in: db) }
-            if indexing { try materialize(op, in: db, batch: batch) } else { try Self.materialize(op, materializer, in: db) }
+            if indexing { try materialize(op, in: db, batch: batch) } else { try ProjectionTables.materialize(op, materializer, in: db) }
             replayed += 1
         }
         return replayed
     }
 
-    static func logArguments(_ op: Op) -> [Value] {
-        [.integer(op.serverSeq!), .text(op.opID.lowercased), .text(op.deviceID.lowercased), .integer(op.deviceSeq),
-         .text(op.type), .integer(Int64(op.version)), .text(op.entityID.lowercased), .text(CanonicalJSON.encode(op.payload)),
-         .integer(op.deviceTime), .integer(op.baseSeq), .integer(op.serverTime!)]
-    }
-
     /// Decodes a row selected with `logColumns`.
-    func logOp(_ row: Row) throws -> Op { try Self.logOp(row, libraryID: libraryID) }
+    func logOp(_ row: Row) throws -> Op { try LogTables.logOp(row, libraryID: libraryID) }
 
     /// Decodes a row selected with `outboxColumns`.
     func outboxOp(_ row: Row) throws -> Op { try Self.outboxOp(row, libraryID: libraryID, deviceID: deviceID) }
 
-    static func logOp(_ row: Row, libraryID: UUID) throws -> Op {
-        Op(opID: try uuid(row, 1), libraryID: libraryID, deviceID: try uuid(row, 2), deviceSeq: row.int(3),
-           type: row.text(4), version: Int(row.int(5)), entityID: try uuid(row, 6),
-           payload: try row.withBytes(7) { try CanonicalJSON.decodePayload(utf8: $0) }, deviceTime: row.int(8), baseSeq: row.int(9),
-           serverSeq: row.int(0), serverTime: row.int(10))
-    }
-
     static func outboxOp(_ row: Row, libraryID: UUID, deviceID: UUID) throws -> Op {
-        Op(opID: try uuid(row, 1), libraryID: libraryID, deviceID: deviceID, deviceSeq: row.int(0),
-           type: row.text(2), version: Int(row.int(3)), entityID: try uuid(row, 4),
+        Op(opID: try LogTables.uuid(row, 1), libraryID: libraryID, deviceID: deviceID, deviceSeq: row.int(0),
+           type: row.text(2), version: Int(row.int(3)), entityID: try LogTables.uuid(row, 4),
            payload: try row.withBytes(5) { try CanonicalJSON.decodePayload(utf8: $0) }, deviceTime: row.int(6), baseSeq: row.int(7))
-    }
-
-    /// A column holding an id, parsed in place.
-    static func uuid(_ row: Row, _ index: Int32) throws -> UUID {
-        guard let uuid = row.uuid(index) else { return try uuid(row.text(index)) }
-        return uuid
-    }
-
-    static func uuid(_ text: String) throws -> UUID {
-        guard let uuid = UUID(text: text) else {
-            throw ChronicleError(.invariantViolated, "The store holds a malformed id '\(text)'.")
-        }
-        return uuid
     }
 
     /// The highest server sequence this store has applied.
     public func cursor() throws -> Int64 {
-        try read { db in try Self.meta("cursor", in: db).integerValue ?? 0 }
+        try read { db in try LogTables.meta("cursor", in: db).integerValue ?? 0 }
     }
 
     /// Ops waiting to be confirmed, in device order.
@@ -294,7 +265,7 @@ extension DeviceStore {
             var ops: [Op] = []
             struct Enough: Error {}
             do {
-                try Self.forEachConfirmedOp(in: db, libraryID: libraryID, after: after, entity: entity?.lowercased) { op in
+                try LogTables.forEachConfirmedOp(in: db, libraryID: libraryID, after: after, entity: entity?.lowercased) { op in
                     ops.append(op)
                     if ops.count >= limit { throw Enough() }
                 }

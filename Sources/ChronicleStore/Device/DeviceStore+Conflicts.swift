@@ -31,7 +31,7 @@ extension DeviceStore {
                 SELECT op_id, field, entity, entity_id, kept, replaced, replaced_seq, replaced_device, winning_seq, winning_device, resolved_seq
                 FROM \(ProjectionSchema.quoted(ProjectionSchema.conflictsTable))\(filter) ORDER BY winning_seq DESC, field
                 """) { row in
-                ConflictRecord(opID: try Self.uuid(row.text(0)), field: row.text(1), entity: row.text(2), entityID: try Self.uuid(row.text(3)),
+                ConflictRecord(opID: try LogTables.uuid(row.text(0)), field: row.text(1), entity: row.text(2), entityID: try LogTables.uuid(row.text(3)),
                                kept: row.value(4), replaced: row.value(5), replacedSeq: row.optionalInt(6), replacedDevice: row.optionalText(7),
                                winningSeq: row.int(8), winningDevice: row.text(9), resolvedSeq: row.optionalInt(10))
             }

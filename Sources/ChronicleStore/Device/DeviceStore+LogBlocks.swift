@@ -20,7 +20,7 @@ extension DeviceStore {
     /// Confirmed ops (contiguous seqs) as log blocks of at most `logBlockOpsMax` ops, split
     /// further where a body would pass `segmentBodyBytesMax`.
     static func encodeBlocks(_ ops: ArraySlice<Op>, libraryID: UUID) throws -> [EncodedSegment] {
-        try encodeSegments(ops, libraryID: libraryID, opsMax: logBlockOpsMax, framed: false)
+        try LogTables.encodeSegments(ops, libraryID: libraryID, opsMax: logBlockOpsMax, framed: false)
     }
 
     /// Appends blocks to the hot log, inside the caller's transaction (the table's trigger refuses
@@ -53,7 +53,7 @@ extension DeviceStore {
                 try insertID.execute([.null, .integer(seq)], uuid: op.opID, at: 1)
             } catch {
                 guard error.isConstraint else { throw error }
-                let base = try historyBase ?? Self.historyBase(in: db)
+                let base = try historyBase ?? LogTables.historyBase(in: db)
                 historyBase = base
                 guard op.deviceID == deviceID, seq > base, let held = try confirmedSeq(of: op.opID, in: db), held <= base,
                       try !ownConfirmed(op.opID, in: db) else {
@@ -74,68 +74,6 @@ extension DeviceStore {
         try db.scalarInt("SELECT 1 FROM chronicle_own_confirmed WHERE op_id = ?1", [.text(opID.lowercased)]) != nil
     }
 
-    /// The seq of the newest op in the hot log's blocks (nil when it has none).
-    static func blocksEnd(in db: Database) throws -> Int64? {
-        try db.scalarInt("SELECT last_seq FROM chronicle_log_blocks ORDER BY first_seq DESC LIMIT 1")
-    }
-
-    /// One block's body, copied out of its row.
-    static func blockBody(firstSeq: Int64, in db: Database) throws -> [UInt8]? {
-        try db.query("SELECT body FROM chronicle_log_blocks WHERE first_seq = ?1", [.integer(firstSeq)]) { row in
-            row.withBytes(0) { Array($0) }
-        }.first
-    }
-
-    /// Decodes a block's body: a segment of this library's confirmed ops starting at `firstSeq`.
-    static func decodeBlock(_ body: [UInt8], firstSeq: Int64, libraryID: UUID) throws -> [Op] {
-        let segment = try SegmentCodec.decodeBody(body)
-        guard segment.libraryID == libraryID, segment.firstSeq == firstSeq else {
-            throw ChronicleError(.invariantViolated, "The log block at seq \(firstSeq) does not hold this library's ops from that seq.")
-        }
-        return segment.ops
-    }
-
-    /// Confirmed ops of the hot log with `after < serverSeq ≤ upTo` and after the sealed end, in
-    /// order, optionally of one entity (whose history opens only the blocks whose filter may
-    /// hold it, and builds only its ops' payloads).
-    static func forEachHotOp(in db: Database, libraryID: UUID, after: Int64, upTo: Int64, entity: UUID?,
-                             _ body: (Op) throws -> Void) throws {
-        let from = max(after, try sealedUpTo(in: db))
-        guard from < upTo else { return }
-        let firsts = try db.uncached("""
-            SELECT first_seq, filter FROM chronicle_log_blocks WHERE last_seq > ?1 AND first_seq <= ?2 ORDER BY first_seq
-            """).map([.integer(from), .integer(upTo)]) { row -> Int64? in
-            guard let entity else { return row.int(0) }
-            let filter = row.withBytes(1) { SegmentFilter(bytes: $0) }
-            return filter?.mayContain(entity) ?? true ? row.int(0) : nil
-        }.compactMap { $0 }
-        for first in firsts {
-            guard let bytes = try blockBody(firstSeq: first, in: db) else { continue }
-            let ops: [Op]
-            if let entity {
-                guard contains(bytes, entity) else { continue }
-                let (library, found) = try SegmentCodec.decodeOps(ofEntity: entity, body: bytes)
-                guard library == libraryID else {
-                    throw ChronicleError(.invariantViolated, "The log block at seq \(first) belongs to library \(library.lowercased), not this store's.")
-                }
-                ops = found
-            } else {
-                ops = try decodeBlock(bytes, firstSeq: first, libraryID: libraryID)
-            }
-            for op in ops where op.serverSeq! > from && op.serverSeq! <= upTo { try body(op) }
-        }
-    }
-
-    /// How many confirmed ops the hot log holds after `after` up to `upTo` (and after the sealed end).
-    static func hotCount(in db: Database, after: Int64, upTo: Int64) throws -> Int64 {
-        let from = max(after, try sealedUpTo(in: db))
-        guard from < upTo else { return 0 }
-        return try db.scalarInt("""
-            SELECT coalesce(sum(min(last_seq, ?2) - max(first_seq, ?1 + 1) + 1), 0) FROM chronicle_log_blocks
-            WHERE last_seq > ?1 AND first_seq <= ?2
-            """, [.integer(from), .integer(upTo)]) ?? 0
-    }
-
     /// The first hot op after `sealed` whose server time is `time` or later: the first block
     /// whose newest op is that recent is decoded (older blocks hold none).
     static func firstHotSeq(after sealed: Int64, timeAtLeast time: Int64, libraryID: UUID, in db: Database) throws -> Int64? {
@@ -143,8 +81,8 @@ extension DeviceStore {
             SELECT first_seq FROM chronicle_log_blocks WHERE last_seq > ?1 AND newest_time >= ?2 ORDER BY first_seq
             """, [.integer(sealed), .integer(time)]) { $0.int(0) }
         for first in blocks {
-            guard let bytes = try blockBody(firstSeq: first, in: db) else { continue }
-            if let op = try decodeBlock(bytes, firstSeq: first, libraryID: libraryID).first(where: { $0.serverSeq! > sealed && $0.serverTime! >= time }) {
+            guard let bytes = try LogTables.blockBody(firstSeq: first, in: db) else { continue }
+            if let op = try LogTables.decodeBlock(bytes, firstSeq: first, libraryID: libraryID).first(where: { $0.serverSeq! > sealed && $0.serverTime! >= time }) {
                 return op.serverSeq
             }
         }
@@ -163,8 +101,8 @@ extension DeviceStore {
                 newest = min(last, through)
                 continue
             }
-            guard let bytes = try blockBody(firstSeq: first, in: db) else { continue }
-            for op in try decodeBlock(bytes, firstSeq: first, libraryID: libraryID)
+            guard let bytes = try LogTables.blockBody(firstSeq: first, in: db) else { continue }
+            for op in try LogTables.decodeBlock(bytes, firstSeq: first, libraryID: libraryID)
             where op.serverSeq! > sealed && op.serverSeq! <= through && op.serverTime! < time {
                 newest = op.serverSeq
             }
@@ -180,8 +118,8 @@ extension DeviceStore {
                                     [.integer(point)]) { row in (row.int(0), row.withBytes(1) { Array($0) }) }
         try db.execute("DELETE FROM chronicle_log_blocks WHERE last_seq > ?1", [.integer(point)])
         guard let (first, body) = spanning.first else { return }
-        let sealed = try sealedUpTo(in: db)
-        let kept = try decodeBlock(body, firstSeq: first, libraryID: libraryID).filter { $0.serverSeq! > sealed && $0.serverSeq! <= point }
+        let sealed = try LogTables.sealedUpTo(in: db)
+        let kept = try LogTables.decodeBlock(body, firstSeq: first, libraryID: libraryID).filter { $0.serverSeq! > sealed && $0.serverSeq! <= point }
         if !kept.isEmpty { try insertBlocks(try encodeBlocks(kept[...], libraryID: libraryID), in: db) }
     }
 
@@ -192,7 +130,7 @@ extension DeviceStore {
         -> (problems: [String], hotOps: Int64, ownOps: Int64) {
         var problems: [String] = []
         var own: Int64 = 0
-        let sealed = try sealedUpTo(in: db)
+        let sealed = try LogTables.sealedUpTo(in: db)
         var expected = sealed + 1
         var hot: Int64 = 0
         let blocks = try db.query("SELECT first_seq, last_seq, newest_time, filter FROM chronicle_log_blocks ORDER BY first_seq") {
@@ -207,8 +145,8 @@ extension DeviceStore {
                 problems.append("log block \(first)…\(last) does not follow seq \(expected - 1)")
             }
             do {
-                guard let body = try blockBody(firstSeq: first, in: db) else { continue }
-                let ops = try decodeBlock(body, firstSeq: first, libraryID: libraryID)
+                guard let body = try LogTables.blockBody(firstSeq: first, in: db) else { continue }
+                let ops = try LogTables.decodeBlock(body, firstSeq: first, libraryID: libraryID)
                 own += Int64(ops.count(where: { $0.deviceID == deviceID && $0.serverSeq! > sealed }))
                 if ops.last?.serverSeq != last { problems.append("log block \(first)…\(last) holds seqs \(first)…\(ops.last?.serverSeq ?? 0)") }
                 if ops.compactMap(\.serverTime).max() != newestTime { problems.append("log block \(first)…\(last) records another newest server time than its ops'") }
@@ -243,9 +181,9 @@ extension DeviceStore {
     static func convertLogToBlocks(in db: Database) throws {
         guard try db.scalarInt("SELECT EXISTS (SELECT 1 FROM chronicle_log)") == 1
                 || db.scalarInt("SELECT EXISTS (SELECT 1 FROM chronicle_segments)") == 1 else { return }
-        let library = try uuid(try meta("library_id", in: db).textValue ?? "")
-        let device = try uuid(try meta("device_id", in: db).textValue ?? "")
-        let sealed = try sealedUpTo(in: db)
+        let library = try LogTables.uuid(try LogTables.meta("library_id", in: db).textValue ?? "")
+        let device = try LogTables.uuid(try LogTables.meta("device_id", in: db).textValue ?? "")
+        let sealed = try LogTables.sealedUpTo(in: db)
         // Rows at or before the sealed end were left by a compaction killed between its steps of
         // an older build; they are in the segments.
         let end = try db.scalarInt("SELECT max(server_seq) FROM chronicle_log") ?? 0
@@ -272,8 +210,8 @@ extension DeviceStore {
                     let result = Result { () throws -> [EncodedSegment] in
                         let after = chunks[index]
                         let ops = try reader.get().query("""
-                            SELECT \(logColumns) FROM chronicle_log WHERE server_seq > ?1 AND server_seq <= ?2 ORDER BY server_seq
-                            """, [.integer(after), .integer(after + Int64(logBlockOpsMax))]) { try logOp($0, libraryID: library) }
+                            SELECT \(LogTables.logColumns) FROM chronicle_log WHERE server_seq > ?1 AND server_seq <= ?2 ORDER BY server_seq
+                            """, [.integer(after), .integer(after + Int64(logBlockOpsMax))]) { try LogTables.logOp($0, libraryID: library) }
                         guard ops.first?.serverSeq == after + 1, ops.last?.serverSeq == after + Int64(ops.count) else {
                             throw ChronicleError(.invariantViolated, "The confirmed log has a gap after seq \(after); the store needs `chronicle salvage`.")
                         }
@@ -309,10 +247,10 @@ extension DeviceStore {
             window.signal()
             try insertBlocks(try result!.get(), in: db)
         }
-        let base = try historyBase(in: db)
+        let base = try LogTables.historyBase(in: db)
         let own = try db.statement("INSERT OR IGNORE INTO chronicle_own_confirmed(server_seq, device_seq, op_id) VALUES (?1, ?2, ?3)")
         if sealed > base {
-            try forEachConfirmedOp(in: db, libraryID: library, after: base, upTo: sealed) { op in
+            try LogTables.forEachConfirmedOp(in: db, libraryID: library, after: base, upTo: sealed) { op in
                 if op.deviceID == device { try own.execute([.integer(op.serverSeq!), .integer(op.deviceSeq), .text(op.opID.lowercased)]) }
             }
         }

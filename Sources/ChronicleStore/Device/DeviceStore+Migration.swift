@@ -111,7 +111,7 @@ extension DeviceStore {
         for version in format..<StoreFormat.currentVersion {
             try db.transaction { db in
                 try StoreFormat.migrate(db, from: version)
-                try setMeta("format_version", .integer(version + 1), in: db)
+                try LogTables.setMeta("format_version", .integer(version + 1), in: db)
             }
             try afterStep?("format v\(version + 1)")
         }

@@ -102,7 +102,7 @@ extension DeviceStore {
         // The pairs can be made again from the content: the commit need not wait for the disk.
         return try writeTransaction(spillToFiles: false, relaxedSync: true) { db in
             // A bulk apply changes rows without keeping any index up to date; its close starts the filler again.
-            guard try Self.meta("search_stale", in: db).integerValue != 1 else { return false }
+            guard try LogTables.meta("search_stale", in: db).integerValue != 1 else { return false }
             for phrase in phraseIndexes {
                 let through = try phrase.watermark(in: db)
                 guard through != PhraseIndex.complete else { continue }

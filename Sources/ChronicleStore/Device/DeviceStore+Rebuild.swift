@@ -43,13 +43,13 @@ extension DeviceStore {
             try beforeReplay?(db)
             let base: Int64?
             if fromGenesis {
-                let horizon = try Self.historyBase(in: db)
+                let horizon = try LogTables.historyBase(in: db)
                 guard horizon == 0 else {
                     throw ChronicleError(.historyDropped, "History before seq \(horizon) was dropped by a compaction horizon; rebuild from the snapshot at seq \(horizon) instead (without --from-genesis).")
                 }
                 base = nil
             } else {
-                base = try Self.replayBase(in: db, projection, preferLatest: true)
+                base = try LogTables.replayBase(in: db, projection, preferLatest: true)
             }
             // A rebuild touches every page: a larger cache for its duration saves re-reading them.
             try db.execute("PRAGMA cache_size = -\(Self.bulkCacheKilobytes)")
@@ -62,22 +62,22 @@ extension DeviceStore {
             // rather than kept up to date row by row.
             let statements = projection.tableStatements
             for statement in statements where !statement.hasPrefix("CREATE INDEX") { try db.execute(statement) }
-            if let base, try Self.load(storedAt: base, from: db, into: db, projection, libraryID: libraryID) != nil {
+            if let base, try ProjectionTables.load(storedAt: base, from: db, into: db, projection, libraryID: libraryID) != nil {
                 // The state was carried over from a snapshot of an earlier schema version: the next
                 // sync starts over from the server's (`stateCarriedOver`).
-                try Self.setMeta(Self.stateCarriedOverKey, .integer(base), in: db)
+                try LogTables.setMeta(Self.stateCarriedOverKey, .integer(base), in: db)
             }
             from = base
             // The log is as last committed (this transaction changes only the projection, unless
             // `beforeReplay` changed it), so another connection reads and decodes it while this one writes.
-            let counts = try Self.replay(from: db, into: db, materializer, projection, after: base ?? 0, upTo: nil,
+            let counts = try ProjectionTables.replay(from: db, into: db, materializer, projection, after: base ?? 0, upTo: nil,
                                          includePending: true, prefetch: beforeReplay == nil ? readers : nil, progress: progress)
             // The FTS indexes are built on two cores; meanwhile the writer builds the secondary
             // indexes, one pass each, and takes the digest of the projection, which is now final.
             for statement in projection.searchStatements { try db.execute(statement) }
             var digest = ""
             try rebuildSearchIndexes(in: db, writerFirst: statements.filter { $0.hasPrefix("CREATE INDEX") }) { db in
-                digest = try Self.digest(projection, in: db)
+                digest = try ProjectionTables.digest(projection, in: db)
             }
             try alsoInTransaction?(db)
             return (counts.0, counts.1, digest)
@@ -224,47 +224,4 @@ extension DeviceStore {
         try db.execute("INSERT INTO \(fts)(\(fts), rank) VALUES ('hashsize', \(Self.searchDefaultHashBytes))")
     }
 
-    /// Replays confirmed ops after `after` (up to `upTo`) and optionally the outbox from
-    /// `source` into the projection tables of `target`, which must hold exactly the state
-    /// at `after` (empty for 0, or a loaded snapshot). Reads sealed segments and the log.
-    static func replay(from source: Database, into target: Database, _ materializer: Materializer, _ projection: ProjectionSchema,
-                       after: Int64 = 0, upTo: Int64?, includePending: Bool, entity: String? = nil,
-                       prefetch: ReaderPool? = nil, progress: ProgressHandler?) throws -> (Int64, Int) {
-        let entityFilter = entity.map { _ in " WHERE entity_id = ?1" } ?? ""
-        let pendingTotal = includePending
-            ? try source.scalarInt("SELECT count(*) FROM chronicle_outbox\(entityFilter)", entity.map { [.text($0)] } ?? []) ?? 0 : 0
-        let total = (entity == nil ? try confirmedCount(in: source, after: after, upTo: upTo) : 0) + pendingTotal
-        var done: Int64 = 0
-        let stride: Int64 = 10_000
-        progress?(0, total)
-        let libraryID = try uuid(try meta("library_id", in: source).textValue ?? "")
-        if let prefetch, entity == nil {
-            // `prefetch`: the confirmed ops are committed as `source` sees them (see forEachPreparedOp).
-            try forEachPreparedOp(readers: prefetch, libraryID: libraryID, after: after, upTo: upTo, materializer) { op, steps in
-                try materialize(op, steps: steps, materializer, in: target)
-                done += 1
-                if done % stride == 0 { progress?(done, total) }
-            }
-        } else {
-            try forEachConfirmedOp(in: source, libraryID: libraryID, after: after, upTo: upTo, entity: entity) { op in
-                try materialize(op, materializer, in: target)
-                done += 1
-                if done % stride == 0 { progress?(done, total) }
-            }
-        }
-        var pending = 0
-        if includePending {
-            let deviceID = try uuid(try meta("device_id", in: source).textValue ?? "")
-            let ops = try source.query("SELECT \(outboxColumns) FROM chronicle_outbox\(entityFilter) ORDER BY device_seq",
-                                       entity.map { [.text($0)] } ?? []) { try outboxOp($0, libraryID: libraryID, deviceID: deviceID) }
-            for op in ops {
-                if let spec = materializer.entity(of: op) { try shadowIfNeeded(spec, op.entityID.lowercased, projection, in: target) }
-                try materialize(op, materializer, in: target)
-                pending += 1
-                if pending % Int(stride) == 0 { progress?(done + Int64(pending), total) }
-            }
-        }
-        progress?(done + Int64(pending), total)
-        return (done, pending)
-    }
 }

@@ -49,11 +49,11 @@ extension DeviceStore {
         }
         let (libraryID, deviceID) = (self.libraryID, self.deviceID)
         _ = try rebuild(beforeReplay: { db in
-            let cursor = try Self.meta("cursor", in: db).integerValue ?? 0
+            let cursor = try LogTables.meta("cursor", in: db).integerValue ?? 0
             try Self.forgetDisagreement(in: db)
             guard cursor > head else { return }
             if head == 0 { try db.execute("DELETE FROM chronicle_meta WHERE key = ?1", [.text(Self.stateCarriedOverKey)]) }
-            if let started = try Self.meta(Self.serverSnapshotKey, in: db).integerValue, head < started {
+            if let started = try LogTables.meta(Self.serverSnapshotKey, in: db).integerValue, head < started {
                 try db.execute("DELETE FROM chronicle_meta WHERE key = ?1", [.text(Self.serverSnapshotKey)])
                 try db.execute("DELETE FROM chronicle_meta WHERE key = ?1", [.text(Self.serverSnapshotCarriedOverKey)])
             }
@@ -62,13 +62,13 @@ extension DeviceStore {
             if let spanning = try db.scalarInt("SELECT first_seq FROM chronicle_segments WHERE first_seq <= ?1 AND last_seq > ?1", [.integer(point)]) {
                 point = spanning - 1
             }
-            let base = try Self.historyBase(in: db)
+            let base = try LogTables.historyBase(in: db)
             if point < base { point = 0 }
             report.rewoundTo = point
 
             // This device's ops after the point, from the segments and the log, in server order.
             var own: [Op] = []
-            try Self.forEachConfirmedOp(in: db, libraryID: libraryID, after: point) { op in
+            try LogTables.forEachConfirmedOp(in: db, libraryID: libraryID, after: point) { op in
                 report.dropped += 1
                 if op.deviceID == deviceID { own.append(op) }
             }
@@ -82,7 +82,7 @@ extension DeviceStore {
                 try db.execute("DELETE FROM chronicle_own_confirmed WHERE server_seq > ?1", [.integer(point)])
                 try db.execute("DELETE FROM chronicle_snapshots WHERE seq > ?1", [.integer(point)])
                 if point < base {
-                    try Self.setMeta("history_base_seq", .integer(0), in: db)
+                    try LogTables.setMeta("history_base_seq", .integer(0), in: db)
                     try db.execute("DELETE FROM chronicle_meta WHERE key IN ('history_dropped_at', 'history_base_op_id')")
                 }
                 // After the segments: a block that spans the point is encoded again from the new sealed end.
@@ -118,9 +118,9 @@ extension DeviceStore {
                 // for each.
                 report.lost = try Self.giveUpUnheldNumbers(in: db)
             }
-            try Self.setMeta("cursor", .integer(point), in: db)
+            try LogTables.setMeta("cursor", .integer(point), in: db)
             // Every queued op is pushed again: the answers say which ones the server holds.
-            try Self.setMeta("acked_device_seq", .integer(0), in: db)
+            try LogTables.setMeta("acked_device_seq", .integer(0), in: db)
         }, alsoInTransaction: nil)
         return report
     }
@@ -135,7 +135,7 @@ extension DeviceStore {
     /// Whether the projection's state was carried over from a snapshot of an earlier schema
     /// version (see `stateCarriedOverKey`): the sync engine then starts over from the server.
     public func stateCarriedOver() throws -> Bool {
-        try read { db in try Self.meta(Self.stateCarriedOverKey, in: db).integerValue != nil }
+        try read { db in try LogTables.meta(Self.stateCarriedOverKey, in: db).integerValue != nil }
     }
 
     /// Meta key: the seq of the server's snapshot this store started from, while its state still
@@ -145,7 +145,7 @@ extension DeviceStore {
     /// The seq of the server's snapshot this store's state comes from, if it started from one
     /// (and has not gone back before it since).
     public func serverSnapshotSeq() throws -> Int64? {
-        try read { db in try Self.meta(Self.serverSnapshotKey, in: db).integerValue }
+        try read { db in try LogTables.meta(Self.serverSnapshotKey, in: db).integerValue }
     }
 
     /// Meta key: the seq of the server's snapshot this store started from (`serverSnapshotKey`)
@@ -157,7 +157,7 @@ extension DeviceStore {
     /// over since (`PullPage.stateCarriedOverAt`), at that seq or later, may hold another state
     /// there, and the sync engine starts over from the server's.
     public func serverSnapshotCarriedOver() throws -> Bool {
-        try read { db in try Self.meta(Self.serverSnapshotCarriedOverKey, in: db).integerValue != nil }
+        try read { db in try LogTables.meta(Self.serverSnapshotCarriedOverKey, in: db).integerValue != nil }
     }
 
     /// Meta key: the lowest seq at which a sync found that the server holds other ops than this
@@ -171,20 +171,20 @@ extension DeviceStore {
     /// ops were pushed again). `rewind(toAgreedSeq:)` and a start from a snapshot forget it.
     public func noteDisagreement(at seq: Int64) throws {
         try writeTransaction { db in
-            if let noted = try Self.meta(Self.disagreementKey, in: db).integerValue, noted <= seq { return }
-            try Self.setMeta(Self.disagreementKey, .integer(max(0, seq)), in: db)
+            if let noted = try LogTables.meta(Self.disagreementKey, in: db).integerValue, noted <= seq { return }
+            try LogTables.setMeta(Self.disagreementKey, .integer(max(0, seq)), in: db)
         }
     }
 
     /// The seq `noteDisagreement(at:)` recorded, while no rewind has settled it; nil if none.
     public func noticedDisagreement() throws -> Int64? {
-        try read { db in try Self.meta(Self.disagreementKey, in: db).integerValue }
+        try read { db in try LogTables.meta(Self.disagreementKey, in: db).integerValue }
     }
 
     /// The incarnation of the server's copy of the library this store last synced with
     /// (`PullPage.incarnation`); nil before the first pull that named one.
     public func serverIncarnation() throws -> UUID? {
-        try read { db in try Self.meta(Self.serverIncarnationKey, in: db).textValue.flatMap(UUID.init(uuidString:)) }
+        try read { db in try LogTables.meta(Self.serverIncarnationKey, in: db).textValue.flatMap(UUID.init(uuidString:)) }
     }
 
     public func setServerIncarnation(_ incarnation: UUID) throws {
@@ -196,7 +196,7 @@ extension DeviceStore {
     /// holds whole goes back into the upload queue, and the engine asks the server about each
     /// (`GET …/status`) and sends the ones it lacks, whoever added them here.
     static func setServerIncarnation(_ incarnation: UUID?, in db: Database) throws {
-        let before = try meta(serverIncarnationKey, in: db).textValue
+        let before = try LogTables.meta(serverIncarnationKey, in: db).textValue
         // Forgetting a known one (the next pull names it) may hide a change: asked about all the same.
         if let before, before != incarnation?.lowercased {
             try db.execute("UPDATE chronicle_blobs SET state = 'queued', uploaded = 0, done_at = NULL WHERE state IN ('uploaded', 'fetched')")
@@ -205,7 +205,7 @@ extension DeviceStore {
             try db.execute("DELETE FROM chronicle_meta WHERE key = ?1", [.text(serverIncarnationKey)])
             return
         }
-        try setMeta(serverIncarnationKey, .text(incarnation.lowercased), in: db)
+        try LogTables.setMeta(serverIncarnationKey, .text(incarnation.lowercased), in: db)
     }
 
     static let serverIncarnationKey = "server_incarnation"
@@ -218,7 +218,7 @@ extension DeviceStore {
     /// (`accountedDeviceSeqs`) are recorded as given up. Returns how many.
     static func giveUpUnheldNumbers(in db: Database) throws -> Int {
         guard let first = try db.scalarInt("SELECT min(device_seq) FROM chronicle_outbox") else { return 0 }
-        let last = try meta("last_device_seq", in: db).integerValue ?? 0
+        let last = try LogTables.meta("last_device_seq", in: db).integerValue ?? 0
         guard last > first else { return 0 }
         let held = try accountedDeviceSeqs(in: first...last, in: db)
         var skips = try deviceSeqSkips(in: db)
@@ -250,7 +250,7 @@ extension DeviceStore {
             SELECT device_seq, op_id, type, version, entity_id, payload, device_time, base_seq FROM chronicle_rejected r
             WHERE device_seq > ?1 AND NOT EXISTS (SELECT 1 FROM chronicle_outbox o WHERE o.device_seq = r.device_seq OR o.op_id = r.op_id)
             AND NOT EXISTS (SELECT 1 FROM chronicle_own_confirmed c WHERE c.op_id = r.op_id AND c.server_seq > ?2)
-            """, [.integer(deviceSeq), .integer(try sealedUpTo(in: db))])
+            """, [.integer(deviceSeq), .integer(try LogTables.sealedUpTo(in: db))])
         return db.changes
     }
 
@@ -274,7 +274,7 @@ extension DeviceStore {
             try Self.withTriggersAside(Self.requeueTriggers, in: db) {
                 queued = try Self.queueRefusedAgain(after: last, in: db)
             }
-            if queued > 0 { try Self.setMeta("acked_device_seq", .integer(0), in: db) }
+            if queued > 0 { try LogTables.setMeta("acked_device_seq", .integer(0), in: db) }
         }, alsoInTransaction: nil)
         return queued
     }
@@ -293,11 +293,11 @@ extension DeviceStore {
     /// cursor, or before its history (at its base, when it has no id for it).
     public func holdsConfirmed(_ opID: UUID, at seq: Int64) throws -> Bool? {
         try read { db in
-            guard seq > 0, seq <= (try Self.meta("cursor", in: db).integerValue ?? 0) else { return nil }
+            guard seq > 0, seq <= (try LogTables.meta("cursor", in: db).integerValue ?? 0) else { return nil }
             if let found = try Self.confirmedSeq(of: opID, in: db) { return found == seq }
-            let base = try Self.historyBase(in: db)
+            let base = try LogTables.historyBase(in: db)
             if seq > base { return false }
-            if seq == base, let named = try Self.meta("history_base_op_id", in: db).textValue { return named == opID.lowercased }
+            if seq == base, let named = try LogTables.meta("history_base_op_id", in: db).textValue { return named == opID.lowercased }
             return nil
         }
     }
@@ -326,7 +326,7 @@ extension DeviceStore {
         let libraryID = self.libraryID
         return try read { db in
             var ids: [Int64: ConfirmedOpIdentity] = [:]
-            try Self.forEachConfirmedOp(in: db, libraryID: libraryID, after: max(after, try Self.historyBase(in: db)), upTo: upTo) { op in
+            try LogTables.forEachConfirmedOp(in: db, libraryID: libraryID, after: max(after, try LogTables.historyBase(in: db)), upTo: upTo) { op in
                 if let seq = op.serverSeq { ids[seq] = ConfirmedOpIdentity(opID: op.opID, deviceID: op.deviceID, serverTime: op.serverTime) }
             }
             return ids
@@ -345,9 +345,9 @@ extension DeviceStore {
     ///   base: the base (going back before it is starting over from what the server holds).
     public func seqOfOwnOpsTheServerLost(after last: Int64) throws -> Int64? {
         try read { db in
-            let base = try Self.historyBase(in: db)
+            let base = try LogTables.historyBase(in: db)
             // `last` is the server's word (Chronicle-Last-Device-Seq): nothing is numbered after Int64.max.
-            if base > 0, last < Int64.max, last + 1 <= (try Self.meta("last_device_seq", in: db).integerValue ?? 0),
+            if base > 0, last < Int64.max, last + 1 <= (try LogTables.meta("last_device_seq", in: db).integerValue ?? 0),
                try Self.accountedDeviceSeqs(in: (last + 1)...(last + 1), in: db).isEmpty {
                 return base
             }

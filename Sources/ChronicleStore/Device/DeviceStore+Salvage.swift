@@ -128,16 +128,16 @@ extension DeviceStore {
         } catch let error as SQLiteError where error.isCorrupt {
             throw beyondSalvage(path, "its metadata (library, device, format) cannot be read", error)
         }
-        let format = try meta("format_version", in: out).integerValue ?? 0
+        let format = try LogTables.meta("format_version", in: out).integerValue ?? 0
         if format > StoreFormat.currentVersion {
             throw ChronicleError(.futureStoreVersion, "\(path) uses store format v\(format), but this build of Chronicle reads up to v\(StoreFormat.currentVersion). Salvage it with a build that reads it; the store was left untouched.")
         }
-        report.confirmedBefore = try meta("cursor", in: out).integerValue ?? 0
+        report.confirmedBefore = try LogTables.meta("cursor", in: out).integerValue ?? 0
 
         // Every row id of the store's own tables is a server seq (the log, segments, snapshots) or a
         // device seq (the outbox, refusals): none lies past the cursor or the last device seq. That
         // bounds the search where a table's last page cannot be read.
-        let bound = max(report.confirmedBefore, try meta("last_device_seq", in: out).integerValue ?? 0, 1)
+        let bound = max(report.confirmedBefore, try LogTables.meta("last_device_seq", in: out).integerValue ?? 0, 1)
         for table in own where table.name != "chronicle_meta" {
             progress?("Copying \(table.name)…")
             let indexes = objects.filter { $0.type == "index" && $0.table == table.name }.map(\.name)
@@ -151,7 +151,7 @@ extension DeviceStore {
             try cutHistory(in: db, path: path, report: &report)
             // Queued changes that could not be read: their numbers are given up, as a renumbering
             // gives them up, so the ops queued after them still go out (`closeOutboxGap`).
-            let last = try meta("last_device_seq", in: db).integerValue ?? 0
+            let last = try LogTables.meta("last_device_seq", in: db).integerValue ?? 0
             let lost = report.tables.first { $0.name == "chronicle_outbox" }?.unreadable ?? []
             report.pendingLost = lost.compactMap { range in range.lowerBound <= last ? range.lowerBound...min(range.upperBound, last) : nil }
             if !report.pendingLost.isEmpty {
@@ -169,7 +169,7 @@ extension DeviceStore {
             // log's entity index set aside before format v9) no longer holds. A fingerprint that
             // matches no schema has the open rebuild the projection.
             try db.execute("DELETE FROM chronicle_meta WHERE key IN ('search_stale', 'log_entity_index_aside') OR key LIKE 'phrase_index_through:%'")
-            try setMeta("schema_fingerprint", .text("salvaged"), in: db)
+            try LogTables.setMeta("schema_fingerprint", .text("salvaged"), in: db)
         }
         // The indexes and guard triggers of the copied tables, as the damaged store defined them.
         let names = Set(own.map(\.name))
@@ -187,9 +187,9 @@ extension DeviceStore {
     /// format v9) without a gap. What lies past that point (segments, blocks, op ids, snapshots)
     /// is dropped, and the cursor moves back to it: the next sync pulls the rest from the server again.
     private static func cutHistory(in db: Database, path: String, report: inout SalvageReport) throws {
-        let libraryID = try meta("library_id", in: db).textValue.flatMap(UUID.init(uuidString:))
-        let deviceID = try meta("device_id", in: db).textValue.flatMap(UUID.init(uuidString:))
-        let base = try historyBase(in: db)
+        let libraryID = try LogTables.meta("library_id", in: db).textValue.flatMap(UUID.init(uuidString:))
+        let deviceID = try LogTables.meta("device_id", in: db).textValue.flatMap(UUID.init(uuidString:))
+        let base = try LogTables.historyBase(in: db)
         let blocks = try db.scalarInt("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'chronicle_log_blocks'") == 1
         // The ids of confirmed ops, if their table could not be read, are made again from the
         // segments and blocks kept (all of them, unless the store started from a snapshot, whose
@@ -216,7 +216,7 @@ extension DeviceStore {
             var cut = false
             for (first, last) in stored {
                 let ops = libraryID.flatMap { library in
-                    (try? blockBody(firstSeq: first, in: db)).flatMap { $0 }.flatMap { try? decodeBlock($0, firstSeq: first, libraryID: library) }
+                    (try? LogTables.blockBody(firstSeq: first, in: db)).flatMap { $0 }.flatMap { try? LogTables.decodeBlock($0, firstSeq: first, libraryID: library) }
                 }
                 guard let ops, ops.last?.serverSeq == last else { cut = true; continue }
                 if !cut, first <= kept + 1 {
@@ -235,8 +235,8 @@ extension DeviceStore {
                 kept = seq
             }
             if let deviceID, let libraryID {
-                try db.uncached("SELECT \(logColumns) FROM chronicle_log WHERE server_seq > ?1 ORDER BY server_seq").forEach([.integer(kept)]) { row in
-                    if let op = try? logOp(row, libraryID: libraryID), op.deviceID == deviceID { own.append(op) }
+                try db.uncached("SELECT \(LogTables.logColumns) FROM chronicle_log WHERE server_seq > ?1 ORDER BY server_seq").forEach([.integer(kept)]) { row in
+                    if let op = try? LogTables.logOp(row, libraryID: libraryID), op.deviceID == deviceID { own.append(op) }
                 }
             }
         }
@@ -267,7 +267,7 @@ extension DeviceStore {
         if base > 0, try db.scalarInt("SELECT count(*) FROM chronicle_snapshots WHERE seq >= ?1", [.integer(base)]) == 0 {
             throw ChronicleError(.storeDamaged, "\(path) is damaged beyond salvage: it started from a snapshot at seq \(base), and that snapshot cannot be read. Sign this device in again with a new store; the server holds everything it confirmed.")
         }
-        try setMeta("cursor", .integer(kept), in: db)
+        try LogTables.setMeta("cursor", .integer(kept), in: db)
         report.confirmedKept = kept
         // Own ops back in the queue with their ids, numbers and content, ahead of the ops queued
         // since, as `rewind(toAgreedSeq:)` puts them (the guard triggers are not made yet here).
@@ -288,6 +288,6 @@ extension DeviceStore {
             report.requeued += 1
         }
         // Every queued op is pushed again: the answers say which ones the server holds.
-        try setMeta("acked_device_seq", .integer(0), in: db)
+        try LogTables.setMeta("acked_device_seq", .integer(0), in: db)
     }
 }

@@ -19,8 +19,8 @@ extension DeviceStore {
     }
 
     static func isPristine(in db: Database) throws -> Bool {
-        guard try meta("cursor", in: db).integerValue ?? 0 == 0,
-              try meta("last_device_seq", in: db).integerValue ?? 0 == 0 else { return false }
+        guard try LogTables.meta("cursor", in: db).integerValue ?? 0 == 0,
+              try LogTables.meta("last_device_seq", in: db).integerValue ?? 0 == 0 else { return false }
         for table in ["chronicle_log_blocks", "chronicle_outbox", "chronicle_segments", "chronicle_snapshots", "chronicle_rejected", "chronicle_blobs"] {
             if try db.scalarInt("SELECT count(*) FROM (SELECT 1 FROM \(table) LIMIT 1)") ?? 0 > 0 { return false }
         }
@@ -94,11 +94,11 @@ extension DeviceStore {
             throw ChronicleError(.malformedStartImage, "The start image is not a store SQLite can open: \(error.message).")
         }
         let seq = try checkImage(image)
-        let created = try read { db in try Self.meta("created_at", in: db) }
+        let created = try read { db in try LogTables.meta("created_at", in: db) }
         do {
             try image.transaction { db in
-                try Self.setMeta("device_id", .text(deviceID.lowercased), in: db)
-                try Self.setMeta("created_at", created, in: db)
+                try LogTables.setMeta("device_id", .text(deviceID.lowercased), in: db)
+                try LogTables.setMeta("created_at", created, in: db)
             }
             // Its log copied in and emptied, the file alone is the whole store.
             try image.execute("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -41,7 +41,7 @@ extension DeviceStore {
     /// is still waiting for its answer).
     public func unacknowledgedOps(after deviceSeq: Int64 = 0, limit: Int) throws -> [Op] {
         try read { db in
-            let acked = try Self.meta("acked_device_seq", in: db).integerValue ?? 0
+            let acked = try LogTables.meta("acked_device_seq", in: db).integerValue ?? 0
             return try db.query("SELECT \(Self.outboxColumns) FROM chronicle_outbox WHERE device_seq > ?1 ORDER BY device_seq LIMIT ?2",
                                 [.integer(max(acked, deviceSeq)), .integer(Int64(limit))]) { try outboxOp($0) }
         }
@@ -51,15 +51,15 @@ extension DeviceStore {
     /// Never moves backwards.
     public func recordAcknowledged(through deviceSeq: Int64) throws {
         try writeTransaction { db in
-            let acked = try Self.meta("acked_device_seq", in: db).integerValue ?? 0
-            if deviceSeq > acked { try Self.setMeta("acked_device_seq", .integer(deviceSeq), in: db) }
+            let acked = try LogTables.meta("acked_device_seq", in: db).integerValue ?? 0
+            if deviceSeq > acked { try LogTables.setMeta("acked_device_seq", .integer(deviceSeq), in: db) }
         }
     }
 
     /// Forgets acknowledgements past the confirmed log so every queued op is pushed again
     /// (the server answers repeats with their original result).
     public func resetAcknowledged() throws {
-        try writeTransaction { db in try Self.setMeta("acked_device_seq", .integer(0), in: db) }
+        try writeTransaction { db in try LogTables.setMeta("acked_device_seq", .integer(0), in: db) }
     }
 
     /// Called once a pull has caught up with the server's head: queued ops the server already
@@ -70,13 +70,13 @@ extension DeviceStore {
     public func forgetAcknowledgementsTheLogMissed() throws -> Int {
         // Asked after every round's pull: a read, and a write only in the rare case.
         func missed(in db: Database) throws -> Int {
-            let acked = try Self.meta("acked_device_seq", in: db).integerValue ?? 0
+            let acked = try LogTables.meta("acked_device_seq", in: db).integerValue ?? 0
             return Int(try db.scalarInt("SELECT count(*) FROM chronicle_outbox WHERE device_seq <= ?1", [.integer(acked)]) ?? 0)
         }
         guard try read({ try missed(in: $0) }) > 0 else { return 0 }
         return try writeTransaction { db in
             let count = try missed(in: db)
-            if count > 0 { try Self.setMeta("acked_device_seq", .integer(0), in: db) }
+            if count > 0 { try LogTables.setMeta("acked_device_seq", .integer(0), in: db) }
             return count
         }
     }
@@ -105,7 +105,7 @@ extension DeviceStore {
     /// `renumberOutbox` inside the caller's transaction.
     @discardableResult
     static func renumberQueue(from reused: Int64, after last: Int64, in db: Database) throws -> Int {
-        let current = try meta("last_device_seq", in: db).integerValue ?? 0
+        let current = try LogTables.meta("last_device_seq", in: db).integerValue ?? 0
         let seqs = try db.query("SELECT device_seq FROM chronicle_outbox WHERE device_seq >= ?1 ORDER BY device_seq", [.integer(reused)]) { $0.int(0) }
         let skip: ClosedRange<Int64>
         if seqs.isEmpty {
@@ -125,7 +125,7 @@ extension DeviceStore {
         var skips = try deviceSeqSkips(in: db)
         skips.append([skip.lowerBound, skip.upperBound])
         try setDeviceSeqSkips(skips, in: db)
-        try setMeta("last_device_seq", .integer(try queueEnd(after: last, count: seqs.count)), in: db)
+        try LogTables.setMeta("last_device_seq", .integer(try queueEnd(after: last, count: seqs.count)), in: db)
         return seqs.count
     }
 
@@ -147,7 +147,7 @@ extension DeviceStore {
         guard highest <= WireNumber.seqMax else {
             throw ChronicleError(.malformedSegment, "The server confirmed an op of this device under deviceSeq \(highest), past \(WireNumber.seqMax); this device numbers its ops from 1, one at a time.")
         }
-        let last = try meta("last_device_seq", in: db).integerValue ?? 0
+        let last = try LogTables.meta("last_device_seq", in: db).integerValue ?? 0
         if highest > last { try renumberQueue(from: last + 1, after: highest, in: db) }
     }
 
@@ -177,8 +177,8 @@ extension DeviceStore {
                 try move.execute([.integer(highest + 1 + Int64(rank)), .integer(old)])
             }
         }
-        let last = try meta("last_device_seq", in: db).integerValue ?? 0
-        try setMeta("last_device_seq", .integer(max(last, highest + Int64(moving.count))), in: db)
+        let last = try LogTables.meta("last_device_seq", in: db).integerValue ?? 0
+        try LogTables.setMeta("last_device_seq", .integer(max(last, highest + Int64(moving.count))), in: db)
     }
 
     /// The server expects this device's op `last + 1` next, and the queue after `last` does not
@@ -218,8 +218,8 @@ extension DeviceStore {
                 return [range[0], min(range[1], last)]
             }
             try Self.setDeviceSeqSkips(skips, in: db)
-            try Self.setMeta("last_device_seq", .integer(try Self.queueEnd(after: last, count: seqs.count)), in: db)
-            try Self.setMeta("acked_device_seq", .integer(0), in: db)
+            try LogTables.setMeta("last_device_seq", .integer(try Self.queueEnd(after: last, count: seqs.count)), in: db)
+            try LogTables.setMeta("acked_device_seq", .integer(0), in: db)
             return lost
         }
     }
@@ -256,12 +256,12 @@ extension DeviceStore {
 
     /// The ranges `renumberOutbox` gave up, oldest first.
     static func deviceSeqSkips(in db: Database) throws -> [[Int64]] {
-        guard let text = try meta(deviceSeqSkipsKey, in: db).textValue else { return [] }
+        guard let text = try LogTables.meta(deviceSeqSkipsKey, in: db).textValue else { return [] }
         return try JSONDecoder().decode([[Int64]].self, from: Data(text.utf8))
     }
 
     static func setDeviceSeqSkips(_ skips: [[Int64]], in db: Database) throws {
-        try setMeta(deviceSeqSkipsKey, .text(String(decoding: try JSONEncoder().encode(skips), as: UTF8.self)), in: db)
+        try LogTables.setMeta(deviceSeqSkipsKey, .text(String(decoding: try JSONEncoder().encode(skips), as: UTF8.self)), in: db)
     }
 
     /// The numbers from `run` that this device's outbox accounts for: queued, refused, given up
@@ -308,8 +308,8 @@ extension DeviceStore {
                 FROM chronicle_outbox WHERE op_id = ?1
                 """, [.text(key), .text(code), .text(message), verdict.map(Value.text) ?? .null, .integer(now)])
             try db.execute("DELETE FROM chronicle_outbox WHERE op_id = ?1", [.text(key)])
-            let acked = try Self.meta("acked_device_seq", in: db).integerValue ?? 0
-            if op.deviceSeq > acked { try Self.setMeta("acked_device_seq", .integer(op.deviceSeq), in: db) }
+            let acked = try LogTables.meta("acked_device_seq", in: db).integerValue ?? 0
+            if op.deviceSeq > acked { try LogTables.setMeta("acked_device_seq", .integer(op.deviceSeq), in: db) }
 
             guard let entity = materializer.entity(of: op) else { return true }
             let id = op.entityID.lowercased
@@ -359,14 +359,14 @@ extension DeviceStore {
     public func recordSyncAttempt(error: String?, serverHead: Int64? = nil) throws {
         let now = clock.nowMilliseconds()
         try writeTransaction { db in
-            try Self.setMeta("last_attempt_at", .integer(now), in: db)
+            try LogTables.setMeta("last_attempt_at", .integer(now), in: db)
             if let error {
-                try Self.setMeta("last_sync_error", .text(error), in: db)
+                try LogTables.setMeta("last_sync_error", .text(error), in: db)
             } else {
-                try Self.setMeta("last_sync_at", .integer(now), in: db)
+                try LogTables.setMeta("last_sync_at", .integer(now), in: db)
                 try db.execute("DELETE FROM chronicle_meta WHERE key = 'last_sync_error'")
             }
-            if let serverHead { try Self.setMeta("server_head", .integer(serverHead), in: db) }
+            if let serverHead { try LogTables.setMeta("server_head", .integer(serverHead), in: db) }
         }
     }
 
@@ -393,10 +393,10 @@ extension DeviceStore {
         let store = try DeviceStore.open(at: path)
         if store.libraryID == library { return }
         try store.writeTransaction { db in
-            if try Self.confirmedCount(in: db) > 0 {
+            if try LogTables.confirmedCount(in: db) > 0 {
                 throw ChronicleError(.wrongLibrary, "\(path) already holds library \(store.libraryID.lowercased); it cannot join library \(library.lowercased). Create a new store for it.")
             }
-            try setMeta("library_id", .text(library.lowercased), in: db)
+            try LogTables.setMeta("library_id", .text(library.lowercased), in: db)
         }
     }
 }

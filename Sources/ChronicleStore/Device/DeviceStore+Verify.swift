@@ -31,52 +31,7 @@ extension DeviceStore {
     /// schema order, rows by id, every column with its SQLite type. Two stores
     /// with the same digest show the same state.
     public func digest() throws -> String {
-        try read { db in try Self.digest(projection, in: db) }
-    }
-
-    static func digest(_ projection: ProjectionSchema, in db: Database) throws -> String {
-        let hasher = SHA256Hasher()
-        try visitCanonicalRows(projection, in: db, table: { table in hasher.update("table \(table.name)\n") },
-                               row: { row, width in hash(row, width: width, into: hasher) })
-        return hasher.hexDigest()
-    }
-
-    /// Reads every projection table in schema order, its rows in key order: what the digest
-    /// hashes and a snapshot holds. `table` is called before each table's rows.
-    static func visitCanonicalRows(_ projection: ProjectionSchema, in db: Database, table visitTable: ((name: String, columns: [String], orderBy: String)) throws -> Void,
-                                   row visitRow: (Row, Int32) throws -> Void) throws {
-        for table in projection.tables {
-            try visitTable(table)
-            let columns = table.columns.map(ProjectionSchema.quoted).joined(separator: ", ")
-            let statement = try db.uncached("SELECT \(columns) FROM \(ProjectionSchema.quoted(table.name)) ORDER BY \(table.orderBy)")
-            let width = Int32(table.columns.count)
-            try statement.forEach { row in try visitRow(row, width) }
-        }
-    }
-
-    /// One row's cells into the digest: each cell's SQLite type, then its value.
-    static func hash(_ row: Row, width: Int32, into hasher: SHA256Hasher) {
-        for index in 0..<width {
-            var tag: UInt8
-            switch row.columnType(index) {
-            case SQLITE_NULL: tag = 0
-            case SQLITE_INTEGER: tag = 1
-            case SQLITE_FLOAT: tag = 2
-            default: tag = 3
-            }
-            withUnsafeBytes(of: &tag) { hasher.update($0) }
-            switch tag {
-            case 1: var v = row.int(index).littleEndian; withUnsafeBytes(of: &v) { hasher.update($0) }
-            case 2: var v = row.double(index).bitPattern.littleEndian; withUnsafeBytes(of: &v) { hasher.update($0) }
-            case 3:
-                row.withBytes(index) { bytes in
-                    var length = UInt64(bytes.count).littleEndian
-                    withUnsafeBytes(of: &length) { hasher.update($0) }
-                    hasher.update(bytes)
-                }
-            default: break
-            }
-        }
+        try read { db in try ProjectionTables.digest(projection, in: db) }
     }
 
     /// Checks everything the store promises: SQLite's own integrity, every FTS5
@@ -130,9 +85,9 @@ extension DeviceStore {
         }
 
         let logCheck = try read { db -> VerifyCheck in
-            let sealedUpTo = try Self.sealedUpTo(in: db)
-            let cursor = try Self.meta("cursor", in: db).integerValue ?? -1
-            var problems = try Self.verifySegments(in: db, libraryID: libraryID, rowLog: false)
+            let sealedUpTo = try LogTables.sealedUpTo(in: db)
+            let cursor = try LogTables.meta("cursor", in: db).integerValue ?? -1
+            var problems = try LogTables.verifySegments(in: db, libraryID: libraryID, rowLog: false)
             let blocks = try Self.verifyBlocks(in: db, libraryID: libraryID, deviceID: deviceID, cursor: cursor)
             problems += blocks.problems
             let hot = blocks.hotOps
@@ -147,11 +102,11 @@ extension DeviceStore {
                 problems.append("\(own) of this device's ops are recorded as confirmed after seq \(sealedUpTo), but the log holds \(blocks.ownOps)")
             }
             if try db.scalarInt("SELECT count(*) FROM chronicle_own_confirmed WHERE server_seq > ?1 OR server_seq <= ?2",
-                                [.integer(cursor), .integer(try Self.historyBase(in: db))]) != 0 {
+                                [.integer(cursor), .integer(try LogTables.historyBase(in: db))]) != 0 {
                 problems.append("this device's confirmed ops are recorded past the cursor or before the history base")
             }
             let outbox = try db.query("SELECT count(*), coalesce(min(device_seq), 0), coalesce(max(device_seq), 0) FROM chronicle_outbox") { ($0.int(0), $0.int(1), $0.int(2)) }[0]
-            let lastDeviceSeq = try Self.meta("last_device_seq", in: db).integerValue ?? -1
+            let lastDeviceSeq = try LogTables.meta("last_device_seq", in: db).integerValue ?? -1
             // Queued ops run from the oldest one to the last device seq. Every number in that run is
             // accounted for: queued; refused (ops the server rejected left the outbox from anywhere
             // in the run, and are kept in chronicle_rejected); given up when the queue was numbered
@@ -161,7 +116,7 @@ extension DeviceStore {
             // queued again, or taken after all); none may be missing.
             // After starting from a snapshot, queued ops the snapshot already held leave the outbox from
             // anywhere in the run too (recorded as sealed, without their device seq): then only order is checked.
-            let startedFromSnapshot = try Self.historyBase(in: db) > 0
+            let startedFromSnapshot = try LogTables.historyBase(in: db) > 0
             if outbox.0 > 0 && (startedFromSnapshot || lastDeviceSeq < outbox.1) {
                 if outbox.2 > lastDeviceSeq {
                     problems.append("outbox device_seq has gaps (queued up to \(outbox.2), past the last device seq \(lastDeviceSeq))")
@@ -219,30 +174,20 @@ extension DeviceStore {
     /// fit in memory); the store is not touched.
     public func replayDigest(upTo: Int64? = nil, progress: ProgressHandler? = nil) throws -> String {
         try read { source in
-            let scratch = try Self.scratchProjection(projection, onDisk: true)
+            let scratch = try ProjectionTables.scratchProjection(projection, onDisk: true)
             try scratch.execute("PRAGMA cache_size = -\(Self.bulkCacheKilobytes)")
             // From the first op; from the horizon snapshot only where history was dropped. One
             // transaction: op by op, each commit would be a sync of the scratch file.
-            let base = try Self.replayBase(in: source, projection, preferLatest: false)
+            let base = try LogTables.replayBase(in: source, projection, preferLatest: false)
             try scratch.transaction { scratch in
-                if let base { try Self.load(storedAt: base, from: source, into: scratch, projection, libraryID: libraryID) }
-                _ = try Self.replay(from: source, into: scratch, materializer, projection, after: base ?? 0, upTo: upTo,
+                if let base { try ProjectionTables.load(storedAt: base, from: source, into: scratch, projection, libraryID: libraryID) }
+                _ = try ProjectionTables.replay(from: source, into: scratch, materializer, projection, after: base ?? 0, upTo: upTo,
                                     includePending: upTo == nil, progress: progress)
             }
-            return try Self.digest(projection, in: scratch)
+            return try ProjectionTables.digest(projection, in: scratch)
         }
     }
 
-    /// A scratch database holding empty projection tables (no FTS): in memory, or in a private
-    /// temporary file that SQLite removes when it closes (`onDisk`, for a whole library's state).
-    static func scratchProjection(_ projection: ProjectionSchema, onDisk: Bool = false) throws -> Database {
-        var options = Database.Options()
-        options.scratch = true   // no journal, no syncs: it is thrown away
-        let scratch = try Database(path: onDisk ? "" : ":memory:", options: options)
-        try scratch.execute("CREATE TABLE chronicle_shadowed (entity TEXT NOT NULL, id TEXT NOT NULL, PRIMARY KEY (entity, id)) WITHOUT ROWID")
-        try createProjection(projection, in: scratch, withSearch: false)
-        return scratch
-    }
 }
 
 extension DeviceStore {

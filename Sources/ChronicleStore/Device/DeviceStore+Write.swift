@@ -27,8 +27,8 @@ extension DeviceStore {
         let now = clock.nowMilliseconds()
         return try writeTransaction { db in
             try checkTarget(spec, entitySpec, entityID, normalized, in: db)
-            let deviceSeq = (try Self.meta("last_device_seq", in: db).integerValue ?? 0) + 1
-            let cursor = try Self.meta("cursor", in: db).integerValue ?? 0
+            let deviceSeq = (try LogTables.meta("last_device_seq", in: db).integerValue ?? 0) + 1
+            let cursor = try LogTables.meta("cursor", in: db).integerValue ?? 0
             let op = Op(opID: opID, libraryID: libraryID, deviceID: deviceID, deviceSeq: deviceSeq, type: type,
                         version: spec.version, entityID: entityID, payload: normalized, deviceTime: now, baseSeq: cursor)
             try db.execute("""
@@ -43,7 +43,7 @@ extension DeviceStore {
                 try materialize(op, in: db, batch: batch)
                 try indexer.flush(batch, in: db)
             } else {
-                try Self.materialize(op, materializer, in: db)
+                try ProjectionTables.materialize(op, materializer, in: db)
             }
             return op
         }

@@ -65,7 +65,7 @@ public final class DeviceStore: Sendable {
                 for (key, value) in meta {
                     try db.execute("INSERT INTO chronicle_meta(key, value) VALUES (?1, ?2)", [.text(key), value])
                 }
-                try Self.createProjection(ProjectionSchema(schema: schema), in: db, withSearch: true)
+                try ProjectionTables.createProjection(ProjectionSchema(schema: schema), in: db, withSearch: true)
             }
         } catch {
             try? FileManager.default.removeItem(atPath: path)
@@ -136,8 +136,8 @@ public final class DeviceStore: Sendable {
             // earlier versions are upcast as they are read), and record the schema in the same
             // transaction, so an interrupted migration simply rebuilds again on the next open.
             _ = try store.rebuild(alsoInTransaction: { db in
-                try setMeta("schema_fingerprint", .text(schema.fingerprint), in: db)
-                try setMeta("schema_version", .integer(Int64(schema.version)), in: db)
+                try LogTables.setMeta("schema_fingerprint", .text(schema.fingerprint), in: db)
+                try LogTables.setMeta("schema_version", .integer(Int64(schema.version)), in: db)
             })
         }
         // Search indexes an earlier build defined otherwise (a rebuild above made them this build's way).
@@ -216,11 +216,6 @@ public final class DeviceStore: Sendable {
         self.readers = ReaderPool(path: path)
     }
 
-    static func createProjection(_ projection: ProjectionSchema, in db: Database, withSearch: Bool) throws {
-        for statement in projection.tableStatements { try db.execute(statement) }
-        if withSearch { for statement in projection.searchStatements { try db.execute(statement) } }
-    }
-
     // MARK: - Access
 
     /// Runs `body` on a read-only connection with a consistent snapshot.
@@ -271,41 +266,12 @@ public final class DeviceStore: Sendable {
         }
     }
 
-    static func meta(_ key: String, in db: Database) throws -> Value {
-        try db.query("SELECT value FROM chronicle_meta WHERE key = ?1", [.text(key)]) { $0.value(0) }.first ?? .null
-    }
-
-    static func setMeta(_ key: String, _ value: Value, in db: Database) throws {
-        try db.execute("INSERT INTO chronicle_meta(key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value", [.text(key), value])
-    }
-
     /// Applies one op's materializer steps to the projection and keeps the
     /// search indexes in step.
     /// The caller flushes `batch` into the indexes before its transaction commits.
     func materialize(_ op: Op, in db: Database, batch: SearchIndexer.Batch) throws {
         try indexer.around(op, schema.currentSpec(of: op), in: db, batch: batch) {
-            try Self.materialize(op, materializer, in: db)
-        }
-    }
-
-    /// Applies one op's materializer steps only (replays that build FTS afterwards, scratch databases).
-    static func materialize(_ op: Op, _ materializer: Materializer, in db: Database) throws {
-        try materialize(op, steps: materializer.steps(for: op), materializer, in: db)
-    }
-
-    /// The same, with the op's steps already built (`materializer.steps(for: op)`).
-    static func materialize(_ op: Op, steps: [SQLStep], _ materializer: Materializer, in db: Database) throws {
-        if steps.isEmpty, let seq = op.serverSeq {
-            do {
-                _ = try materializer.schema.upcast(op)
-            } catch {
-                // Set aside, never lost and never blocking the ops behind it.
-                try db.statement("INSERT OR REPLACE INTO \(ProjectionSchema.quoted(ProjectionSchema.unreadableTable))(server_seq, op_id, type, code, message) VALUES (?1, ?2, ?3, ?4, ?5)")
-                    .execute([.integer(seq), .text(op.opID.lowercased), .text(op.typeAndVersion), .text(error.code.rawValue), .text(error.message)])
-            }
-        }
-        for step in steps {
-            try db.statement(step.sql).execute(step.arguments)
+            try ProjectionTables.materialize(op, materializer, in: db)
         }
     }
 

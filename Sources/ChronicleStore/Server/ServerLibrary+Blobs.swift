@@ -31,12 +31,12 @@ extension ServerLibrary {
             }
             // Read here rather than through `pull`, which catches up and so takes the writer.
             try read { db in
-                let sealed = try DeviceStore.sealedUpTo(in: db)
+                let sealed = try LogTables.sealedUpTo(in: db)
                 if seq < sealed {
-                    try DeviceStore.forEachConfirmedOp(in: db, libraryID: libraryID, after: seq, upTo: sealed) { note($0) }
+                    try LogTables.forEachConfirmedOp(in: db, libraryID: libraryID, after: seq, upTo: sealed) { note($0) }
                 }
-                try db.statement("SELECT \(DeviceStore.logColumns) FROM chronicle_log WHERE server_seq > ?1 ORDER BY server_seq")
-                    .forEach([.integer(max(seq, sealed))]) { note(try DeviceStore.logOp($0, libraryID: libraryID)) }
+                try db.statement("SELECT \(LogTables.logColumns) FROM chronicle_log WHERE server_seq > ?1 ORDER BY server_seq")
+                    .forEach([.integer(max(seq, sealed))]) { note(try LogTables.logOp($0, libraryID: libraryID)) }
             }
             return try body(named)
         }

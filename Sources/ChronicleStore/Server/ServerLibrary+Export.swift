@@ -23,8 +23,8 @@ extension ServerLibrary {
     public func exportHeader() throws -> ExportHeader {
         try read { db in
             let head = try Self.head(in: db)
-            let sealed = try DeviceStore.sealedUpTo(in: db)
-            let base = try DeviceStore.historyBase(in: db)
+            let sealed = try LogTables.sealedUpTo(in: db)
+            let base = try LogTables.historyBase(in: db)
             var headTime = try db.scalarInt("SELECT server_time FROM chronicle_log WHERE server_seq = ?1", [.integer(head)])
             if headTime == nil, head > 0,
                let frame = try db.query("SELECT body FROM chronicle_segments WHERE last_seq = ?1", [.integer(head)], { $0.withBytes(0) { Array($0) } }).first {
@@ -32,15 +32,15 @@ extension ServerLibrary {
             }
             let digestAtBase = try db.scalarText("SELECT previous_digest FROM chronicle_segments ORDER BY first_seq LIMIT 1") ?? ""
             return ExportHeader(head: head, headTime: headTime ?? 0, sealedThrough: sealed, sealedDigestAtBase: digestAtBase,
-                                historyBase: base, historyDroppedAt: try DeviceStore.meta("history_dropped_at", in: db).integerValue)
+                                historyBase: base, historyDroppedAt: try LogTables.meta("history_dropped_at", in: db).integerValue)
         }
     }
 
     /// Up to `limit` ops of the log (not sealed) after `seq`, in order.
     public func loggedOps(after seq: Int64, limit: Int) throws -> [Op] {
         try read { db in
-            try db.statement("SELECT \(DeviceStore.logColumns) FROM chronicle_log WHERE server_seq > ?1 ORDER BY server_seq LIMIT ?2")
-                .map([.integer(seq), .integer(Int64(limit))]) { try DeviceStore.logOp($0, libraryID: libraryID) }
+            try db.statement("SELECT \(LogTables.logColumns) FROM chronicle_log WHERE server_seq > ?1 ORDER BY server_seq LIMIT ?2")
+                .map([.integer(seq), .integer(Int64(limit))]) { try LogTables.logOp($0, libraryID: libraryID) }
         }
     }
 

@@ -50,7 +50,7 @@ extension ServerLibrary {
                     var (response, tailAfter, writes) = try push(ops, from: device, collecting: collecting, in: db)
                     writes.response = response
                     if let generation = try beforeCommit(writes) {
-                        try DeviceStore.setMeta(Self.replicaGenerationKey, .integer(generation), in: db)
+                        try LogTables.setMeta(Self.replicaGenerationKey, .integer(generation), in: db)
                     }
                     return (response, tailAfter)
                 }
@@ -90,7 +90,7 @@ extension ServerLibrary {
         var last = try db.scalarInt("SELECT last_device_seq FROM chronicle_devices WHERE device_id = ?1", [.text(deviceKey)]) ?? 0
         let lastAnswered = last
         var (seq, time) = try db.query("SELECT server_seq, server_time FROM chronicle_log ORDER BY server_seq DESC LIMIT 1") { ($0.int(0), $0.int(1)) }.first ?? (0, 0)
-        seq = max(seq, try DeviceStore.sealedUpTo(in: db))
+        seq = max(seq, try LogTables.sealedUpTo(in: db))
         time = max(time, tail.withLock { $0.time })
         // What the server already knows of the batch's op ids, in one query each instead of
         // two per op; kept up to date below as the batch's own ops are answered.
@@ -104,7 +104,7 @@ extension ServerLibrary {
         var refused: [String: (code: String, message: String, device: String)] = [:]
         _ = try db.query("SELECT op_id, code, message, device_id FROM chronicle_rejected_ops WHERE op_id IN (SELECT value FROM json_each(?1))",
                          [idList]) { row in refused[row.text(0)] = (row.text(1), row.text(2), row.text(3)) }
-        let insert = try db.statement("INSERT INTO chronicle_log(\(DeviceStore.logColumns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)")
+        let insert = try db.statement("INSERT INTO chronicle_log(\(LogTables.logColumns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)")
         var results: [PushResult] = []
         results.reserveCapacity(ops.count)
         var targets = TargetChecks()
@@ -177,8 +177,8 @@ extension ServerLibrary {
                 accepted.serverTime = now
                 if capped { try db.execute("SAVEPOINT chronicle_op") }
                 do {
-                    try insert.execute(DeviceStore.logArguments(accepted))
-                    try DeviceStore.materialize(accepted, materializer, in: db)
+                    try insert.execute(LogTables.logArguments(accepted))
+                    try ProjectionTables.materialize(accepted, materializer, in: db)
                     if capped { try db.execute("RELEASE chronicle_op") }
                 } catch let error as SQLiteError where capped && error.message.hasPrefix(FreeTierCap.prefix) {
                     try db.execute("ROLLBACK TO chronicle_op")
@@ -282,7 +282,7 @@ extension ServerLibrary {
         let op = try writer.withLock { db in
             try db.transaction { db -> Op in
                 var last = try db.query("SELECT server_seq, server_time FROM chronicle_log ORDER BY server_seq DESC LIMIT 1") { ($0.int(0), $0.int(1)) }.first ?? (0, 0)
-                last.0 = max(last.0, try DeviceStore.sealedUpTo(in: db))
+                last.0 = max(last.0, try LogTables.sealedUpTo(in: db))
                 last.1 = max(last.1, tail.withLock { $0.time })
                 let deviceSeq = (try db.scalarInt("SELECT last_device_seq FROM chronicle_devices WHERE device_id = ?1",
                                                   [.text(Op.serverDeviceID.lowercased)]) ?? 0) + 1
@@ -290,9 +290,9 @@ extension ServerLibrary {
                 let op = Op(opID: ids.makeUUID(), libraryID: libraryID, deviceID: Op.serverDeviceID, deviceSeq: deviceSeq, type: type,
                             version: version, entityID: entity, payload: normalized, deviceTime: now, baseSeq: last.0,
                             serverSeq: last.0 + 1, serverTime: now)
-                try db.execute("INSERT INTO chronicle_log(\(DeviceStore.logColumns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-                               DeviceStore.logArguments(op))
-                try DeviceStore.materialize(op, materializer, in: db)
+                try db.execute("INSERT INTO chronicle_log(\(LogTables.logColumns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                               LogTables.logArguments(op))
+                try ProjectionTables.materialize(op, materializer, in: db)
                 try db.execute("""
                     INSERT INTO chronicle_devices(device_id, last_device_seq) VALUES (?1, ?2)
                     ON CONFLICT(device_id) DO UPDATE SET last_device_seq = excluded.last_device_seq
@@ -303,7 +303,7 @@ extension ServerLibrary {
                 writes.response = PushResponse(results: [PushResult(opID: op.opID, deviceSeq: deviceSeq, outcome: .accepted(serverSeq: op.serverSeq!))],
                                                head: op.serverSeq!)
                 if let generation = try beforeCommit(writes) {
-                    try DeviceStore.setMeta(Self.replicaGenerationKey, .integer(generation), in: db)
+                    try LogTables.setMeta(Self.replicaGenerationKey, .integer(generation), in: db)
                 }
                 return op
             }
@@ -330,13 +330,13 @@ extension ServerLibrary {
     /// from a device fixture's confirmed log. Each device's sequence is recorded too.
     public func importConfirmed(_ ops: [Op]) throws {
         try writeTransaction { db in
-            let insert = try db.statement("INSERT INTO chronicle_log(\(DeviceStore.logColumns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)")
+            let insert = try db.statement("INSERT INTO chronicle_log(\(LogTables.logColumns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)")
             for op in ops {
                 guard op.libraryID == libraryID, op.serverSeq != nil, op.serverTime != nil else {
                     throw ChronicleError(.invariantViolated, "Op \(op.opID.lowercased) is not a confirmed op of library \(libraryID.lowercased).")
                 }
-                try insert.execute(DeviceStore.logArguments(op))
-                try DeviceStore.materialize(op, materializer, in: db)
+                try insert.execute(LogTables.logArguments(op))
+                try ProjectionTables.materialize(op, materializer, in: db)
                 try Self.recordDeviceSeq(op.deviceID.lowercased, op.deviceSeq, in: db)
             }
         }

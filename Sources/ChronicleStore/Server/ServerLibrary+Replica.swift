@@ -100,7 +100,7 @@ extension ServerLibrary {
 
     /// The highest seq sealed into segments in this file, or before which history was dropped (0: none).
     public func sealedThrough() throws -> Int64 {
-        try read { db in try DeviceStore.sealedUpTo(in: db) }
+        try read { db in try LogTables.sealedUpTo(in: db) }
     }
 
     /// Up to `limit` sealed segments that end after `seq`, oldest first, with their frames.
@@ -123,14 +123,14 @@ extension ServerLibrary {
         guard let libraryID = ops.first?.libraryID else {
             throw ChronicleError(.invariantViolated, "A segment holds at least one op.")
         }
-        let segment = try DeviceStore.encodeSegments(ops[...], libraryID: libraryID, opsMax: ops.count)[0]
+        let segment = try LogTables.encodeSegments(ops[...], libraryID: libraryID, opsMax: ops.count)[0]
         return (Int(segment.lastSeq - segment.firstSeq + 1), segment.body, segment.frame)
     }
 
     /// The seq this file's history begins after (0: all of it is here; past a retention horizon,
     /// the snapshot at that seq holds the state there).
     public func historyBase() throws -> Int64 {
-        try read { db in try DeviceStore.historyBase(in: db) }
+        try read { db in try LogTables.historyBase(in: db) }
     }
 
     /// The snapshot kept at exactly `seq`: its LZ4 frame and the digest of the state it holds.
@@ -169,12 +169,12 @@ extension ServerLibrary {
                 guard try Self.head(in: db) == 0 else {
                     throw ChronicleError(.invariantViolated, "Library \(libraryID.lowercased): only an empty replica starts from a snapshot.")
                 }
-                try DeviceStore.insertSnapshot(at: seq, frame: frame, stateDigest: stateDigest, createdAt: clock.nowMilliseconds(), in: db)
-                try DeviceStore.setMeta("history_base_seq", .integer(seq), in: db)
-                if let droppedAt { try DeviceStore.setMeta("history_dropped_at", .integer(droppedAt), in: db) }
+                try LogTables.insertSnapshot(at: seq, frame: frame, stateDigest: stateDigest, createdAt: clock.nowMilliseconds(), in: db)
+                try LogTables.setMeta("history_base_seq", .integer(seq), in: db)
+                if let droppedAt { try LogTables.setMeta("history_dropped_at", .integer(droppedAt), in: db) }
                 // A snapshot of an earlier schema version has its state carried over: its digest is of the old shape.
-                let migratedFrom = try DeviceStore.load(storedAt: seq, from: db, into: db, projection, libraryID: libraryID)
-                let loaded = try DeviceStore.digest(projection, in: db)
+                let migratedFrom = try ProjectionTables.load(storedAt: seq, from: db, into: db, projection, libraryID: libraryID)
+                let loaded = try ProjectionTables.digest(projection, in: db)
                 guard migratedFrom != nil || loaded == stateDigest else {
                     throw ChronicleError(.invariantViolated, "Library \(libraryID.lowercased): the snapshot at seq \(seq) holds a state whose digest is not the one it was kept with.")
                 }
@@ -199,12 +199,12 @@ extension ServerLibrary {
         let kept: Bool = try writer.withLock { db in
             try db.transaction { db in
                 let head = try Self.head(in: db)
-                guard first == head + 1, try DeviceStore.sealedUpTo(in: db) == head else { return false }
+                guard first == head + 1, try LogTables.sealedUpTo(in: db) == head else { return false }
                 let encoded = EncodedSegment(firstSeq: first, lastSeq: last, body: body, frame: frame,
                                              filter: SegmentFilter(ids: Set(ops.map(\.entityID))).bytes)
                 try storeSegment(encoded, ops: ops[...], now: clock.nowMilliseconds(), in: db)
-                for op in ops { try DeviceStore.materialize(op, materializer, in: db) }
-                try DeviceStore.setMeta(Self.replicaGenerationKey, .integer(generation), in: db)
+                for op in ops { try ProjectionTables.materialize(op, materializer, in: db) }
+                try LogTables.setMeta(Self.replicaGenerationKey, .integer(generation), in: db)
                 return true
             }
         }
@@ -231,7 +231,7 @@ extension ServerLibrary {
 
     /// The generation of the other database this file has caught up with (0: none yet).
     public func replicaGeneration() throws -> Int64 {
-        try read { db in try DeviceStore.meta(Self.replicaGenerationKey, in: db).integerValue ?? 0 }
+        try read { db in try LogTables.meta(Self.replicaGenerationKey, in: db).integerValue ?? 0 }
     }
 
     /// Appends what other servers wrote, in one transaction: confirmed ops (which must continue the
@@ -243,13 +243,13 @@ extension ServerLibrary {
         let tailAfter: (seq: Int64, time: Int64)? = try writer.withLock { db in
             try db.transaction { db in
                 var head = try Self.head(in: db)
-                let insert = try db.statement("INSERT INTO chronicle_log(\(DeviceStore.logColumns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)")
+                let insert = try db.statement("INSERT INTO chronicle_log(\(LogTables.logColumns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)")
                 for op in ops {
                     guard op.libraryID == libraryID, let seq = op.serverSeq, op.serverTime != nil, seq == head + 1 else {
                         throw ChronicleError(.invariantViolated, "Library \(libraryID.lowercased): a replicated op must continue the log at seq \(head + 1); got \(op.serverSeq.map(String.init) ?? "none").")
                     }
-                    try insert.execute(DeviceStore.logArguments(op))
-                    try DeviceStore.materialize(op, materializer, in: db)
+                    try insert.execute(LogTables.logArguments(op))
+                    try ProjectionTables.materialize(op, materializer, in: db)
                     head = seq
                 }
                 for row in rejected {
@@ -258,7 +258,7 @@ extension ServerLibrary {
                     }
                 }
                 for device in devices { try Self.recordDeviceSeq(device.id, device.lastDeviceSeq, in: db) }
-                try DeviceStore.setMeta(Self.replicaGenerationKey, .integer(generation), in: db)
+                try LogTables.setMeta(Self.replicaGenerationKey, .integer(generation), in: db)
                 return ops.last.map { ($0.serverSeq!, $0.serverTime!) }
             }
         }

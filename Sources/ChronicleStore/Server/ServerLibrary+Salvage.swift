@@ -117,14 +117,14 @@ extension ServerLibrary {
         } catch let error as SQLiteError where error.isCorrupt {
             throw beyondSalvage(path, "its metadata (library, format, schema) cannot be read", error)
         }
-        guard try DeviceStore.meta("kind", in: out).textValue == "server-library" else {
+        guard try LogTables.meta("kind", in: out).textValue == "server-library" else {
             throw ChronicleError(.notAChronicleStore, "\(path) is not a server library's file (a device's store is salvaged with `chronicle salvage`).")
         }
-        let stored = try DeviceStore.meta("library_id", in: out).textValue
+        let stored = try LogTables.meta("library_id", in: out).textValue
         guard stored == libraryID.lowercased else {
             throw ChronicleError(.wrongLibrary, "\(path) holds library \(stored ?? "?"), not \(libraryID.lowercased).")
         }
-        let format = try DeviceStore.meta("format_version", in: out).integerValue ?? 0
+        let format = try LogTables.meta("format_version", in: out).integerValue ?? 0
         guard format <= formatVersion else {
             throw ChronicleError(.futureStoreVersion, "\(path) uses server library format v\(format), but this build reads up to v\(formatVersion). Salvage it with a build that reads it; the file was left untouched.")
         }
@@ -148,8 +148,8 @@ extension ServerLibrary {
             try cutHistory(in: db, path: path, libraryID: libraryID, report: &report)
             // A file that matches no schema has its projection rebuilt when it is opened, and a
             // new incarnation has devices compare their history with it op by op.
-            try DeviceStore.setMeta("schema_fingerprint", .text("salvaged"), in: db)
-            try DeviceStore.setMeta(incarnationKey, .text(report.incarnation.lowercased), in: db)
+            try LogTables.setMeta("schema_fingerprint", .text("salvaged"), in: db)
+            try LogTables.setMeta(incarnationKey, .text(report.incarnation.lowercased), in: db)
             try db.execute("DELETE FROM chronicle_meta WHERE key = ?1 AND value > ?2", [.text(stateCarriedOverKey), .integer(report.headKept)])
         }
         // The indexes and guard triggers of the copied tables, as the damaged file defined them.
@@ -181,7 +181,7 @@ extension ServerLibrary {
     /// (segments, log rows, sealed op ids, snapshots, later refusals); works out each device's
     /// last answered deviceSeq from what was kept.
     private static func cutHistory(in db: Database, path: String, libraryID: UUID, report: inout LibrarySalvageReport) throws {
-        let base = try DeviceStore.historyBase(in: db)
+        let base = try LogTables.historyBase(in: db)
         // The ids of sealed ops, if their table could not be read, are made again from the segments kept.
         let idsLost = report.tables.firstIndex { $0.name == "chronicle_sealed_ops" && $0.incomplete }
         let remember = try idsLost.map { _ in
@@ -214,9 +214,9 @@ extension ServerLibrary {
         for segment in try SalvageCopy.segments(in: db) where segment.first > sealedEnd {
             own += SalvageCopy.sound(segment, libraryID: libraryID, in: db)?.ops.filter { $0.deviceID == Op.serverDeviceID && ($0.serverSeq ?? 0) > kept } ?? []
         }
-        try db.uncached("SELECT \(DeviceStore.logColumns) FROM chronicle_log WHERE server_seq > ?1 AND device_id = ?2 ORDER BY server_seq")
+        try db.uncached("SELECT \(LogTables.logColumns) FROM chronicle_log WHERE server_seq > ?1 AND device_id = ?2 ORDER BY server_seq")
             .forEach([.integer(kept), .text(Op.serverDeviceID.lowercased)]) { row in
-                if let op = try? DeviceStore.logOp(row, libraryID: libraryID) { own.append(op) }
+                if let op = try? LogTables.logOp(row, libraryID: libraryID) { own.append(op) }
             }
         report.serverOpsLost = own.map { "seq \($0.serverSeq ?? 0): \($0.type) \($0.entityID.lowercased) \(CanonicalJSON.encode($0.payload))" }
         try db.execute("DELETE FROM chronicle_segments WHERE first_seq > ?1", [.integer(sealedEnd)])

@@ -15,14 +15,14 @@ extension ServerLibrary {
             try read { db in try Self.verifyLog(in: db, libraryID: libraryID, into: &checks) }
             let current = try digest()
             let replayed = try read { source in
-                let scratch = try DeviceStore.scratchProjection(projection, onDisk: true)
-                let base = try DeviceStore.replayBase(in: source, projection, preferLatest: false)
+                let scratch = try ProjectionTables.scratchProjection(projection, onDisk: true)
+                let base = try LogTables.replayBase(in: source, projection, preferLatest: false)
                 try scratch.transaction { scratch in
-                    if let base { _ = try DeviceStore.load(storedAt: base, from: source, into: scratch, projection, libraryID: libraryID) }
-                    _ = try DeviceStore.replay(from: source, into: scratch, materializer, projection, after: base ?? 0, upTo: nil,
+                    if let base { _ = try ProjectionTables.load(storedAt: base, from: source, into: scratch, projection, libraryID: libraryID) }
+                    _ = try ProjectionTables.replay(from: source, into: scratch, materializer, projection, after: base ?? 0, upTo: nil,
                                                includePending: false, progress: progress)
                 }
-                return try DeviceStore.digest(projection, in: scratch)
+                return try ProjectionTables.digest(projection, in: scratch)
             }
             checks.append(VerifyCheck(name: "digest equals a replay of the log", passed: current == replayed,
                                       detail: current == replayed ? current : "projection \(current) but replay gives \(replayed)"))
@@ -38,8 +38,8 @@ extension ServerLibrary {
         let integrity = try db.query("PRAGMA integrity_check") { $0.text(0) }
         checks.append(VerifyCheck(name: "sqlite integrity_check", passed: integrity == ["ok"], detail: integrity.prefix(5).joined(separator: "; ")))
 
-        var problems = try DeviceStore.verifySegments(in: db, libraryID: libraryID)
-        let sealed = try DeviceStore.sealedUpTo(in: db)
+        var problems = try LogTables.verifySegments(in: db, libraryID: libraryID)
+        let sealed = try LogTables.sealedUpTo(in: db)
         let (count, first, last, ids) = try db.query("SELECT count(*), coalesce(min(server_seq), 0), coalesce(max(server_seq), 0), count(DISTINCT op_id) FROM chronicle_log") {
             ($0.int(0), $0.int(1), $0.int(2), $0.int(3))
         }[0]

@@ -132,28 +132,28 @@ public final class ServerLibrary: Sendable {
                     ("library_id", .text(libraryID.lowercased)),
                     ("created_at", .integer(clock.nowMilliseconds())),
                 ]
-                for (key, value) in meta { try DeviceStore.setMeta(key, value, in: db) }
+                for (key, value) in meta { try LogTables.setMeta(key, value, in: db) }
                 // A replica answers with the incarnation of the database it follows.
-                if let incarnation { try DeviceStore.setMeta(Self.incarnationKey, .text(incarnation.lowercased), in: db) }
+                if let incarnation { try LogTables.setMeta(Self.incarnationKey, .text(incarnation.lowercased), in: db) }
             }
         } else {
-            let format = try DeviceStore.meta("format_version", in: db).integerValue ?? 0
+            let format = try LogTables.meta("format_version", in: db).integerValue ?? 0
             if format > formatVersion {
                 throw ChronicleError(.futureStoreVersion, "\(path) uses server library format v\(format), but this build reads up to v\(formatVersion). Update Chronicle to open it; the file was left untouched.")
             }
             for version in format..<formatVersion {
                 try db.transaction { db in
                     for statement in migrations[version] ?? [] { try db.execute(statement) }
-                    try DeviceStore.setMeta("format_version", .integer(version + 1), in: db)
+                    try LogTables.setMeta("format_version", .integer(version + 1), in: db)
                 }
             }
-            let stored = try DeviceStore.meta("library_id", in: db).textValue
+            let stored = try LogTables.meta("library_id", in: db).textValue
             guard stored == libraryID.lowercased else {
                 throw ChronicleError(.wrongLibrary, "\(path) holds library \(stored ?? "?"), not \(libraryID.lowercased).")
             }
-            if try DeviceStore.meta("schema_fingerprint", in: db).textValue != schema.fingerprint {
+            if try LogTables.meta("schema_fingerprint", in: db).textValue != schema.fingerprint {
                 let start = DispatchTime.now().uptimeNanoseconds
-                let from = try DeviceStore.meta("schema_version", in: db).integerValue ?? 0
+                let from = try LogTables.meta("schema_version", in: db).integerValue ?? 0
                 try migrateProjection(db, to: schema, projection, libraryID: libraryID, clock: clock)
                 migrated = (from, Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
             }
@@ -175,7 +175,7 @@ public final class ServerLibrary: Sendable {
     /// snapshot get one of the current shape: a new one is written at the head.
     static func migrateProjection(_ db: Database, to schema: Schema, _ projection: ProjectionSchema, libraryID: UUID,
                                   clock: any ChronicleClock) throws {
-        let stored = try DeviceStore.meta("schema_version", in: db).integerValue ?? 0
+        let stored = try LogTables.meta("schema_version", in: db).integerValue ?? 0
         if stored > Int64(schema.version) {
             throw ChronicleError(.updateRequired, "This library was written with schema \(schema.name) v\(stored), but this server build knows up to v\(schema.version). Update the server to open it; the file was left untouched.")
         }
@@ -186,25 +186,25 @@ public final class ServerLibrary: Sendable {
             let statements = projection.tableStatements.filter { !$0.contains("chronicle_shadow_") }
             for statement in statements where !statement.hasPrefix("CREATE INDEX") { try db.execute(statement) }
             try db.execute(ProjectionSchema.unreadableStatement)
-            let base = try DeviceStore.replayBase(in: db, projection, preferLatest: false)
+            let base = try LogTables.replayBase(in: db, projection, preferLatest: false)
             var carriedOver = false
-            if let base { carriedOver = try DeviceStore.load(storedAt: base, from: db, into: db, projection, libraryID: libraryID) != nil }
-            _ = try DeviceStore.replay(from: db, into: db, Materializer(schema: schema), projection, after: base ?? 0, upTo: nil,
+            if let base { carriedOver = try ProjectionTables.load(storedAt: base, from: db, into: db, projection, libraryID: libraryID) != nil }
+            _ = try ProjectionTables.replay(from: db, into: db, Materializer(schema: schema), projection, after: base ?? 0, upTo: nil,
                                        includePending: false, progress: nil)
             if carriedOver {
                 // Devices that replay the log themselves would know more than this state: pulls name
                 // where it began, and such devices start over from the snapshot written below.
-                try DeviceStore.setMeta(stateCarriedOverKey, .integer(try Self.head(in: db)), in: db)
+                try LogTables.setMeta(stateCarriedOverKey, .integer(try Self.head(in: db)), in: db)
             }
             for statement in statements where statement.hasPrefix("CREATE INDEX") { try db.execute(statement) }
             if try db.scalarInt("SELECT count(*) FROM chronicle_snapshots") ?? 0 > 0 {
                 let head = try Self.head(in: db)
-                let (body, digest) = try DeviceStore.snapshotBody(projection, from: db, seq: head, libraryID: libraryID)
+                let (body, digest) = try ProjectionTables.snapshotBody(projection, from: db, seq: head, libraryID: libraryID)
                 let frame = LZ4Frame.compress(body)
-                try DeviceStore.insertSnapshot(at: head, frame: frame, stateDigest: digest, createdAt: clock.nowMilliseconds(), in: db)
+                try LogTables.insertSnapshot(at: head, frame: frame, stateDigest: digest, createdAt: clock.nowMilliseconds(), in: db)
             }
-            try DeviceStore.setMeta("schema_version", .integer(Int64(schema.version)), in: db)
-            try DeviceStore.setMeta("schema_fingerprint", .text(schema.fingerprint), in: db)
+            try LogTables.setMeta("schema_version", .integer(Int64(schema.version)), in: db)
+            try LogTables.setMeta("schema_fingerprint", .text(schema.fingerprint), in: db)
         }
     }
 
@@ -226,14 +226,14 @@ public final class ServerLibrary: Sendable {
         self.ids = ids
         self.path = path
         self.libraryID = libraryID
-        if let stored = try DeviceStore.meta(Self.incarnationKey, in: writer).textValue.flatMap(UUID.init(uuidString:)) {
+        if let stored = try LogTables.meta(Self.incarnationKey, in: writer).textValue.flatMap(UUID.init(uuidString:)) {
             incarnation = stored
         } else {
             incarnation = UUID()
-            try DeviceStore.setMeta(Self.incarnationKey, .text(incarnation.lowercased), in: writer)
+            try LogTables.setMeta(Self.incarnationKey, .text(incarnation.lowercased), in: writer)
         }
         self.schema = schema
-        self.stateCarriedOverAt = try DeviceStore.meta(Self.stateCarriedOverKey, in: writer).integerValue
+        self.stateCarriedOverAt = try LogTables.meta(Self.stateCarriedOverKey, in: writer).integerValue
         self.clock = clock
         self.materializer = Materializer(schema: schema)
         self.projection = projection
@@ -283,7 +283,7 @@ public final class ServerLibrary: Sendable {
     }
 
     static func head(in db: Database) throws -> Int64 {
-        max(try db.scalarInt("SELECT coalesce(max(server_seq), 0) FROM chronicle_log") ?? 0, try DeviceStore.sealedUpTo(in: db))
+        max(try db.scalarInt("SELECT coalesce(max(server_seq), 0) FROM chronicle_log") ?? 0, try LogTables.sealedUpTo(in: db))
     }
 
     func read<T>(_ body: (Database) throws -> T) throws -> T {
@@ -309,7 +309,7 @@ public final class ServerLibrary: Sendable {
             // horizon): a device that holds another op there went on from a history this server no
             // longer has (`PullPage.afterOpID`).
             let afterOpID = cursor > 0 ? try Self.opID(at: cursor, in: db) : nil
-            let base = try DeviceStore.historyBase(in: db)
+            let base = try LogTables.historyBase(in: db)
             if cursor < base {
                 var error = ProtocolError(410, "cursor_too_old", "Ops up to seq \(base) were compacted away on the server (retention horizon); this device last synced at seq \(cursor). Start from the snapshot at seq \(base): queued changes are kept and pushed afterwards.")
                 error.afterOpID = afterOpID
@@ -327,11 +327,11 @@ public final class ServerLibrary: Sendable {
             }
             var ops: [Op] = []
             ops.reserveCapacity(min(limit, 10_000))
-            let sealed = try DeviceStore.sealedUpTo(in: db)
+            let sealed = try LogTables.sealedUpTo(in: db)
             if cursor < sealed {
                 struct Enough: Error {}
                 do {
-                    try DeviceStore.forEachConfirmedOp(in: db, libraryID: libraryID, after: cursor, upTo: sealed) { op in
+                    try LogTables.forEachConfirmedOp(in: db, libraryID: libraryID, after: cursor, upTo: sealed) { op in
                         ops.append(op)
                         if ops.count >= limit { throw Enough() }
                     }
@@ -339,8 +339,8 @@ public final class ServerLibrary: Sendable {
             }
             if ops.count < limit {
                 let after = ops.last?.serverSeq ?? cursor
-                let statement = try db.statement("SELECT \(DeviceStore.logColumns) FROM chronicle_log WHERE server_seq > ?1 ORDER BY server_seq LIMIT ?2")
-                ops += try statement.map([.integer(after), .integer(Int64(limit - ops.count))]) { try DeviceStore.logOp($0, libraryID: libraryID) }
+                let statement = try db.statement("SELECT \(LogTables.logColumns) FROM chronicle_log WHERE server_seq > ?1 ORDER BY server_seq LIMIT ?2")
+                ops += try statement.map([.integer(after), .integer(Int64(limit - ops.count))]) { try LogTables.logOp($0, libraryID: libraryID) }
             }
             return (ops, try Self.head(in: db), nil, afterOpID)
         }
@@ -414,8 +414,8 @@ public final class ServerLibrary: Sendable {
     func verdict(_ entity: UUID, in db: Database) throws -> Verdict {
         let head = try Self.head(in: db)
         let lastSeq = try db.scalarInt("SELECT coalesce(max(server_seq), 0) FROM chronicle_log WHERE entity_id = ?1", [.text(entity.lowercased)]) ?? 0
-        guard let spec = try DeviceStore.entityType(of: entity, schema, in: db),
-              let row = try DeviceStore.rows(spec.name, schema, where: "t.id = ?1", [.text(entity.lowercased)],
+        guard let spec = try ProjectionTables.entityType(of: entity, schema, in: db),
+              let row = try ProjectionTables.rows(spec.name, schema, where: "t.id = ?1", [.text(entity.lowercased)],
                                              includeDeleted: true, limit: 1, markPending: false, in: db).first else {
             return Verdict(entityID: entity, entityType: nil, deleted: false, fields: [:], sets: [:], lastSeq: lastSeq, head: head)
         }
@@ -429,12 +429,12 @@ public final class ServerLibrary: Sendable {
 
     /// The same digest a device computes over its projection.
     public func digest() throws -> String {
-        try read { db in try DeviceStore.digest(projection, in: db) }
+        try read { db in try ProjectionTables.digest(projection, in: db) }
     }
 
     /// Every op in the log, in order (tests and tools; streams nothing, so keep it to small libraries).
     public func allOps() throws -> [Op] {
-        try pull(after: try read { db in try DeviceStore.historyBase(in: db) }, limit: Int(Int32.max)).ops
+        try pull(after: try read { db in try LogTables.historyBase(in: db) }, limit: Int(Int32.max)).ops
     }
 
     func writeTransaction<T>(_ body: (Database) throws -> T) throws -> T {

@@ -332,7 +332,7 @@ package enum SalvageCopy {
         guard let frame = try? db.query("SELECT body FROM chronicle_segments WHERE first_seq = ?1", [.integer(segment.first)], { row in
                   row.withBytes(0) { Array($0) } }).first,
               let body = try? LZ4Frame.decompress(frame, maxBytes: SegmentCodec.Limits().maxDecodedBytes),
-              DeviceStore.chainDigest(previous: segment.previous, body: body) == segment.digest,
+              LogTables.chainDigest(previous: segment.previous, body: body) == segment.digest,
               let decoded = try? SegmentCodec.decodeBody(body), decoded.libraryID == libraryID,
               decoded.firstSeq == segment.first, decoded.lastSeq == segment.last else { return nil }
         return decoded

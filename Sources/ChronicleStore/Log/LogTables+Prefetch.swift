@@ -1,7 +1,7 @@
 import ChronicleCore
 import Foundation
 
-extension DeviceStore {
+extension LogTables {
     /// Ops decoded from the log, each with the SQL that applies it.
     typealias PreparedOps = [(op: Op, steps: [SQLStep])]
     static let prefetchCacheKilobytes = 2_000
@@ -26,7 +26,7 @@ extension DeviceStore {
                 defer { try? db.execute("PRAGMA cache_size = -\(Database.Options.defaultCacheKilobytes)") }
                 var chunk: PreparedOps = []
                 chunk.reserveCapacity(prefetchChunkOps)
-                try forEachConfirmedOp(in: db, libraryID: libraryID, after: after, upTo: upTo) { op in
+                try LogTables.forEachConfirmedOp(in: db, libraryID: libraryID, after: after, upTo: upTo) { op in
                     chunk.append((op, materializer.steps(for: op)))
                     if chunk.count == prefetchChunkOps {
                         try channel.put(chunk)
