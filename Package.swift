@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "ChronicleCore", targets: ["ChronicleCore"]),
         .library(name: "ChronicleStore", targets: ["ChronicleStore"]),
         .library(name: "ChronicleSync", targets: ["ChronicleSync"]),
+        .library(name: "ChronicleServerStore", targets: ["ChronicleServerStore"]),
         .library(name: "ChronicleServer", targets: ["ChronicleServer"]),
         .library(name: "ChroniclePostgres", targets: ["ChroniclePostgres"]),
         .executable(name: "chronicle", targets: ["chronicle"]),
@@ -47,32 +48,35 @@ let package = Package(
         .target(name: "ChronicleStore", dependencies: ["ChronicleCore", "CSQLite", "CCrypto"],
                 swiftSettings: strict),
 
+        // The server's storage: library files (the canonical log), blobs, accounts, and the
+        // protocols the PostgreSQL storage implements beside them.
+        .target(name: "ChronicleServerStore", dependencies: ["ChronicleStore", "CSQLite"], swiftSettings: strict),
         // The server's order and accounts kept in PostgreSQL, for several servers sharing one database.
-        .target(name: "ChroniclePostgres", dependencies: ["ChronicleStore", "ChronicleServer", "CPQ"], swiftSettings: strict),
+        .target(name: "ChroniclePostgres", dependencies: ["ChronicleServerStore", "CPQ"], swiftSettings: strict),
         .target(name: "ChronicleSync", dependencies: ["ChronicleStore"], swiftSettings: strict),
-        .target(name: "ChronicleServer", dependencies: ["ChronicleStore", "CMicroHTTPD", "CCrypto", "CXML2", "CTLS"],
+        .target(name: "ChronicleServer", dependencies: ["ChronicleServerStore", "CMicroHTTPD", "CCrypto", "CXML2", "CTLS"],
                 swiftSettings: strict),
         // Test support shipped as a module: the seeded simulator, its clocks and faults.
-        .target(name: "ChronicleTesting", dependencies: ["ChronicleSync", "ChronicleServer", "ChronicleStore", "CSpawn"],
+        .target(name: "ChronicleTesting", dependencies: ["ChronicleSync", "ChronicleServer", "ChronicleServerStore", "ChronicleStore", "CSpawn"],
                 swiftSettings: strict),
 
-        .executableTarget(name: "chronicle", dependencies: ["ChronicleStore", "ChronicleSync", "ChronicleServer", "ChroniclePostgres"],
+        .executableTarget(name: "chronicle", dependencies: ["ChronicleStore", "ChronicleSync", "ChronicleServerStore", "ChronicleServer", "ChroniclePostgres"],
                           path: "Tools/chronicle", swiftSettings: strict),
         .executableTarget(name: "chronicle-fixture", dependencies: ["ChronicleStore", "ChronicleTesting"],
                           path: "Tools/chronicle-fixture", swiftSettings: strict),
-        .executableTarget(name: "chronicle-bench", dependencies: ["ChronicleStore", "ChronicleSync", "ChronicleServer", "ChroniclePostgres", "ChronicleTesting", "CSQLite", "CXML2"],
+        .executableTarget(name: "chronicle-bench", dependencies: ["ChronicleStore", "ChronicleSync", "ChronicleServerStore", "ChronicleServer", "ChroniclePostgres", "ChronicleTesting", "CSQLite", "CXML2"],
                           path: "Tools/chronicle-bench", swiftSettings: strict),
 
         .testTarget(name: "ChronicleCoreTests", dependencies: ["ChronicleCore", "ChronicleTesting"], swiftSettings: strict),
-        .testTarget(name: "ChronicleStoreTests", dependencies: ["ChronicleStore", "CSQLite", "ChronicleTesting"],
+        .testTarget(name: "ChronicleStoreTests", dependencies: ["ChronicleStore", "ChronicleServerStore", "CSQLite", "ChronicleTesting"],
                     swiftSettings: strict),
-        .testTarget(name: "ChronicleServerTests", dependencies: ["ChronicleServer", "CMicroHTTPD"],
+        .testTarget(name: "ChronicleServerTests", dependencies: ["ChronicleServer", "ChronicleServerStore", "CMicroHTTPD"],
                     swiftSettings: strict),
-        .testTarget(name: "ChronicleSyncTests", dependencies: ["ChronicleSync", "ChronicleServer", "CTLS", "ChronicleTesting"],
+        .testTarget(name: "ChronicleSyncTests", dependencies: ["ChronicleSync", "ChronicleServer", "ChronicleServerStore", "CTLS", "ChronicleTesting"],
                     swiftSettings: strict),
-        .testTarget(name: "ChroniclePostgresTests", dependencies: ["ChroniclePostgres", "ChronicleServer", "ChronicleSync"],
+        .testTarget(name: "ChroniclePostgresTests", dependencies: ["ChroniclePostgres", "ChronicleServerStore", "ChronicleServer", "ChronicleSync"],
                     swiftSettings: strict),
         .testTarget(name: "ChronicleSimulationTests", dependencies: ["ChronicleTesting"], swiftSettings: strict),
-        .testTarget(name: "ChronicleToolTests", dependencies: ["ChronicleStore", "ChroniclePostgres", "ChronicleTesting", "chronicle"], swiftSettings: strict),
+        .testTarget(name: "ChronicleToolTests", dependencies: ["ChronicleStore", "ChronicleServerStore", "ChroniclePostgres", "ChronicleTesting", "chronicle"], swiftSettings: strict),
     ]
 )

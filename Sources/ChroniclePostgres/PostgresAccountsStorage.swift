@@ -1,7 +1,7 @@
 import ChronicleCore
-import ChronicleServer
 import ChronicleStore
 import Foundation
+import ChronicleServerStore
 
 /// Users, their libraries and devices' registrations in the PostgreSQL database that servers on
 /// several machines share (from format 2, `Schemas/store/server-postgres-v2.md`), so that no server

@@ -1,6 +1,7 @@
 import ChronicleCore
 import ChronicleStore
 import Foundation
+import ChronicleServerStore
 
 /// Blobs of the libraries ordered in PostgreSQL (server format v4), so that every server sharing
 /// the database serves an upload another one began: a row per blob, a row per chunk. The rules

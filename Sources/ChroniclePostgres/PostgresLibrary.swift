@@ -1,6 +1,7 @@
 import ChronicleCore
 import ChronicleStore
 import Foundation
+import ChronicleServerStore
 
 /// One library whose order lives in PostgreSQL: the upstream its replica in this process
 /// follows (see `PostgresServerStore`).

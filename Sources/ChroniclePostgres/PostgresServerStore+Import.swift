@@ -1,6 +1,7 @@
 import ChronicleCore
 import ChronicleStore
 import Foundation
+import ChronicleServerStore
 
 /// A lone server's libraries moved into PostgreSQL (`chronicle server move-to-postgres`): each
 /// library file's history goes in whole, as the servers sharing PostgreSQL would have written it.

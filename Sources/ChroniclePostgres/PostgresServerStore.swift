@@ -1,6 +1,7 @@
 import ChronicleCore
 import ChronicleStore
 import Foundation
+import ChronicleServerStore
 
 /// The server's order kept in one PostgreSQL database that several `chronicle serve` processes
 /// share (`Schemas/store/server-postgres-v3.md`; formats 1 and 2 in `server-postgres-v1.md`, `-v2.md`).

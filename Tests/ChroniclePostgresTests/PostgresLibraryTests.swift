@@ -3,6 +3,7 @@ import ChroniclePostgres
 import ChronicleStore
 import Foundation
 import Testing
+import ChronicleServerStore
 
 /// The server's order kept in a real PostgreSQL server (started by the test script), shared by
 /// several server processes, each with its replica.

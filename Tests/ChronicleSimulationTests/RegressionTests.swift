@@ -4,6 +4,7 @@ import ChronicleStore
 import ChronicleTesting
 import Foundation
 import Testing
+import ChronicleServerStore
 
 /// Bugs the simulator found in the engine, store or server, each kept as a few lines against
 /// the public API and as a simulation of the situation that showed it (STYLE.md: a failing

@@ -4,6 +4,7 @@ import ChronicleCore
 @testable import ChronicleSync
 import Foundation
 import Testing
+@testable import ChronicleServerStore
 
 /// A server's accounts file (`server.sqlite`: users, their libraries, devices' registrations)
 /// damaged: requests are answered 503 `accounts_damaged` (never a 401 that would sign devices
@@ -34,14 +35,14 @@ import Testing
             Issue.record("a damaged accounts file is not a refusal: \(round.outcome)")
             return
         }
-        #expect(reason.contains(Accounts.damagedCode), "\(reason)")
+        #expect(reason.contains(SQLiteAccountsStorage.damagedCode), "\(reason)")
         #expect(round.retries == 0, "a Retry-After longer than backoff ever waits ends the round at once")
         #expect(try a.store.pendingOps().count == 5)
         do {
             _ = try damaged.accounts.registerDevice(user: "ada", password: h.password, deviceID: UUID())
             Issue.record("a device was registered in a damaged accounts file")
         } catch {
-            #expect(error.status == 503 && error.code == Accounts.damagedCode && error.retryAfterSeconds != nil, "\(error)")
+            #expect(error.status == 503 && error.code == SQLiteAccountsStorage.damagedCode && error.retryAfterSeconds != nil, "\(error)")
         }
         let check = damaged.accounts.verify()
         #expect(!check.passed && check.detail.contains("salvage --data") && check.detail.contains("--accounts"), "\(check)")

@@ -4,6 +4,7 @@ import ChronicleServer
 @testable import ChronicleSync
 import Foundation
 import Testing
+@testable import ChronicleServerStore
 
 /// Blobs: large files that travel beside the ops, in chunks that resume, never in the ops' way.
 @Suite struct BlobSyncTests {

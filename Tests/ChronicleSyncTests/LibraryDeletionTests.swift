@@ -4,6 +4,7 @@ import ChronicleCore
 @testable import ChronicleSync
 import Foundation
 import Testing
+@testable import ChronicleServerStore
 
 /// A library's file deleted beside a running server (`chronicle server remove-user
 /// --delete-library`, `server delete-library`): the operator's process asks in the accounts file,

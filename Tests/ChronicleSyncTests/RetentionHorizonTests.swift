@@ -4,6 +4,7 @@ import ChronicleServer
 @testable import ChronicleSync
 import Foundation
 import Testing
+@testable import ChronicleServerStore
 
 /// The server's retention horizon: a device whose cursor is older gets 410, starts from
 /// the snapshot, keeps its outbox and pushes it: nothing done offline is lost.

@@ -7,6 +7,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import Testing
+@testable import ChronicleServerStore
 
 /// `/healthz`, `/readyz` and `/metrics` over real HTTP name the server's files found damaged:
 /// a damaged library leaves the server ready (every other library is served) but shows in all
@@ -124,7 +125,7 @@ import Testing
         let ready = try await rig.get("/readyz")
         #expect(ready.status == 503 && ready.json["status"] as? String == "unavailable", "\(ready.body)")
         let problem = try #require(Self.problems(ready.json).first)
-        #expect(problem["code"] as? String == Accounts.damagedCode && problem["file"] as? String == "server.sqlite" && problem["library"] == nil,
+        #expect(problem["code"] as? String == SQLiteAccountsStorage.damagedCode && problem["file"] as? String == "server.sqlite" && problem["library"] == nil,
                 "\(problem)")
         #expect(problem["action"] as? String == "chronicle server salvage --data \(h.directory)/server --accounts", "\(problem)")
         // Liveness stays 200: restarting the process mends nothing.
@@ -132,7 +133,7 @@ import Testing
         #expect(health.status == 200 && health.json["status"] as? String == "degraded", "\(health.body)")
 
         let pull = try await rig.get("/v1/libraries/\(h.user.libraryID.lowercased)/ops?after=0", token: a.token)
-        #expect(pull.status == 503 && pull.body.contains(Accounts.damagedCode), "\(pull.body)")
+        #expect(pull.status == 503 && pull.body.contains(SQLiteAccountsStorage.damagedCode), "\(pull.body)")
         let metrics = try await rig.get("/metrics")
         #expect(metrics.body.contains(#"chronicle_damaged_files{kind="accounts"} 1"#), "\(metrics.body)")
         #expect(try rig.logged("file_damaged").count == 1)

@@ -1,5 +1,6 @@
 import ChronicleCore
 @testable import ChronicleServer
+@testable import ChronicleServerStore
 @testable import ChronicleStore
 @testable import ChronicleSync
 import Foundation

@@ -4,6 +4,7 @@ import ChronicleCore
 @testable import ChronicleSync
 import Foundation
 import Testing
+@testable import ChronicleServerStore
 
 /// The running server compacts libraries on its own (`MaintenancePolicy`): libraries that took
 /// pushes are sealed once enough ops lie past what the policy keeps hot, pulls and new devices

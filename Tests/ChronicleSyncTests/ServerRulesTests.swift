@@ -4,6 +4,7 @@ import ChronicleServer
 @testable import ChronicleSync
 import Foundation
 import Testing
+@testable import ChronicleServerStore
 
 /// Server-side rules: free-tier caps enforced by triggers in the server's database,
 /// the plan as server-only state, and client ops that try to set server-only fields.

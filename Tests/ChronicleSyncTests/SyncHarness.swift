@@ -4,6 +4,7 @@ import ChronicleStore
 @testable import ChronicleSync
 import Foundation
 import Testing
+import ChronicleServerStore
 
 /// Which transport a shared test runs over.
 enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable {

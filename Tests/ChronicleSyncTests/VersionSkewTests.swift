@@ -4,6 +4,7 @@ import ChronicleServer
 @testable import ChronicleSync
 import Foundation
 import Testing
+@testable import ChronicleServerStore
 
 /// Devices on different app versions sharing one library: an old app (read-it-later v2)
 /// beside current ones and a current server (v3).

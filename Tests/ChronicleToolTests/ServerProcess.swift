@@ -3,6 +3,7 @@ import ChronicleStore
 import ChronicleTesting
 import Foundation
 import Testing
+import ChronicleServerStore
 
 /// A `chronicle serve` child process on a loopback port; its JSON logs go to a file.
 final class ServerProcess {

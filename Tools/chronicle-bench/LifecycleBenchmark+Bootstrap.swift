@@ -5,6 +5,7 @@ import ChronicleStore
 import ChronicleSync
 import ChronicleTesting
 import Foundation
+import ChronicleServerStore
 
 /// Measurement 3 of the lifecycle: a new device onto an N-op library, end to end over
 /// loopback HTTP against a real `SyncServer`. The server's library is filled with

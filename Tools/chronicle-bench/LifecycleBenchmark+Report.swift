@@ -1,4 +1,5 @@
 import Foundation
+import ChronicleServerStore
 
 extension LifecycleBenchmark.Result {
     /// The lifecycle phase's table rows, JSON object and notes; returns whether every target was met.

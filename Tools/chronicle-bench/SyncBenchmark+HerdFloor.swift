@@ -2,6 +2,7 @@ import ChronicleCore
 import ChronicleStore
 import CSQLite
 import Foundation
+import ChronicleServerStore
 
 /// The herd's floor: raw SQLite running the server's own statements for the herd's pushes, on
 /// the same two cores, with nothing else in the way.

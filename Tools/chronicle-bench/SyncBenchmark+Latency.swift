@@ -2,6 +2,7 @@ import ChronicleCore
 import ChronicleStore
 import ChronicleSync
 import Foundation
+import ChronicleServerStore
 
 extension SyncBenchmark {
     // MARK: - 4. Write-to-other-device latency with long-poll

@@ -4,6 +4,7 @@ import ChronicleServer
 import ChronicleStore
 import ChronicleSync
 import Foundation
+import ChronicleServerStore
 
 extension SyncBenchmark {
     // MARK: - 2. Push of queued ops

@@ -1,4 +1,5 @@
 import Foundation
+import ChronicleServerStore
 
 /// Where the sync phase's figures go: the shared table, notes and JSON object.
 struct SyncReportSink {

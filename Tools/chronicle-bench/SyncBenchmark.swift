@@ -4,6 +4,7 @@ import ChronicleServer
 import ChronicleStore
 import ChronicleSync
 import Foundation
+import ChronicleServerStore
 
 /// The sync measurements (issue 3), each against a real `SyncServer` on loopback
 /// HTTP with its default configuration, and each beside a baseline from the same run:

@@ -5,6 +5,7 @@ import ChronicleSync
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
+import ChronicleServerStore
 #endif
 
 // MARK: - Async work from the benchmark's synchronous main thread

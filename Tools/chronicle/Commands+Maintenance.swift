@@ -3,6 +3,7 @@ import ChroniclePostgres
 import ChronicleServer
 import ChronicleStore
 import Foundation
+import ChronicleServerStore
 
 extension Command {
     static let maintenanceCommands: [Command] = [compact, migrate, salvage,

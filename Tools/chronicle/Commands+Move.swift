@@ -3,6 +3,7 @@ import ChroniclePostgres
 import ChronicleServer
 import ChronicleStore
 import Foundation
+import ChronicleServerStore
 
 extension Command {
     /// `chronicle server move-to-postgres --data DIR --postgres CONNINFO`: a lone server's

@@ -5,6 +5,7 @@ import ChronicleStore
 import ChronicleSync
 import Dispatch
 import Foundation
+import ChronicleServerStore
 
 extension Command {
     static let syncCommands: [Command] = [serve, server, login, sync, notices, conflicts, resolve, blob]

@@ -184,6 +184,10 @@ public struct ProtocolError: Error, Sendable, Equatable, CustomStringConvertible
     /// data restored from a backup). The device goes back to `serverHead`
     /// (`DeviceStore.rewind(toAgreedSeq:)`), queues its own lost ops again and pulls from there.
     public static let cursorAheadCode = "cursor_ahead"
+    /// The code of a push whose first op is not the next deviceSeq the server expects of the
+    /// device: the server may have lost ops (restored from a backup), or the device's
+    /// acknowledgements ran ahead of it. The device pushes from its outbox's head again.
+    public static let deviceSeqGapCode = "device_seq_gap"
     public static let headHeader = "Chronicle-Head"
 
     public static func deviceSeqReused(device: String, reused: Int64, last: Int64) -> ProtocolError {

@@ -1,6 +1,7 @@
 import ChronicleCore
 import ChronicleStore
 import Foundation
+import ChronicleServerStore
 
 /// Reads the pages people save (the article fetcher): an `article.save` the server
 /// accepts is queued, its URL fetched (`ArticlePage`) and read (`ArticleExtractor`), and the

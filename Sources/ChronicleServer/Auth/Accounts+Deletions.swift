@@ -1,6 +1,7 @@
 import ChronicleCore
 import ChronicleStore
 import Foundation
+import ChronicleServerStore
 
 /// Deleting a library's file, also beside a running server. The operator's command asks for it
 /// in the accounts file (`library_deletions`), in the same transaction that removes the user

@@ -1,6 +1,7 @@
 import ChronicleCore
 import ChronicleStore
 import Foundation
+import ChronicleServerStore
 
 /// One device registered to a user (`chronicle login`), as `chronicle server devices` lists it.
 public struct DeviceRecord: Sendable, Equatable {

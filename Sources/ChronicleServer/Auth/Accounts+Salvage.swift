@@ -1,6 +1,7 @@
 import ChronicleCore
 import ChronicleStore
 import Foundation
+import ChronicleServerStore
 
 /// What `Accounts.salvage` kept of a damaged accounts file (`server.sqlite`).
 public struct AccountsSalvageReport: Sendable {
@@ -193,7 +194,7 @@ extension Accounts {
         do {
             let problems = try storage.integrityProblems()
             guard problems.isEmpty else {
-                return VerifyCheck(name: name, passed: false, detail: Accounts.damaged(path, problems.prefix(3).joined(separator: "; ")).message)
+                return VerifyCheck(name: name, passed: false, detail: SQLiteAccountsStorage.damaged(path, problems.prefix(3).joined(separator: "; ")).message)
             }
             let records = try libraries()
             // A deletion asked for a library a user owns: neither command asks for one, and the
@@ -208,7 +209,7 @@ extension Accounts {
             let users = records.count
             return VerifyCheck(name: name, passed: true, detail: users == 1 ? "1 user" : "\(users) users")
         } catch {
-            let detail = (Accounts.damagedOr(error, path) as? ChronicleError)?.message ?? "\(error)"
+            let detail = (SQLiteAccountsStorage.damagedOr(error, path) as? ChronicleError)?.message ?? "\(error)"
             return VerifyCheck(name: name, passed: false, detail: detail)
         }
     }

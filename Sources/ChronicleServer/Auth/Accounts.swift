@@ -1,6 +1,7 @@
 import ChronicleCore
 import ChronicleStore
 import Foundation
+import ChronicleServerStore
 
 /// Who a bearer token belongs to.
 public struct DeviceIdentity: Sendable, Equatable {
@@ -68,24 +69,6 @@ public final class Accounts: Sendable {
     /// The most tokens cached: access tokens are new every hour, so the cache starts over past this.
     static let tokenCacheEntriesMax = 100_000
 
-    /// The code of a server whose accounts file cannot be read.
-    public static let damagedCode = "accounts_damaged"
-
-    /// The error for an accounts file SQLite cannot read, or whose rows do not parse: the
-    /// operator salvages it (`chronicle server salvage --accounts`) or restores a backup.
-    public static func damaged(_ path: String, _ detail: String) -> ChronicleError {
-        let directory = (path as NSString).deletingLastPathComponent
-        return ChronicleError(.storeDamaged, "The server's accounts file \(path) (users, their libraries, devices' tokens) is damaged: \(detail). "
-                              + "Nothing more was written to it. Stop the server and run `chronicle server salvage --data \(directory) --accounts` "
-                              + "to keep what can still be read, or restore the data directory from a backup (`chronicle server backup`).")
-    }
-
-    /// `error` as `damaged` where SQLite found the file damaged; otherwise as it is.
-    static func damagedOr(_ error: any Error, _ path: String) -> any Error {
-        guard let sqlite = error as? SQLiteError, sqlite.isCorrupt else { return error }
-        return damaged(path, "SQLite cannot read part of it (\(sqlite.message))")
-    }
-
     /// What a device is answered while the accounts cannot be read or reached: 503 with a
     /// Retry-After (a damaged file, an unreachable database); devices keep what they hold and try again.
     func unavailable(_ error: any Error, _ what: String) -> ProtocolError {
@@ -96,7 +79,7 @@ public final class Accounts: Sendable {
 
     /// An id read from the file; one that does not parse is damage.
     func id(_ text: String, _ what: String) throws -> UUID {
-        guard let id = UUID(text: text) else { throw Self.damaged(path, "\(what) '\(text)' is not an id") }
+        guard let id = UUID(text: text) else { throw SQLiteAccountsStorage.damaged(path, "\(what) '\(text)' is not an id") }
         return id
     }
 
@@ -245,5 +228,13 @@ public final class Accounts: Sendable {
         } catch {
             throw unavailable(error, "The server could not read its accounts")
         }
+    }
+}
+
+extension AccountsStorage {
+    /// `copy(from:)` of the storage `accounts` keeps its users and registrations in.
+    @discardableResult
+    public func copy(from accounts: Accounts) throws -> (users: Int, devices: Int) {
+        try copy(from: accounts.storage)
     }
 }

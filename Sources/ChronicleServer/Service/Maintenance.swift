@@ -1,6 +1,7 @@
 import ChronicleCore
 import ChronicleStore
 import Foundation
+import ChronicleServerStore
 
 /// When a running server compacts its libraries on its own (`chronicle serve --compact-*`).
 ///

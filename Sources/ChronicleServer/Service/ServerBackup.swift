@@ -1,6 +1,7 @@
 import ChronicleCore
 import ChronicleStore
 import Foundation
+import ChronicleServerStore
 
 /// A consistent copy of a server's data directory, taken while the server runs
 /// (`chronicle server backup`).

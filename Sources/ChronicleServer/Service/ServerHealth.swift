@@ -1,6 +1,7 @@
 import ChronicleCore
 import ChronicleStore
 import Foundation
+import ChronicleServerStore
 
 /// What a running server has found wrong with its own files: the accounts file
 /// (`server.sqlite`), a library's file or a library's files file (`blobs/<id>.sqlite`) that
@@ -143,6 +144,6 @@ extension SyncService {
     /// damaged one shows in `/readyz` before the first request fails on it.
     public func checkAccountsAtStart() {
         let check = accounts.verify()
-        if !check.passed { noteDamaged(code: Accounts.damagedCode, library: nil, message: check.detail) }
+        if !check.passed { noteDamaged(code: SQLiteAccountsStorage.damagedCode, library: nil, message: check.detail) }
     }
 }

@@ -1,6 +1,7 @@
 import ChronicleCore
 import ChronicleStore
 import Foundation
+import ChronicleServerStore
 
 /// `chronicle server salvage`: keeps what can still be read of a user's damaged library file
 /// (one a running server answers `library_damaged`, 503, for), with the server stopped

@@ -2,6 +2,7 @@ import ChronicleCore
 import ChronicleStore
 import Dispatch
 import Foundation
+import ChronicleServerStore
 
 /// The HTTP face of `SyncService` (`Schemas/api/openapi.yaml`):
 ///
@@ -39,8 +40,8 @@ public struct SyncRoutes: HTTPHandler {
             // A damaged file is recorded for /healthz, /readyz and /metrics (and logged once), with
             // the internal detail the answer itself does not carry.
             let note = (response.errorMessage ?? "") + (response.internalDetail.map { " (\($0))" } ?? "")
-            if response.errorCode == Accounts.damagedCode {
-                service.noteDamaged(code: Accounts.damagedCode, library: nil, message: note)
+            if response.errorCode == SQLiteAccountsStorage.damagedCode {
+                service.noteDamaged(code: SQLiteAccountsStorage.damagedCode, library: nil, message: note)
             } else if let code = response.errorCode, code == ProtocolError.libraryDamagedCode || code == ServerBlobFiles.damagedCode,
                       parts.count > 2, let library = UUID(text: parts[2]) {
                 service.noteDamaged(code: code, library: library, message: note)

@@ -1,6 +1,7 @@
 import ChronicleCore
 import ChronicleStore
 import Foundation
+import ChronicleServerStore
 
 /// A running sync server: the `SyncService` behind libmicrohttpd, as `chronicle serve` runs it.
 ///

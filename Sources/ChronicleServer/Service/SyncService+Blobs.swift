@@ -1,6 +1,7 @@
 import ChronicleCore
 import ChronicleStore
 import Foundation
+import ChronicleServerStore
 
 /// Blobs (`BlobRef`): a library's large files, uploaded in chunks that resume where they
 /// stopped and downloaded in ranges, beside the ops and never in their way. Kept by `blobs`.

@@ -2,6 +2,7 @@ import ChronicleCore
 import ChronicleStore
 import Dispatch
 import Foundation
+import ChronicleServerStore
 
 /// Explicit limits on everything a request can ask for. Past one, a 4xx with a stable code.
 public struct ServiceLimits: Sendable {
@@ -712,7 +713,7 @@ struct GapWait {
 
     /// Whether a push refused with `error` waits and is tried again: a gap, with time left.
     mutating func holds(after error: ProtocolError) -> Bool {
-        guard error.code == ServerLibrary.gapCode, nanosecondsLeft > 0 else { return false }
+        guard error.code == ProtocolError.deviceSeqGapCode, nanosecondsLeft > 0 else { return false }
         if !held { held = true; metrics.heldForGap(1) }
         return true
     }

@@ -20,6 +20,12 @@ public struct SalvageReport: Sendable {
 
         /// Rows of it could not be read (a range of row ids, of keys, or the whole table).
         public var incomplete: Bool { !unreadable.isEmpty || lostWhole || !unreadableKeys.isEmpty }
+
+        package init(name: String, rowsCopied: Int64, unreadable: [ClosedRange<Int64>], lostWhole: Bool,
+                     madeAgain: Bool = false, unreadableKeys: [String] = []) {
+            (self.name, self.rowsCopied, self.unreadable, self.lostWhole) = (name, rowsCopied, unreadable, lostWhole)
+            (self.madeAgain, self.unreadableKeys) = (madeAgain, unreadableKeys)
+        }
     }
 
     public var tables: [Table]

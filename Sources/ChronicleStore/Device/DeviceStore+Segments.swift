@@ -3,18 +3,22 @@ import Foundation
 
 /// Confirmed ops encoded as one segment, ready to be stored (`LogLifecycle.storeSegment`), or as
 /// one block of the device's hot log (`chronicle_log_blocks`, unframed).
-struct EncodedSegment: Sendable {
-    var firstSeq: Int64
-    var lastSeq: Int64
-    var body: [UInt8]
+package struct EncodedSegment: Sendable {
+    package var firstSeq: Int64
+    package var lastSeq: Int64
+    package var body: [UInt8]
     /// The body in an LZ4 frame, as stored (empty for a log block).
-    var frame: [UInt8]
+    package var frame: [UInt8]
     /// `SegmentFilter` of the entities the ops touch.
     var filter: [UInt8]
     /// The newest server time among the ops.
     var newestTime: Int64 = 0
 
     var opCount: Int64 { lastSeq - firstSeq + 1 }
+
+    package init(firstSeq: Int64, lastSeq: Int64, body: [UInt8], frame: [UInt8], filter: [UInt8], newestTime: Int64 = 0) {
+        (self.firstSeq, self.lastSeq, self.body, self.frame, self.filter, self.newestTime) = (firstSeq, lastSeq, body, frame, filter, newestTime)
+    }
 }
 
 /// One sealed segment's bookkeeping (its ops stay in `body`, an LZ4 frame).

@@ -29,7 +29,7 @@ extension DeviceStore {
 
     /// Makes this store's file whole for shipping as a start image: the write-ahead log copied
     /// in and emptied. The server calls it before it compresses the file.
-    func prepareAsStartImage() throws {
+    package func prepareAsStartImage() throws {
         // `checkpoint()` already waits for readers a while (`Checkpointer.truncate`).
         guard !checkpoint() else { return }
         throw ChronicleError(.invariantViolated, "The start image's store at \(path) could not be checkpointed: a reader kept its log in use.")

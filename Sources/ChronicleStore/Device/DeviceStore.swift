@@ -18,10 +18,10 @@ public final class DeviceStore: Sendable {
     public let schema: Schema
     public let deviceID: UUID
     public let libraryID: UUID
-    let clock: any ChronicleClock
+    package let clock: any ChronicleClock
     let ids: any IDGenerator
-    let materializer: Materializer
-    let projection: ProjectionSchema
+    package let materializer: Materializer
+    package let projection: ProjectionSchema
     let indexer: SearchIndexer
     let searchPlans: [SearchPlan]
     /// How searches read each plan, from the indexes' sizes, and searches since (`searchLayout`).
@@ -236,7 +236,7 @@ public final class DeviceStore: Sendable {
     /// Runs `body` in one write transaction on the writer connection. `spillToFiles`: temporary
     /// data (the sorts of `CREATE INDEX` over a whole table) goes to temporary files rather than
     /// memory, so work on a large library keeps a flat footprint.
-    func writeTransaction<T>(_ body: (Database) throws -> T) throws -> T {
+    package func writeTransaction<T>(_ body: (Database) throws -> T) throws -> T {
         try writeTransaction(spillToFiles: false, body)
     }
 

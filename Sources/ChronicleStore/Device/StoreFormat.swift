@@ -6,9 +6,9 @@ import ChronicleCore
 ///
 /// A new store runs the v1 statements and then every migration, so a fresh
 /// store and a migrated one are the same by construction.
-enum StoreFormat {
+package enum StoreFormat {
     /// Bumped with a migration whenever these tables change shape.
-    static let currentVersion: Int64 = 9
+    package static let currentVersion: Int64 = 9
 
     /// The statements that take a store from format `key` to `key + 1`. Shipped steps are never edited.
     static let migrations: [Int64: [String]] = [1: version2, 2: version3, 3: version4, 4: version5, 5: version6, 6: version7, 7: version8,
@@ -234,7 +234,7 @@ enum StoreFormat {
     /// deleted, so sealing and applying slowed down as segments accumulated.
     static let sealedEnd = "(SELECT last_seq FROM chronicle_segments ORDER BY first_seq DESC LIMIT 1)"
 
-    static let keyedGuardStatements: [String] = [
+    package static let keyedGuardStatements: [String] = [
         "DROP TRIGGER chronicle_segments_contiguous",
         """
         CREATE TRIGGER chronicle_segments_contiguous BEFORE INSERT ON chronicle_segments
@@ -262,7 +262,7 @@ enum StoreFormat {
         """,
     ]
 
-    static let segmentFilterStatements: [String] = [
+    package static let segmentFilterStatements: [String] = [
         "CREATE TABLE chronicle_segment_filters (first_seq INTEGER PRIMARY KEY, filter BLOB NOT NULL)",
         """
         CREATE TRIGGER chronicle_segment_filters_follow AFTER DELETE ON chronicle_segments BEGIN
@@ -292,7 +292,7 @@ enum StoreFormat {
     ]
 
     /// The sealed-segment, snapshot and log-trigger statements; the server's library store runs them too.
-    static let lifecycleStatements: [String] = [
+    package static let lifecycleStatements: [String] = [
         """
         CREATE TABLE chronicle_segments (
           first_seq INTEGER PRIMARY KEY,
@@ -446,7 +446,7 @@ extension StoreFormat {
     static let logEntityIndex = "CREATE INDEX chronicle_log_by_entity ON chronicle_log(entity_id, server_seq)"
 
     /// The confirmed log, a row per op, and its guard triggers: the server's library store, and a device's before v9.
-    static let logStatements: [String] = [
+    package static let logStatements: [String] = [
         // The confirmed log: a gap-free prefix of the server's log, append-only.
         """
         CREATE TABLE chronicle_log (

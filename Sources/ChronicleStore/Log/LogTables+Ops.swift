@@ -7,13 +7,13 @@ extension LogTables {
     /// (SQLite and PostgreSQL), and a device's before store format v9.
     public static let logColumns = "server_seq, op_id, device_id, device_seq, type, version, entity_id, payload, device_time, base_seq, server_time"
 
-    static func logArguments(_ op: Op) -> [Value] {
+    package static func logArguments(_ op: Op) -> [Value] {
         [.integer(op.serverSeq!), .text(op.opID.lowercased), .text(op.deviceID.lowercased), .integer(op.deviceSeq),
          .text(op.type), .integer(Int64(op.version)), .text(op.entityID.lowercased), .text(CanonicalJSON.encode(op.payload)),
          .integer(op.deviceTime), .integer(op.baseSeq), .integer(op.serverTime!)]
     }
 
-    static func logOp(_ row: Row, libraryID: UUID) throws -> Op {
+    package static func logOp(_ row: Row, libraryID: UUID) throws -> Op {
         Op(opID: try LogTables.uuid(row, 1), libraryID: libraryID, deviceID: try LogTables.uuid(row, 2), deviceSeq: row.int(3),
            type: row.text(4), version: Int(row.int(5)), entityID: try LogTables.uuid(row, 6),
            payload: try row.withBytes(7) { try CanonicalJSON.decodePayload(utf8: $0) }, deviceTime: row.int(8), baseSeq: row.int(9),
@@ -31,7 +31,7 @@ extension LogTables {
     /// Encodes confirmed ops (contiguous seqs) as segments of at most `opsMax` ops each,
     /// split further where a body would pass `segmentBodyBytesMax`.
     /// `framed`: false leaves `frame` empty (a log block).
-    static func encodeSegments(_ ops: ArraySlice<Op>, libraryID: UUID, opsMax: Int, framed: Bool = true) throws -> [EncodedSegment] {
+    package static func encodeSegments(_ ops: ArraySlice<Op>, libraryID: UUID, opsMax: Int, framed: Bool = true) throws -> [EncodedSegment] {
         var out: [EncodedSegment] = []
         var start = ops.startIndex
         while start < ops.endIndex {
@@ -56,7 +56,7 @@ extension LogTables {
 
     /// Confirmed ops with `after < serverSeq ≤ upTo`, in server order, optionally of one
     /// entity: from sealed segments first, then the log (a device's blocks, the server's rows). Streams segment by segment.
-    static func forEachConfirmedOp(in db: Database, libraryID: UUID, after: Int64 = 0, upTo: Int64? = nil, entity: String? = nil,
+    package static func forEachConfirmedOp(in db: Database, libraryID: UUID, after: Int64 = 0, upTo: Int64? = nil, entity: String? = nil,
                                    _ body: (Op) throws -> Void) throws {
         let limit = upTo ?? Int64.max
         let entityID = try entity.map { try LogTables.uuid($0) }
@@ -100,7 +100,7 @@ extension LogTables {
     /// Checks the sealed prefix: every frame decodes (content checksum), holds exactly its
     /// seqs of this library, and the digest chain is unbroken; the log continues it.
     /// `rowLog`: the store keeps its hot log a row per op (`chronicle_log`, the server's), which must start right after.
-    static func verifySegments(in db: Database, libraryID: UUID, rowLog: Bool = true) throws -> [String] {
+    package static func verifySegments(in db: Database, libraryID: UUID, rowLog: Bool = true) throws -> [String] {
         var problems: [String] = []
         var previous: String?   // nil before the first segment (whose predecessor may have been dropped)
         var expected = try historyBase(in: db) + 1

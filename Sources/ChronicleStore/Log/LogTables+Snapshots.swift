@@ -6,7 +6,7 @@ extension LogTables {
     /// Keeps a snapshot's LZ4 frame at `seq` (replacing one already there), streamed into its blob.
     /// Compaction writes one this way, and so does a server that rebuilt its projection for a
     /// newer schema (`ServerLibrary.migrateProjection`).
-    static func insertSnapshot(at seq: Int64, frame: [UInt8], stateDigest: String, createdAt: Int64, in db: Database) throws {
+    package static func insertSnapshot(at seq: Int64, frame: [UInt8], stateDigest: String, createdAt: Int64, in db: Database) throws {
         try db.statement("INSERT OR REPLACE INTO chronicle_snapshots(seq, body, state_digest, body_bytes, created_at) VALUES (?1, ?2, ?3, ?4, ?5)")
             .execute([.integer(seq), .null, .text(stateDigest), .integer(Int64(frame.count)), .integer(createdAt)], blob: frame, at: 2)
     }
@@ -15,7 +15,7 @@ extension LogTables {
     /// history before it was dropped, otherwise nothing (genesis). `preferLatest` starts
     /// from the newest usable snapshot instead (what `rebuild` does by default).
     /// Returns the snapshot's seq; load it with `load(storedAt:…)`, which reads it as it decodes.
-    static func replayBase(in db: Database, _ projection: ProjectionSchema, preferLatest: Bool, upTo: Int64? = nil) throws -> Int64? {
+    package static func replayBase(in db: Database, _ projection: ProjectionSchema, preferLatest: Bool, upTo: Int64? = nil) throws -> Int64? {
         let base = try historyBase(in: db)
         if preferLatest, let latest = try LogTables.storedSnapshot(atMost: upTo, in: db), latest.seq >= base,
            latest.header.schemaFingerprint == projection.schema.fingerprint {

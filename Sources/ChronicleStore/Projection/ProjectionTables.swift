@@ -10,7 +10,7 @@ import Foundation
 /// Every function runs on the connection it is given, inside the caller's transaction.
 public enum ProjectionTables {
     /// Applies one op's materializer steps only (replays that build FTS afterwards, scratch databases).
-    static func materialize(_ op: Op, _ materializer: Materializer, in db: Database) throws {
+    package static func materialize(_ op: Op, _ materializer: Materializer, in db: Database) throws {
         try materialize(op, steps: materializer.steps(for: op), materializer, in: db)
     }
     /// The same, with the op's steps already built (`materializer.steps(for: op)`).
@@ -29,7 +29,7 @@ public enum ProjectionTables {
         }
     }
 
-    static func digest(_ projection: ProjectionSchema, in db: Database) throws -> String {
+    package static func digest(_ projection: ProjectionSchema, in db: Database) throws -> String {
         let hasher = SHA256Hasher()
         try ProjectionTables.visitCanonicalRows(projection, in: db, table: { table in hasher.update("table \(table.name)\n") },
                                row: { row, width in ProjectionTables.hash(row, width: width, into: hasher) })
@@ -38,7 +38,7 @@ public enum ProjectionTables {
 
     /// A scratch database holding empty projection tables (no FTS): in memory, or in a private
     /// temporary file that SQLite removes when it closes (`onDisk`, for a whole library's state).
-    static func scratchProjection(_ projection: ProjectionSchema, onDisk: Bool = false) throws -> Database {
+    package static func scratchProjection(_ projection: ProjectionSchema, onDisk: Bool = false) throws -> Database {
         var options = Database.Options()
         options.scratch = true   // no journal, no syncs: it is thrown away
         let scratch = try Database(path: onDisk ? "" : ":memory:", options: options)
@@ -50,7 +50,7 @@ public enum ProjectionTables {
     /// Replays confirmed ops after `after` (up to `upTo`) and optionally the outbox from
     /// `source` into the projection tables of `target`, which must hold exactly the state
     /// at `after` (empty for 0, or a loaded snapshot). Reads sealed segments and the log.
-    static func replay(from source: Database, into target: Database, _ materializer: Materializer, _ projection: ProjectionSchema,
+    package static func replay(from source: Database, into target: Database, _ materializer: Materializer, _ projection: ProjectionSchema,
                        after: Int64 = 0, upTo: Int64?, includePending: Bool, entity: String? = nil,
                        prefetch: ReaderPool? = nil, progress: ProgressHandler?) throws -> (Int64, Int) {
         let entityFilter = entity.map { _ in " WHERE entity_id = ?1" } ?? ""
@@ -93,7 +93,7 @@ public enum ProjectionTables {
 
     /// The projection query behind `rows` and the server's verdicts. `markPending` reads
     /// `chronicle_shadowed` (device stores only).
-    static func rows(_ entityName: String, _ schema: Schema, where filter: String? = nil, _ arguments: [Value] = [],
+    package static func rows(_ entityName: String, _ schema: Schema, where filter: String? = nil, _ arguments: [Value] = [],
                      includeDeleted: Bool, limit: Int, markPending: Bool, in db: Database) throws -> [EntityRow] {
         guard let entity = schema.entity(entityName) else {
             throw ChronicleError(.unknownEntity, "Schema \(schema.name) has no entity type '\(entityName)'; it has \(schema.entities.map(\.name).joined(separator: ", ")).")
@@ -128,7 +128,7 @@ public enum ProjectionTables {
     }
 
     /// The entity type of the row with this id, searching every entity table.
-    static func entityType(of id: UUID, _ schema: Schema, in db: Database) throws -> EntitySpec? {
+    package static func entityType(of id: UUID, _ schema: Schema, in db: Database) throws -> EntitySpec? {
         for entity in schema.entities {
             if try db.scalarInt("SELECT 1 FROM \(ProjectionSchema.quoted(entity.table)) WHERE id = ?1", [.text(id.lowercased)]) != nil {
                 return entity
@@ -141,7 +141,7 @@ public enum ProjectionTables {
     /// held as values: a 1,000,000-op library's rows took about ten times the body's size in
     /// memory), and the state digest of the same rows, in one pass. Inside a read transaction,
     /// so the counts and rows are of one moment.
-    static func snapshotBody(_ projection: ProjectionSchema, from db: Database, seq: Int64,
+    package static func snapshotBody(_ projection: ProjectionSchema, from db: Database, seq: Int64,
                              libraryID: UUID) throws -> (body: [UInt8], digest: String) {
         let schema = projection.schema
         var writer = SnapshotBodyWriter(libraryID: libraryID, seq: seq, schemaName: schema.name, schemaVersion: schema.version,
@@ -176,7 +176,7 @@ public enum ProjectionTables {
     /// A snapshot this store saved with an earlier version of its schema has its state carried
     /// over (`SnapshotMigration`); the version it was made with is returned then, nil otherwise.
     @discardableResult
-    static func load(storedAt seq: Int64, from source: Database, into db: Database, _ projection: ProjectionSchema,
+    package static func load(storedAt seq: Int64, from source: Database, into db: Database, _ projection: ProjectionSchema,
                      libraryID: UUID) throws -> Int? {
         var filler = ProjectionFiller(db: db, projection: projection, libraryID: libraryID, migrating: true)
         try LogTables.readStoredSnapshot(seq, in: source, into: &filler)

@@ -17,7 +17,7 @@ import Foundation
 /// waits for readers, then the next write starts the WAL from the beginning),
 /// and `journal_size_limit` truncates the file back afterwards.
 /// See <https://sqlite.org/wal.html#ckpt>.
-final class Checkpointer: @unchecked Sendable {
+package final class Checkpointer: @unchecked Sendable {
     private let path: String
     private let thresholdPages: Int32
     private let restartPages: Int32
@@ -70,7 +70,7 @@ final class Checkpointer: @unchecked Sendable {
     /// Checkpoints run so far (read after `drain()`).
     private(set) var completed = 0
 
-    init(path: String, thresholdPages: Int32 = 1000, restartPages: Int32 = 16_000) {
+    package init(path: String, thresholdPages: Int32 = 1000, restartPages: Int32 = 16_000) {
         self.path = path
         self.thresholdPages = thresholdPages
         self.restartPages = restartPages
@@ -78,7 +78,7 @@ final class Checkpointer: @unchecked Sendable {
 
     /// Installs the hook on the writer connection, which must outlive nothing
     /// longer than this object (the store holds both).
-    func install(on database: Database) throws {
+    package func install(on database: Database) throws {
         try database.execute("PRAGMA wal_autocheckpoint = 0")
         try database.execute("PRAGMA journal_size_limit = \(Int64(thresholdPages) * 4096 * 4)")
         sqlite3_wal_hook(database.handle, { context, db, _, pages in
@@ -139,7 +139,7 @@ final class Checkpointer: @unchecked Sendable {
     /// background PASSIVE checkpoint runs, so that one is waited for first, and a busy answer is
     /// tried again for a bounded time. False if the WAL could not be truncated (a reader held on).
     @discardableResult
-    func truncate(writer: Database, attempts: Int = 50) -> Bool {
+    package func truncate(writer: Database, attempts: Int = 50) -> Bool {
         for attempt in 0..<attempts {
             drain()
             if sqlite3_wal_checkpoint_v2(writer.handle, nil, SQLITE_CHECKPOINT_TRUNCATE, nil, nil) == SQLITE_OK { return true }

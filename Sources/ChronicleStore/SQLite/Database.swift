@@ -228,7 +228,7 @@ public final class Database {
     /// `<fts table>_content` as one of the FTS table's shadow tables; the search indexes'
     /// content views carry that name, and within one transaction SQLite keeps refusing to
     /// drop such a view even after the FTS table itself was dropped. Only drops run here.
-    func withoutDefensive<T>(_ body: () throws -> T) rethrows -> T {
+    package func withoutDefensive<T>(_ body: () throws -> T) rethrows -> T {
         _ = chronicle_set_defensive(handle, 0)
         defer { _ = chronicle_set_defensive(handle, 1) }
         return try body()

@@ -3,16 +3,16 @@ import Foundation
 /// The store's read-only connections, opened on demand and reused. `pause` closes them all
 /// (waiting for reads in progress) and holds new reads back until `resume`, for the one moment
 /// the store's file is replaced (`DeviceStore.replaceFile`).
-final class ReaderPool: @unchecked Sendable {
+package final class ReaderPool: @unchecked Sendable {
     let path: String
     private let condition = NSCondition()
     private var idle: [Database] = []
     private var leased = 0
     private var paused = false
 
-    init(path: String) { self.path = path }
+    package init(path: String) { self.path = path }
 
-    func read<T>(_ body: (Database) throws -> T) throws -> T {
+    package func read<T>(_ body: (Database) throws -> T) throws -> T {
         condition.lock()
         while paused { condition.wait() }
         let db: Database

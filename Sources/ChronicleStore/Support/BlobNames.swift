@@ -21,7 +21,7 @@ public enum BlobNames {
     /// files; nil keeps every row's. With `pendingName` (a device), a row with queued ops
     /// (`chronicle_shadowed`) names its files whatever its `deleted_at`: a queued delete has
     /// only its author's clock to say when it happened.
-    static func named(in db: Database, projection: ProjectionSchema, deletedBefore: Int64?, pendingName: Bool = false) throws -> Set<String> {
+    package static func named(in db: Database, projection: ProjectionSchema, deletedBefore: Int64?, pendingName: Bool = false) throws -> Set<String> {
         var named: Set<String> = []
         for query in queries(projection, deletedBefore: deletedBefore, pendingName: pendingName) where try exists(query.table, in: db) {
             try db.statement(query.sql).forEach(query.arguments) { row in

@@ -16,11 +16,11 @@ package enum SalvageCopy {
     }
 
     /// A sealed segment as stored (its frame is read when it is checked, one at a time).
-    struct StoredSegment {
-        var first: Int64
-        var last: Int64
-        var digest: String
-        var previous: String
+    package struct StoredSegment {
+        package var first: Int64
+        package var last: Int64
+        package var digest: String
+        package var previous: String
     }
 
     /// The frame of every salvage. `path` must be a file that begins as every SQLite database
@@ -100,7 +100,7 @@ package enum SalvageCopy {
     /// Tables the projection derives from the log (rebuilt, never copied): the rebuild drops and
     /// makes them again. Everything else named `chronicle_*` is the store's own (a device's
     /// `chronicle_shadowed` is copied too: the store's format makes it, and the rebuild empties and refills it).
-    static func isDerived(_ table: String) -> Bool {
+    package static func isDerived(_ table: String) -> Bool {
         table.hasPrefix("chronicle_shadow_") || [ProjectionSchema.conflictsTable, ProjectionSchema.unreadableTable].contains(table)
     }
 
@@ -245,7 +245,7 @@ package enum SalvageCopy {
     /// two until each unreadable part is a single row id; those are reported, merged into ranges.
     /// `bound`: the highest row id the table can hold, searched up to where its last page cannot
     /// be read and none of its indexes says where it ends.
-    static func copyByRowID(_ table: String, in out: Database, indexes: [String], bound: Int64) throws -> SalvageReport.Table {
+    package static func copyByRowID(_ table: String, in out: Database, indexes: [String], bound: Int64) throws -> SalvageReport.Table {
         let quoted = ProjectionSchema.quoted(table)
         var result = SalvageReport.Table(name: table, rowsCopied: 0, unreadable: [], lostWhole: false)
         // The ends are found through the table's first and last pages, or else through an index
@@ -320,7 +320,7 @@ package enum SalvageCopy {
     }
 
     /// The sealed segments kept (copied into `db`), in order.
-    static func segments(in db: Database) throws -> [StoredSegment] {
+    package static func segments(in db: Database) throws -> [StoredSegment] {
         try db.query("SELECT first_seq, last_seq, digest, previous_digest FROM chronicle_segments ORDER BY first_seq") { row in
             StoredSegment(first: row.int(0), last: row.int(1), digest: row.text(2), previous: row.text(3))
         }
@@ -328,7 +328,7 @@ package enum SalvageCopy {
 
     /// A segment's ops, where its frame decompresses, its body matches its digest, and it is of
     /// `libraryID` and covers the seqs it is stored under; nil otherwise.
-    static func sound(_ segment: StoredSegment, libraryID: UUID?, in db: Database) -> Segment? {
+    package static func sound(_ segment: StoredSegment, libraryID: UUID?, in db: Database) -> Segment? {
         guard let frame = try? db.query("SELECT body FROM chronicle_segments WHERE first_seq = ?1", [.integer(segment.first)], { row in
                   row.withBytes(0) { Array($0) } }).first,
               let body = try? LZ4Frame.decompress(frame, maxBytes: SegmentCodec.Limits().maxDecodedBytes),
@@ -341,7 +341,7 @@ package enum SalvageCopy {
     /// The sealed segments that follow each other from `base` on, each sound and chained to the
     /// one before; `each` sees every kept segment's ops. Returns the last seq they reach (`base`
     /// if none).
-    static func keptSegments(_ segments: [StoredSegment], from base: Int64, libraryID: UUID?, in db: Database,
+    package static func keptSegments(_ segments: [StoredSegment], from base: Int64, libraryID: UUID?, in db: Database,
                              _ each: (Segment) throws -> Void) throws -> Int64 {
         var kept = base
         var previous: String?

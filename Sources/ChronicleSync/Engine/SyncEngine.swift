@@ -222,7 +222,7 @@ public actor SyncEngine {
                     report.retries += 1
                     await signal.wait(milliseconds: backoffMilliseconds(attempt: attempt, retryAfterSeconds: retryAfter))
                     continue
-                case .terminal(let refusal) where refusal.code == ServerLibrary.gapCode && gapRemedies < Self.gapRemediesMax:
+                case .terminal(let refusal) where refusal.code == ProtocolError.deviceSeqGapCode && gapRemedies < Self.gapRemediesMax:
                     // The server expects an earlier deviceSeq than the queue holds, from the outbox's
                     // head too: it may have lost ops (restored from a backup). Each remedy below changes
                     // the store, and the round runs again; a gap that needs more than one (go back, then
@@ -464,7 +464,7 @@ public actor SyncEngine {
                 case .terminal(let refusal) where refusal.status == 413 && batch > 1:
                     batch = max(1, batch / 2)   // too big for the server's caps: smaller batches
                     continue
-                case .terminal(let refusal) where refusal.code == "device_seq_gap" && sentAhead:
+                case .terminal(let refusal) where refusal.code == ProtocolError.deviceSeqGapCode && sentAhead:
                     // Sent behind a batch that was answered, it outwaited the server's patience
                     // for that one: send it again, as the next batch.
                     try await acknowledging?.value
@@ -488,7 +488,7 @@ public actor SyncEngine {
                     acknowledging = nil
                     report.renumbered += try store.renumberOutbox(from: reused, after: serverLast)
                     continue
-                case .terminal(let refusal) where refusal.code == "device_seq_gap" && !resetOnce:
+                case .terminal(let refusal) where refusal.code == ProtocolError.deviceSeqGapCode && !resetOnce:
                     resetOnce = true            // our acknowledgements ran ahead of the server: push from the outbox head
                     try await acknowledging?.value
                     acknowledging = nil

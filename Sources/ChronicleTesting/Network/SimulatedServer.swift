@@ -2,6 +2,7 @@ import ChronicleCore
 import ChronicleServer
 import ChronicleStore
 import Foundation
+import ChronicleServerStore
 
 /// The server as the simulation sees it: a `SyncService` over a data directory,
 /// with its own clock, that can be restarted (the service dropped and a new one

@@ -3,6 +3,7 @@ import ChronicleServer
 import ChronicleStore
 import ChronicleSync
 import Foundation
+import ChronicleServerStore
 
 /// A deterministic simulation of Chronicle under faults, in the spirit of
 /// FoundationDB's and TigerBeetle's simulators: one process, one seed, one run.

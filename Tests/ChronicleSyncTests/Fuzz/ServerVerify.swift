@@ -2,6 +2,7 @@ import ChronicleCore
 import ChronicleServer
 import ChronicleStore
 import Foundation
+import ChronicleServerStore
 
 /// What `chronicle server verify --data DIR --all` checks (`verifyLibraries` in
 /// Tools/chronicle/Commands+Maintenance.swift), run in process on the service under test: the

@@ -1,4 +1,5 @@
 import ChronicleCore
+import ChronicleStore
 import Foundation
 
 /// The server's store for one library: the canonical log (gap-free `serverSeq`),
@@ -34,10 +35,10 @@ public final class ServerLibrary: Sendable {
     /// Set where this open rebuilt the projection for a newer version of the schema: the
     /// version the library was written with, and how long the rebuild took.
     public let schemaMigration: (fromVersion: Int64, seconds: Double)?
-    let clock: any ChronicleClock
+    package let clock: any ChronicleClock
     let ids: any IDGenerator
-    let materializer: Materializer
-    let projection: ProjectionSchema
+    package let materializer: Materializer
+    package let projection: ProjectionSchema
     let writer: Locked<Database>
     let checkpointer: Checkpointer
     /// The writer's page cache, in KiB.
@@ -286,7 +287,7 @@ public final class ServerLibrary: Sendable {
         max(try db.scalarInt("SELECT coalesce(max(server_seq), 0) FROM chronicle_log") ?? 0, try LogTables.sealedUpTo(in: db))
     }
 
-    func read<T>(_ body: (Database) throws -> T) throws -> T {
+    package func read<T>(_ body: (Database) throws -> T) throws -> T {
         try readers.read(body)
     }
 
@@ -437,21 +438,21 @@ public final class ServerLibrary: Sendable {
         try pull(after: try read { db in try LogTables.historyBase(in: db) }, limit: Int(Int32.max)).ops
     }
 
-    func writeTransaction<T>(_ body: (Database) throws -> T) throws -> T {
+    package func writeTransaction<T>(_ body: (Database) throws -> T) throws -> T {
         try writer.withLock { db in try db.transaction(body) }
     }
 }
 
 extension ServerLibrary: LogLifecycle {
     /// The server's projection holds the confirmed state at its head and nothing else.
-    var projectsConfirmedStateOnly: Bool { true }
+    package var projectsConfirmedStateOnly: Bool { true }
 
-    func confirmedStateOnly(in db: Database) throws -> Bool { true }
+    package func confirmedStateOnly(in db: Database) throws -> Bool { true }
 
     /// The server's clock is the one server times come from.
-    func serverNow(_ now: Int64, in db: Database) throws -> Int64 { now }
+    package func serverNow(_ now: Int64, in db: Database) throws -> Int64 { now }
 
-    func vacuum() throws {
+    package func vacuum() throws {
         try writer.withLock { db in
             try db.execute("VACUUM")
             checkpointer.truncate(writer: db)
@@ -460,37 +461,37 @@ extension ServerLibrary: LogLifecycle {
 
     /// The server keeps its hot log a row per op (`chronicle_log`): pushes read it by op id and
     /// by entity, and a running server seals a segment at a time, so it stays small.
-    func hotLogEnd(in db: Database) throws -> Int64? {
+    package func hotLogEnd(in db: Database) throws -> Int64? {
         try db.scalarInt("SELECT max(server_seq) FROM chronicle_log")
     }
 
-    func firstHotSeq(after sealed: Int64, timeAtLeast time: Int64, in db: Database) throws -> Int64? {
+    package func firstHotSeq(after sealed: Int64, timeAtLeast time: Int64, in db: Database) throws -> Int64? {
         try db.scalarInt("SELECT min(server_seq) FROM chronicle_log WHERE server_seq > ?1 AND server_time >= ?2", [.integer(sealed), .integer(time)])
     }
 
-    func lastHotSeq(after sealed: Int64, through: Int64, timeBefore time: Int64, in db: Database) throws -> Int64? {
+    package func lastHotSeq(after sealed: Int64, through: Int64, timeBefore time: Int64, in db: Database) throws -> Int64? {
         try db.scalarInt("SELECT max(server_seq) FROM chronicle_log WHERE server_seq > ?1 AND server_seq <= ?2 AND server_time < ?3",
                          [.integer(sealed), .integer(through), .integer(time)])
     }
 
-    func prepareSeal(after sealed: Int64, previousDigest: String, through: Int64, endingAt boundary: Int64?,
+    package func prepareSeal(after sealed: Int64, previousDigest: String, through: Int64, endingAt boundary: Int64?,
                      policy: CompactionPolicy, in db: Database) throws -> PreparedSeal? {
         try prepareRowSeal(after: sealed, previousDigest: previousDigest, through: through, endingAt: boundary, policy: policy, in: db)
     }
 
     /// A running server seals a segment at a time between serving requests: each commit waits
     /// for the disk, and checkpoints go on as usual.
-    func sealing<T>(_ body: () throws -> T) throws -> T { try body() }
+    package func sealing<T>(_ body: () throws -> T) throws -> T { try body() }
 
-    func sealTransaction<T>(_ body: (Database) throws -> T) throws -> T { try writeTransaction(body) }
+    package func sealTransaction<T>(_ body: (Database) throws -> T) throws -> T { try writeTransaction(body) }
 
-    func releaseSealed(_ segment: EncodedSegment, in db: Database) throws {
+    package func releaseSealed(_ segment: EncodedSegment, in db: Database) throws {
         try db.execute("DELETE FROM chronicle_log WHERE server_seq >= ?1 AND server_seq <= ?2", [.integer(segment.firstSeq), .integer(segment.lastSeq)])
     }
 
     /// The server keeps each id as text with its seq and author (`chronicle_sealed_ops`): a
     /// repeated push is answered with the original outcome.
-    func rememberSealed(_ ops: ArraySlice<Op>, in db: Database) throws {
+    package func rememberSealed(_ ops: ArraySlice<Op>, in db: Database) throws {
         let remember = try db.statement("INSERT INTO chronicle_sealed_ops(op_id, server_seq, device_id) VALUES (?1, ?2, ?3)")
         for op in ops {
             do {

@@ -1,10 +1,8 @@
 import ChronicleCore
+import ChronicleStore
 import Foundation
 
 extension ServerLibrary {
-    /// The code of a push refused for leaving a gap in its device's sequence.
-    public static let gapCode = "device_seq_gap"
-
     /// The count of pushes committed so far. A device may send its next batch before the one
     /// ahead of it is answered (two pushes in flight), so a batch can arrive first and be
     /// refused for the gap it would leave: its caller can wait for this count to move
@@ -224,7 +222,7 @@ extension ServerLibrary {
     }
 
     private func gap(_ device: String, expected: Int64, actual: Int64) -> ProtocolError {
-        var error = ProtocolError(409, Self.gapCode, "Device \(device) must push deviceSeq \(expected) next, but sent \(actual) (expected \(expected), actual \(actual)); ops in between are missing.")
+        var error = ProtocolError(409, ProtocolError.deviceSeqGapCode, "Device \(device) must push deviceSeq \(expected) next, but sent \(actual) (expected \(expected), actual \(actual)); ops in between are missing.")
         // A device that holds its op at `expected` as confirmed learns that this server lost it.
         error.lastDeviceSeq = expected - 1
         return error

@@ -1,4 +1,5 @@
 import ChronicleCore
+import ChronicleStore
 
 /// A limit a free library lives under; premium libraries have none. Enforced by a
 /// trigger in the server's library database, so no code path can get around it:

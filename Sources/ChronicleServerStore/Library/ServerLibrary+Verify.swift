@@ -1,4 +1,5 @@
 import ChronicleCore
+import ChronicleStore
 import Foundation
 
 extension ServerLibrary {

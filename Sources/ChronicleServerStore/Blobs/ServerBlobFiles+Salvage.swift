@@ -1,4 +1,5 @@
 import ChronicleCore
+import ChronicleStore
 import Foundation
 
 /// What `ServerBlobFiles.salvage` kept of a damaged blobs file.

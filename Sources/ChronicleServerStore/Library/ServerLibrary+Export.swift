@@ -1,4 +1,5 @@
 import ChronicleCore
+import ChronicleStore
 import Foundation
 
 /// What a library file holds that decides, read out to be copied into another database that

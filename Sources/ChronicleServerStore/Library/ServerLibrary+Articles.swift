@@ -1,4 +1,5 @@
 import ChronicleCore
+import ChronicleStore
 import Foundation
 
 /// What the server's article fetcher (`ChronicleServer.ArticleFetcher`) reads of a library.

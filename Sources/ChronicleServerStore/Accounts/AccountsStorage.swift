@@ -21,9 +21,9 @@ public protocol AccountsSQL {
 }
 
 extension AccountsSQL {
-    func rows(_ sql: String) throws -> [AccountsRow] { try rows(sql, []) }
-    func exists(_ sql: String, _ arguments: [Value]) throws -> Bool { try !rows(sql, arguments).isEmpty }
-    func text(_ sql: String, _ arguments: [Value]) throws -> String? { try rows(sql, arguments).first?.columns.first ?? nil }
+    package func rows(_ sql: String) throws -> [AccountsRow] { try rows(sql, []) }
+    package func exists(_ sql: String, _ arguments: [Value]) throws -> Bool { try !rows(sql, arguments).isEmpty }
+    package func text(_ sql: String, _ arguments: [Value]) throws -> String? { try rows(sql, arguments).first?.columns.first ?? nil }
 }
 
 /// The names of the accounts' tables where they are kept.
@@ -72,16 +72,16 @@ public protocol AccountsStorage: Sendable {
 extension AccountsStorage {
     public func quietTransaction<T>(_ body: (any AccountsSQL) throws -> T) throws -> T { try transaction(body) }
 
-    /// Copies the users, device registrations and pending deletions of `accounts` into this
+    /// Copies the users, device registrations and pending deletions of `storage` into this
     /// storage, in one transaction: a data directory's `server.sqlite` into PostgreSQL (`serve
     /// --postgres`, `server move-to-postgres`), or PostgreSQL's into a backup's `server.sqlite`
     /// (`server backup --postgres`). Rows already here are kept as they are, so copying twice
     /// (two servers starting at once) changes nothing. Returns how many users and registrations
     /// were new.
     @discardableResult
-    public func copy(from accounts: Accounts) throws -> (users: Int, devices: Int) {
-        let source = accounts.storage.tables
-        let (users, devices, deletions) = try accounts.storage.read { sql in
+    public func copy(from storage: any AccountsStorage) throws -> (users: Int, devices: Int) {
+        let source = storage.tables
+        let (users, devices, deletions) = try storage.read { sql in
             (try sql.rows("SELECT name, password_hash, library_id, schema_name, created_at FROM \(source.users)", []),
              try sql.rows("SELECT device_id, user_name, library_id, token_hash, created_at FROM \(source.devices)", []),
              try sql.rows("SELECT library_id, requested_at FROM \(source.deletions)", []))
@@ -113,13 +113,31 @@ extension AccountsStorage {
 /// connection under a lock. Another process's commit (`chronicle server revoke`) changes the
 /// file's `PRAGMA data_version`.
 public final class SQLiteAccountsStorage: AccountsStorage {
+    /// The code of a server whose accounts file cannot be read.
+    public static let damagedCode = "accounts_damaged"
+
+    /// The error for an accounts file SQLite cannot read, or whose rows do not parse: the
+    /// operator salvages it (`chronicle server salvage --accounts`) or restores a backup.
+    public static func damaged(_ path: String, _ detail: String) -> ChronicleError {
+        let directory = (path as NSString).deletingLastPathComponent
+        return ChronicleError(.storeDamaged, "The server's accounts file \(path) (users, their libraries, devices' tokens) is damaged: \(detail). "
+                              + "Nothing more was written to it. Stop the server and run `chronicle server salvage --data \(directory) --accounts` "
+                              + "to keep what can still be read, or restore the data directory from a backup (`chronicle server backup`).")
+    }
+
+    /// `error` as `damaged` where SQLite found the file damaged; otherwise as it is.
+    package static func damagedOr(_ error: any Error, _ path: String) -> any Error {
+        guard let sqlite = error as? SQLiteError, sqlite.isCorrupt else { return error }
+        return damaged(path, "SQLite cannot read part of it (\(sqlite.message))")
+    }
+
     public let path: String
     let db: Locked<Database>
     public var label: String { path }
     public var tables: AccountsTables { .sqlite }
 
-    static let formatVersion: Int64 = 1
-    static let statements = [
+    package static let formatVersion: Int64 = 1
+    package static let statements = [
         "CREATE TABLE chronicle_meta (key TEXT PRIMARY KEY NOT NULL, value) WITHOUT ROWID",
         """
         CREATE TABLE users (
@@ -195,7 +213,7 @@ public final class SQLiteAccountsStorage: AccountsStorage {
             }
             db = Locked(database)
         } catch {
-            throw Accounts.damagedOr(error, path)
+            throw SQLiteAccountsStorage.damagedOr(error, path)
         }
     }
 
@@ -210,12 +228,12 @@ public final class SQLiteAccountsStorage: AccountsStorage {
         }
     }
 
-    /// Runs `body` on the connection, under its lock; SQLite finding the file damaged is `Accounts.damaged`.
+    /// Runs `body` on the connection, under its lock; SQLite finding the file damaged is `SQLiteAccountsStorage.damaged`.
     private func locked<T>(_ body: (Database) throws -> T) throws -> T {
         do {
             return try db.withLock { try body($0) }
         } catch {
-            throw Accounts.damagedOr(error, path)
+            throw SQLiteAccountsStorage.damagedOr(error, path)
         }
     }
 
@@ -240,7 +258,7 @@ public final class SQLiteAccountsStorage: AccountsStorage {
 
     public func unavailable(_ error: any Error) -> ProtocolError? {
         guard let error = error as? ChronicleError, error.code == .storeDamaged else { return nil }
-        return ProtocolError(503, Accounts.damagedCode,
+        return ProtocolError(503, SQLiteAccountsStorage.damagedCode,
                              "The server's accounts (users, devices, tokens) cannot be read: its file is damaged. Nothing was written. "
                              + "The server's operator salvages them (`chronicle server salvage --accounts`) or restores a backup; try again later.",
                              retryAfterSeconds: 300)

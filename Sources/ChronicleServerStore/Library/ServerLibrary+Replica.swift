@@ -1,4 +1,5 @@
 import ChronicleCore
+import ChronicleStore
 import Foundation
 
 /// Where a library's order is decided when it is not its own file: a database that several

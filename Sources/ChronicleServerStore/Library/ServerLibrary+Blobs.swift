@@ -1,4 +1,5 @@
 import ChronicleCore
+import ChronicleStore
 
 /// What the server's blob collection (`SyncService.collectUnnamedBlobs`) reads of a library.
 extension ServerLibrary {

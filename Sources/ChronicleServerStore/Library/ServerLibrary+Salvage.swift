@@ -1,4 +1,5 @@
 import ChronicleCore
+import ChronicleStore
 import Foundation
 
 /// What `ServerLibrary.salvage` kept of a damaged library file, and what it could not read.
