@@ -11,8 +11,8 @@ history and is not checked), outside fenced code blocks:
   ...), looked up from the repository's root or from the document's own directory; or one
   that ends in a known extension (.md, .swift, .json, .yaml, ...), which may also be written as
   the end of a path (`device-v9.md`, `store/device-v9.md`). Spans with spaces (commands),
-  absolute paths, URLs and placeholders (`<id>`, `…`, `*`, `$X`, an upper-case word such as
-  PATH or DIR) are not paths.
+  absolute paths, URLs and placeholders (`<id>`, `…`, `*`, `$X`, a word such as PATH, DIR
+  or NAME, `vN`) are not paths.
 
 Prints each problem as FILE:LINE: message and exits 1 if there is any; otherwise prints one
 line of summary and exits 0. Python 3 standard library only.
@@ -35,7 +35,9 @@ HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
 CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.S)
 INLINE_LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\[\]]*\])*\]\(\s*<?([^()\s>]*)>?(?:\s+\"[^\"]*\")?\s*\)")
 REFERENCE_LINK = re.compile(r"^ {0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+.*)?$", re.M)
-PLACEHOLDER_WORD = re.compile(r"(?<![A-Za-z])[A-Z][A-Z_]+(?![a-z])")
+# Words that stand for a value in a path (`DIR/server.lock`, `PATH.damaged-TIME`, `device-vN.md`).
+PLACEHOLDERS = {"PATH", "DIR", "DEST", "FILE", "NAME", "ID", "TIME", "N", "D", "S", "F", "X", "CONNINFO", "PEM",
+                "TYPE", "URL", "SEQ", "TEXT", "BLOB", "DEVICE", "LIBRARY", "USER", "STORE", "VERSION", "PART"}
 
 
 def documents():
@@ -125,7 +127,8 @@ def is_placeholder(token):
         return True
     if "..." in token or token.startswith("-"):
         return True
-    return PLACEHOLDER_WORD.search(token) is not None
+    words = re.split(r"[^A-Za-z0-9]+", token)
+    return any(w in PLACEHOLDERS or re.fullmatch(r"v[A-Z]", w) for w in words)
 
 
 def check_link(document, line, target, problems):
@@ -204,6 +207,7 @@ def main():
     problems.sort(key=lambda p: (order.get(p.split(":")[0], 0), int(p.split(":")[1])))
     for problem in problems:
         print(problem)
+    sys.stdout.flush()
     if problems:
         print("check-docs: %d problem%s in %d documents." % (len(problems), "" if len(problems) == 1 else "s",
                                                              checked["documents"]), file=sys.stderr)
