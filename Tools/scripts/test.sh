@@ -6,6 +6,8 @@
 # CHRONICLE_PROPERTY_SEEDS=N raises the number of random histories the property test runs (default 1000).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# The docs first: every relative link and every repository path they name in code exists (Tools/scripts/check-docs.py).
+command -v python3 >/dev/null || bash Tools/scripts/install-deps.sh python3; python3 Tools/scripts/check-docs.py
 bash Tools/scripts/install-deps.sh postgresql openssl
 swift build --build-tests
 # The API against its document: Schemathesis (from PyPI, pinned) against a real `chronicle serve`
