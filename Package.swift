@@ -45,7 +45,7 @@ let package = Package(
 
         .target(name: "ChronicleCore", dependencies: ["CLZ4", "CCrypto"],
                 swiftSettings: strict, plugins: ["EmbedSchemas"]),
-        .target(name: "ChronicleStore", dependencies: ["ChronicleCore", "CSQLite", "CCrypto"],
+        .target(name: "ChronicleStore", dependencies: ["ChronicleCore", "CSQLite", "CLZ4", "CCrypto"],
                 swiftSettings: strict),
 
         // The server's storage: library files (the canonical log), blobs, accounts, and the
@@ -64,19 +64,22 @@ let package = Package(
                           path: "Tools/chronicle", swiftSettings: strict),
         .executableTarget(name: "chronicle-fixture", dependencies: ["ChronicleStore", "ChronicleTesting"],
                           path: "Tools/chronicle-fixture", swiftSettings: strict),
+        // Test support: a real sync server with a fault wrapped around its routes (fault tests).
+        .executableTarget(name: "chronicle-test-server", dependencies: ["ChronicleServer", "ChronicleTesting"],
+                          path: "Tools/chronicle-test-server", swiftSettings: strict),
         .executableTarget(name: "chronicle-bench", dependencies: ["ChronicleStore", "ChronicleSync", "ChronicleServerStore", "ChronicleServer", "ChroniclePostgres", "ChronicleTesting", "CSQLite", "CXML2"],
                           path: "Tools/chronicle-bench", swiftSettings: strict),
 
-        .testTarget(name: "ChronicleCoreTests", dependencies: ["ChronicleCore", "ChronicleTesting"], swiftSettings: strict),
+        .testTarget(name: "ChronicleCoreTests", dependencies: ["ChronicleCore", "ChronicleStore", "ChronicleTesting"], swiftSettings: strict),
         .testTarget(name: "ChronicleStoreTests", dependencies: ["ChronicleStore", "ChronicleServerStore", "CSQLite", "ChronicleTesting"],
                     swiftSettings: strict),
         .testTarget(name: "ChronicleServerTests", dependencies: ["ChronicleServer", "ChronicleServerStore", "CMicroHTTPD"],
                     swiftSettings: strict),
         .testTarget(name: "ChronicleSyncTests", dependencies: ["ChronicleSync", "ChronicleServer", "ChronicleServerStore", "CTLS", "ChronicleTesting"],
                     swiftSettings: strict),
-        .testTarget(name: "ChroniclePostgresTests", dependencies: ["ChroniclePostgres", "ChronicleServerStore", "ChronicleServer", "ChronicleSync"],
+        .testTarget(name: "ChroniclePostgresTests", dependencies: ["ChroniclePostgres", "ChronicleServerStore", "ChronicleServer", "ChronicleSync", "ChronicleTesting"],
                     swiftSettings: strict),
         .testTarget(name: "ChronicleSimulationTests", dependencies: ["ChronicleTesting"], swiftSettings: strict),
-        .testTarget(name: "ChronicleToolTests", dependencies: ["ChronicleStore", "ChronicleServerStore", "ChroniclePostgres", "ChronicleTesting", "chronicle"], swiftSettings: strict),
+        .testTarget(name: "ChronicleToolTests", dependencies: ["ChronicleStore", "ChronicleServerStore", "ChroniclePostgres", "ChronicleTesting", "chronicle", "chronicle-test-server"], swiftSettings: strict),
     ]
 )

@@ -1,3 +1,4 @@
+import ChronicleCore
 import ChronicleStore
 import Foundation
 

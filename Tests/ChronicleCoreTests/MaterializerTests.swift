@@ -1,6 +1,7 @@
 import ChronicleCore
 import Foundation
 import Testing
+import ChronicleTesting
 
 @Suite struct MaterializerTests {
     let schema = Schema.readItLater

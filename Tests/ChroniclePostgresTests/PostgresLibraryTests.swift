@@ -4,6 +4,7 @@ import ChronicleStore
 import Foundation
 import Testing
 import ChronicleServerStore
+import ChronicleTesting
 
 /// The server's order kept in a real PostgreSQL server (started by the test script), shared by
 /// several server processes, each with its replica.

@@ -4,6 +4,7 @@ import ChronicleStore
 import Foundation
 import Testing
 import ChronicleServerStore
+import ChronicleTesting
 
 /// A lone server's library file moved into PostgreSQL (`PostgresServerStore.importLibrary`, what
 /// `chronicle server move-to-postgres` runs for each library): servers there go on from it as if

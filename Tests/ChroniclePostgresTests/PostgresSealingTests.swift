@@ -5,6 +5,7 @@ import ChronicleStore
 import Foundation
 import Testing
 import ChronicleServerStore
+import ChronicleTesting
 
 /// Sealed history kept in PostgreSQL (format 3): segments a server's replica sealed take the
 /// place of their ops' log rows there, and replicas are made and caught up from them.

@@ -3,6 +3,7 @@ import ChroniclePostgres
 import ChronicleStore
 import Foundation
 import Testing
+import ChronicleTesting
 
 /// A database of its own on the PostgreSQL server the test script started
 /// (`CHRONICLE_TEST_POSTGRES`, set by `Tools/scripts/test.sh`), dropped when the test ends.

@@ -1,6 +1,7 @@
 import ChronicleStore
 import Foundation
 import Testing
+import ChronicleCore
 @testable import ChronicleServer
 
 /// The server's own threads for blocking work. Each test waits on conditions with a long

@@ -2,6 +2,7 @@ import ChronicleCore
 @testable import ChronicleStore
 import Foundation
 import Testing
+import ChronicleTesting
 
 /// Random op sequences of every type, with this device's pending ops rebased
 /// under random confirmed batches from other devices and the server: after

@@ -2,6 +2,7 @@ import ChronicleCore
 @testable import ChronicleStore
 import Foundation
 import Testing
+import ChronicleTesting
 
 /// Search indexes built on two threads (`ParallelSearchBuild`): the worker's index, copied
 /// into the store, must be the very index FTS5 keeps up to date row by row.

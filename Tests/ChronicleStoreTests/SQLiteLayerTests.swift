@@ -3,6 +3,7 @@ import ChronicleCore
 import CSQLite
 import Foundation
 import Testing
+import ChronicleTesting
 
 @Suite struct SQLiteLayerTests {
     func scratch() throws -> (Database, URL) {

@@ -2,6 +2,7 @@ import ChronicleCore
 @testable import ChronicleStore
 import Foundation
 import Testing
+import ChronicleTesting
 
 /// A fresh store in a temporary directory, with a seeded id generator and a
 /// manual clock so every run is the same.

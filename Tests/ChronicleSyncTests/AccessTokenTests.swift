@@ -7,6 +7,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import Testing
+import ChronicleTesting
 
 /// Access tokens (`POST /v1/session`, `Accounts+Sessions.swift`): a device sends its device token
 /// only to get one, and an expired one costs a round trip, never an op.

@@ -5,6 +5,7 @@ import ChronicleCore
 import Foundation
 import Testing
 @testable import ChronicleServerStore
+import ChronicleTesting
 
 /// A server's accounts file (`server.sqlite`: users, their libraries, devices' registrations)
 /// damaged: requests are answered 503 `accounts_damaged` (never a 401 that would sign devices

@@ -5,6 +5,7 @@ import ChronicleServer
 import Foundation
 import Testing
 @testable import ChronicleServerStore
+import ChronicleTesting
 
 /// Blobs: large files that travel beside the ops, in chunks that resume, never in the ops' way.
 @Suite struct BlobSyncTests {

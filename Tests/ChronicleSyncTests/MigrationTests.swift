@@ -4,6 +4,7 @@ import ChronicleServer
 @testable import ChronicleSync
 import Foundation
 import Testing
+import ChronicleTesting
 
 /// Stores from every earlier version (fixtures made by that version's own code) open
 /// in this one: migrated step by step, safe to interrupt, and they sync with a current

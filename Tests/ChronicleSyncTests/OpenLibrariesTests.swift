@@ -4,6 +4,7 @@ import ChronicleCore
 @testable import ChronicleSync
 import Foundation
 import Testing
+import ChronicleTesting
 
 /// A server keeps at most `ServiceLimits.openLibrariesMax` libraries open: past it, the least
 /// recently used one that nothing holds is closed (its connections and file descriptors go),

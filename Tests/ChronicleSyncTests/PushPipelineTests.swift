@@ -7,6 +7,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import Testing
+import ChronicleTesting
 
 /// The engine reads (and, with two pushes in flight, sends) a device's next batch while the
 /// one before waits for its answer, and commits a batch's acknowledgement while the next is

@@ -5,6 +5,7 @@ import ChronicleServer
 import Foundation
 import Testing
 @testable import ChronicleServerStore
+import ChronicleTesting
 
 /// The server's retention horizon: a device whose cursor is older gets 410, starts from
 /// the snapshot, keeps its outbox and pushes it: nothing done offline is lost.

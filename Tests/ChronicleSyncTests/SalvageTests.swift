@@ -4,6 +4,7 @@ import ChronicleServer
 @testable import ChronicleSync
 import Foundation
 import Testing
+import ChronicleTesting
 
 /// Damage to a store's file (a page the disk or a copy broke), told plainly (`store_damaged`),
 /// reported by `verify`, and salvaged: everything still readable is kept, the projection is

@@ -5,6 +5,7 @@ import ChronicleCore
 import Foundation
 import Testing
 @testable import ChronicleServerStore
+import ChronicleTesting
 
 /// The running server compacts libraries on its own (`MaintenancePolicy`): libraries that took
 /// pushes are sealed once enough ops lie past what the policy keeps hot, pulls and new devices

@@ -5,6 +5,7 @@ import ChronicleCore
 import Foundation
 import Testing
 @testable import ChronicleServerStore
+import ChronicleTesting
 
 /// A server's library file damaged (a page the disk or a copy broke): salvaged with the server
 /// stopped, its history kept up to the first op that cannot be read, and the devices that

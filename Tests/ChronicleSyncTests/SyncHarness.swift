@@ -5,6 +5,7 @@ import ChronicleStore
 import Foundation
 import Testing
 import ChronicleServerStore
+import ChronicleTesting
 
 /// Which transport a shared test runs over.
 enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable {

@@ -7,6 +7,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import Testing
+import ChronicleTesting
 
 /// One suite, two transports: everything here runs in memory and over real loopback HTTP.
 @Suite struct SyncTransportSuite {

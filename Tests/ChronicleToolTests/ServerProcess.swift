@@ -17,12 +17,19 @@ final class ServerProcess {
 
     /// Starts `chronicle serve` and waits for the line saying where it listens. `dataFlag`:
     /// `--replicas` for a server with no data directory (`--postgres`), `data` its replicas.
-    init(data: String, port: Int = 0, environment: [String: String] = [:], arguments: [String] = [], dataFlag: String = "--data") throws {
+    /// `chronicle serve`, or with `fault503Rate` the test server that answers that fraction of
+    /// library requests 503 (`chronicle-test-server`: `chronicle serve` has no faults in it).
+    init(data: String, port: Int = 0, environment: [String: String] = [:], arguments: [String] = [], dataFlag: String = "--data",
+         fault503Rate: Double? = nil) throws {
         self.data = data
         try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
         logPath = data + "/serve-\(UUID().uuidString.prefix(8)).log"
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
-        process = try ChildProcess(Tool.binary.path, ["serve", dataFlag, data, "--port", String(port), "--threads", "4"] + arguments,
+        let command = fault503Rate.map { rate in
+            (Tool.binary.deletingLastPathComponent().appendingPathComponent("chronicle-test-server").path,
+             ["--data", data, "--port", String(port), "--fault-503-rate", String(rate)])
+        } ?? (Tool.binary.path, ["serve", dataFlag, data, "--port", String(port), "--threads", "4"] + arguments)
+        process = try ChildProcess(command.0, command.1,
                                    environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
                                    stdout: .pipe, stderr: .file(logPath))
         // Read the first line (bounded in time: a server that never says where it listens fails the test).

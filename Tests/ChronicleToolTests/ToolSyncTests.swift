@@ -9,9 +9,9 @@ import Testing
 @Suite(.serialized) struct ToolSyncTests {
     let password = "password123"
 
-    func server(_ tool: Tool, environment: [String: String] = [:]) throws -> ServerProcess {
+    func server(_ tool: Tool, environment: [String: String] = [:], fault503Rate: Double? = nil) throws -> ServerProcess {
         let data = tool.directory.appendingPathComponent("server").path
-        let server = try ServerProcess(data: data, environment: environment)
+        let server = try ServerProcess(data: data, environment: environment, fault503Rate: fault503Rate)
         let added = try Tool.exec(Tool.binary, ["server", "add-user", "--data", data, "ada"], stdin: password + "\n")
         #expect(added.status == 0 || added.stderr.contains("already exists"), "\(added.stderr)")
         return server
@@ -357,7 +357,7 @@ import Testing
 
     @Test func aServerAnswering503AtRandomStillConverges() throws {
         let a = try Tool(), b = try Tool()
-        let server = try server(a, environment: ["CHRONICLE_FAULT_503_RATE": "0.3"])
+        let server = try server(a, fault503Rate: 0.3)
         try a.signIn(server)
         try b.signIn(server)
         try a.write(300, prefix: "flaky-a")
@@ -368,6 +368,8 @@ import Testing
             #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
         }
         try expectConverged(server, [a, b], expectedOps: 600)
+        let log = try String(contentsOfFile: server.logPath, encoding: .utf8)
+        #expect(log.components(separatedBy: #""status":503"#).count > 5, "the server answered 503s")
     }
 
     @Test func watchKeepsADeviceCurrentAndTheServerLogsOneJSONObjectALine() throws {

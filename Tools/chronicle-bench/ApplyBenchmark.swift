@@ -1,4 +1,5 @@
 import ChronicleCore
+import ChronicleTesting
 import ChronicleStore
 import Foundation
 

@@ -1,5 +1,6 @@
 import CSQLite
 import ChronicleCore
+import ChronicleTesting
 import ChronicleStore
 import Foundation
 

@@ -140,7 +140,6 @@ extension Command {
             for --access-token-minutes N (default \(ServiceLimits().accessTokenSeconds! / 60)), and sends that on every request; past it a
             request is refused 401 token_expired and the device gets the next. An access token stops at once when its device
             is revoked or signs in again. 0 gives none: devices send their device token on every request.
-            For fault testing only: CHRONICLE_FAULT_503_RATE=0.3 answers that fraction of /v1 requests 503.
             --postgres CONNINFO (or CHRONICLE_POSTGRES) keeps every library's order and the users and devices in a
             PostgreSQL database instead of DIR's files, so that several servers, on one machine or many, share it: each
             push takes its library's row lock there and commits there first, and a pull parked on one server answers as
@@ -230,8 +229,6 @@ extension Command {
         // Each open library holds a few connections of three descriptors each; Debian's default
         // soft limit (1,024) would run out long before --open-libraries does.
         raiseOpenFileLimit()
-        // Fault tests run a real server that fails a fraction of sync requests with 503.
-        let faultRate = ProcessInfo.processInfo.environment["CHRONICLE_FAULT_503_RATE"].flatMap(Double.init) ?? 0
         let termination = TerminationSignal()
         let server: SyncServer
         let where_: String
@@ -241,7 +238,7 @@ extension Command {
             let served = try servePostgres(conninfo: postgres, data: dataOption, replicas: replicasOption, pool: pool)
             held = served.locks
             server = try SyncServer(dataDirectory: served.store.cacheDirectory, configuration: configuration, limits: limits, maintenance: maintenance,
-                                    log: ServerLog(to: .standardError), fault503Rate: faultRate, shared: served.store, accounts: served.accounts)
+                                    log: ServerLog(to: .standardError), shared: served.store, accounts: served.accounts)
             where_ = "order and accounts in \(served.store.label), replicas in \(served.store.cacheDirectory)"
                 + (served.moved.map { "; moved \($0.users) users and \($0.devices) devices there from \(data)/server.sqlite" } ?? "")
         } else {
@@ -249,7 +246,7 @@ extension Command {
             held = [try DataDirectoryLock(dataDirectory: data, purpose: "chronicle serve")]
             try Accounts(dataDirectory: data).refuseIfOrderedElsewhere("`chronicle serve` without --postgres")
             server = try SyncServer(dataDirectory: data, configuration: configuration, limits: limits, maintenance: maintenance,
-                                    log: ServerLog(to: .standardError), fault503Rate: faultRate)
+                                    log: ServerLog(to: .standardError))
             where_ = "data in \(data)"
         }
         FileHandle.standardOutput.write(Data("Chronicle server listening on \(server.url.absoluteString) (\(where_))\n".utf8))

@@ -8,6 +8,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 # The docs first: every relative link and every repository path they name in code exists (Tools/scripts/check-docs.py).
 command -v python3 >/dev/null || bash Tools/scripts/install-deps.sh python3; python3 Tools/scripts/check-docs.py
+# The layering: device modules reach no server module, Core does no I/O, no test double ships
+# in a production module (Tools/scripts/check-layers.py).
+python3 Tools/scripts/check-layers.py
 bash Tools/scripts/install-deps.sh postgresql openssl
 swift build --build-tests
 # The API against its document: Schemathesis (from PyPI, pinned) against a real `chronicle serve`

@@ -238,30 +238,26 @@ public enum SnapshotCodec {
 }
 
 /// A snapshot as it travels and is kept: its LZ4 frame, in memory or in a file (a download,
-/// so a large one never sits in memory whole).
+/// so a large one never sits in memory whole). Core reads no files: a frame kept elsewhere
+/// comes through a ``SnapshotFrameSource`` (the store's `SnapshotFile`).
 public struct SnapshotFrame: Sendable {
     public enum Storage: Sendable {
         case bytes([UInt8])
-        /// `temporary`: the file is removed by `discard()`.
-        case file(path: String, temporary: Bool)
+        /// Read a piece at a time from where it is kept.
+        case source(any SnapshotFrameSource)
     }
 
     public let storage: Storage
 
     public init(bytes: [UInt8]) { storage = .bytes(bytes) }
-    public init(file path: String, temporary: Bool) { storage = .file(path: path, temporary: temporary) }
+    public init(source: any SnapshotFrameSource) { storage = .source(source) }
     public init(_ snapshot: Snapshot) { storage = .bytes(SnapshotCodec.encode(snapshot)) }
 
     /// The frame's length in bytes.
     public func byteCount() throws -> Int {
         switch storage {
         case .bytes(let bytes): return bytes.count
-        case .file(let path, _):
-            do {
-                return (try FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.intValue ?? 0
-            } catch {
-                throw ChronicleError(.malformedSnapshot, "The snapshot file \(path) cannot be read: \(error.localizedDescription)")
-            }
+        case .source(let source): return try source.byteCount()
         }
     }
 
@@ -277,20 +273,8 @@ public struct SnapshotFrame: Sendable {
                     start = end
                 }
             }
-        case .file(let path, _):
-            guard let file = fopen(path, "rb") else {
-                throw ChronicleError(.malformedSnapshot, "The snapshot file \(path) cannot be opened: \(String(cString: strerror(errno))).")
-            }
-            defer { fclose(file) }
-            var piece = [UInt8](repeating: 0, count: pieceBytes)
-            while true {
-                let count = piece.withUnsafeMutableBytes { fread($0.baseAddress, 1, pieceBytes, file) }
-                if count > 0 { try piece.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[..<count])) } }
-                if count < pieceBytes {
-                    if ferror(file) != 0 { throw ChronicleError(.malformedSnapshot, "The snapshot file \(path) could not be read to its end.") }
-                    return
-                }
-            }
+        case .source(let source):
+            try source.forEachPiece(pieceBytes: pieceBytes, body)
         }
     }
 
@@ -298,15 +282,25 @@ public struct SnapshotFrame: Sendable {
     public func decode(limits: SnapshotCodec.Limits = SnapshotCodec.Limits()) throws -> Snapshot {
         switch storage {
         case .bytes(let bytes): return try SnapshotCodec.decode(bytes, limits: limits)
-        case .file:
+        case .source:
             var bytes: [UInt8] = []
             try forEachPiece { bytes.append(contentsOf: $0) }
             return try SnapshotCodec.decode(bytes, limits: limits)
         }
     }
 
-    /// Removes the file if it is a temporary download.
+    /// Lets go of where the frame is kept (a temporary download is removed).
     public func discard() {
-        if case .file(let path, true) = storage { try? FileManager.default.removeItem(atPath: path) }
+        if case .source(let source) = storage { source.discard() }
     }
+}
+
+/// Where a snapshot's frame is kept outside memory, read a piece at a time.
+public protocol SnapshotFrameSource: Sendable {
+    /// The frame's length in bytes.
+    func byteCount() throws -> Int
+    /// Hands the frame's bytes to `body` in pieces of at most `pieceBytes`, in order.
+    func forEachPiece(pieceBytes: Int, _ body: (UnsafeRawBufferPointer) throws -> Void) throws
+    /// Lets go of the frame (a temporary file is removed).
+    func discard()
 }

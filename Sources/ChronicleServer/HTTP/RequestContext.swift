@@ -1,3 +1,4 @@
+import ChronicleCore
 import CMicroHTTPD
 import ChronicleStore
 

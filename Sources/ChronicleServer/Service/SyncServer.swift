@@ -18,13 +18,14 @@ public final class SyncServer: Sendable {
     public init(dataDirectory: String, configuration: HTTPServer.Configuration = HTTPServer.Configuration(),
                 limits: ServiceLimits = ServiceLimits(), maintenance: MaintenancePolicy = MaintenancePolicy(),
                 log: ServerLog = ServerLog(to: nil), clock: any ChronicleClock = SystemClock(), schemas: [Schema] = [],
-                fault503Rate: Double = 0, shared: (any SharedLibraryStore)? = nil, accounts: Accounts? = nil) throws {
+                shared: (any SharedLibraryStore)? = nil, accounts: Accounts? = nil,
+                wrapping: (@Sendable (any HTTPHandler) -> any HTTPHandler)? = nil) throws {
         let service = try SyncService(dataDirectory: dataDirectory, limits: limits, maintenance: maintenance, log: log, clock: clock,
                                       schemas: schemas, shared: shared, accounts: accounts)
         self.service = service
         host = configuration.host
         let routes = SyncRoutes(service: service)
-        let handler: any HTTPHandler = fault503Rate > 0 ? FaultInjectingHandler(wrapping: routes, rate: fault503Rate) : routes
+        let handler: any HTTPHandler = wrapping?(routes) ?? routes
         http = try HTTPServer(configuration: configuration, handler: handler) { entry in
             var fields: [String: Value] = ["method": .text(entry.method), "path": .text(entry.path), "status": .integer(Int64(entry.status)),
                                            "ms": .real((entry.durationMilliseconds * 1000).rounded() / 1000),

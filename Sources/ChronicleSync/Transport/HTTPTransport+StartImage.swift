@@ -1,4 +1,5 @@
 import ChronicleCore
+import ChronicleStore
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking

@@ -1,9 +1,11 @@
 import ChronicleCore
+import ChronicleServer
 import ChronicleStore
 import Foundation
 
 /// Wraps a handler and answers a fraction of `/v1/` requests with 503, for fault
-/// tests against a real server process (`CHRONICLE_FAULT_503_RATE` on `chronicle serve`).
+/// tests against a real server process (`chronicle-test-server --fault-503-rate`), wrapped around
+/// the server's routes through `SyncServer`'s `wrapping` seam.
 /// Half of the failures happen before the request is handled (nothing done) and half
 /// after (the work is committed but the answer is lost): clients must cope with both.
 public struct FaultInjectingHandler: HTTPHandler {

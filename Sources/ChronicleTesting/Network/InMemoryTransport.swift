@@ -1,5 +1,6 @@
 import ChronicleCore
 import ChronicleStore
+import ChronicleSync
 import Foundation
 
 /// Calls a `SyncEndpoint` (the server's `SyncService`) in the same process.
