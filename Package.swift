@@ -73,7 +73,7 @@ let package = Package(
         .testTarget(name: "ChronicleCoreTests", dependencies: ["ChronicleCore", "ChronicleStore", "ChronicleTesting"], swiftSettings: strict),
         .testTarget(name: "ChronicleStoreTests", dependencies: ["ChronicleStore", "ChronicleServerStore", "CSQLite", "ChronicleTesting"],
                     swiftSettings: strict),
-        .testTarget(name: "ChronicleServerTests", dependencies: ["ChronicleServer", "ChronicleServerStore", "CMicroHTTPD"],
+        .testTarget(name: "ChronicleServerTests", dependencies: ["ChronicleServer", "ChronicleServerStore", "CMicroHTTPD", "CTLS", "ChronicleTesting"],
                     swiftSettings: strict),
         .testTarget(name: "ChronicleSyncTests", dependencies: ["ChronicleSync", "ChronicleServer", "ChronicleServerStore", "CTLS", "ChronicleTesting"],
                     swiftSettings: strict),

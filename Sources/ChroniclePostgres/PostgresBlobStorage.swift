@@ -55,7 +55,7 @@ public struct PostgresBlobStorage: BlobStorage {
         } catch let error as PostgresError where error.isUnavailable {
             throw PostgresLibrary.unavailable(error)
         } catch {
-            throw ProtocolError(503, "blob_store_failed", "The library's file store on the server could not be used; try again shortly.", detail: "PostgreSQL: \(error)", retryAfterSeconds: 5)
+            throw ProtocolError(503, .blobStoreFailed, "The library's file store on the server could not be used; try again shortly.", detail: "PostgreSQL: \(error)", retryAfterSeconds: 5)
         }
     }
 

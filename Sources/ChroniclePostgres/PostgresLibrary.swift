@@ -127,7 +127,7 @@ public final class PostgresLibrary: LibraryUpstream {
             """
                                   + (forUpdate ? " FOR NO KEY UPDATE" : ""), [id.lowercased])
         guard rows.count == 1 else {
-            throw ProtocolError(404, "unknown_library", "The server has no library \(id.lowercased).")
+            throw ProtocolError(404, .unknownLibrary, "The server has no library \(id.lowercased).")
         }
         guard let incarnation = UUID(text: try rows.string(0, 3)) else {
             throw ChronicleError(.invariantViolated, "Library \(id.lowercased) has a malformed incarnation in PostgreSQL.")
@@ -153,7 +153,7 @@ public final class PostgresLibrary: LibraryUpstream {
 
     /// PostgreSQL unreachable: a 503 with a Retry-After; nothing was written.
     static func unavailable(_ error: PostgresError) -> ProtocolError {
-        ProtocolError(503, unavailableCode, "The server cannot reach its database; nothing was written. Try again shortly.",
+        ProtocolError(503, .serverStoreUnavailable, "The server cannot reach its database; nothing was written. Try again shortly.",
                       detail: error.message, retryAfterSeconds: 2)
     }
 
@@ -174,7 +174,7 @@ public final class PostgresLibrary: LibraryUpstream {
             guard head == 0 else {
                 // Idle here past the horizon while another server dropped history beyond its head.
                 behindHistory.withLock { $0 = true }
-                throw ProtocolError(503, "replica_behind_horizon", "This server's copy of library \(key) stopped at seq \(head), and the history it would catch up from now begins after seq \(state.historyBase) (retention horizon). It is being made anew from the snapshot there; nothing was written. Try again shortly.",
+                throw ProtocolError(503, .replicaBehindHorizon, "This server's copy of library \(key) stopped at seq \(head), and the history it would catch up from now begins after seq \(state.historyBase) (retention horizon). It is being made anew from the snapshot there; nothing was written. Try again shortly.",
                                     retryAfterSeconds: 1)
             }
             try start(replica, at: state, pg)
@@ -431,7 +431,6 @@ public final class PostgresLibrary: LibraryUpstream {
     // MARK: - Writes
 
     /// The code of a request refused because PostgreSQL could not be reached.
-    public static let unavailableCode = "server_store_unavailable"
 
     /// The channel each committed write is announced on (`NOTIFY`, with the library's id), so the
     /// other processes answer their parked pulls.

@@ -25,7 +25,7 @@ struct PostgresAccountsTests {
         } catch let error as ChronicleError {
             #expect(error.code.rawValue == code, "\(error)")
         } catch let error as ProtocolError {
-            #expect(error.code == code, "\(error)")
+            #expect(error.code.rawValue == code, "\(error)")
         } catch {
             Issue.record("expected \(code), got \(error)")
         }
@@ -193,7 +193,7 @@ struct PostgresAccountsTests {
                 try attempt()
                 Issue.record("expected a 503")
             } catch let error as ProtocolError {
-                #expect(error.status == 503 && error.code == "server_store_unavailable" && error.retryAfterSeconds != nil, "\(error)")
+                #expect(error.status == 503 && error.code == .serverStoreUnavailable && error.retryAfterSeconds != nil, "\(error)")
             }
         }
     }

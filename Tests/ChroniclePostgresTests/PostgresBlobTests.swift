@@ -44,7 +44,7 @@ struct PostgresBlobTests {
             Issue.record("bytes that do not hash to their address were kept")
         } catch {
             guard case .terminal(let refusal) = error else { Issue.record("\(error)"); return }
-            #expect(refusal.code == "blob_digest_mismatch")
+            #expect(refusal.code == .blobDigestMismatch)
         }
         #expect(try await a.transport.blobStatus(liar).received == 0)
 

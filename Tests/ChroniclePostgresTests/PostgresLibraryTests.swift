@@ -183,7 +183,7 @@ struct PostgresLibraryTests {
             _ = try shared.push(batch, from: writer.deviceID)
             Issue.record("a push waiting on a held lock was answered")
         } catch {
-            #expect(error.status == 503 && error.code == PostgresLibrary.unavailableCode && error.retryAfterSeconds != nil, "\(error)")
+            #expect(error.status == 503 && error.code == ProtocolError.Code.serverStoreUnavailable && error.retryAfterSeconds != nil, "\(error)")
         }
         let waited = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
         #expect(waited < 10, "held \(waited) s")
@@ -209,7 +209,7 @@ struct PostgresLibraryTests {
             _ = try shared.push(batch, from: writer.deviceID)
             Issue.record("a push over a lost connection was answered")
         } catch {
-            #expect(error.status == 503 && error.code == PostgresLibrary.unavailableCode, "\(error)")
+            #expect(error.status == 503 && error.code == ProtocolError.Code.serverStoreUnavailable, "\(error)")
             #expect(error.retryAfterSeconds != nil)
         }
         #expect(try admin.execute("SELECT count(*) FROM chronicle_log").int(0, 0) == 4, "nothing was written")
@@ -221,7 +221,7 @@ struct PostgresLibraryTests {
         #expect {
             _ = try shared.pull(after: 0, limit: 100)
         } throws: { error in
-            (error as? ProtocolError).map { $0.status == 503 && $0.code == PostgresLibrary.unavailableCode } ?? false
+            (error as? ProtocolError).map { $0.status == 503 && $0.code == ProtocolError.Code.serverStoreUnavailable } ?? false
         }
         #expect(try shared.pull(after: 0, limit: 100).ops.count == 8)
         // Both 503s are counted for /metrics, and the writes that went in.

@@ -262,7 +262,7 @@ struct PostgresSealingTests {
             _ = try onB.pull(after: 10, limit: 100)
             Issue.record("a cursor before the horizon must be told to start from the snapshot")
         } catch let error as ProtocolError {
-            #expect(error.status == 410 && error.code == "cursor_too_old")
+            #expect(error.status == 410 && error.code == .cursorTooOld)
         }
         let repeated = try onB.push(Array(old.prefix(100)), from: writer.deviceID).results
         #expect(repeated.map(\.outcome) == oldResults.prefix(100).map { PushOutcome.duplicate(serverSeq: $0.outcome.serverSeq!) })
@@ -339,7 +339,7 @@ struct PostgresSealingTests {
             _ = try await service.pull(library: library, after: 300, limit: 1_000, waitMilliseconds: 0, token: token)
             Issue.record("a replica behind the horizon cannot answer")
         } catch {
-            #expect(error.status == 503 && error.code == "replica_behind_horizon" && error.retryAfterSeconds == 1, "\(error)")
+            #expect(error.status == 503 && error.code == .replicaBehindHorizon && error.retryAfterSeconds == 1, "\(error)")
         }
         let page = try await service.pull(library: library, after: 600, limit: 1_000, waitMilliseconds: 0, token: token)
         #expect(page.head == 900 && page.segment.ops.first?.serverSeq == 601)

@@ -221,7 +221,7 @@ struct SharedServersTests {
                 Issue.record("server \(index) still takes the revoked token: \(String(describing: answer))")
                 continue
             }
-            #expect(error.status == 401 && error.code == "unauthorized", "\(error)")
+            #expect(error.status == 401 && error.code == .unauthorized, "\(error)")
         }
     }
 

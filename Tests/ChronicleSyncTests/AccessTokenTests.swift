@@ -75,7 +75,7 @@ import ChronicleTesting
             _ = try accounts.authenticate(access)
             Issue.record("an expired access token was taken")
         } catch {
-            #expect(error.status == 401 && error.code == Accounts.tokenExpiredCode)
+            #expect(error.status == 401 && error.code == ProtocolError.Code.tokenExpired)
         }
 
         // Signed in again: the old device token's access tokens stop, in this process at once.

@@ -36,14 +36,14 @@ import ChronicleTesting
             Issue.record("a damaged accounts file is not a refusal: \(round.outcome)")
             return
         }
-        #expect(reason.contains(SQLiteAccountsStorage.damagedCode), "\(reason)")
+        #expect(reason.contains(ProtocolError.Code.accountsDamaged.rawValue), "\(reason)")
         #expect(round.retries == 0, "a Retry-After longer than backoff ever waits ends the round at once")
         #expect(try a.store.pendingOps().count == 5)
         do {
             _ = try damaged.accounts.registerDevice(user: "ada", password: h.password, deviceID: UUID())
             Issue.record("a device was registered in a damaged accounts file")
         } catch {
-            #expect(error.status == 503 && error.code == SQLiteAccountsStorage.damagedCode && error.retryAfterSeconds != nil, "\(error)")
+            #expect(error.status == 503 && error.code == ProtocolError.Code.accountsDamaged && error.retryAfterSeconds != nil, "\(error)")
         }
         let check = damaged.accounts.verify()
         #expect(!check.passed && check.detail.contains("salvage --data") && check.detail.contains("--accounts"), "\(check)")

@@ -112,7 +112,7 @@ struct AnswerFuzzTests {
         _ = h.service.runMaintenance()
         let rewriting = Rewriting(SyncRoutes(service: h.service)) { request, response in
             guard request.method == "POST", request.path.hasSuffix("/ops") else { return response }
-            var refusal = HTTPResponse.error(409, code: ProtocolError.deviceSeqReusedCode, message: "Hostile.")
+            var refusal = HTTPResponse.error(409, code: ProtocolError.Code.deviceSeqReused.rawValue, message: "Hostile.")
             refusal.headers.append((ProtocolError.lastDeviceSeqHeader, String(Int64.max)))
             return refusal
         }

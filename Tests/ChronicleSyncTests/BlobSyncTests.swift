@@ -151,7 +151,7 @@ import ChronicleTesting
             Issue.record("a blob the server does not hold was fetched")
         } catch {
             guard case .terminal(let refusal) = error else { Issue.record("\(error)"); return }
-            #expect(refusal.code == "blob_not_found")
+            #expect(refusal.code == .blobNotFound)
         }
         await a.sync()
         // B fetched one range, then was cut off.

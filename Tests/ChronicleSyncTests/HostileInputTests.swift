@@ -70,7 +70,7 @@ import Testing
             #expect(answer.status == 400 && answer.code == "bad_query", "\(query): \(answer.status) \(answer.code ?? "")")
         }
         let farAhead = try await rig.send("GET", "\(ops)?after=\(Self.int64Max)")
-        #expect(farAhead.status == 409 && farAhead.code == ProtocolError.cursorAheadCode)
+        #expect(farAhead.status == 409 && farAhead.code == ProtocolError.Code.cursorAhead.rawValue)
         let start = try await rig.send("GET", "/v1/libraries/\(rig.library)/start-image?format=\(Self.int64Max)&schema=x")
         #expect(start.status == 400)
     }
@@ -145,7 +145,7 @@ import Testing
         let last: String
         func handle(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void) {
             guard request.method == "POST" else { return respond(.error(503, code: "server_busy", message: "Busy.")) }
-            var response = HTTPResponse.error(409, code: ProtocolError.deviceSeqReusedCode, message: "Used again.")
+            var response = HTTPResponse.error(409, code: ProtocolError.Code.deviceSeqReused.rawValue, message: "Used again.")
             response.headers += [(ProtocolError.reusedDeviceSeqHeader, reused), (ProtocolError.lastDeviceSeqHeader, last)]
             respond(response)
         }

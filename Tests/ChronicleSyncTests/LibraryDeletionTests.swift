@@ -56,7 +56,7 @@ import Testing
             _ = try h.service.library(id)
             Issue.record("a deleted library was opened (and made again) by the server")
         } catch {
-            #expect(error.code == "unknown_library")
+            #expect(error.code == .unknownLibrary)
         }
         #expect(files(h, id).isEmpty)
         #expect(await a.engine.syncOnce().outcome != .synced, "the removed user's device is refused")

@@ -63,7 +63,7 @@ struct PushPipelineTests {
             }
             if let delay { try? await Task.sleep(nanoseconds: UInt64(delay) * 1_000_000) }
             if seqs.count > opsMax {
-                throw .terminal(ProtocolError(413, "too_many_ops", "At most \(opsMax) ops a push."))
+                throw .terminal(ProtocolError(413, .tooManyOps, "At most \(opsMax) ops a push."))
             }
             if fail == index { throw .transient(reason: "The connection was reset (scripted).", retryAfterSeconds: nil) }
             do { try during?() } catch { throw .transient(reason: "\(error)", retryAfterSeconds: nil) }

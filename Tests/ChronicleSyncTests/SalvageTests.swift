@@ -354,7 +354,7 @@ import ChronicleTesting
         // A server started over the damaged file (the harness's own has its pages cached).
         let fresh = try SyncService(dataDirectory: h.directory + "/server", schemas: [h.schema])
         func expectDamaged(_ error: ProtocolError, sourceLocation: SourceLocation = #_sourceLocation) {
-            #expect(error.status == 503 && error.code == ProtocolError.libraryDamagedCode, "\(error)", sourceLocation: sourceLocation)
+            #expect(error.status == 503 && error.code == ProtocolError.Code.libraryDamaged, "\(error)", sourceLocation: sourceLocation)
             #expect(error.retryAfterSeconds != nil && error.message.contains("backup"), sourceLocation: sourceLocation)
         }
         do {

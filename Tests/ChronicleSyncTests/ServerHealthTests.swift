@@ -78,7 +78,7 @@ import Testing
 
         for _ in 0..<2 {
             let pull = try await rig.get("/v1/libraries/\(libraryID.lowercased)/ops?after=0&limit=100", token: a.token)
-            #expect(pull.status == 503 && pull.body.contains(ProtocolError.libraryDamagedCode), "\(pull.body)")
+            #expect(pull.status == 503 && pull.body.contains(ProtocolError.Code.libraryDamaged.rawValue), "\(pull.body)")
         }
 
         health = try await rig.get("/healthz")
@@ -86,7 +86,7 @@ import Testing
         let problems = Self.problems(health.json)
         #expect(problems.count == 1, "\(health.body)")
         let problem = try #require(problems.first)
-        #expect(problem["code"] as? String == ProtocolError.libraryDamagedCode)
+        #expect(problem["code"] as? String == ProtocolError.Code.libraryDamaged.rawValue)
         #expect(problem["library"] as? String == libraryID.lowercased)
         #expect(problem["file"] as? String == "libraries/\(libraryID.lowercased).sqlite")
         #expect((problem["message"] as? String ?? "").contains("SQLite cannot read"), "\(problem)")
@@ -125,7 +125,7 @@ import Testing
         let ready = try await rig.get("/readyz")
         #expect(ready.status == 503 && ready.json["status"] as? String == "unavailable", "\(ready.body)")
         let problem = try #require(Self.problems(ready.json).first)
-        #expect(problem["code"] as? String == SQLiteAccountsStorage.damagedCode && problem["file"] as? String == "server.sqlite" && problem["library"] == nil,
+        #expect(problem["code"] as? String == ProtocolError.Code.accountsDamaged.rawValue && problem["file"] as? String == "server.sqlite" && problem["library"] == nil,
                 "\(problem)")
         #expect(problem["action"] as? String == "chronicle server salvage --data \(h.directory)/server --accounts", "\(problem)")
         // Liveness stays 200: restarting the process mends nothing.
@@ -133,7 +133,7 @@ import Testing
         #expect(health.status == 200 && health.json["status"] as? String == "degraded", "\(health.body)")
 
         let pull = try await rig.get("/v1/libraries/\(h.user.libraryID.lowercased)/ops?after=0", token: a.token)
-        #expect(pull.status == 503 && pull.body.contains(SQLiteAccountsStorage.damagedCode), "\(pull.body)")
+        #expect(pull.status == 503 && pull.body.contains(ProtocolError.Code.accountsDamaged.rawValue), "\(pull.body)")
         let metrics = try await rig.get("/metrics")
         #expect(metrics.body.contains(#"chronicle_damaged_files{kind="accounts"} 1"#), "\(metrics.body)")
         #expect(try rig.logged("file_damaged").count == 1)

@@ -116,7 +116,7 @@ import Testing
             let error = #expect(throws: ProtocolError.self) {
                 _ = try h.service.startImageNow(library: h.user.libraryID, token: token, storeFormat: format, schemaFingerprint: fingerprint)
             }
-            #expect(error?.status == 404 && error?.code == "no_start_image")
+            #expect(error?.status == 404 && error?.code == .noStartImage)
         }
         #expect(throws: ProtocolError.self) {
             _ = try h.service.startImageNow(library: h.user.libraryID, token: "not a token", storeFormat: DeviceStore.storeFormatVersion,
@@ -219,11 +219,11 @@ import Testing
         stale.setValue("\"1-2-3\"", forHTTPHeaderField: "If-Match")
         stale.setValue("bytes=0-99", forHTTPHeaderField: "Range")
         let refused = await #expect(throws: SyncError.self) { _ = try await HTTPTransport.send(stale, session: session) }
-        if case .terminal(let refusal)? = refused { #expect(refusal.status == 412 && refusal.code == "start_image_changed") }
+        if case .terminal(let refusal)? = refused { #expect(refusal.status == 412 && refusal.code == .startImageChanged) }
         var past = request
         past.setValue("bytes=\(info.imageBytes)-", forHTTPHeaderField: "Range")
         let pastEnd = await #expect(throws: SyncError.self) { _ = try await HTTPTransport.send(past, session: session) }
-        if case .terminal(let refusal)? = pastEnd { #expect(refusal.status == 416 && refusal.code == "range_not_satisfiable") }
+        if case .terminal(let refusal)? = pastEnd { #expect(refusal.status == 416 && refusal.code == .rangeNotSatisfiable) }
         var unasked = request
         unasked.url = URL(string: components.url!.absoluteString.replacingOccurrences(of: "format=", with: "formats="))
         let missing = await #expect(throws: SyncError.self) { _ = try await HTTPTransport.send(unasked, session: session) }

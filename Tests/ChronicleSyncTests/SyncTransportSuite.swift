@@ -92,7 +92,7 @@ import ChronicleTesting
             _ = try await restored.transport.push(Segment(libraryID: restored.store.libraryID, ops: queued))
             Issue.record("a push reusing deviceSeqs was taken")
         } catch let SyncError.terminal(refusal) {
-            #expect(refusal.status == 409 && refusal.code == ProtocolError.deviceSeqReusedCode)
+            #expect(refusal.status == 409 && refusal.code == ProtocolError.Code.deviceSeqReused)
             #expect(refusal.reusedDeviceSeq == 3 && refusal.lastDeviceSeq == 5)
         }
         #expect(try h.library.head == head, "nothing was written")

@@ -143,7 +143,7 @@ public struct Verdict: Sendable, Equatable {
 /// (plus the expected and actual values when there are two to compare).
 public struct ProtocolError: Error, Sendable, Equatable, CustomStringConvertible {
     public var status: Int
-    public var code: String
+    public var code: Code
     public var message: String
     /// For 429 and 503: how long the client should wait before trying again.
     public var retryAfterSeconds: Double?
@@ -165,33 +165,20 @@ public struct ProtocolError: Error, Sendable, Equatable, CustomStringConvertible
     /// path): never sent. The answer names the request's id, under which the log has it.
     public var detail: String?
 
-    public init(_ status: Int, _ code: String, _ message: String, retryAfterSeconds: Double? = nil) {
+    public init(_ status: Int, _ code: Code, _ message: String, retryAfterSeconds: Double? = nil) {
         self.status = status
         self.code = code
         self.message = message
         self.retryAfterSeconds = retryAfterSeconds
     }
 
-    /// The code of a push that numbers a new op with a deviceSeq its device already used: the
-    /// device's store is an older copy (restored from a backup, or copied to a second machine)
-    /// of one that went on syncing. The device numbers its unsent ops after `lastDeviceSeq`
-    /// (`DeviceStore.renumberOutbox`) and sends them again; nothing is written meanwhile.
-    public static let deviceSeqReusedCode = "device_seq_reused"
-    /// The HTTP headers that carry `reusedDeviceSeq` and `lastDeviceSeq`.
+    /// The HTTP headers that carry `reusedDeviceSeq` and `lastDeviceSeq`, and `serverHead`.
     public static let reusedDeviceSeqHeader = "Chronicle-Reused-Device-Seq"
     public static let lastDeviceSeqHeader = "Chronicle-Last-Device-Seq"
-    /// The code of a pull whose cursor is past the library's last op: the server lost ops (its
-    /// data restored from a backup). The device goes back to `serverHead`
-    /// (`DeviceStore.rewind(toAgreedSeq:)`), queues its own lost ops again and pulls from there.
-    public static let cursorAheadCode = "cursor_ahead"
-    /// The code of a push whose first op is not the next deviceSeq the server expects of the
-    /// device: the server may have lost ops (restored from a backup), or the device's
-    /// acknowledgements ran ahead of it. The device pushes from its outbox's head again.
-    public static let deviceSeqGapCode = "device_seq_gap"
     public static let headHeader = "Chronicle-Head"
 
     public static func deviceSeqReused(device: String, reused: Int64, last: Int64) -> ProtocolError {
-        var error = ProtocolError(409, deviceSeqReusedCode, """
+        var error = ProtocolError(409, .deviceSeqReused, """
             Device \(device) already pushed ops up to deviceSeq \(last), and this batch numbers a new op \(reused): \
             the device's store is an older copy of one that went on syncing (restored from a backup, or copied). \
             Number its unsent ops from \(last + 1) and push them again; nothing was written.
@@ -202,11 +189,11 @@ public struct ProtocolError: Error, Sendable, Equatable, CustomStringConvertible
     }
 
     public init(_ status: Int, _ error: ChronicleError) {
-        self.init(status, error.code.rawValue, error.message)
+        self.init(status, Code(error.code), error.message)
     }
 
     /// A refusal whose sentence is `message` and whose internal `detail` goes to the log only.
-    public init(_ status: Int, _ code: String, _ message: String, detail: String, retryAfterSeconds: Double? = nil) {
+    public init(_ status: Int, _ code: Code, _ message: String, detail: String, retryAfterSeconds: Double? = nil) {
         self.init(status, code, message, retryAfterSeconds: retryAfterSeconds)
         self.detail = detail
     }

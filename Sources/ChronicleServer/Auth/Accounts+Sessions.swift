@@ -19,14 +19,13 @@ extension Accounts {
     static let sessionsPerDeviceMax = 8
 
     /// The code of a request whose access token expired.
-    public static let tokenExpiredCode = "token_expired"
 
     /// A new access token for the device whose device token is `deviceToken`, good for
     /// `lifetimeSeconds`, with its expiry (ms since the epoch). An access token cannot get
     /// another: only the device token can, so a leaked access token is good for its lifetime only.
     public func openSession(deviceToken: String, lifetimeSeconds: Int) throws(ProtocolError) -> (token: String, expiresAt: Int64, identity: DeviceIdentity) {
         guard deviceToken.hasPrefix("chr_"), let identity = try authenticate(deviceToken) else {
-            throw ProtocolError(401, "unauthorized", "A session is opened with the device's own token (chr_…), which is missing, malformed or no longer valid; sign in again with `chronicle login`.")
+            throw ProtocolError(401, .unauthorized, "A session is opened with the device's own token (chr_…), which is missing, malformed or no longer valid; sign in again with `chronicle login`.")
         }
         let now = clock.nowMilliseconds()
         let expiresAt = now + Int64(lifetimeSeconds) * 1000
@@ -65,7 +64,7 @@ extension Accounts {
         }
         guard let found else { return nil }
         if let expiresAt = found.expiresAt, expiresAt <= clock.nowMilliseconds() {
-            throw ProtocolError(401, Self.tokenExpiredCode, "The access token expired; the device gets the next with its device token (POST /v1/session).")
+            throw ProtocolError(401, .tokenExpired, "The access token expired; the device gets the next with its device token (POST /v1/session).")
         }
         return found.identity
     }

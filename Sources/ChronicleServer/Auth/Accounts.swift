@@ -150,11 +150,11 @@ public final class Accounts: Sendable {
         // Same work whether or not the user exists, so timing does not tell names apart.
         let ok = Secrets.verifyPassword(password, against: found?.1 ?? Secrets.hashPassword("not a password"))
         guard let (user, _) = found, ok else {
-            throw ProtocolError(401, "bad_credentials", "That user name and password do not match.")
+            throw ProtocolError(401, .badCredentials, "That user name and password do not match.")
         }
         let token = Secrets.newToken()
         let hash = Secrets.tokenHash(token)
-        let taken = ProtocolError(409, "device_taken", "Device \(deviceID.lowercased) is registered to another user.")
+        let taken = ProtocolError(409, .deviceTaken, "Device \(deviceID.lowercased) is registered to another user.")
         do {
             let old = try storage.transaction { sql -> String? in
                 let old = try sql.text("SELECT token_hash FROM \(t.devices) WHERE device_id = ?1", [.text(deviceID.lowercased)])

@@ -8,7 +8,7 @@ import Glibc
 ///
 /// ```swift
 /// respond(.json(200, Array(#"{"ok":true}"#.utf8)))
-/// respond(.error(404, code: "not_found", message: "No route for GET /v2/pull."))
+/// respond(.error(404, code: .notFound, message: "No route for GET /v2/pull."))
 /// ```
 public struct HTTPResponse: Sendable {
     /// The status code; anything outside 200...999 is sent as 500.
@@ -51,6 +51,12 @@ public struct HTTPResponse: Sendable {
     /// The API's one error shape, `{"error":{"code":…,"message":…}}`, with
     /// both strings JSON-escaped. The server adds `"requestId"` as it sends it
     /// (``identified(by:)``).
+    public static func error(_ status: Int, code: ProtocolError.Code, message: String) -> HTTPResponse {
+        error(status, code: code.rawValue, message: message)
+    }
+
+    /// `error(_:code:message:)` with a code as text (an HTTP-level refusal of the head, or a
+    /// code read back from a refusal).
     public static func error(_ status: Int, code: String, message: String) -> HTTPResponse {
         var response = HTTPResponse.json(status, errorBody(code: code, message: message, requestID: nil))
         response.errorCode = code
@@ -61,7 +67,7 @@ public struct HTTPResponse: Sendable {
     /// A 500 for an error nothing expected: a sentence that names no internal type or file,
     /// and the error itself kept for the log under the request's id.
     public static func unexpected(_ error: any Error) -> HTTPResponse {
-        var response = HTTPResponse.error(500, code: "server_error", message: "The server met an error it did not expect; nothing more is said here. Its operator finds it in the server's log under this request's id.")
+        var response = HTTPResponse.error(500, code: .serverError, message: "The server met an error it did not expect; nothing more is said here. Its operator finds it in the server's log under this request's id.")
         response.internalDetail = String(describing: error)
         return response
     }

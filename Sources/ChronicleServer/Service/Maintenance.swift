@@ -205,11 +205,11 @@ extension SyncService {
                                 "ms": .real((seconds * 1e6).rounded() / 1e3)])
             buildStartImageIfDue(library)
             return MaintenanceResult(library: id, report: report)
-        } catch let error as ProtocolError where error.code == "unknown_library" {
+        } catch let error as ProtocolError where error.code == .unknownLibrary {
             return nil   // deleted since it took pushes: nothing to compact
         } catch {
             let message = (error as? ProtocolError)?.message ?? "\(error)"
-            if let error = error as? ProtocolError, error.code == ProtocolError.libraryDamagedCode {
+            if let error = error as? ProtocolError, error.code == ProtocolError.Code.libraryDamaged {
                 noteDamaged(code: error.code, library: id, message: error.message)
             }
             if !(error is MaintenanceStopped) { metrics.compactionFailed() }

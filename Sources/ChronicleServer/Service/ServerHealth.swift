@@ -64,7 +64,7 @@ public final class ServerHealth: Sendable {
 
     /// Whether `library`'s file has been found damaged (its files file aside).
     public func isDamaged(_ library: UUID) -> Bool {
-        found.withLock { found in found.values.contains { $0.library == library && $0.code == ProtocolError.libraryDamagedCode } }
+        found.withLock { found in found.values.contains { $0.library == library && $0.code == ProtocolError.Code.libraryDamaged.rawValue } }
     }
 
     /// Whether `file` (relative to the data directory) has been found damaged.
@@ -108,8 +108,8 @@ public final class ServerHealth: Sendable {
             # HELP chronicle_damaged_files Files of the server's data directory found damaged since it started (accounts: server.sqlite; library: a library's file; blobs: a library's files file).
             # TYPE chronicle_damaged_files gauge
             chronicle_damaged_files{kind="accounts"} \(accounts)
-            chronicle_damaged_files{kind="library"} \(problems.filter { $0.code == ProtocolError.libraryDamagedCode }.count)
-            chronicle_damaged_files{kind="blobs"} \(problems.filter { $0.code == ServerBlobFiles.damagedCode }.count)
+            chronicle_damaged_files{kind="library"} \(problems.filter { $0.code == ProtocolError.Code.libraryDamaged.rawValue }.count)
+            chronicle_damaged_files{kind="blobs"} \(problems.filter { $0.code == ProtocolError.Code.blobStoreDamaged.rawValue }.count)
 
             """
     }
@@ -119,8 +119,8 @@ extension SyncService {
     /// Records that a request or a compaction found a file damaged (`code`: `accounts_damaged`,
     /// `library_damaged` or `blob_store_damaged`), and logs it once, as `file_damaged`, with what
     /// to do about it.
-    func noteDamaged(code: String, library: UUID?, message: String) {
-        let files = code == ServerBlobFiles.damagedCode
+    func noteDamaged(code: ProtocolError.Code, library: UUID?, message: String) {
+        let files = code == .blobStoreDamaged
         let file = library.map { files ? "blobs/\($0.lowercased).sqlite" : "libraries/\($0.lowercased).sqlite" } ?? "server.sqlite"
         guard !health.isRecorded(file) else { return }
         let action: String
@@ -131,10 +131,10 @@ extension SyncService {
         } else {
             action = "chronicle server salvage --data \(dataDirectory) --accounts"
         }
-        let problem = ServerHealth.Problem(code: code, library: library, file: file, since: clock.nowMilliseconds(), message: message,
+        let problem = ServerHealth.Problem(code: code.rawValue, library: library, file: file, since: clock.nowMilliseconds(), message: message,
                                            action: action)
         guard health.record(problem) else { return }
-        var fields: [String: Value] = ["code": .text(code), "file": .text((dataDirectory as NSString).appendingPathComponent(file)),
+        var fields: [String: Value] = ["code": .text(code.rawValue), "file": .text((dataDirectory as NSString).appendingPathComponent(file)),
                                        "message": .text(message), "action": .text(action)]
         if let library { fields["library"] = .text(library.lowercased) }
         log.log("file_damaged", fields)
@@ -144,6 +144,6 @@ extension SyncService {
     /// damaged one shows in `/readyz` before the first request fails on it.
     public func checkAccountsAtStart() {
         let check = accounts.verify()
-        if !check.passed { noteDamaged(code: SQLiteAccountsStorage.damagedCode, library: nil, message: check.detail) }
+        if !check.passed { noteDamaged(code: ProtocolError.Code.accountsDamaged, library: nil, message: check.detail) }
     }
 }

@@ -40,9 +40,10 @@ public struct SyncRoutes: HTTPHandler {
             // A damaged file is recorded for /healthz, /readyz and /metrics (and logged once), with
             // the internal detail the answer itself does not carry.
             let note = (response.errorMessage ?? "") + (response.internalDetail.map { " (\($0))" } ?? "")
-            if response.errorCode == SQLiteAccountsStorage.damagedCode {
-                service.noteDamaged(code: SQLiteAccountsStorage.damagedCode, library: nil, message: note)
-            } else if let code = response.errorCode, code == ProtocolError.libraryDamagedCode || code == ServerBlobFiles.damagedCode,
+            let code = response.errorCode.map(ProtocolError.Code.init(rawValue:))
+            if code == .accountsDamaged {
+                service.noteDamaged(code: .accountsDamaged, library: nil, message: note)
+            } else if let code, code == .libraryDamaged || code == .blobStoreDamaged,
                       parts.count > 2, let library = UUID(text: parts[2]) {
                 service.noteDamaged(code: code, library: library, message: note)
             }
@@ -122,7 +123,7 @@ public struct SyncRoutes: HTTPHandler {
             guard let blob = BlobRef(parts[4]) else { return answer(Self.badBlob(parts[4])) }
             work.async { answer(blobStatus(request, library: library, blob: blob)) }
         default:
-            answer(.error(404, code: "not_found", message: "No route for \(request.method) \(request.path); see Schemas/api/openapi.yaml."))
+            answer(.error(404, code: .notFound, message: "No route for \(request.method) \(request.path); see Schemas/api/openapi.yaml."))
         }
     }
 
@@ -167,7 +168,7 @@ public struct SyncRoutes: HTTPHandler {
 
     private func openSession(_ request: HTTPRequest) -> HTTPResponse {
         guard let seconds = service.limits.accessTokenSeconds else {
-            return .error(404, code: "not_found", message: "This server gives no access tokens: send the device token on every request.")
+            return .error(404, code: .notFound, message: "This server gives no access tokens: send the device token on every request.")
         }
         guard let token = Self.bearer(request) else { return Self.unauthorized() }
         do {
@@ -188,11 +189,11 @@ public struct SyncRoutes: HTTPHandler {
             case SegmentCodec.mediaType: segment = try SegmentCodec.decode(request.body, limits: service.limits.segmentLimits)
             case "application/json": segment = try WireJSON.decode(request.body, limits: service.limits.segmentLimits)
             default:
-                return .error(415, code: "unsupported_media_type",
+                return .error(415, code: .unsupportedMediaType,
                               message: "Push a body of type \(SegmentCodec.mediaType) or application/json (got '\(type)').")
             }
             guard segment.libraryID == library else {
-                return .error(400, code: "wrong_library", message: "The segment is for library \(segment.libraryID.lowercased) but was sent to \(library.lowercased).")
+                return .error(400, code: .wrongLibrary, message: "The segment is for library \(segment.libraryID.lowercased) but was sent to \(library.lowercased).")
             }
             return .json(200, ProtocolJSON.encode(try service.pushNow(segment, token: token)))
         } catch let error as ProtocolError {
@@ -257,13 +258,13 @@ public struct SyncRoutes: HTTPHandler {
         guard let token = Self.bearer(request) else { return Self.unauthorized() }
         guard let text = request.query["format"], let format = WireNumber("format", 1 ... Int64(Int32.max)).value(text),
               let fingerprint = request.query["schema"], !fingerprint.isEmpty, fingerprint.count <= 256 else {
-            return .error(400, code: "bad_request", message: "A start image is asked for with ?format=N (the device's store format) and &schema=F (its schema's fingerprint).")
+            return .error(400, code: .badRequest, message: "A start image is asked for with ?format=N (the device's store format) and &schema=F (its schema's fingerprint).")
         }
         do throws(ProtocolError) {
             let (info, bytes) = try service.startImageNow(library: library, token: token, storeFormat: format, schemaFingerprint: fingerprint)
             let etag = "\"\(info.seq)-\(info.imageBytes)-\(info.builtAt)\""
             if let match = request.header("if-match"), match != etag {
-                throw ProtocolError(412, "start_image_changed", "Library \(library.lowercased)'s start image was replaced since its first range was sent; fetch it again from the start.")
+                throw ProtocolError(412, .startImageChanged, "Library \(library.lowercased)'s start image was replaced since its first range was sent; fetch it again from the start.")
             }
             var headers = [("Content-Type", StartImageInfo.mediaType), ("Chronicle-Snapshot-Seq", String(info.seq)), ("ETag", etag),
                            ("Accept-Ranges", "bytes")]
@@ -271,7 +272,7 @@ public struct SyncRoutes: HTTPHandler {
             let asked = try Self.byteRange(header)
             let total = Int64(bytes.count)
             guard asked.start < total else {
-                throw ProtocolError(416, "range_not_satisfiable", "The start image has \(total) bytes; range \(asked.start)- starts past its end.")
+                throw ProtocolError(416, .rangeNotSatisfiable, "The start image has \(total) bytes; range \(asked.start)- starts past its end.")
             }
             let end = min(asked.end ?? total - 1, total - 1)
             headers.append(("Content-Range", "bytes \(asked.start)-\(end)/\(total)"))
@@ -305,7 +306,7 @@ public struct SyncRoutes: HTTPHandler {
         guard let token = Self.bearer(request) else { return Self.unauthorized() }
         do throws(ProtocolError) {
             guard let lengthText = request.query["length"] ?? request.header(BlobLimits.lengthHeader) else {
-                throw ProtocolError(400, "blob_length_missing", "Say the blob's whole length: the query parameter 'length' or the header \(BlobLimits.lengthHeader).")
+                throw ProtocolError(400, .blobLengthMissing, "Say the blob's whole length: the query parameter 'length' or the header \(BlobLimits.lengthHeader).")
             }
             // Any Int64 parses; BlobRules.check refuses what no blob can be (bad_blob_length, blob_too_large,
             // chunk_out_of_range) with checked arithmetic.
@@ -313,7 +314,7 @@ public struct SyncRoutes: HTTPHandler {
             let offset = try Self.number(request.query["offset"] ?? "0", WireNumber("the query parameter 'offset'", .min ... .max))
             let type = (request.header("content-type") ?? BlobLimits.mediaType).split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
             guard type == BlobLimits.mediaType else {
-                throw ProtocolError(415, "unsupported_media_type", "Send a blob's chunk as \(BlobLimits.mediaType) (got '\(type)').")
+                throw ProtocolError(415, .unsupportedMediaType, "Send a blob's chunk as \(BlobLimits.mediaType) (got '\(type)').")
             }
             let status = try service.putBlobNow(library: library, blob: blob, length: length, offset: offset, bytes: request.body, token: token)
             return .json(200, ProtocolJSON.encode(status))
@@ -333,7 +334,7 @@ public struct SyncRoutes: HTTPHandler {
             let count = asked.flatMap { range in range.end.flatMap { WireNumber.sum($0 - range.start, 1) } }.map { Int(clamping: $0) } ?? Int.max
             let range = try service.blobRangeNow(library: library, blob: blob, offset: offset, count: count, token: token)
             if asked == nil, Int64(range.bytes.count) < range.length {
-                throw ProtocolError(400, "range_required", "\(blob) has \(range.length) bytes, more than one answer carries (\(BlobLimits.rangeBytesMax)); ask for it in ranges (Range: bytes=0-\(BlobLimits.rangeBytesMax - 1)).")
+                throw ProtocolError(400, .rangeRequired, "\(blob) has \(range.length) bytes, more than one answer carries (\(BlobLimits.rangeBytesMax)); ask for it in ranges (Range: bytes=0-\(BlobLimits.rangeBytesMax - 1)).")
             }
             var headers: [(String, String)] = [("Content-Type", BlobLimits.mediaType), ("ETag", "\"\(blob.hex)\""),
                                                ("Accept-Ranges", "bytes"), ("Cache-Control", "private, max-age=31536000, immutable")]
@@ -359,7 +360,7 @@ public struct SyncRoutes: HTTPHandler {
         // Not a range this API serves: 416 `bad_range` (RFC 9110 lets a server ignore it instead,
         // and serving a whole blob for a mistyped range is the worse answer). A well-formed range
         // that starts past the end is 416 `range_not_satisfiable`, answered where the length is known.
-        let bad = ProtocolError(416, "bad_range", "Ask for one range as 'bytes=<first>-<last>' or 'bytes=<first>-'; got '\(text.prefix(60))'.")
+        let bad = ProtocolError(416, .badRange, "Ask for one range as 'bytes=<first>-<last>' or 'bytes=<first>-'; got '\(text.prefix(60))'.")
         guard text.lowercased().hasPrefix("bytes=") else { throw bad }
         let spec = text.dropFirst(6)
         let sides = spec.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
@@ -376,7 +377,7 @@ public struct SyncRoutes: HTTPHandler {
     // MARK: - Helpers
 
     static func badBlob(_ text: String) -> HTTPResponse {
-        .error(400, code: "bad_blob_ref", message: BlobRef.badRefMessage(text))
+        .error(400, code: .badBlobRef, message: BlobRef.badRefMessage(text))
     }
 
     /// The token of `Authorization: Bearer <token>`. The scheme is matched case-insensitively
@@ -395,11 +396,11 @@ public struct SyncRoutes: HTTPHandler {
 
     /// A number from the request, or 400 `bad_query` naming it and its range.
     static func number(_ text: String, _ bound: WireNumber) throws(ProtocolError) -> Int64 {
-        do { return try bound.parse(text) } catch { throw ProtocolError(400, "bad_query", error.message) }
+        do { return try bound.parse(text) } catch { throw ProtocolError(400, .badQuery, error.message) }
     }
 
     static func response(_ error: ProtocolError) -> HTTPResponse {
-        var response = HTTPResponse.error(error.status, code: error.code, message: error.message)
+        var response = HTTPResponse.error(error.status, code: error.code.rawValue, message: error.message)
         response.internalDetail = error.detail
         if let retry = error.retryAfterSeconds { response.headers.append(("Retry-After", String(Int(retry.rounded(.up))))) }
         if let reused = error.reusedDeviceSeq { response.headers.append((ProtocolError.reusedDeviceSeqHeader, String(reused))) }
@@ -411,15 +412,15 @@ public struct SyncRoutes: HTTPHandler {
     }
 
     static func unauthorized() -> HTTPResponse {
-        response(ProtocolError(401, "unauthorized", "Send 'Authorization: Bearer <token>'; get a token with `chronicle login`."))
+        response(ProtocolError(401, .unauthorized, "Send 'Authorization: Bearer <token>'; get a token with `chronicle login`."))
     }
 
     static func badID(_ text: String) -> HTTPResponse {
-        .error(400, code: "bad_id", message: "'\(text.prefix(64))' is not a UUID.")
+        .error(400, code: .badId, message: "'\(text.prefix(64))' is not a UUID.")
     }
 
     static func methodNotAllowed(_ method: String, allowed: String) -> HTTPResponse {
-        var response = HTTPResponse.error(405, code: "method_not_allowed", message: "\(method) is not allowed here; use \(allowed).")
+        var response = HTTPResponse.error(405, code: .methodNotAllowed, message: "\(method) is not allowed here; use \(allowed).")
         response.headers.append(("Allow", allowed))
         return response
     }

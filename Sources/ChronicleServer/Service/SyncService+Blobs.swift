@@ -67,7 +67,7 @@ extension SyncService {
                 if candidates.isEmpty { continue }
                 let library: ServerLibrary
                 do { library = try self.library(id) } catch {
-                    if error.code == "unknown_library" { continue }   // its blobs go with it (`runLibraryDeletions`)
+                    if error.code == .unknownLibrary { continue }   // its blobs go with it (`runLibraryDeletions`)
                     throw error
                 }
                 let (names, seq) = try library.blobNames(deletedBefore: before)

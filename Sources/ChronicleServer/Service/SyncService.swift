@@ -170,7 +170,7 @@ public final class SyncService: SyncEndpoint {
 
     func identify(_ token: String) throws(ProtocolError) -> DeviceIdentity {
         guard let identity = try accounts.authenticate(token) else {
-            throw ProtocolError(401, "unauthorized", "The bearer token is missing, malformed or no longer valid; sign in again with `chronicle login`.")
+            throw ProtocolError(401, .unauthorized, "The bearer token is missing, malformed or no longer valid; sign in again with `chronicle login`.")
         }
         return identity
     }
@@ -180,7 +180,7 @@ public final class SyncService: SyncEndpoint {
     func identify(_ token: String, library: UUID) throws(ProtocolError) -> DeviceIdentity {
         let identity = try identify(token)
         guard identity.libraryID == library else {
-            throw ProtocolError(403, "forbidden_library", "This token belongs to library \(identity.libraryID.lowercased), not \(library.lowercased).")
+            throw ProtocolError(403, .forbiddenLibrary, "This token belongs to library \(identity.libraryID.lowercased), not \(library.lowercased).")
         }
         return identity
     }
@@ -255,10 +255,10 @@ public final class SyncService: SyncEndpoint {
         }
         do {
             guard let record = records.first(where: { $0.libraryID == id }) else {
-                throw ProtocolError(404, "unknown_library", "The server has no library \(id.lowercased).")
+                throw ProtocolError(404, .unknownLibrary, "The server has no library \(id.lowercased).")
             }
             guard let schema = schemas.first(where: { $0.name == record.schemaName }) ?? Schema.named(record.schemaName) else {
-                throw ProtocolError(500, "unknown_schema", "Library \(id.lowercased) uses schema '\(record.schemaName)', which this server build does not include.")
+                throw ProtocolError(500, .unknownSchema, "Library \(id.lowercased) uses schema '\(record.schemaName)', which this server build does not include.")
             }
             let path = Accounts.libraryPath(dataDirectory, id)
             return try libraries.withLock { open -> ServerLibrary? in
@@ -266,7 +266,7 @@ public final class SyncService: SyncEndpoint {
                 // A library deleted since its owner was read (the owner removed meanwhile) is not
                 // made again, empty, under its old name.
                 if open.deleting.contains(id) {
-                    throw ProtocolError(404, "unknown_library", "The server has no library \(id.lowercased): it is being deleted.")
+                    throw ProtocolError(404, .unknownLibrary, "The server has no library \(id.lowercased): it is being deleted.")
                 }
                 guard open.deletions == deletions else { return nil }
                 let caps = limits.installsFreeTierCaps ? limits.freeTierCaps : nil
@@ -301,10 +301,10 @@ public final class SyncService: SyncEndpoint {
         let start = DispatchTime.now().uptimeNanoseconds
         let (identity, library) = try authorize(token, library: segment.libraryID)
         guard !segment.isConfirmed else {
-            throw ProtocolError(400, "already_confirmed", "A pushed segment carries unconfirmed ops; this one has server sequences.")
+            throw ProtocolError(400, .alreadyConfirmed, "A pushed segment carries unconfirmed ops; this one has server sequences.")
         }
         guard segment.ops.count <= limits.pushOpsMax else {
-            throw ProtocolError(413, "too_many_ops", "A push holds at most \(limits.pushOpsMax) ops (expected ≤ \(limits.pushOpsMax), actual \(segment.ops.count)).")
+            throw ProtocolError(413, .tooManyOps, "A push holds at most \(limits.pushOpsMax) ops (expected ≤ \(limits.pushOpsMax), actual \(segment.ops.count)).")
         }
         let headBefore = library.head
         let response = try pushWaitingForGaps(segment.ops, from: identity.deviceID, into: library, milliseconds: gapWaitMilliseconds)
@@ -351,16 +351,16 @@ public final class SyncService: SyncEndpoint {
         let limit = limit ?? limits.pullOpsDefault
         do {
             (_, library) = try authorize(token, library: id)
-            guard cursor >= 0 else { throw ProtocolError(400, "bad_cursor", "The cursor must be 0 or more; got \(cursor).") }
+            guard cursor >= 0 else { throw ProtocolError(400, .badCursor, "The cursor must be 0 or more; got \(cursor).") }
             guard limit >= 1, limit <= limits.pullOpsMax else {
-                throw ProtocolError(400, "limit_too_large", "A pull returns 1 to \(limits.pullOpsMax) ops (expected ≤ \(limits.pullOpsMax), actual \(limit)).")
+                throw ProtocolError(400, .limitTooLarge, "A pull returns 1 to \(limits.pullOpsMax) ops (expected ≤ \(limits.pullOpsMax), actual \(limit)).")
             }
             guard waitMilliseconds >= 0, waitMilliseconds <= limits.waitMillisecondsMax else {
-                throw ProtocolError(400, "wait_too_long", "A pull may wait 0 to \(limits.waitMillisecondsMax) ms (expected ≤ \(limits.waitMillisecondsMax), actual \(waitMilliseconds)).")
+                throw ProtocolError(400, .waitTooLong, "A pull may wait 0 to \(limits.waitMillisecondsMax) ms (expected ≤ \(limits.waitMillisecondsMax), actual \(waitMilliseconds)).")
             }
             let head = try library.caughtUpHead()
             guard cursor <= head else {
-                var ahead = ProtocolError(409, ProtocolError.cursorAheadCode, "The cursor \(cursor) is past this library's last op \(head): the store was synced with another server or the server lost data (restored from a backup).")
+                var ahead = ProtocolError(409, ProtocolError.Code.cursorAhead, "The cursor \(cursor) is past this library's last op \(head): the store was synced with another server or the server lost data (restored from a backup).")
                 ahead.serverHead = head
                 throw ahead
             }
@@ -486,7 +486,7 @@ public final class SyncService: SyncEndpoint {
                     let frame = SharedBytes(count: count)
                     return (frame, frame.unsafeStorage)
                 }) else {
-                    throw ProtocolError(404, "no_snapshot", "Library \(id.lowercased) has no snapshot yet; pull from seq 0.")
+                    throw ProtocolError(404, .noSnapshot, "Library \(id.lowercased) has no snapshot yet; pull from seq 0.")
                 }
                 frames = frames.filter { $0.value.frame != nil }   // entries whose frame is gone
                 frames[id] = SharedSnapshotFrame(seq: found.seq, frame: found.storage)
@@ -522,10 +522,10 @@ public final class SyncService: SyncEndpoint {
             throw ProtocolError.serverStore("The server could not read library \(id.lowercased)", library: id, error)
         }
         guard let info = found else {
-            throw ProtocolError(404, "no_start_image", "Library \(id.lowercased) has no start image of its newest snapshot; start from the snapshot.")
+            throw ProtocolError(404, .noStartImage, "Library \(id.lowercased) has no start image of its newest snapshot; start from the snapshot.")
         }
         guard info.storeFormat == storeFormat, info.schemaFingerprint == schemaFingerprint else {
-            throw ProtocolError(404, "no_start_image", "Library \(id.lowercased)'s start image is of store format v\(info.storeFormat) and \(info.schemaName) v\(info.schemaVersion), not the device's; start from the snapshot.")
+            throw ProtocolError(404, .noStartImage, "Library \(id.lowercased)'s start image is of store format v\(info.storeFormat) and \(info.schemaName) v\(info.schemaVersion), not the device's; start from the snapshot.")
         }
         // Replaced by a rename while mapped, the old file's pages stay readable until the answer is sent.
         if let cached, cached.info == info {
@@ -533,7 +533,7 @@ public final class SyncService: SyncEndpoint {
             return (info, cached.bytes)
         }
         guard let bytes = SharedBytes(mapping: library.startImagePath), bytes.count == Int(info.imageBytes) else {
-            throw ProtocolError(404, "no_start_image", "Library \(id.lowercased)'s start image is being replaced; start from the snapshot.")
+            throw ProtocolError(404, .noStartImage, "Library \(id.lowercased)'s start image is being replaced; start from the snapshot.")
         }
         startImages.withLock { $0[id] = (info, bytes, now) }
         return (info, bytes)
@@ -604,7 +604,7 @@ public final class SyncService: SyncEndpoint {
     public func startImage(library: UUID, storeFormat: Int64, schemaFingerprint: String, token: String) async throws(ProtocolError) -> [UInt8]? {
         do {
             return try startImageNow(library: library, token: token, storeFormat: storeFormat, schemaFingerprint: schemaFingerprint).bytes.bytes
-        } catch where error.code == "no_start_image" {
+        } catch where error.code == .noStartImage {
             return nil
         }
     }
@@ -713,7 +713,7 @@ struct GapWait {
 
     /// Whether a push refused with `error` waits and is tried again: a gap, with time left.
     mutating func holds(after error: ProtocolError) -> Bool {
-        guard error.code == ProtocolError.deviceSeqGapCode, nanosecondsLeft > 0 else { return false }
+        guard error.code == ProtocolError.Code.deviceSeqGap, nanosecondsLeft > 0 else { return false }
         if !held { held = true; metrics.heldForGap(1) }
         return true
     }

@@ -114,7 +114,6 @@ extension AccountsStorage {
 /// file's `PRAGMA data_version`.
 public final class SQLiteAccountsStorage: AccountsStorage {
     /// The code of a server whose accounts file cannot be read.
-    public static let damagedCode = "accounts_damaged"
 
     /// The error for an accounts file SQLite cannot read, or whose rows do not parse: the
     /// operator salvages it (`chronicle server salvage --accounts`) or restores a backup.
@@ -258,7 +257,7 @@ public final class SQLiteAccountsStorage: AccountsStorage {
 
     public func unavailable(_ error: any Error) -> ProtocolError? {
         guard let error = error as? ChronicleError, error.code == .storeDamaged else { return nil }
-        return ProtocolError(503, SQLiteAccountsStorage.damagedCode,
+        return ProtocolError(503, ProtocolError.Code.accountsDamaged,
                              "The server's accounts (users, devices, tokens) cannot be read: its file is damaged. Nothing was written. "
                              + "The server's operator salvages them (`chronicle server salvage --accounts`) or restores a backup; try again later.",
                              retryAfterSeconds: 300)

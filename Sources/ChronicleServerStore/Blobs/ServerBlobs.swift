@@ -70,18 +70,18 @@ public enum BlobRules {
     /// number here came from the request, so none is added before it is known small: `length`
     /// is within the cap and `count` within the chunk cap before `length - count` is taken.
     public static func check(length: Int64, offset: Int64, count: Int) throws(ProtocolError) {
-        guard length >= 0 else { throw ProtocolError(400, "bad_blob_length", "A blob's length is 0 or more; got \(length).") }
+        guard length >= 0 else { throw ProtocolError(400, .badBlobLength, "A blob's length is 0 or more; got \(length).") }
         guard length <= BlobLimits.blobBytesMax else {
-            throw ProtocolError(413, "blob_too_large", "A blob holds at most \(BlobLimits.blobBytesMax) bytes (expected ≤ \(BlobLimits.blobBytesMax), actual \(length)).")
+            throw ProtocolError(413, .blobTooLarge, "A blob holds at most \(BlobLimits.blobBytesMax) bytes (expected ≤ \(BlobLimits.blobBytesMax), actual \(length)).")
         }
         guard count <= BlobLimits.chunkBytesMax else {
-            throw ProtocolError(413, "chunk_too_large", "A chunk holds at most \(BlobLimits.chunkBytesMax) bytes (expected ≤ \(BlobLimits.chunkBytesMax), actual \(count)); send the blob in smaller chunks.")
+            throw ProtocolError(413, .chunkTooLarge, "A chunk holds at most \(BlobLimits.chunkBytesMax) bytes (expected ≤ \(BlobLimits.chunkBytesMax), actual \(count)); send the blob in smaller chunks.")
         }
         guard count >= 0, offset >= 0, offset <= length - Int64(count) else {
-            throw ProtocolError(400, "chunk_out_of_range", "A chunk of \(count) bytes at offset \(offset) does not fit in a blob of \(length) bytes.")
+            throw ProtocolError(400, .chunkOutOfRange, "A chunk of \(count) bytes at offset \(offset) does not fit in a blob of \(length) bytes.")
         }
         guard count > 0 || length == 0 else {
-            throw ProtocolError(400, "empty_chunk", "A chunk of a blob that is not empty carries at least one byte.")
+            throw ProtocolError(400, .emptyChunk, "A chunk of a blob that is not empty carries at least one byte.")
         }
     }
 
@@ -89,35 +89,35 @@ public enum BlobRules {
     public static func decide(held: BlobStatus?, blob: BlobRef, length: Int64, offset: Int64, count: Int) throws(ProtocolError) -> Decision {
         let heldLength = held?.length
         if let heldLength, heldLength != length {
-            throw ProtocolError(409, "blob_length_mismatch", "This blob's upload began with a length of \(heldLength) bytes, not \(length); a blob's bytes, and so its length, follow from its address.")
+            throw ProtocolError(409, .blobLengthMismatch, "This blob's upload began with a length of \(heldLength) bytes, not \(length); a blob's bytes, and so its length, follow from its address.")
         }
         let received = held?.received ?? 0
         // After `check`: offset and count lie within a blob's cap, so their sum cannot overflow.
         if held?.complete == true || (count > 0 && offset + Int64(count) <= received) { return .held }
         guard offset == received else {
-            throw ProtocolError(409, "blob_offset_mismatch", "The server holds \(received) bytes of \(blob); send the next chunk from offset \(received), not \(offset).")
+            throw ProtocolError(409, .blobOffsetMismatch, "The server holds \(received) bytes of \(blob); send the next chunk from offset \(received), not \(offset).")
         }
         return .append
     }
 
     /// The refusal of a blob whose bytes do not hash to its address (the upload is discarded).
     public static func digestMismatch(_ blob: BlobRef, actual: BlobRef) -> ProtocolError {
-        ProtocolError(422, "blob_digest_mismatch", "The bytes received hash to \(actual), not \(blob); the upload was discarded: send it again from offset 0.")
+        ProtocolError(422, .blobDigestMismatch, "The bytes received hash to \(actual), not \(blob); the upload was discarded: send it again from offset 0.")
     }
 
     public static func notFound(_ blob: BlobRef) -> ProtocolError {
-        ProtocolError(404, "blob_not_found", "The server holds no blob \(blob) in this library; its device uploads it when it next syncs.")
+        ProtocolError(404, .blobNotFound, "The server holds no blob \(blob) in this library; its device uploads it when it next syncs.")
     }
 
     public static func incomplete(_ blob: BlobRef, received: Int64, length: Int64) -> ProtocolError {
-        ProtocolError(409, "blob_incomplete", "The server holds \(received) of the \(length) bytes of \(blob) so far; it can be downloaded once its upload is complete.")
+        ProtocolError(409, .blobIncomplete, "The server holds \(received) of the \(length) bytes of \(blob) so far; it can be downloaded once its upload is complete.")
     }
 
     /// The part of a complete blob of `length` bytes a range asks for, capped at `BlobLimits.rangeBytesMax`.
     public static func clamp(offset: Int64, count: Int, length: Int64) throws(ProtocolError) -> (offset: Int64, count: Int) {
-        guard offset >= 0, count >= 0 else { throw ProtocolError(400, "bad_range", "A range starts at 0 or more and asks for 0 or more bytes.") }
+        guard offset >= 0, count >= 0 else { throw ProtocolError(400, .badRange, "A range starts at 0 or more and asks for 0 or more bytes.") }
         guard offset < length || (offset == 0 && length == 0) else {
-            throw ProtocolError(416, "range_not_satisfiable", "The blob has \(length) bytes; a range cannot start at \(offset).")
+            throw ProtocolError(416, .rangeNotSatisfiable, "The blob has \(length) bytes; a range cannot start at \(offset).")
         }
         return (offset, Int(min(Int64(min(count, BlobLimits.rangeBytesMax)), length - offset)))
     }
@@ -132,7 +132,6 @@ public struct ServerBlobFiles: BlobStorage {
     /// `giveSpaceBack` rewrites a file only where at least this much of it is free (and more than a quarter).
     public var rewriteFreeBytesMin: Int64 = 64 << 20
     /// The code of the answers a damaged blobs file gives (503).
-    public static let damagedCode = "blob_store_damaged"
     /// The format of a blobs file (`PRAGMA user_version`); a later one is refused.
     public static let formatVersion: Int64 = 1
 
@@ -183,7 +182,7 @@ public struct ServerBlobFiles: BlobStorage {
             let db = try Database(path: path, options: options)
             let version = try db.scalarInt("PRAGMA user_version") ?? 0
             guard version <= Self.formatVersion else {
-                throw ProtocolError(503, "blob_store_too_new", "\(path) is of blobs format \(version); this server reads up to \(Self.formatVersion). Run the server that wrote it, or a later one.")
+                throw ProtocolError(503, .blobStoreTooNew, "\(path) is of blobs format \(version); this server reads up to \(Self.formatVersion). Run the server that wrote it, or a later one.")
             }
             if version < Self.formatVersion {
                 try db.transaction { db in
@@ -201,13 +200,13 @@ public struct ServerBlobFiles: BlobStorage {
 
     static func failed(_ path: String, _ error: any Error) -> ProtocolError {
         if let sqlite = error as? SQLiteError, sqlite.isBusy {
-            return ProtocolError(503, "blob_store_busy", "The library's file store stayed locked by another upload; try again.", detail: path, retryAfterSeconds: 1)
+            return ProtocolError(503, .blobStoreBusy, "The library's file store stayed locked by another upload; try again.", detail: path, retryAfterSeconds: 1)
         }
         if let sqlite = error as? SQLiteError, sqlite.isCorrupt {
-            return ProtocolError(503, damagedCode, "The library's file store on the server is damaged; the operator salvages it (`chronicle server salvage --files`) or restores it from a backup.",
+            return ProtocolError(503, .blobStoreDamaged, "The library's file store on the server is damaged; the operator salvages it (`chronicle server salvage --files`) or restores it from a backup.",
                                  detail: "\(path): \(sqlite.message)", retryAfterSeconds: 300)
         }
-        return ProtocolError(503, "blob_store_failed", "The library's file store on the server could not be used; try again shortly.", detail: "\(path): \(error)", retryAfterSeconds: 5)
+        return ProtocolError(503, .blobStoreFailed, "The library's file store on the server could not be used; try again shortly.", detail: "\(path): \(error)", retryAfterSeconds: 5)
     }
 
     static func held(_ blob: BlobRef, in db: Database) throws -> BlobStatus? {

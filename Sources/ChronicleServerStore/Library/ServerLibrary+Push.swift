@@ -59,7 +59,7 @@ extension ServerLibrary {
         } catch let error as ProtocolError {
             throw error
         } catch let error as SQLiteError where error.isDiskFull {
-            throw ProtocolError(507, "server_disk_full", "The server's disk is full; nothing was written. Try again later.", retryAfterSeconds: 30)
+            throw ProtocolError(507, .serverDiskFull, "The server's disk is full; nothing was written. Try again later.", retryAfterSeconds: 30)
         } catch {
             throw ProtocolError.serverStore("The server could not write the batch", library: libraryID, error)
         }
@@ -71,16 +71,16 @@ extension ServerLibrary {
         var previous: Int64 = 0
         for op in ops {
             guard op.libraryID == libraryID else {
-                throw ProtocolError(403, "wrong_library", "Op \(op.opID.lowercased) belongs to library \(op.libraryID.lowercased), not \(libraryID.lowercased).")
+                throw ProtocolError(403, .wrongLibrary, "Op \(op.opID.lowercased) belongs to library \(op.libraryID.lowercased), not \(libraryID.lowercased).")
             }
             guard op.deviceID == device else {
-                throw ProtocolError(403, "wrong_device", "Op \(op.opID.lowercased) was written by device \(op.deviceID.lowercased); this token belongs to \(deviceKey).")
+                throw ProtocolError(403, .wrongDevice, "Op \(op.opID.lowercased) was written by device \(op.deviceID.lowercased); this token belongs to \(deviceKey).")
             }
             guard op.serverSeq == nil, op.serverTime == nil else {
-                throw ProtocolError(400, "already_confirmed", "Op \(op.opID.lowercased) carries a server sequence; only the server assigns one.")
+                throw ProtocolError(400, .alreadyConfirmed, "Op \(op.opID.lowercased) carries a server sequence; only the server assigns one.")
             }
             guard op.deviceSeq > previous else {
-                throw ProtocolError(400, "out_of_order", "Ops must be pushed in deviceSeq order; \(op.deviceSeq) follows \(previous).")
+                throw ProtocolError(400, .outOfOrder, "Ops must be pushed in deviceSeq order; \(op.deviceSeq) follows \(previous).")
             }
             previous = op.deviceSeq
         }
@@ -119,7 +119,7 @@ extension ServerLibrary {
                         throw gap(deviceKey, expected: last + 1, actual: op.deviceSeq)
                     }
                     results.append(PushResult(opID: op.opID, deviceSeq: op.deviceSeq,
-                                              outcome: .rejected(code: "op_id_conflict", message: "Op id \(key) already belongs to another device's op.")))
+                                              outcome: .rejected(code: ProtocolError.Code.opIdConflict.rawValue, message: "Op id \(key) already belongs to another device's op.")))
                     last = max(last, op.deviceSeq)
                 }
                 continue
@@ -140,7 +140,7 @@ extension ServerLibrary {
                         throw gap(deviceKey, expected: last + 1, actual: op.deviceSeq)
                     }
                     results.append(PushResult(opID: op.opID, deviceSeq: op.deviceSeq,
-                                              outcome: .rejected(code: "op_id_conflict", message: "Op id \(key) already belongs to another device's op.")))
+                                              outcome: .rejected(code: ProtocolError.Code.opIdConflict.rawValue, message: "Op id \(key) already belongs to another device's op.")))
                     last = max(last, op.deviceSeq)
                 }
                 continue
@@ -222,7 +222,7 @@ extension ServerLibrary {
     }
 
     private func gap(_ device: String, expected: Int64, actual: Int64) -> ProtocolError {
-        var error = ProtocolError(409, ProtocolError.deviceSeqGapCode, "Device \(device) must push deviceSeq \(expected) next, but sent \(actual) (expected \(expected), actual \(actual)); ops in between are missing.")
+        var error = ProtocolError(409, ProtocolError.Code.deviceSeqGap, "Device \(device) must push deviceSeq \(expected) next, but sent \(actual) (expected \(expected), actual \(actual)); ops in between are missing.")
         // A device that holds its op at `expected` as confirmed learns that this server lost it.
         error.lastDeviceSeq = expected - 1
         return error

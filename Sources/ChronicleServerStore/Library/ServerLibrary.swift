@@ -312,7 +312,7 @@ public final class ServerLibrary: Sendable {
             let afterOpID = cursor > 0 ? try Self.opID(at: cursor, in: db) : nil
             let base = try LogTables.historyBase(in: db)
             if cursor < base {
-                var error = ProtocolError(410, "cursor_too_old", "Ops up to seq \(base) were compacted away on the server (retention horizon); this device last synced at seq \(cursor). Start from the snapshot at seq \(base): queued changes are kept and pushed afterwards.")
+                var error = ProtocolError(410, .cursorTooOld, "Ops up to seq \(base) were compacted away on the server (retention horizon); this device last synced at seq \(cursor). Start from the snapshot at seq \(base): queued changes are kept and pushed afterwards.")
                 error.afterOpID = afterOpID
                 throw error
             }

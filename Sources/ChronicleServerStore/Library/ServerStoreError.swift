@@ -3,9 +3,6 @@ import ChronicleStore
 import Foundation
 
 extension ProtocolError {
-    /// The code of a library whose file on the server is damaged.
-    public static let libraryDamagedCode = "library_damaged"
-
     /// What the server answers when its own store fails while it serves a library: the library's
     /// file damaged (`SQLiteError.isCorrupt`: 503 `library_damaged`, with a Retry-After; devices keep
     /// what they sent and try again, while the operator restores the library from a backup or salvages it), or
@@ -13,7 +10,7 @@ extension ProtocolError {
     /// server's log (`detail`), never into the answer.
     public static func serverStore(_ what: String, library: UUID, _ error: any Error) -> ProtocolError {
         if let error = error as? SQLiteError, error.isCorrupt {
-            return ProtocolError(503, libraryDamagedCode,
+            return ProtocolError(503, .libraryDamaged,
                                  "The server's copy of library \(library.lowercased) is damaged: SQLite cannot read part of its file. "
                                  + "Nothing was written. The server's operator restores it from a backup (`chronicle server backup`) or salvages it "
                                  + "(`chronicle server salvage`); try again later.",
@@ -25,6 +22,6 @@ extension ProtocolError {
     /// 500 `server_store`: the server's own store failed in a way nothing expected. The sentence
     /// says what was being done; the error itself goes to the log under the request's id.
     public static func internalFailure(_ what: String, _ error: any Error) -> ProtocolError {
-        ProtocolError(500, "server_store", "\(what); the server's log has the reason under this request's id.", detail: "\(error)")
+        ProtocolError(500, .serverStore, "\(what); the server's log has the reason under this request's id.", detail: "\(error)")
     }
 }

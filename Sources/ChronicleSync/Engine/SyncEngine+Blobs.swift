@@ -32,7 +32,7 @@ extension SyncEngine {
             case .transient(let reason, _):
                 report.blobError = reason
                 return
-            case .terminal(let refusal) where refusal.code == "blobs_not_carried":
+            case .terminal(let refusal) where refusal.code == .blobsNotCarried:
                 return   // a transport that carries none: they stay queued
             case .terminal(let refusal):
                 let reason = "\(info.ref) cannot be uploaded: \(refusal.message) [\(refusal.code)]"
@@ -57,7 +57,7 @@ extension SyncEngine {
             let bytes: [UInt8]
             do {
                 guard let read = try store.blobBytes(info.ref, offset: offset, count: BlobLimits.transferBytes) else {
-                    throw SyncError.terminal(ProtocolError(409, "blob_not_held", "This store no longer holds \(info.ref) from offset \(offset)."))
+                    throw SyncError.terminal(ProtocolError(409, .blobNotHeld, "This store no longer holds \(info.ref) from offset \(offset)."))
                 }
                 bytes = read
             } catch let error as SyncError {
@@ -74,7 +74,7 @@ extension SyncEngine {
                 // for `blobs()` to show (a write with its own sync per chunk would halve the rate).
                 if case .transient = error { try? store.recordBlobUploaded(info.ref, serverHolds: status.received, complete: false) }
                 // Another device (or an answer lost on the way) moved what the server holds: ask again.
-                guard case .terminal(let refusal) = error, refusal.code == "blob_offset_mismatch", restarts < 3 else { throw error }
+                guard case .terminal(let refusal) = error, refusal.code == .blobOffsetMismatch, restarts < 3 else { throw error }
                 restarts += 1
                 status = try await transport.blobStatus(info.ref)
                 continue
@@ -113,7 +113,7 @@ extension SyncEngine {
                     // The whole came, and did not hash to its address: fetched again, once.
                     corrupt += 1
                     if corrupt > 1 {
-                        throw SyncError.terminal(ProtocolError(422, "blob_digest_mismatch", "The bytes the server sent for \(ref) do not hash to it, twice."))
+                        throw SyncError.terminal(ProtocolError(422, .blobDigestMismatch, "The bytes the server sent for \(ref) do not hash to it, twice."))
                     }
                 }
                 failures = 0

@@ -222,7 +222,7 @@ public actor SyncEngine {
                     report.retries += 1
                     await signal.wait(milliseconds: backoffMilliseconds(attempt: attempt, retryAfterSeconds: retryAfter))
                     continue
-                case .terminal(let refusal) where refusal.code == ProtocolError.deviceSeqGapCode && gapRemedies < Self.gapRemediesMax:
+                case .terminal(let refusal) where refusal.code == ProtocolError.Code.deviceSeqGap && gapRemedies < Self.gapRemediesMax:
                     // The server expects an earlier deviceSeq than the queue holds, from the outbox's
                     // head too: it may have lost ops (restored from a backup). Each remedy below changes
                     // the store, and the round runs again; a gap that needs more than one (go back, then
@@ -259,7 +259,7 @@ public actor SyncEngine {
                     let reason = "The server refused the request: \(refusal.message) [\(refusal.code)]"
                     try? store.recordSyncAttempt(error: reason)
                     report.outcome = .blocked(reason: reason)
-                case .terminal(let refusal) where refusal.code == ProtocolError.deviceSeqReusedCode && roundRewind == nil:
+                case .terminal(let refusal) where refusal.code == ProtocolError.Code.deviceSeqReused && roundRewind == nil:
                     // The push met numbers the server already answered while this store holds own ops
                     // numbered after the server's last as confirmed: the server lost them (seed 59 of the
                     // damage soak, 2,000 steps: its library salvaged). The store goes back before them,
@@ -464,13 +464,13 @@ public actor SyncEngine {
                 case .terminal(let refusal) where refusal.status == 413 && batch > 1:
                     batch = max(1, batch / 2)   // too big for the server's caps: smaller batches
                     continue
-                case .terminal(let refusal) where refusal.code == ProtocolError.deviceSeqGapCode && sentAhead:
+                case .terminal(let refusal) where refusal.code == ProtocolError.Code.deviceSeqGap && sentAhead:
                     // Sent behind a batch that was answered, it outwaited the server's patience
                     // for that one: send it again, as the next batch.
                     try await acknowledging?.value
                     acknowledging = nil
                     continue
-                case .terminal(let refusal) where refusal.code == ProtocolError.deviceSeqReusedCode && renumberings < Self.renumberingsMax:
+                case .terminal(let refusal) where refusal.code == ProtocolError.Code.deviceSeqReused && renumberings < Self.renumberingsMax:
                     // This store is an older copy of one that went on syncing: the server already
                     // holds ops under the numbers its queue uses. Number them after the server's and
                     // push again; the other copy's ops come back with the pull.
@@ -488,7 +488,7 @@ public actor SyncEngine {
                     acknowledging = nil
                     report.renumbered += try store.renumberOutbox(from: reused, after: serverLast)
                     continue
-                case .terminal(let refusal) where refusal.code == ProtocolError.deviceSeqGapCode && !resetOnce:
+                case .terminal(let refusal) where refusal.code == ProtocolError.Code.deviceSeqGap && !resetOnce:
                     resetOnce = true            // our acknowledgements ran ahead of the server: push from the outbox head
                     try await acknowledging?.value
                     acknowledging = nil
@@ -557,7 +557,7 @@ public actor SyncEngine {
                 roundRewind = try rewindStore(toAgreedSeq: 0)
             }
             try await startFromSnapshot(optional: false)
-        } catch SyncError.terminal(let refusal) where refusal.code == ProtocolError.cursorAheadCode && roundRewind == nil {
+        } catch SyncError.terminal(let refusal) where refusal.code == ProtocolError.Code.cursorAhead && roundRewind == nil {
             // The server's log ends before this store's cursor: it lost ops (its data restored from
             // a backup). Go back to where the two agree, with this device's lost ops queued again,
             // and pull from there (once a round: a server still behind after that is refused as it answers).
@@ -591,7 +591,7 @@ public actor SyncEngine {
     /// once: the round stops, and the next one looks again (the disagreement is noted).
     private func divergedAgain(_ diverged: Diverged) throws -> SyncError {
         try store.noteDisagreement(at: diverged.cursor)
-        return .terminal(ProtocolError(409, "cursor_diverged", """
+        return .terminal(ProtocolError(409, .cursorDiverged, """
             The server holds other ops from seq \(diverged.cursor) on than this store, after it went back or started over \
             once this round; the next round looks again.
             """))
@@ -646,7 +646,7 @@ public actor SyncEngine {
                 if case .terminal(let refusal) = error, refusal.status == 410 { return cursor }
                 // The server's log now ends before this point (restored again meanwhile): the two
                 // agree at most up to its head.
-                if case .terminal(let refusal) = error, refusal.code == ProtocolError.cursorAheadCode, let head = refusal.serverHead {
+                if case .terminal(let refusal) = error, refusal.code == ProtocolError.Code.cursorAhead, let head = refusal.serverHead {
                     return min(cursor, head)
                 }
                 throw error

@@ -22,7 +22,7 @@ extension HTTPTransport {
                 try await Self.downloadDecompressing(request, session: session, to: target)
             }
             return true
-        } catch .terminal(let refusal) where refusal.code == "no_start_image" {
+        } catch .terminal(let refusal) where refusal.code == .noStartImage {
             return false
         }
     }

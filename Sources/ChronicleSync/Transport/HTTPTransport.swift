@@ -59,7 +59,7 @@ public final class HTTPTransport: SyncTransport {
         do {
             return try ProtocolJSON.decode(ProtocolJSON.RegistrationResult.self, from: body, what: "registration answer")
         } catch {
-            throw .terminal(ProtocolError(502, error.code.rawValue, error.message))
+            throw .terminal(ProtocolError(502, ProtocolError.Code(error.code), error.message))
         }
     }
 
@@ -281,7 +281,7 @@ public final class HTTPTransport: SyncTransport {
     /// numbers some refusals send as headers (`Retry-After`, a reused deviceSeq's two, the head).
     static func refusal(_ http: HTTPURLResponse, body: [UInt8]) -> ProtocolError {
         let detail = ProtocolJSON.decodeError(body)
-        var error = ProtocolError(http.statusCode, detail?.code ?? "http_\(http.statusCode)",
+        var error = ProtocolError(http.statusCode, ProtocolError.Code(rawValue: detail?.code ?? "http_\(http.statusCode)"),
                                   detail?.message ?? HTTPURLResponse.localizedString(forStatusCode: http.statusCode),
                                   retryAfterSeconds: retryAfterSeconds(http.value(forHTTPHeaderField: "Retry-After")))
         // A number out of its bound is as good as absent: the engine then treats the refusal as

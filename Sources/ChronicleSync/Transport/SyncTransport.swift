@@ -55,7 +55,7 @@ public protocol SyncTransport: Sendable {
 extension SyncTransport {
     /// Transports that cannot fetch snapshots (simple test doubles) answer as a server without one.
     public func snapshot() async throws(SyncError) -> SnapshotFrame {
-        throw .terminal(ProtocolError(404, "no_snapshot", "This transport does not fetch snapshots."))
+        throw .terminal(ProtocolError(404, .noSnapshot, "This transport does not fetch snapshots."))
     }
 
     /// Transports that cannot fetch start images answer as a server without one.
@@ -65,5 +65,5 @@ extension SyncTransport {
     public func blobStatus(_ blob: BlobRef) async throws(SyncError) -> BlobStatus { throw Self.noBlobs }
     public func putBlob(_ blob: BlobRef, length: Int64, offset: Int64, bytes: [UInt8]) async throws(SyncError) -> BlobStatus { throw Self.noBlobs }
     public func blobRange(_ blob: BlobRef, offset: Int64, count: Int) async throws(SyncError) -> BlobRange { throw Self.noBlobs }
-    private static var noBlobs: SyncError { .terminal(ProtocolError(404, "blobs_not_carried", "This transport does not carry blobs.")) }
+    private static var noBlobs: SyncError { .terminal(ProtocolError(404, .blobsNotCarried, "This transport does not carry blobs.")) }
 }

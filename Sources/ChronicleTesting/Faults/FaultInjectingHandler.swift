@@ -21,7 +21,7 @@ public struct FaultInjectingHandler: HTTPHandler {
 
     public func handle(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void) {
         guard request.path.hasPrefix("/v1/libraries/"), random() < rate else { return inner.handle(request, respond: respond) }
-        var response = HTTPResponse.error(503, code: "unavailable", message: "Injected fault: try again.")
+        var response = HTTPResponse.error(503, code: .unavailable, message: "Injected fault: try again.")
         response.headers.append(("Retry-After", "0"))
         let unavailable = response
         if random() < 0.5 { return respond(unavailable) }

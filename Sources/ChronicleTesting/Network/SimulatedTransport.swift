@@ -363,7 +363,7 @@ public final class SimulatedTransport: SyncTransport, @unchecked Sendable {
         do {
             return try SegmentCodec.decode(SegmentCodec.encode(segment))
         } catch {
-            throw .terminal(ProtocolError(400, error.code.rawValue, error.message))
+            throw .terminal(ProtocolError(400, ProtocolError.Code(error.code), error.message))
         }
     }
 }

@@ -12,7 +12,7 @@ extension Simulator {
         let fresh: [Op]
         do {
             fresh = try library.pull(after: invariants.head, limit: Int(Int32.max)).ops
-        } catch let error as ProtocolError where error.code == "cursor_too_old" {
+        } catch let error as ProtocolError where error.code == .cursorTooOld {
             throw Violation("history is dropped only where every op was seen", "the log now starts past seq \(invariants.head): \(error.message)")
         }
         try invariants.absorb(fresh)

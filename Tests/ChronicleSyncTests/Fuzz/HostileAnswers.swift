@@ -13,7 +13,7 @@ final class HostileAnswers: HTTPHandler, @unchecked Sendable {
     static let statuses = [200, 201, 204, 206, 301, 304, 400, 401, 403, 404, 405, 409, 410, 412, 413, 415, 416, 422, 429,
                            500, 501, 502, 503, 504, 507, 599]
     /// Every code the engine or its transport treats apart from the rest.
-    static let codes = [ProtocolError.deviceSeqReusedCode, "device_seq_gap", ProtocolError.cursorAheadCode, "cursor_too_old", "bad_cursor",
+    static let codes = [ProtocolError.Code.deviceSeqReused.rawValue, "device_seq_gap", ProtocolError.Code.cursorAhead.rawValue, "cursor_too_old", "bad_cursor",
                         "token_expired", "unauthorized", "forbidden_library", "server_busy", "library_damaged", "start_image_changed",
                         "no_start_image", "blob_not_found", "blob_incomplete", "blob_offset_mismatch", "blob_length_mismatch",
                         "blobs_not_carried", "segment_too_large", "wrong_device", "duplicate_op", "update_required", "", "\u{0}"]
