@@ -79,6 +79,42 @@ struct HTTPEdgeTests {
         }
     }
 
+    /// A client that ends its stream while the server waits for a request's head (bytes before
+    /// a request line, a request line cut short, a body's leftover read as the next request's
+    /// start) can never finish one: the connection closes within the watch's sweeps. libmicrohttpd
+    /// alone held some of these until the idle timeout (the request fuzzer's finding: 9 of 100).
+    @Test func aHeadCutShortByAHalfCloseClosesTheConnectionSoon() async throws {
+        let echo = Echo()
+        let heads = ["\u{0}GET /a HTTP/1.1\r\nHost: x\r\n\r\n", "GET /a HT", "\r\n\r\nGET",
+                     "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nabGET /a HTTP/1.1\r\nHo", ""]
+        try await withServer(handler: echo, configure: { $0.connectionTimeoutSeconds = 60 }) { server in
+            for attempt in 0..<40 {
+                let connection = try RawHTTPClient.Connection(port: server.port)
+                try connection.send(heads[attempt % heads.count])
+                connection.halfClose()
+                let started = ContinuousClock.now
+                var closed = false
+                while !closed && started.duration(to: .now) < .seconds(10) {
+                    do { _ = try connection.receive(waitingMilliseconds: 250) } catch { closed = true }
+                }
+                #expect(closed && started.duration(to: .now) < .seconds(3),
+                        "attempt \(attempt): \(closed ? "closed" : "still open") after \(started.duration(to: .now))")
+            }
+        }
+    }
+
+    /// A connection kept alive between requests stays open while its client does.
+    @Test func anIdleKeptAliveConnectionStaysOpen() async throws {
+        try await withServer(handler: Echo()) { server in
+            let connection = try RawHTTPClient.Connection(port: server.port)
+            try connection.send("GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(try connection.receive(waitingMilliseconds: 5_000)?.status == 200)
+            #expect(try connection.receive(waitingMilliseconds: 1_200) == nil, "nothing more, and still open after the sweeps")
+            try connection.send("GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(try connection.receive(waitingMilliseconds: 5_000)?.status == 200)
+        }
+    }
+
     /// Every answer names its request; an error's body carries the same id.
     @Test func everyAnswerCarriesARequestID() async throws {
         try await withServer(handler: Echo()) { server in

@@ -365,18 +365,7 @@ import Testing
     }
 
     @Test func aStoreThatStartedFromASnapshotPastTheHeadStartsOverFromNothing() throws {
-        let source = try Fixture(seed: 7)
-        let server = ServerLog(library: source.store.libraryID)
-        for i in 0..<6 {
-            try source.store.applyConfirmed([server.op("article.save", entity: UUID(), from: UUID(),
-                                                       payload: ["url": .text("https://e.com/\(i)"), "title": .text("T\(i)")])])
-        }
-        let (snapshot, _) = try source.store.read { db in
-            try DeviceStore.stateSnapshot(at: 6, source: db, source.store.materializer, source.store.projection,
-                                          libraryID: source.store.libraryID, progress: nil)
-        }
-        let device = try Fixture(seed: 8, library: source.store.libraryID)
-        try device.store.bootstrap(from: snapshot)
+        let (device, server) = try Fixture.startedFromSnapshot(sourceSeed: 7, deviceSeed: 8)
         try device.save("https://e.com/mine", title: "Mine")
         try device.store.applyConfirmed([server.confirm(try #require(try device.store.pendingOps().first))])   // seq 7
         try device.save("https://e.com/queued", title: "Queued")

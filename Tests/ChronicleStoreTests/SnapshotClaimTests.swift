@@ -8,18 +8,7 @@ import Testing
 @Suite struct SnapshotClaimTests {
     /// A store that started from a snapshot at 6, and an own op in its queue.
     private func started() throws -> (device: Fixture, server: ServerLog, mine: Op) {
-        let source = try Fixture(seed: 21)
-        let server = ServerLog(library: source.store.libraryID)
-        for i in 0..<6 {
-            try source.store.applyConfirmed([server.op("article.save", entity: UUID(), from: UUID(),
-                                                       payload: ["url": .text("https://e.com/\(i)"), "title": .text("T\(i)")])])
-        }
-        let (snapshot, _) = try source.store.read { db in
-            try DeviceStore.stateSnapshot(at: 6, source: db, source.store.materializer, source.store.projection,
-                                          libraryID: source.store.libraryID, progress: nil)
-        }
-        let device = try Fixture(seed: 22, library: source.store.libraryID)
-        try device.store.bootstrap(from: snapshot)
+        let (device, server) = try Fixture.startedFromSnapshot(sourceSeed: 21, deviceSeed: 22)
         try device.save("https://e.com/mine", title: "Mine")
         return (device, server, try #require(try device.store.pendingOps().first))
     }

@@ -78,3 +78,23 @@ final class ServerLog {
         return op
     }
 }
+
+extension Fixture {
+    /// A device whose store started from a snapshot at seq 6 of a library of six saved articles,
+    /// with the server log that ordered them (its next op is seq 7).
+    static func startedFromSnapshot(sourceSeed: UInt64, deviceSeed: UInt64) throws -> (device: Fixture, server: ServerLog) {
+        let source = try Fixture(seed: sourceSeed)
+        let server = ServerLog(library: source.store.libraryID)
+        for i in 0..<6 {
+            try source.store.applyConfirmed([server.op("article.save", entity: UUID(), from: UUID(),
+                                                       payload: ["url": .text("https://e.com/\(i)"), "title": .text("T\(i)")])])
+        }
+        let (snapshot, _) = try source.store.read { db in
+            try DeviceStore.stateSnapshot(at: 6, source: db, source.store.materializer, source.store.projection,
+                                          libraryID: source.store.libraryID, progress: nil)
+        }
+        let device = try Fixture(seed: deviceSeed, library: source.store.libraryID)
+        try device.store.bootstrap(from: snapshot)
+        return (device, server)
+    }
+}

@@ -77,7 +77,10 @@ public final class HTTPServer: Sendable {
         PlainPort.deferAccept(listenSocket: chronicle_mhd_listen_fd(started))
         let sweeper = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "chronicle.http.body-waits"))
         sweeper.schedule(deadline: .now() + .milliseconds(250), repeating: .milliseconds(250))
-        sweeper.setEventHandler { [bodyWaits = core.bodyWaits] in bodyWaits.sweep() }
+        sweeper.setEventHandler { [bodyWaits = core.bodyWaits, headWaits = core.headWaits] in
+            bodyWaits.sweep()
+            headWaits.sweep()
+        }
         sweeper.resume()
         self.sweeper = sweeper
         self.core = core

@@ -22,6 +22,7 @@ func chronicleAccessHandler(
     let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
 
     guard let existing = requestState.pointee, existing != nulInURIMarker else {
+        core.headWaits.leave(chronicle_mhd_connection_fd(connection))   // its head is in
         let handle = MHDConnection(pointer: connection)
         let context = RequestContext(core: core, connection: handle,
                                      method: method.map { String(cString: $0) } ?? "",
@@ -51,6 +52,8 @@ func chronicleRequestCompleted(
     requestState.pointee = nil
     if existing == nulInURIMarker { return }   // the request ended before its head was complete
     let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
+    // The connection waits for its next request's head (or closes: its notice ends the watch).
+    if let connection { core.headWaits.awaiting(chronicle_mhd_connection_fd(connection)) }
     let context = Unmanaged<RequestContext>.fromOpaque(existing).takeRetainedValue()
     core.complete(context, normally: reason == .REQUEST_TERMINATED_COMPLETED_OK)
 }
@@ -81,13 +84,21 @@ func chronicleURILog(_ cls: UnsafeMutableRawPointer?, _ uri: UnsafePointer<CChar
 
 /// MHD's connection notice: a new connection whose first bytes are a TLS handshake is shut
 /// at once (this port speaks plain HTTP), instead of waiting for a request line until the idle
-/// timeout.
+/// timeout; any other is watched while it waits for a request's head (`HeadWaits`) until it closes.
 func chronicleConnectionNotice(_ cls: UnsafeMutableRawPointer?, _ connection: OpaquePointer?,
                                _ socketContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
                                _ notice: MHD_ConnectionNotificationCode) {
-    guard notice == .CONNECTION_NOTIFY_STARTED, let connection else { return }
+    guard let cls, let connection else { return }
+    let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
     let socket = chronicle_mhd_connection_fd(connection)
-    if PlainPort.looksLikeTLS(socket) { PlainPort.shutDown(socket) }
+    switch notice {
+    case .CONNECTION_NOTIFY_STARTED:
+        if PlainPort.looksLikeTLS(socket) { PlainPort.shutDown(socket) } else { core.headWaits.awaiting(socket) }
+    case .CONNECTION_NOTIFY_CLOSED:
+        core.headWaits.leave(socket)
+    default:
+        break
+    }
 }
 
 /// What the raw request URI may not hold.
