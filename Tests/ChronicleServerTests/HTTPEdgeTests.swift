@@ -47,6 +47,22 @@ struct HTTPEdgeTests {
         }
     }
 
+    /// The limit issue 56 is blocked on, measured: libmicrohttpd 0.9.75 (Debian 12's) hands a
+    /// header value cut at a raw NUL byte, and the length it reports with it
+    /// (`MHD_get_connection_values_n`) is the cut one, so the server cannot tell
+    /// `X-Custom: abc\0def` from `X-Custom: abc` and cannot refuse it. A token is compared whole,
+    /// so what follows the NUL widens nothing (SECURITY.md, "Known limits"). libmicrohttpd 1.0
+    /// refuses such heads itself: when this fails, the library reads heads whole, and the server
+    /// answers them 400 `nul_byte` as it does a NUL in the path.
+    @Test func aNULInAHeaderValueReachesTheServerCutShort() async throws {
+        let echo = Echo()
+        try await withServer(handler: echo) { server in
+            let reply = try RawHTTPClient.exchange(port: server.port, "GET /a HTTP/1.1\r\nHost: x\r\nX-Custom: abc\u{0}def\r\nConnection: close\r\n\r\n")
+            #expect(reply.status == 200 && reply.header("X-Custom") == "abc",
+                    "libmicrohttpd now reads the value whole (\(reply.status), \(reply.header("X-Custom") ?? "nil")): refuse it with nul_byte")
+        }
+    }
+
     /// A TLS ClientHello on the plain port is closed at once, not held until the idle timeout.
     @Test func aTLSHandshakeOnThePlainPortIsClosedAtOnce() async throws {
         try await withServer(handler: Echo(), configure: { $0.connectionTimeoutSeconds = 60 }) { server in

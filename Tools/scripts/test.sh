@@ -13,6 +13,9 @@ command -v python3 >/dev/null || bash Tools/scripts/install-deps.sh python3; pyt
 python3 Tools/scripts/check-layers.py
 bash Tools/scripts/install-deps.sh postgresql openssl
 swift build --build-tests
+# The API documentation of the public modules, with the toolchain's DocC; a broken symbol link
+# fails the run (Tools/scripts/docs.sh; the archives land in .build/docs).
+bash Tools/scripts/docs.sh
 # The API against its document: Schemathesis (from PyPI, pinned) against a real `chronicle serve`
 # with a signed-in device's token, bounded to 3 minutes, failing the script on any failure. Before
 # the suite, so that `swift test`'s summary stays the last thing this script prints.

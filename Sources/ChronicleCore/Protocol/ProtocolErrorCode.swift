@@ -1,7 +1,7 @@
-/// The stable codes of the protocol's refusals: what a server answers in an error body
-/// (`{"error":{"code":…}}`) and a device matches on. A code never changes meaning once shipped;
-/// `Schemas/api/openapi.yaml` lists them all (the `Error` schema's `code`; a test holds the two together).
 extension ProtocolError {
+    /// The stable code of a refusal: what a server answers in an error body
+    /// (`{"error":{"code":…}}`) and a device matches on. A code never changes meaning once shipped;
+    /// `Schemas/api/openapi.yaml` lists them all (the `Error` schema's `code`; a test holds the two together).
     public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
         public let rawValue: String
         public init(rawValue: String) { self.rawValue = rawValue }

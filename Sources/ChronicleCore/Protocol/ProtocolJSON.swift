@@ -31,6 +31,7 @@ public enum ProtocolJSON {
         }
     }
 
+    /// The answer to a device's sign-in: its token, library, device id and schema.
     public struct RegistrationResult: Codable, Sendable, Equatable {
         public var token: String
         public var libraryID: String

@@ -33,6 +33,7 @@ public struct PushResult: Sendable, Equatable {
     }
 }
 
+/// The server's answer to a push: a result per op, and the library's head.
 public struct PushResponse: Sendable, Equatable {
     /// One result per pushed op, in the order they were sent.
     public var results: [PushResult]

@@ -49,6 +49,7 @@ public struct SearchIndexSpec: Sendable {
     public static let documentLengthMin = 100_000
 }
 
+/// One entity of a schema: its fields, search indexes and op types.
 public struct EntitySpec: Sendable {
     public let name: String
     public let fields: [FieldSpec]

@@ -13,6 +13,7 @@ import Foundation
 /// SearchQuery("\"offline first\" (").match  // "offline first"
 /// ```
 public struct SearchQuery: Sendable, Equatable {
+    /// One word of a query, or a prefix (`sync*`).
     public struct Term: Sendable, Equatable {
         public var text: String
         public var isPrefix: Bool

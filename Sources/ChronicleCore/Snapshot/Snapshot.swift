@@ -5,6 +5,7 @@ import Foundation
 /// replaying the ops after `seq` gives exactly what a replay from the first op
 /// gives (same state digest). Format: `Schemas/snapshot/snapshot-v1.md`.
 public struct Snapshot: Sendable, Equatable {
+    /// One projection table's rows, in primary-key order.
     public struct Table: Sendable, Equatable {
         public var name: String
         public var columns: [String]
@@ -103,6 +104,7 @@ public enum SnapshotCodec {
     public static let mediaType = "application/vnd.chronicle.snapshot"
     static let magic: [UInt8] = Array("CHSN".utf8)
 
+    /// The most a snapshot may hold before it is refused as malformed: bytes, tables, columns, rows.
     public struct Limits: Sendable {
         public var maxDecodedBytes = 1 << 30
         public var maxTables = 1_000
@@ -241,6 +243,7 @@ public enum SnapshotCodec {
 /// so a large one never sits in memory whole). Core reads no files: a frame kept elsewhere
 /// comes through a ``SnapshotFrameSource`` (the store's `SnapshotFile`).
 public struct SnapshotFrame: Sendable {
+    /// Where the frame's bytes are: in memory, or read from a source a piece at a time.
     public enum Storage: Sendable {
         case bytes([UInt8])
         /// Read a piece at a time from where it is kept.

@@ -4,6 +4,7 @@
 /// Codes never change meaning once shipped; scripts match on them
 /// (`chronicle … --json` prints `{"error":{"code":…,"message":…}}`).
 public struct ChronicleError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// A stable, machine-readable code: scripts and apps match on it.
     public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
         public let rawValue: String
         public init(rawValue: String) { self.rawValue = rawValue }

@@ -50,7 +50,7 @@ public struct HTTPResponse: Sendable {
 
     /// The API's one error shape, `{"error":{"code":…,"message":…}}`, with
     /// both strings JSON-escaped. The server adds `"requestId"` as it sends it
-    /// (``identified(by:)``).
+    /// (`identified(by:)`).
     public static func error(_ status: Int, code: ProtocolError.Code, message: String) -> HTTPResponse {
         error(status, code: code.rawValue, message: message)
     }
@@ -92,7 +92,7 @@ public struct HTTPResponse: Sendable {
         return Array((text + "}}").utf8)
     }
 
-    /// The error shape for a ``ChronicleError``: its code and message.
+    /// The error shape for a `ChronicleError`: its code and message.
     public static func error(_ status: Int, _ error: ChronicleError) -> HTTPResponse {
         .error(status, code: error.code.rawValue, message: error.message)
     }

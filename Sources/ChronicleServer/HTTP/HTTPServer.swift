@@ -42,7 +42,7 @@ public final class HTTPServer: Sendable {
 
     /// Starts listening on `configuration.host:configuration.port`.
     ///
-    /// - Throws: ``ChronicleError`` with `invalid_host` when the host is not an
+    /// - Throws: `ChronicleError` with `invalid_host` when the host is not an
     ///   IPv4 literal, `address_in_use` when the port is taken,
     ///   `invalid_server_configuration` for out-of-range limits, and
     ///   `server_start_failed` (with libmicrohttpd's reason) otherwise.

@@ -24,6 +24,7 @@ import ChronicleServerStore
 /// print(report.libraries, report.bytes)
 /// ```
 public enum ServerBackup {
+    /// What a backup copied: libraries, their files, and the accounts.
     public struct Report: Sendable {
         /// Library files copied (besides `server.sqlite`).
         public var libraries = 0

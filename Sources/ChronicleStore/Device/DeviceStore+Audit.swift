@@ -3,6 +3,7 @@ import Foundation
 
 /// What one op did to one field.
 public struct FieldEffect: Sendable, Equatable {
+    /// How the op's write to the field ended up.
     public enum Outcome: String, Sendable {
         /// The op set the field and it still holds that value.
         case applied

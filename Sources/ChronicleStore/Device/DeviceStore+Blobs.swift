@@ -3,6 +3,7 @@ import Foundation
 
 /// One blob this store knows of (`DeviceStore.blobs()`).
 public struct BlobInfo: Sendable, Equatable {
+    /// Where the blob's bytes are: queued here, uploaded, or fetched (whole or in part).
     public enum State: String, Sendable {
         /// Added here; the server does not hold all of it yet.
         case queued

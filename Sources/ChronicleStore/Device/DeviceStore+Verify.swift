@@ -15,6 +15,7 @@ public struct VerifyCheck: Sendable {
     }
 }
 
+/// What `verify` checked, each check with its outcome, and the state digest.
 public struct VerifyReport: Sendable {
     public var checks: [VerifyCheck]
     public var digest: String

@@ -6,7 +6,7 @@ import Foundation
 ///
 /// - `chronicle_meta`: the store's key-value facts (cursor, history base, incarnation, …);
 /// - the confirmed log: hot blocks and sealed segments (`chronicle_log_blocks`,
-///   `chronicle_segments`), read in order by ``forEachConfirmedOp(in:libraryID:after:upTo:entity:_:)``;
+///   `chronicle_segments`), read in order by `forEachConfirmedOp`;
 /// - `chronicle_snapshots`: the projection's state at a seq, LZ4-framed.
 ///
 /// Every function runs inside the caller's transaction (`in db:`).

@@ -22,6 +22,7 @@ public final class Database {
     /// Where `chronicle_bm25_term` leaves the counts its phrase's IDF needs (`SearchRank`).
     let searchWindowCounts: SearchRank.WindowCounts?
 
+    /// How a connection is opened: read-only or not, created or not, and its limits.
     public struct Options: Sendable {
         public var readOnly = false
         public var create = true

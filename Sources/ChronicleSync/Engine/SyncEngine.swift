@@ -4,6 +4,7 @@ import Foundation
 
 /// What one sync round did.
 public struct SyncReport: Sendable, Equatable {
+    /// How the round ended: synced, offline, or blocked.
     public enum Outcome: Sendable, Equatable {
         /// Everything queued was answered and the log is caught up with the server.
         case synced
@@ -67,6 +68,7 @@ public struct SyncReport: Sendable, Equatable {
 /// engine.trigger(.foreground)          // the app came back: sync now
 /// ```
 public actor SyncEngine {
+    /// The engine's limits and timings: batch sizes, long-poll wait, backoff, snapshots, compaction.
     public struct Configuration: Sendable {
         /// Ops per push request.
         public var pushBatchOpsMax = 500
@@ -144,7 +146,11 @@ public actor SyncEngine {
     /// A rewind this round moved the cursor back (one that found the two agreeing up to it did not).
     private var roundRewindMoved = false
 
-    /// - Parameter random: uniform in [0, 1), for backoff jitter (inject a seeded one in tests).
+    /// - Parameters:
+    ///   - store: the device store it syncs.
+    ///   - transport: how it reaches the server (``HTTPTransport``).
+    ///   - configuration: batch sizes, long-poll wait, backoff, snapshots, compaction.
+    ///   - random: uniform in [0, 1), for backoff jitter (inject a seeded one in tests).
     public init(store: DeviceStore, transport: any SyncTransport, configuration: Configuration = Configuration(),
                 random: @escaping @Sendable () -> Double = SystemRandom.unit) {
         self.store = store
