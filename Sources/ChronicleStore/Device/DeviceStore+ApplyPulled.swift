@@ -1,6 +1,9 @@
 import ChronicleCore
 import Foundation
 
+// Applying the server's confirmed ops (pulled pages, bulk catch-up) to the log and the projection,
+// this device's pending ops rebased on top.
+
 /// What folding one confirmed batch did.
 public struct ApplyResult: Sendable, Equatable {
     /// Ops appended to the confirmed log.
