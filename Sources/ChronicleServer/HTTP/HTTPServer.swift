@@ -36,7 +36,7 @@ public final class HTTPServer: Sendable {
     private let configuration: Configuration
     /// The running daemon; nil once stopped.
     private let daemon: Locked<OpaquePointer?>
-    /// Sweeps `core.bodyWaits` four times a second while the daemon runs.
+    /// Sweeps `core.bodyWaits` and `core.headWaits` four times a second while the daemon runs.
     // Dispatch sources are safe to use from any thread; Dispatch does not mark them Sendable.
     nonisolated(unsafe) private let sweeper: DispatchSourceTimer
 

@@ -22,7 +22,7 @@ func chronicleAccessHandler(
     let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
 
     guard let existing = requestState.pointee, existing != nulInURIMarker else {
-        core.headWaits.leave(chronicle_mhd_connection_fd(connection))   // its head is in
+        core.headWaits.forget(chronicle_mhd_connection_fd(connection))   // its head is in
         let handle = MHDConnection(pointer: connection)
         let context = RequestContext(core: core, connection: handle,
                                      method: method.map { String(cString: $0) } ?? "",
@@ -53,7 +53,7 @@ func chronicleRequestCompleted(
     if existing == nulInURIMarker { return }   // the request ended before its head was complete
     let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
     // The connection waits for its next request's head (or closes: its notice ends the watch).
-    if let connection { core.headWaits.awaiting(chronicle_mhd_connection_fd(connection)) }
+    if let connection { core.headWaits.watch(socket: chronicle_mhd_connection_fd(connection)) }
     let context = Unmanaged<RequestContext>.fromOpaque(existing).takeRetainedValue()
     core.complete(context, normally: reason == .REQUEST_TERMINATED_COMPLETED_OK)
 }
@@ -84,7 +84,7 @@ func chronicleURILog(_ cls: UnsafeMutableRawPointer?, _ uri: UnsafePointer<CChar
 
 /// MHD's connection notice: a new connection whose first bytes are a TLS handshake is shut
 /// at once (this port speaks plain HTTP), instead of waiting for a request line until the idle
-/// timeout; any other is watched while it waits for a request's head (`HeadWaits`) until it closes.
+/// timeout; any other is watched while it waits for a request's head (`ServerCore.headWaits`) until it closes.
 func chronicleConnectionNotice(_ cls: UnsafeMutableRawPointer?, _ connection: OpaquePointer?,
                                _ socketContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
                                _ notice: MHD_ConnectionNotificationCode) {
@@ -93,9 +93,9 @@ func chronicleConnectionNotice(_ cls: UnsafeMutableRawPointer?, _ connection: Op
     let socket = chronicle_mhd_connection_fd(connection)
     switch notice {
     case .CONNECTION_NOTIFY_STARTED:
-        if PlainPort.looksLikeTLS(socket) { PlainPort.shutDown(socket) } else { core.headWaits.awaiting(socket) }
+        if PlainPort.looksLikeTLS(socket) { PlainPort.shutDown(socket) } else { core.headWaits.watch(socket: socket) }
     case .CONNECTION_NOTIFY_CLOSED:
-        core.headWaits.leave(socket)
+        core.headWaits.forget(socket)
     default:
         break
     }

@@ -37,10 +37,15 @@ final class ServerCore: Sendable {
         return requestIDPrefix + "-" + String(number, radix: 16)
     }
 
-    /// Requests whose body is still awaited, watched for a client that half-closed (`BodyWaits`).
-    let bodyWaits = BodyWaits()
-    /// Connections waiting for their next request's head, watched the same way (`HeadWaits`).
-    let headWaits = HeadWaits()
+    /// Requests whose body is still awaited, watched for a client that half-closed (`EndOfStreamWatch`).
+    let bodyWaits = EndOfStreamWatch<ObjectIdentifier>(sweepsMin: 1)
+    /// Connections (by socket) waiting for their next request's head, watched the same way.
+    let headWaits = EndOfStreamWatch<Int32>(sweepsMin: 2)
+
+    /// Watches `context`'s socket while its body is awaited.
+    private func awaitBody(_ context: RequestContext) {
+        bodyWaits.watch(ObjectIdentifier(context), socket: chronicle_mhd_connection_fd(context.connection.pointer))
+    }
 
     /// RequestContexts alive (between their first access-handler call and
     /// the release of the last reference): lets tests prove retains balance.
@@ -91,11 +96,11 @@ final class ServerCore: Sendable {
                 context.state.withLock { $0.phase = .queued }
                 return queue(bodyTooLarge(), for: context)
             }
-            bodyWaits.begin(context)   // read and dropped: awaited all the same
+            awaitBody(context)   // read and dropped: awaited all the same
             context.state.withLock { $0.bodyTooLarge = true }
             return .YES
         }
-        if declared > 0 { bodyWaits.begin(context) }
+        if declared > 0 { awaitBody(context) }
         // Trust the declared length only so far: a client that claims 16 MiB
         // and sends nothing should not make us allocate it. The room is taken
         // from the body budget; where it does not fit, the chunks decide.
@@ -153,7 +158,7 @@ final class ServerCore: Sendable {
     /// (hand it to the handler), or a parked request was resumed (queue its
     /// stored response).
     func advance(_ context: RequestContext) -> MHD_Result {
-        bodyWaits.end(context)   // the body is in (or this is a resume): no byte is awaited now
+        bodyWaits.forget(ObjectIdentifier(context))   // the body is in (or this is a resume): no byte is awaited now
         enum Step { case dispatch([UInt8]), queue(HTTPResponse), wait }
         let tooLarge = bodyTooLarge()
         let step = context.state.withLock { state -> Step in
@@ -245,7 +250,7 @@ final class ServerCore: Sendable {
 
     /// MHD's completion notice (the response went out, or the request was abandoned).
     func complete(_ context: RequestContext, normally: Bool) {
-        bodyWaits.end(context)
+        bodyWaits.forget(ObjectIdentifier(context))
         let entry = context.finish(normally: normally)
         releaseBody(context.state.withLock { $0.takeHeldBodyBytes() })
         unregister(context)
@@ -358,32 +363,32 @@ private let releaseSharedBytes: @convention(c) (UnsafeMutableRawPointer?) -> Voi
     Unmanaged<SharedBytes>.fromOpaque(reference).release()
 }
 
-/// Requests whose announced body has not all arrived. libmicrohttpd sometimes misses the end of
-/// the stream while it waits for body bytes (a client that half-closes after a Content-Length
-/// it never fills: about one in four such connections stayed open until the idle timeout, found
-/// by the request fuzzer). A sweep a few times a second peeks at each such socket and shuts down
-/// those at their end of stream; libmicrohttpd then closes the connection as its own. A request
-/// leaves the registry (under its lock) before MHD closes its socket: in `advance`, or in the
-/// completion notice, which MHD gives before it closes the descriptor.
-/// Connections between requests (accepted, or done with a request) whose next request's head has
-/// not come in full. Where the client ends its side of such a connection, libmicrohttpd does not
-/// always see it (bytes before a request line, a body's leftover it reads as the next request's
-/// start: the request fuzzer's finding) and holds the connection until its idle timeout. The
-/// sweep closes one whose peer has ended its stream at two sweeps in a row: a request that came
-/// whole before the end reaches the access handler (and leaves this watch) long before.
-final class HeadWaits: Sendable {
-    /// Socket → how many sweeps in a row found its peer ended.
-    private let waiting = Locked<[Int32: Int]>([:])
-    /// Sweeps in a row that must find the peer ended.
-    static let sweepsMin = 2
+/// Sockets the server waits on for bytes of a request (its head, or its announced body) whose
+/// client may have ended its stream. libmicrohttpd sometimes misses that end and holds the
+/// connection until its idle timeout (found by the request fuzzer: a client that half-closes after
+/// a Content-Length it never fills, about one in four such connections; bytes before a request
+/// line, or a body's leftover it reads as the next request's start). A sweep a few times a second
+/// peeks at each watched socket and shuts down those found at their end of stream `sweepsMin`
+/// sweeps in a row; libmicrohttpd then closes the connection as its own. A socket leaves the watch
+/// (under its lock) before MHD closes it: when the bytes waited for arrive, at a request's
+/// completion notice, or at the connection's closing notice, all given before MHD closes the
+/// descriptor.
+final class EndOfStreamWatch<Key: Hashable & Sendable>: Sendable {
+    private let waiting = Locked<[Key: (socket: Int32, strikes: Int)]>([:])
+    /// Sweeps in a row that must find the peer ended: 1 while a body is awaited (its head came
+    /// whole, so no request of this connection is on its way); 2 between requests, where a head
+    /// that came whole just before the end reaches the access handler (and leaves) in between.
+    let sweepsMin: Int
 
-    func awaiting(_ socket: Int32) {
+    init(sweepsMin: Int) { self.sweepsMin = sweepsMin }
+
+    func watch(_ key: Key, socket: Int32) {
         guard socket >= 0 else { return }
-        waiting.withLock { $0[socket] = 0 }
+        waiting.withLock { $0[key] = (socket, 0) }
     }
 
-    func leave(_ socket: Int32) {
-        _ = waiting.withLock { $0.removeValue(forKey: socket) }
+    func forget(_ key: Key) {
+        _ = waiting.withLock { $0.removeValue(forKey: key) }
     }
 
     /// Shuts down every watched socket whose peer ended its stream at `sweepsMin` sweeps in a
@@ -392,16 +397,16 @@ final class HeadWaits: Sendable {
     func sweep() -> Int {
         waiting.withLock { waiting in
             var shut = 0
-            for (socket, strikes) in waiting {
-                guard PlainPort.peerEnded(socket) else {
-                    if strikes > 0 { waiting[socket] = 0 }
+            for (key, entry) in waiting {
+                guard PlainPort.peerEnded(entry.socket) else {
+                    if entry.strikes > 0 { waiting[key] = (entry.socket, 0) }
                     continue
                 }
-                if strikes + 1 < Self.sweepsMin {
-                    waiting[socket] = strikes + 1
+                if entry.strikes + 1 < sweepsMin {
+                    waiting[key] = (entry.socket, entry.strikes + 1)
                 } else {
-                    PlainPort.shutDown(socket)
-                    waiting.removeValue(forKey: socket)
+                    PlainPort.shutDown(entry.socket)
+                    waiting.removeValue(forKey: key)
                     shut += 1
                 }
             }
@@ -410,29 +415,7 @@ final class HeadWaits: Sendable {
     }
 }
 
-final class BodyWaits: Sendable {
-    private let waiting = Locked<[ObjectIdentifier: Int32]>([:])
-
-    func begin(_ context: RequestContext) {
-        let socket = chronicle_mhd_connection_fd(context.connection.pointer)
-        guard socket >= 0 else { return }
-        waiting.withLock { $0[ObjectIdentifier(context)] = socket }
-    }
-
-    func end(_ context: RequestContext) {
-        _ = waiting.withLock { $0.removeValue(forKey: ObjectIdentifier(context)) }
-    }
-
-    /// Shuts down every awaited body's socket whose peer has ended its stream; returns how many.
-    @discardableResult
-    func sweep() -> Int {
-        waiting.withLock { waiting in
-            let ended = waiting.filter { PlainPort.peerEnded($0.value) }
-            for (key, socket) in ended {
-                PlainPort.shutDown(socket)
-                waiting.removeValue(forKey: key)
-            }
-            return ended.count
-        }
-    }
+extension EndOfStreamWatch where Key == Int32 {
+    /// Watches a connection, keyed by its socket.
+    func watch(socket: Int32) { watch(socket, socket: socket) }
 }

@@ -107,6 +107,17 @@ extension ServerLibrary {
         results.reserveCapacity(ops.count)
         var targets = TargetChecks()
 
+        /// An op whose id another device's op holds (ordered or refused): refused, and the device's
+        /// sequence moves past it.
+        func refuseClashingID(_ op: Op, _ key: String) throws {
+            if op.deviceSeq > last + 1 {
+                throw gap(deviceKey, expected: last + 1, actual: op.deviceSeq)
+            }
+            results.append(PushResult(opID: op.opID, deviceSeq: op.deviceSeq,
+                                      outcome: .rejected(code: ProtocolError.Code.opIdConflict.rawValue, message: "Op id \(key) already belongs to another device's op.")))
+            last = max(last, op.deviceSeq)
+        }
+
         for (op, key) in zip(ops, keys) {
             if let logged = known[key] {
                 if logged.1 == deviceKey {
@@ -115,12 +126,7 @@ extension ServerLibrary {
                 } else {
                     // Answered (refused) like any new op: the device's sequence moves past it, so the
                     // ops behind it can follow.
-                    if op.deviceSeq > last + 1 {
-                        throw gap(deviceKey, expected: last + 1, actual: op.deviceSeq)
-                    }
-                    results.append(PushResult(opID: op.opID, deviceSeq: op.deviceSeq,
-                                              outcome: .rejected(code: ProtocolError.Code.opIdConflict.rawValue, message: "Op id \(key) already belongs to another device's op.")))
-                    last = max(last, op.deviceSeq)
+                    try refuseClashingID(op, key)
                 }
                 continue
             }
@@ -136,12 +142,7 @@ extension ServerLibrary {
                     if op.deviceSeq == last + 1 { last = op.deviceSeq }
                 } else {
                     // Another device's refused op had this id: refuse this one too, and move past it.
-                    if op.deviceSeq > last + 1 {
-                        throw gap(deviceKey, expected: last + 1, actual: op.deviceSeq)
-                    }
-                    results.append(PushResult(opID: op.opID, deviceSeq: op.deviceSeq,
-                                              outcome: .rejected(code: ProtocolError.Code.opIdConflict.rawValue, message: "Op id \(key) already belongs to another device's op.")))
-                    last = max(last, op.deviceSeq)
+                    try refuseClashingID(op, key)
                 }
                 continue
             }
