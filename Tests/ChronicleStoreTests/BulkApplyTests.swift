@@ -29,7 +29,7 @@ import Testing
         #expect(result.applied == batches.map(\.count).reduce(0, +))
         #expect(progressCalls == batches.count)
         #expect(try a.store.digest() == b.store.digest())
-        #expect(try !b.store.searchIndexesStale())
+        #expect(try !b.store.needsSearchIndexRebuild())
         #expect(try b.store.verify().passed)
         for query in ["tunnels", "planes", "renamed 4*", "t1"] {
             #expect(try a.store.search(query, limit: 50).map(\.id) == b.store.search(query, limit: 50).map(\.id), "\(query)")
@@ -117,7 +117,10 @@ import Testing
         for batch in batches[..<2] { try b.store.applyBulkBatch(batch, seal: true) }
         #expect(try b.store.segments().count == 2)
         let reopened = try DeviceStore.open(at: b.path)
-        #expect(try !reopened.searchIndexesStale())
+        #expect(try reopened.needsSearchIndexRebuild(), "opening changes nothing")
+        #expect(try reopened.upkeepDue().searchIndexesStale)
+        #expect(try reopened.performUpkeep().searchIndexesStale)
+        #expect(try !reopened.needsSearchIndexRebuild())
         let unfinished = try reopened.verify()
         #expect(unfinished.passed, "\(unfinished)")
         #expect(try reopened.cursor() == batches[1].last!.serverSeq!)
@@ -207,11 +210,11 @@ import Testing
         let error = #expect(throws: ChronicleError.self) { try f.store.applyConfirmedInBulk(batches) }
         #expect(error?.code == .logGap)
         #expect(try f.store.cursor() == Int64(batches[0].count + batches[1].count))
-        #expect(try !f.store.searchIndexesStale())
+        #expect(try !f.store.needsSearchIndexRebuild())
         #expect(try f.store.verify().passed)
     }
 
-    @Test func storeKilledMidBulkRebuildsItsIndexesOnOpen() throws {
+    @Test func storeKilledMidBulkRebuildsItsIndexesAtItsUpkeep() throws {
         let f = try Fixture()
         let batches = library(ServerLog(library: f.store.libraryID), articles: 20)
         try f.store.applyConfirmed(batches[0])
@@ -222,7 +225,13 @@ import Testing
         let unfinished = try f.store.verify()
         #expect(unfinished.passed, "a store mid-bulk is consistent, its indexes reported as stale: \(unfinished)")
         let reopened = try DeviceStore.open(at: f.path)
-        #expect(try !reopened.searchIndexesStale())
+        #expect(try reopened.search("tunnels").isEmpty, "opening changes nothing")
+        #expect(try reopened.upkeepDue().steps == ["build the search indexes an interrupted catch-up left stale",
+                                                   "fill the phrase indexes in the background"])
+        try reopened.performUpkeep()
+        #expect(try !reopened.needsSearchIndexRebuild())
+        #expect(reopened.waitForPhraseIndexing(timeoutSeconds: 60))
+        #expect(try reopened.upkeepDue().isEmpty)
         #expect(try !reopened.search("tunnels").isEmpty)
         #expect(try readIndexes(reopened).count == reopened.projection.readIndexes.count)
         #expect(try reopened.verify().passed)

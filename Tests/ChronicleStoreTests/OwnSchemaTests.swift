@@ -45,6 +45,12 @@ import Testing
         let second = try Schema.load(history: [Self.recipes(1), Self.recipes(2)])
         #expect(try DeviceStore.migrationPlan(at: path, schema: second).rebuildsProjection)
         let migrated = try DeviceStore.open(at: path, schema: second)
+        // Until its upkeep rebuilds it, the store is neither read nor written in a shape it does not have.
+        #expect(throws: ChronicleError.self) { _ = try migrated.row(recipe) }
+        #expect(throws: ChronicleError.self) { try migrated.write("recipe.add", entity: recipe, payload: ["ingredient": .text("salt")]) }
+        #expect(try migrated.upkeepDue().schemaChange == StoreUpkeep.SchemaChange(from: 1, to: 2))
+        try migrated.performUpkeep()
+        #expect(try migrated.upkeepDue().schemaChange == nil)
         #expect(try migrated.row(recipe)?["chef"]?.textValue == "Ada")
         try migrated.write("recipe.add", entity: recipe, payload: ["ingredient": .text("leek")])
         #expect(try migrated.search("ada").map(\.id) == [recipe.lowercased])

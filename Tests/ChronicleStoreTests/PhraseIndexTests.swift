@@ -250,7 +250,7 @@ import Testing
         #expect(try f.store.search("\"tunnel plane\"", limit: 10) == f.store.search("\"tunnel plane\"", limit: 10, phraseIndexes: false))
     }
 
-    @Test("A store without phrase indexes (format v5) gets them when it opens, filled")
+    @Test("A store without phrase indexes (format v5) gets them at its upkeep, filled")
     func openingMakesMissingPhraseIndexes() throws {
         let f = try ParallelSearchTests().premiumLibrary(articles: 120)
         let path = f.store.path
@@ -268,6 +268,9 @@ import Testing
         _ = try f.store.write("episode.save", payload: ["title": .text("tunnel plane"), "audio_ref": .text("x.mp3"), "transcript": .text("tunnel plane ride")])
         #expect(try f.store.search("\"tunnel plane\"", limit: 50).count == expected.count + 1)
         let reopened = try DeviceStore.open(at: path)
+        #expect(try reopened.read { db in try reopened.phraseIndexesMissing(in: db) }, "opening changes nothing")
+        #expect(try reopened.upkeepDue().phraseIndexesToFill)
+        try reopened.performUpkeep()
         #expect(reopened.waitForPhraseIndexing(timeoutSeconds: 60))
         #expect(try reopened.phraseIndexesComplete())
         #expect(try reopened.read { db in try reopened.phraseIndexesMissing(in: db) } == false)

@@ -153,6 +153,9 @@ import Testing
         let store = try DeviceStore.open(at: path)
         #expect(try store.status().formatVersion == StoreFormat.currentVersion)
         #expect(FileManager.default.fileExists(atPath: path + ".backup-v1"))
+        // The phrase indexes of format v6 and v7 are made and filled at its upkeep.
+        #expect(try store.performUpkeep().phraseIndexesToFill)
+        #expect(store.waitForPhraseIndexing(timeoutSeconds: 60))
         let id = try store.write("article.save", payload: ["url": .text("https://example.com/migrated")]).entityID
         #expect(try store.row(id) != nil)
         #expect(try store.syncState().unsent == 1)

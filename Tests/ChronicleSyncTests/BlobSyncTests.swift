@@ -182,6 +182,7 @@ import ChronicleTesting
         let old = try #require(fixtures["readitlater-v3-format-v7"])
         try old.load(into: directory + "/v7.chronicle")
         let migrated = try DeviceStore.open(at: directory + "/v7.chronicle")
+        try migrated.performUpkeep()
         let photo = Self.file(8, bytes: BlobLimits.chunkBytes + 10)
         let ref = try migrated.addBlob(photo)
         #expect(try migrated.blob(ref) == photo && migrated.queuedBlobs().map(\.ref) == [ref])
@@ -193,12 +194,14 @@ import ChronicleTesting
         let expected = ["fetching 1000/2000", "queued 2000/2000", "uploaded 2000/2000"]
         do {
             let store = try DeviceStore.open(at: path)
+            try store.performUpkeep()
             #expect(try states(store) == expected)
             #expect(try store.queuedBlobs().count == 1)
         }
         let report = try DeviceStore.salvage(at: path)
         #expect(report.tables.contains { $0.name == "chronicle_blob_chunks" && $0.rowsCopied == 3 }, "\(report.tables.map(\.name))")
         let salvaged = try DeviceStore.open(at: path)
+        try salvaged.performUpkeep()
         #expect(try states(salvaged) == expected)
         let queued = try #require(try salvaged.queuedBlobs().first)
         #expect(try salvaged.blob(queued.ref).map(BlobRef.of) == queued.ref, "its bytes came through whole")

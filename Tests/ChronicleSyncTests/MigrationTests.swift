@@ -47,6 +47,7 @@ import ChronicleTesting
         let plan = try DeviceStore.migrationPlan(at: path)
         #expect(plan.fromFormat == Int64(fixture.formatVersion))
         let store = try DeviceStore.open(at: path)
+        try store.performUpkeep()
         let status = try store.status()
         #expect(status.formatVersion == StoreFormat.currentVersion)
         #expect(try store.verify().passed, "\(fixture.name): the migrated projection equals a replay of its log")
@@ -84,6 +85,8 @@ import ChronicleTesting
         #expect(before.count == Int(fixture.meta["sealed_ops"] ?? "") ?? -1 && before.count > 0)
 
         let store = try DeviceStore.open(at: path)
+
+        try store.performUpkeep()
         let after = try store.read { db in
             try db.query("SELECT lower(hex(op_id)), server_seq, typeof(op_id) FROM chronicle_op_ids WHERE server_seq <= ?1 ORDER BY server_seq",
                          [.integer(Int64(before.count))]) {
@@ -117,7 +120,7 @@ import ChronicleTesting
         let reference = directory + "/reference.chronicle"
         try fixture.load(into: reference)
         try DeviceStore.migrate(at: reference)
-        let final = try DeviceStore.open(at: reference).digest()
+        let final = try DeviceStore.open(at: reference).digest()   // `migrate` did its upkeep
         let steps = try { () throws -> Int in
             let probe = directory + "/probe.chronicle"
             try fixture.load(into: probe)
@@ -131,6 +134,7 @@ import ChronicleTesting
                 try DeviceStore.migrate(at: path) { step, _ in if step == stop { throw Stop() } }
             } catch is Stop {}
             let store = try DeviceStore.open(at: path)
+            try store.performUpkeep()
             #expect(try store.digest() == final, "\(fixture.name): stopped after step \(stop)")
             #expect(try store.verify().passed)
             #expect(try store.pendingOps().count == fixture.pending)
@@ -144,6 +148,7 @@ import ChronicleTesting
         let path = directory + "/store.chronicle"
         try fixture.load(into: path)
         let store = try DeviceStore.open(at: path)
+        try store.performUpkeep()
         let schema = store.schema
         // A current server that holds the same confirmed history the fixture's device had pulled.
         let service = try SyncService(dataDirectory: directory + "/server")

@@ -264,10 +264,14 @@ import Testing
         _ = try DeviceStore.create(at: empty, schema: h.schema, libraryID: h.user.libraryID)
         #expect(FileManager.default.createFile(atPath: empty + ".start-image", contents: Data([1, 2, 3])))
         let emptyStore = try DeviceStore.open(at: empty)
+        #expect(try !emptyStore.upkeepDue().leftoverStartImage)
+        try emptyStore.performUpkeep()
         #expect(FileManager.default.fileExists(atPath: emptyStore.startImagePath))
         let held = h.directory + "/killed-1.chronicle"
         #expect(FileManager.default.createFile(atPath: held + ".start-image", contents: Data([1, 2, 3])))
-        _ = try DeviceStore.open(at: held)
+        let heldStore = try DeviceStore.open(at: held)
+        #expect(FileManager.default.fileExists(atPath: held + ".start-image"), "opening changes nothing")
+        #expect(try heldStore.performUpkeep().leftoverStartImage)
         #expect(!FileManager.default.fileExists(atPath: held + ".start-image"))
     }
 }

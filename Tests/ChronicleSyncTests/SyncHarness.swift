@@ -66,10 +66,13 @@ final class SyncHarness: @unchecked Sendable {
     }
 
     /// A device whose store is the file at `path` (a copy of another device's store: a backup
-    /// restored, say), signed in with `token`.
+    /// restored, say, or an app's store opened by its next version), signed in with `token`.
+    /// Opened as an app opens its store: its upkeep follows.
     @discardableResult
     func device(_ name: String, opening path: String, token: String, configuration: SyncEngine.Configuration? = nil) throws -> TestDevice {
-        attach(name, store: try DeviceStore.open(at: path), token: token, configuration: configuration)
+        let store = try DeviceStore.open(at: path)
+        try store.performUpkeep()
+        return attach(name, store: store, token: token, configuration: configuration)
     }
 
     private func attach(_ name: String, store created: DeviceStore, token: String, configuration: SyncEngine.Configuration?) -> TestDevice {

@@ -256,7 +256,7 @@ import ChronicleTesting
         await a.sync()
         let report = await b.sync()
         #expect(report.pulled == 400 + 0)
-        #expect(try b.store.searchIndexesStale() == false)
+        #expect(try b.store.needsSearchIndexRebuild() == false)
         try h.expectConverged()
     }
 

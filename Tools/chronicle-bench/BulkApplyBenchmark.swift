@@ -275,7 +275,7 @@ struct BulkApplyBenchmark {
             progress("bulk: raw sqlite rebuilding its indexes…")
             try baseline.finish()
             progress("bulk: chronicle \(formatCount(Double(ops) / (Double(chronicle) / 1e9))) ops/s, raw sqlite \(formatCount(Double(ops) / (Double(baseline.nanoseconds) / 1e9))) ops/s; computing the digest…")
-            let stale = try store.searchIndexesStale()
+            let stale = try store.needsSearchIndexRebuild()
             let digest = try store.digest()
             return Result(ops: ops, batches: feed.batches, chronicleNanoseconds: chronicle, baselineNanoseconds: baseline.nanoseconds,
                           chronicleRebuildNanoseconds: t1 - feed.lastHandedOut, baselineRebuildNanoseconds: baseline.rebuildNanoseconds,

@@ -23,6 +23,11 @@ final class Context {
     func store() throws -> DeviceStore {
         if let opened { return opened }
         let store = try DeviceStore.open(at: try requirePath())
+        // What the store needs before use (a rebuild for a changed schema, indexes a catch-up
+        // left stale, a leftover download), with a progress bar on a terminal for the rebuild.
+        let bar = ProgressBar("Rebuilding for the app's new schema")
+        try store.performUpkeep { bar.update($0, $1) }
+        bar.finish()
         opened = store
         return store
     }

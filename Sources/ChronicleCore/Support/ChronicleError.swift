@@ -40,6 +40,9 @@ public struct ChronicleError: Error, Sendable, Equatable, CustomStringConvertibl
         /// Something (a snapshot, a server's history) was made by a later version of the schema
         /// than this build knows: update the app (or server) to read it.
         public static let updateRequired = Code(rawValue: "update_required")
+        /// The store's schema changed since its projection was built: `DeviceStore.performUpkeep`
+        /// (which the CLI and the sync engine call) rebuilds it from the log before it is read or written.
+        public static let upkeepRequired = Code(rawValue: "upkeep_required")
         public static let logGap = Code(rawValue: "log_gap")
         public static let duplicateOp = Code(rawValue: "duplicate_op")
         public static let wrongLibrary = Code(rawValue: "wrong_library")

@@ -177,7 +177,7 @@ extension ServerLibrary {
                 if capped { try db.execute("SAVEPOINT chronicle_op") }
                 do {
                     try insert.execute(LogTables.logArguments(accepted))
-                    try ProjectionTables.materialize(accepted, materializer, in: db)
+                    try ProjectionApplier(materializer, in: db).apply(accepted)
                     if capped { try db.execute("RELEASE chronicle_op") }
                 } catch let error as SQLiteError where capped && error.message.hasPrefix(FreeTierCap.prefix) {
                     try db.execute("ROLLBACK TO chronicle_op")
@@ -291,7 +291,7 @@ extension ServerLibrary {
                             serverSeq: last.0 + 1, serverTime: now)
                 try db.execute("INSERT INTO chronicle_log(\(LogTables.logColumns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
                                LogTables.logArguments(op))
-                try ProjectionTables.materialize(op, materializer, in: db)
+                try ProjectionApplier(materializer, in: db).apply(op)
                 try db.execute("""
                     INSERT INTO chronicle_devices(device_id, last_device_seq) VALUES (?1, ?2)
                     ON CONFLICT(device_id) DO UPDATE SET last_device_seq = excluded.last_device_seq
@@ -330,12 +330,13 @@ extension ServerLibrary {
     public func importConfirmed(_ ops: [Op]) throws {
         try writeTransaction { db in
             let insert = try db.statement("INSERT INTO chronicle_log(\(LogTables.logColumns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)")
+            let applier = ProjectionApplier(materializer, in: db)
             for op in ops {
                 guard op.libraryID == libraryID, op.serverSeq != nil, op.serverTime != nil else {
                     throw ChronicleError(.invariantViolated, "Op \(op.opID.lowercased) is not a confirmed op of library \(libraryID.lowercased).")
                 }
                 try insert.execute(LogTables.logArguments(op))
-                try ProjectionTables.materialize(op, materializer, in: db)
+                try applier.apply(op)
                 try Self.recordDeviceSeq(op.deviceID.lowercased, op.deviceSeq, in: db)
             }
         }

@@ -204,7 +204,8 @@ extension ServerLibrary {
                 let encoded = EncodedSegment(firstSeq: first, lastSeq: last, body: body, frame: frame,
                                              filter: SegmentFilter(ids: Set(ops.map(\.entityID))).bytes)
                 try storeSegment(encoded, ops: ops[...], now: clock.nowMilliseconds(), in: db)
-                for op in ops { try ProjectionTables.materialize(op, materializer, in: db) }
+                let applier = ProjectionApplier(materializer, in: db)
+                for op in ops { try applier.apply(op) }
                 try LogTables.setMeta(Self.replicaGenerationKey, .integer(generation), in: db)
                 return true
             }
@@ -245,12 +246,13 @@ extension ServerLibrary {
             try db.transaction { db in
                 var head = try Self.head(in: db)
                 let insert = try db.statement("INSERT INTO chronicle_log(\(LogTables.logColumns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)")
+                let applier = ProjectionApplier(materializer, in: db)
                 for op in ops {
                     guard op.libraryID == libraryID, let seq = op.serverSeq, op.serverTime != nil, seq == head + 1 else {
                         throw ChronicleError(.invariantViolated, "Library \(libraryID.lowercased): a replicated op must continue the log at seq \(head + 1); got \(op.serverSeq.map(String.init) ?? "none").")
                     }
                     try insert.execute(LogTables.logArguments(op))
-                    try ProjectionTables.materialize(op, materializer, in: db)
+                    try applier.apply(op)
                     head = seq
                 }
                 for row in rejected {

@@ -30,16 +30,14 @@ extension DeviceStore {
         guard !ops.isEmpty else {
             return ApplyResult(applied: 0, confirmedOwn: 0, rebased: 0, cursor: try cursor())
         }
-        return try writeTransaction { db in try fold(ops, in: db, indexing: true) }
+        return try writeTransaction { db in try fold(ops, in: db, indexing: try prepareSearchIndexing(in: db)) }
     }
 
     /// Appends a batch to the log and folds it into the projection, inside the caller's
-    /// transaction. With `indexing` off the FTS indexes are left alone (bulk mode
-    /// rebuilds them at the end).
+    /// transaction, keeping the search indexes as `indexing` says (bulk apply defers them).
     /// `prepared`: the same ops' log blocks and statements, built ahead (bulk mode only).
-    func fold(_ ops: [Op], in db: Database, indexing: Bool, prepared: PreparedBatch? = nil, seal: Bool = false) throws -> ApplyResult {
-        // While a bulk apply runs, its close indexes these ops with the rest.
-        let indexing = try indexing && rebuildSearchIndexesIfStale(in: db)
+    func fold(_ ops: [Op], in db: Database, indexing: SearchIndexing, prepared: PreparedBatch? = nil, seal: Bool = false) throws -> ApplyResult {
+        let applier = applier(in: db, indexing: indexing)
         // Read before the append takes the device's own ops out of the outbox.
         let confirmsOwnHead = try confirmsOutboxHead(ops, in: db)
         let (cursor, own): (Int64, Int)
@@ -51,7 +49,6 @@ extension DeviceStore {
 
         // Rows that both carry pending ops and are touched by the batch go back to
         // their confirmed state first; their pending ops are replayed afterwards.
-        let batch = SearchIndexer.Batch()
         let shadowed = try db.query("SELECT entity, id FROM chronicle_shadowed") { ShadowKey(entity: $0.text(0), id: $0.text(1)) }
         var rebase: [ShadowKey] = []
         // Nil: every op of the batch is folded; else only those on these rows.
@@ -72,21 +69,15 @@ extension DeviceStore {
                 rebase = rebase.filter { !settledIDs.contains($0.id) }
                 foldOnly = Set(rebase.map(\.id))
             }
-            try restoreConfirmed(rebase, in: db, batch: batch, indexing: indexing)
+            try restoreConfirmed(rebase, with: applier, in: db)
         }
 
-        if let prepared, !indexing {
-            for (op, steps) in zip(ops, prepared.steps) where foldOnly?.contains(op.entityID.lowercased) ?? true {
-                try ProjectionTables.materialize(op, steps: steps, materializer, in: db)
-            }
-        } else {
-            for op in ops where foldOnly?.contains(op.entityID.lowercased) ?? true {
-                if indexing { try materialize(op, in: db, batch: batch) } else { try ProjectionTables.materialize(op, materializer, in: db) }
-            }
+        for (index, op) in ops.enumerated() where foldOnly?.contains(op.entityID.lowercased) ?? true {
+            if let prepared { try applier.apply(op, steps: prepared.steps[index]) } else { try applier.apply(op) }
         }
 
-        let rebased = try replayPending(on: Set(rebase.map(\.id)), in: db, batch: batch, indexing: indexing)
-        if indexing { try indexer.flush(batch, in: db) }
+        let rebased = try replayPending(on: Set(rebase.map(\.id)), with: applier, in: db)
+        try applier.finish()
         return ApplyResult(applied: ops.count, confirmedOwn: own, rebased: rebased, cursor: cursor)
     }
 
@@ -168,12 +159,26 @@ extension DeviceStore {
     struct ShadowKey: Hashable { var entity: String; var id: String }
 
     /// Puts rows that pending ops sit on back to their confirmed state (from their shadow copies).
-    func restoreConfirmed(_ keys: [ShadowKey], in db: Database, batch: SearchIndexer.Batch, indexing: Bool) throws {
+    func restoreConfirmed(_ keys: [ShadowKey], with applier: ProjectionApplier, in db: Database) throws {
         for key in keys {
-            let restore = { for sql in self.projection.shadowRestore(self.schema.entity(key.entity)!) { try db.execute(sql, [.text(key.id)]) } }
-            if indexing { try indexer.aroundEntity(key.entity, key.id, in: db, batch: batch, restore) } else { try restore() }
+            try applier.rewriting(entity: key.entity, id: key.id) {
+                for sql in projection.shadowRestore(schema.entity(key.entity)!) { try db.execute(sql, [.text(key.id)]) }
+            }
             try db.execute("DELETE FROM chronicle_shadowed WHERE entity = ?1 AND id = ?2", [.text(key.entity), .text(key.id)])
         }
+    }
+
+    /// Rebases one row after an op of this device left the outbox without being folded (refused,
+    /// or found inside a snapshot): back to its confirmed state, its other queued ops replayed.
+    /// A row no queued op touched is left alone.
+    func rebaseRow(of op: Op, in db: Database) throws {
+        guard let entity = materializer.entity(of: op) else { return }
+        let id = op.entityID.lowercased
+        guard try db.scalarInt("SELECT 1 FROM chronicle_shadowed WHERE entity = ?1 AND id = ?2", [.text(entity.name), .text(id)]) != nil else { return }
+        let applier = applier(in: db, indexing: try prepareSearchIndexing(in: db))
+        try restoreConfirmed([ShadowKey(entity: entity.name, id: id)], with: applier, in: db)
+        _ = try replayPending(on: [id], with: applier, in: db)
+        try applier.finish()
     }
 
     /// True when `ops` are exactly the first ops of this device's outbox, as queued (same ids,
@@ -223,7 +228,7 @@ extension DeviceStore {
     }
 
     /// Replays the outbox's ops on the given entity ids, in device order, shadowing again as they go.
-    func replayPending(on ids: Set<String>, in db: Database, batch: SearchIndexer.Batch, indexing: Bool) throws -> Int {
+    func replayPending(on ids: Set<String>, with applier: ProjectionApplier, in db: Database) throws -> Int {
         guard !ids.isEmpty else { return 0 }
         var replayed = 0
         // Only these rows' ops are read (by the outbox's entity index): reading and decoding the
@@ -234,7 +239,7 @@ extension DeviceStore {
             """, [Self.jsonList(ids)]) { try outboxOp($0) }
         for op in pending {
             if let entity = materializer.entity(of: op) { try shadowIfNeeded(entity, op.entityID.lowercased, in: db) }
-            if indexing { try materialize(op, in: db, batch: batch) } else { try ProjectionTables.materialize(op, materializer, in: db) }
+            try applier.apply(op)
             replayed += 1
         }
         return replayed

@@ -98,11 +98,12 @@ extension DeviceStore {
 
         var entries: [AuditEntry] = []
         var lastApplied: [String: Int] = [:]  // field (or field+member) → entry index
+        let applier = ProjectionApplier(materializer, in: scratch)
         for op in ops {
             let before = try snapshot()
             let isPending = op.serverSeq == nil
             if isPending, let spec = materializer.entity(of: op) { try Self.shadowIfNeeded(spec, key, projection, in: scratch) }
-            try ProjectionTables.materialize(op, materializer, in: scratch)
+            try applier.apply(op)
             let after = try snapshot()
             var effects = explain(op, entity, before, after)
             for effect in effects where effect.outcome == .applied {

@@ -189,16 +189,7 @@ extension DeviceStore {
             try db.statement("INSERT OR IGNORE INTO chronicle_op_ids(op_id, server_seq) VALUES (?1, ?2)")
                 .execute([.null, .integer(seq)], uuid: opID, at: 1)
             try db.execute("DELETE FROM chronicle_outbox WHERE op_id = ?1", [.text(key)])
-            guard let entity = materializer.entity(of: op) else { return true }
-            let id = op.entityID.lowercased
-            // While a bulk apply runs, its close indexes the rows with the rest.
-            let indexing = try rebuildSearchIndexesIfStale(in: db)
-            let batch = SearchIndexer.Batch()
-            if try db.scalarInt("SELECT 1 FROM chronicle_shadowed WHERE entity = ?1 AND id = ?2", [.text(entity.name), .text(id)]) != nil {
-                try restoreConfirmed([ShadowKey(entity: entity.name, id: id)], in: db, batch: batch, indexing: indexing)
-                _ = try replayPending(on: [id], in: db, batch: batch, indexing: indexing)
-            }
-            if indexing { try indexer.flush(batch, in: db) }
+            try rebaseRow(of: op, in: db)
             return true
         }
     }

@@ -67,6 +67,15 @@ extension DeviceStore {
     /// every batch's commit: in a 1,000,000-op catch-up, a quarter of all the pages its batches wrote.
     public func beginBulk() throws {
         bulkInProgress.withLock { $0 = true }
+        do {
+            try emptyIndexesForBulk()
+        } catch {
+            bulkInProgress.withLock { $0 = false }
+            throw error
+        }
+    }
+
+    private func emptyIndexesForBulk() throws {
         try writeTransaction { db in
             try LogTables.setMeta("search_stale", .integer(1), in: db)
             for index in projection.readIndexes { try db.execute(index.dropSQL) }
@@ -104,7 +113,7 @@ extension DeviceStore {
         guard !batch.ops.isEmpty else { return ApplyResult(applied: 0, confirmedOwn: 0, rebased: 0, cursor: try cursor()) }
         let result = try writeTransaction(spillToFiles: false, relaxedSync: true) { db in
             try db.execute("PRAGMA cache_size = -\(Self.bulkCacheKilobytes)")
-            return try fold(batch.ops, in: db, indexing: false, prepared: batch, seal: seal)
+            return try fold(batch.ops, in: db, indexing: .deferred, prepared: batch, seal: seal)
         }
         ReleaseInBackground.release(consume batch)
         return result
@@ -168,24 +177,28 @@ extension DeviceStore {
                                  contentCommitted: contentCommitted)
     }
 
-    /// When a bulk apply could not rebuild the search indexes at its end (the disk was full),
-    /// they stay stale; the next write that indexes rows rebuilds them first, inside its own
-    /// transaction, so search never silently misses rows while the store keeps running.
-    ///
-    /// Returns whether the write is to keep the indexes up to date: false while a bulk apply is
-    /// running (they are stale, emptied, and built again from the content at its close; an
-    /// entry removed from an index that does not hold it would be an error).
-    @discardableResult
-    func rebuildSearchIndexesIfStale(in db: Database) throws -> Bool {
-        guard try LogTables.meta("search_stale", in: db).integerValue == 1 else { return true }
-        guard !bulkInProgress.withLock({ $0 }) else { return false }
+    /// Readies the search indexes for a write outside bulk apply and says how the write keeps
+    /// them. While a bulk apply runs they are stale and emptied, built again from the content at
+    /// its close: the write defers to it (an entry removed from an index that does not hold it
+    /// would be an error). A bulk apply that could not rebuild them at its end (the disk was
+    /// full) left them stale: they are rebuilt first, inside the write's transaction, so search
+    /// never silently misses rows while the store keeps running.
+    func prepareSearchIndexing(in db: Database) throws -> SearchIndexing {
+        guard try needsSearchIndexRebuild(in: db) else { return .incremental }
+        if bulkInProgress.withLock({ $0 }) { return .deferred }
         try rebuildBulkIndexes(in: db)
-        return true
+        return .incremental
     }
 
-    /// True while bulk apply has left the search indexes to be rebuilt.
-    public func searchIndexesStale() throws -> Bool {
-        try read { db in try LogTables.meta("search_stale", in: db).integerValue == 1 }
+    /// Whether a bulk apply left the search indexes to be rebuilt (it runs, or it was interrupted).
+    func needsSearchIndexRebuild(in db: Database) throws -> Bool {
+        try LogTables.meta("search_stale", in: db).integerValue == 1
+    }
+
+    /// True while bulk apply has left the search indexes to be rebuilt: `search` does not find
+    /// what came in since it began until `finishBulk` (or `performUpkeep`) builds them.
+    public func needsSearchIndexRebuild() throws -> Bool {
+        try read { db in try needsSearchIndexRebuild(in: db) }
     }
 }
 

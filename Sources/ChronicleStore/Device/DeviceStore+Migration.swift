@@ -72,8 +72,8 @@ extension DeviceStore {
 
     /// Migrates the store at `path` to this build's versions, step by step: a backup first,
     /// each format step in its own transaction, then the projection rebuilt from the log if
-    /// the schema changed. Killed at any point, the next open (or run) carries on from the
-    /// last completed step with nothing lost. `afterStep` runs after each step commits.
+    /// the schema changed. Killed at any point, the next open and upkeep (or run) carries on
+    /// from the last completed step with nothing lost. `afterStep` runs after each step commits.
     @discardableResult
     public static func migrate(at path: String, schema: Schema? = nil,
                                afterStep: ((Int, String) throws -> Void)? = nil) throws -> MigrationPlan {
@@ -88,7 +88,8 @@ extension DeviceStore {
             }
         }
         if plan.rebuildsProjection {
-            _ = try DeviceStore.open(at: path, schema: schema)   // rebuilds and records the schema in one transaction
+            // The rebuild records the schema in its own transaction.
+            try DeviceStore.open(at: path, schema: schema).performUpkeep()
             step += 1
             try afterStep?(step, "rebuilt the projection")
         }

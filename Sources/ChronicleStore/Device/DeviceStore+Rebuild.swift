@@ -25,21 +25,21 @@ extension DeviceStore {
     ///
     /// By default it starts from the newest snapshot and replays the ops after it;
     /// `fromGenesis` replays every op from the first (sealed segments included). Both
-    /// give the same state digest.
+    /// give the same state digest. The projection is built in the shape of the schema the store
+    /// was opened with, which the store records: a store whose schema changed is usable again.
     @discardableResult
     public func rebuild(fromGenesis: Bool = false, progress: ProgressHandler? = nil) throws -> RebuildReport {
         try rebuild(fromGenesis: fromGenesis, progress: progress, alsoInTransaction: nil)
     }
 
-    /// `rebuild`, running `alsoInTransaction` inside the same transaction (schema migrations record
-    /// the new schema there), and `beforeReplay` first (it may change the log and the outbox: the
+    /// `rebuild`, running `alsoInTransaction` inside the same transaction, and `beforeReplay` first (it may change the log and the outbox: the
     /// replay then reads them on this connection, as this transaction sees them).
     func rebuild(fromGenesis: Bool = false, progress: ProgressHandler? = nil,
                  beforeReplay: ((Database) throws -> Void)? = nil,
                  alsoInTransaction: ((Database) throws -> Void)?) throws -> RebuildReport {
         let start = DispatchTime.now().uptimeNanoseconds
         var from: Int64?
-        let (confirmed, pending, digest) = try writeTransaction(spillToFiles: false, largeCommit: true) { db in
+        let (confirmed, pending, digest) = try writeTransaction(spillToFiles: false, largeCommit: true, ignoringUpkeep: true) { db in
             try beforeReplay?(db)
             let base: Int64?
             if fromGenesis {
@@ -79,9 +79,13 @@ extension DeviceStore {
             try rebuildSearchIndexes(in: db, writerFirst: statements.filter { $0.hasPrefix("CREATE INDEX") }) { db in
                 digest = try ProjectionTables.digest(projection, in: db)
             }
+            // Recorded in the same transaction, so an interrupted rebuild simply happens again.
+            try LogTables.setMeta("schema_fingerprint", .text(schema.fingerprint), in: db)
+            try LogTables.setMeta("schema_version", .integer(Int64(schema.version)), in: db)
             try alsoInTransaction?(db)
             return (counts.0, counts.1, digest)
         }
+        schemaRebuildDue.withLock { $0 = false }
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
         return RebuildReport(confirmedReplayed: confirmed, pendingReplayed: pending, seconds: seconds, digest: digest, fromSnapshot: from)
     }

@@ -97,12 +97,13 @@ extension DeviceStore {
         return report
     }
 
-    /// Opens the copy (the open rebuilds its projection), completes its phrase indexes and
+    /// Opens the copy and rebuilds its projection (its upkeep), completes its phrase indexes and
     /// verifies it; returns its digest. The store is closed when this returns, but for threads
     /// of its own that may still be letting go of it (`closeIntoOneFile` waits for them).
     private static func rebuildAndVerify(_ salvaged: String, path: String, schema: Schema?, clock: any ChronicleClock,
                                          progress: ((String) -> Void)?) throws -> String {
         let store = try DeviceStore.open(at: salvaged, schema: schema, clock: clock)
+        try store.performUpkeep()
         progress?("Filling the phrase indexes…")
         try store.completePhraseIndexes()
         _ = store.waitForPhraseIndexing()

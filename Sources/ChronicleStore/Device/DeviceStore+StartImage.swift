@@ -39,13 +39,18 @@ extension DeviceStore {
     /// the same file system, so that taking it is a rename.
     public var startImagePath: String { path + ".start-image" }
 
+    /// Whether a download was left beside the store (`removeLeftoverStartImage`).
+    func hasLeftoverStartImage() -> Bool {
+        ["", "-wal", "-shm", "-journal"].contains(where: { FileManager.default.fileExists(atPath: startImagePath + $0) })
+            && (try? readers.read { db in try Self.isPristine(in: db) }) == false
+    }
+
     /// A download left beside the store by a process that died taking a start image: once the
     /// store holds anything, no image can be taken any more and it goes. (While the store is
     /// pristine it stays: another process may be writing it, and the next download replaces it.)
     func removeLeftoverStartImage() {
+        guard hasLeftoverStartImage() else { return }
         let scratch = startImagePath
-        guard ["", "-wal", "-shm", "-journal"].contains(where: { FileManager.default.fileExists(atPath: scratch + $0) }),
-              (try? isPristine()) == false else { return }
         for suffix in ["", "-wal", "-shm", "-journal"] { try? FileManager.default.removeItem(atPath: scratch + suffix) }
     }
 

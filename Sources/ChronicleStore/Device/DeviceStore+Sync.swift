@@ -311,17 +311,7 @@ extension DeviceStore {
             let acked = try LogTables.meta("acked_device_seq", in: db).integerValue ?? 0
             if op.deviceSeq > acked { try LogTables.setMeta("acked_device_seq", .integer(op.deviceSeq), in: db) }
 
-            guard let entity = materializer.entity(of: op) else { return true }
-            let id = op.entityID.lowercased
-            // While a bulk apply runs, its close indexes the rows with the rest.
-            let indexing = try rebuildSearchIndexesIfStale(in: db)
-            let batch = SearchIndexer.Batch()
-            let shadowed = try db.scalarInt("SELECT 1 FROM chronicle_shadowed WHERE entity = ?1 AND id = ?2", [.text(entity.name), .text(id)]) != nil
-            if shadowed {
-                try restoreConfirmed([ShadowKey(entity: entity.name, id: id)], in: db, batch: batch, indexing: indexing)
-                _ = try replayPending(on: [id], in: db, batch: batch, indexing: indexing)
-            }
-            if indexing { try indexer.flush(batch, in: db) }
+            try rebaseRow(of: op, in: db)
             return true
         }
     }
@@ -392,6 +382,7 @@ extension DeviceStore {
     public static func bindLibrary(at path: String, to library: UUID) throws {
         let store = try DeviceStore.open(at: path)
         if store.libraryID == library { return }
+        try store.performUpkeep()
         try store.writeTransaction { db in
             if try LogTables.confirmedCount(in: db) > 0 {
                 throw ChronicleError(.wrongLibrary, "\(path) already holds library \(store.libraryID.lowercased); it cannot join library \(library.lowercased). Create a new store for it.")

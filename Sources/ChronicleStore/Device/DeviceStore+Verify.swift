@@ -61,7 +61,7 @@ extension DeviceStore {
         // Each index is compared with its content view (live rows only; premium text only on premium).
         // Indexes a bulk apply left to be rebuilt (recorded as stale) are said to be so, not checked:
         // the next write that indexes rows, or the next open, rebuilds them.
-        let stale = try searchIndexesStale()
+        let stale = try needsSearchIndexRebuild()
         for (_, index) in projection.searchIndexes where stale {
             checks.append(VerifyCheck(name: "fts5 integrity-check \(index.index)", passed: true,
                                       detail: "stale: a bulk apply left it to be rebuilt; the next write or open rebuilds it"))

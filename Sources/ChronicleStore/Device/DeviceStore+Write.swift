@@ -37,14 +37,9 @@ extension DeviceStore {
                 """, [.integer(deviceSeq), .text(opID.lowercased), .text(type), .integer(Int64(spec.version)),
                       .text(entityID.lowercased), .text(CanonicalJSON.encode(normalized)), .integer(now), .integer(cursor)])
             try shadowIfNeeded(entitySpec, entityID.lowercased, in: db)
-            // While a bulk apply runs, its close indexes this op with the rest.
-            if try rebuildSearchIndexesIfStale(in: db) {
-                let batch = SearchIndexer.Batch()
-                try materialize(op, in: db, batch: batch)
-                try indexer.flush(batch, in: db)
-            } else {
-                try ProjectionTables.materialize(op, materializer, in: db)
-            }
+            let applier = applier(in: db, indexing: try prepareSearchIndexing(in: db))
+            try applier.apply(op)
+            try applier.finish()
             return op
         }
     }

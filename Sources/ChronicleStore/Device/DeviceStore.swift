@@ -31,6 +31,9 @@ public final class DeviceStore: Sendable {
     let readers: ReaderPool
     /// True between `beginBulk` and the end of `finishBulk`: the search indexes are meant to be stale.
     let bulkInProgress = Locked(false)
+    /// The schema changed since the projection was built and `performUpkeep` has not rebuilt it
+    /// yet: reads and writes are refused (`upkeep_required`) until it has.
+    let schemaRebuildDue = Locked(false)
     /// The indexes of word pairs beside the search indexes over documents and entities' own (`PhraseIndex`).
     let phraseIndexes: [PhraseIndex]
     /// The background filler of the phrase indexes: running, asked to look again before it
@@ -78,11 +81,17 @@ public final class DeviceStore: Sendable {
         return store
     }
 
-    /// Opens an existing store.
+    /// Opens an existing store: it reads, and brings a store of an earlier format to this build's
+    /// (a backup first, then one transaction per step), and does nothing else. What else a store
+    /// may need before use (its projection rebuilt for a changed schema, search indexes repaired,
+    /// a leftover download removed) is listed by `upkeepDue()` and done by `performUpkeep(progress:)`,
+    /// which the CLI and the sync engine call; an app that uses the store directly calls it once
+    /// after opening. Until then a store whose schema changed refuses reads and writes
+    /// (`upkeep_required`).
     ///
     /// `schema`: the app's schema (the newest version, with its history: `Schema.load(history:)`),
     /// for a store of a schema this build does not include; by default the built-in schema the
-    /// store names (`Schema.named`). A store of an earlier version of it is migrated as above.
+    /// store names (`Schema.named`).
     public static func open(at path: String, schema given: Schema? = nil, clock: any ChronicleClock = SystemClock(),
                             ids: (any IDGenerator)? = nil) throws -> DeviceStore {
         let ids = ids ?? SystemIDGenerator(clock: clock)
@@ -125,29 +134,7 @@ public final class DeviceStore: Sendable {
         if format < StoreFormat.currentVersion { try migrateFormat(db, from: format) }
         try db.execute(ProjectionSchema.unreadableStatement)
         let store = try DeviceStore(path: path, schema: schema, deviceID: device, libraryID: library, clock: clock, ids: ids, writer: db)
-        let schemaChanged = meta["schema_fingerprint"]?.textValue != schema.fingerprint
-        if meta["search_stale"]?.integerValue == 1, !schemaChanged {
-            // A bulk apply was interrupted before it rebuilt the search indexes.
-            // (Where the schema changed, the rebuild below builds them all, in the new projection's shape.)
-            try store.writeTransaction(spillToFiles: true) { db in try store.rebuildBulkIndexes(in: db) }
-        }
-        if schemaChanged {
-            // The projection's shape is derived from the schema: rebuild it from the log (ops of
-            // earlier versions are upcast as they are read), and record the schema in the same
-            // transaction, so an interrupted migration simply rebuilds again on the next open.
-            _ = try store.rebuild(alsoInTransaction: { db in
-                try LogTables.setMeta("schema_fingerprint", .text(schema.fingerprint), in: db)
-                try LogTables.setMeta("schema_version", .integer(Int64(schema.version)), in: db)
-            })
-        }
-        // Search indexes an earlier build defined otherwise (a rebuild above made them this build's way).
-        // Best effort: if it cannot be done now (a full disk), the transaction leaves the old index as
-        // it was, which answers every query the same, only slower; the next open tries again.
-        _ = try? store.recreateRedefinedSearchIndexes()
-        // Phrase indexes this store lacks (made before format v6, or v7 for titles): best effort, as above. Until
-        // they are complete, searches read phrases from the word indexes.
-        try? store.openPhraseIndexes()
-        store.removeLeftoverStartImage()
+        store.schemaRebuildDue.withLock { $0 = meta["schema_fingerprint"]?.textValue != schema.fingerprint }
         return store
     }
 
@@ -221,7 +208,14 @@ public final class DeviceStore: Sendable {
     /// Runs `body` on a read-only connection with a consistent snapshot.
     /// Never waits for the writer.
     public func read<T>(_ body: (Database) throws -> T) throws -> T {
-        try readers.read(body)
+        try refuseUntilRebuilt()
+        return try readers.read(body)
+    }
+
+    /// Refuses a read or write of a store whose schema changed until `performUpkeep` rebuilt its projection.
+    func refuseUntilRebuilt() throws {
+        guard schemaRebuildDue.withLock({ $0 }) else { return }
+        throw ChronicleError(.upkeepRequired, "\(path) was built with another version of schema \(schema.name): its tables must be rebuilt from the log before it is read or written. `DeviceStore.performUpkeep` does it (the CLI and the sync engine call it).")
     }
 
     /// Copies the write-ahead log into the database file and empties it, now, on this thread
@@ -244,9 +238,11 @@ public final class DeviceStore: Sendable {
     /// only for work that can be redone from the server. `largeCommit`: one big commit after
     /// which writes pause (a rebuild, a bootstrap, the end of a bulk apply): the WAL it leaves
     /// is copied into the database by the background checkpoint, not before this returns.
-    func writeTransaction<T>(spillToFiles: Bool, relaxedSync: Bool = false, largeCommit: Bool = false,
+    /// `ignoringUpkeep`: for the rebuild that makes a store of a changed schema usable again.
+    func writeTransaction<T>(spillToFiles: Bool, relaxedSync: Bool = false, largeCommit: Bool = false, ignoringUpkeep: Bool = false,
                              _ body: (Database) throws -> T) throws -> T {
-        try writer.withLock { db in
+        if !ignoringUpkeep { try refuseUntilRebuilt() }
+        return try writer.withLock { db in
             if largeCommit {
                 return try checkpointer.deferringRestart { try transactionBody(db, spillToFiles: spillToFiles, relaxedSync: relaxedSync, body) }
             }
@@ -266,13 +262,10 @@ public final class DeviceStore: Sendable {
         }
     }
 
-    /// Applies one op's materializer steps to the projection and keeps the
-    /// search indexes in step.
-    /// The caller flushes `batch` into the indexes before its transaction commits.
-    func materialize(_ op: Op, in db: Database, batch: SearchIndexer.Batch) throws {
-        try indexer.around(op, schema.currentSpec(of: op), in: db, batch: batch) {
-            try ProjectionTables.materialize(op, materializer, in: db)
-        }
+    /// An applier for this store's tables, in `db`'s write transaction (`prepareSearchIndexing`
+    /// says how a write outside a bulk apply keeps the search indexes).
+    func applier(in db: Database, indexing: SearchIndexing) -> ProjectionApplier {
+        ProjectionApplier(materializer, indexer: indexer, indexing: indexing, in: db)
     }
 
     /// Confirmed ops this build cannot read (from a newer app version, or of an unknown type):

@@ -2,33 +2,14 @@ import CSQLite
 import ChronicleCore
 import Foundation
 
-/// The projection's tables, as both sides keep them: ops applied to them by their
-/// materializer's steps, rows read back, the state digest, scratch copies for replays, and
-/// snapshots written from and loaded into them. The device store and the server's library
-/// files both go through this one type.
+/// The projection's tables, as both sides keep them: rows read back, the state digest, replays
+/// of the log into them, scratch copies, and snapshots written from and loaded into them. The
+/// device store and the server's library files both go through this one type; ops are applied
+/// to the tables by `ProjectionApplier`.
 ///
 /// Every function runs on the connection it is given, inside the caller's transaction.
 public enum ProjectionTables {
-    /// Applies one op's materializer steps only (replays that build FTS afterwards, scratch databases).
-    package static func materialize(_ op: Op, _ materializer: Materializer, in db: Database) throws {
-        try materialize(op, steps: materializer.steps(for: op), materializer, in: db)
-    }
-    /// The same, with the op's steps already built (`materializer.steps(for: op)`).
-    static func materialize(_ op: Op, steps: [SQLStep], _ materializer: Materializer, in db: Database) throws {
-        if steps.isEmpty, let seq = op.serverSeq {
-            do {
-                _ = try materializer.schema.upcast(op)
-            } catch {
-                // Set aside, never lost and never blocking the ops behind it.
-                try db.statement("INSERT OR REPLACE INTO \(ProjectionSchema.quoted(ProjectionSchema.unreadableTable))(server_seq, op_id, type, code, message) VALUES (?1, ?2, ?3, ?4, ?5)")
-                    .execute([.integer(seq), .text(op.opID.lowercased), .text(op.typeAndVersion), .text(error.code.rawValue), .text(error.message)])
-            }
-        }
-        for step in steps {
-            try db.statement(step.sql).execute(step.arguments)
-        }
-    }
-
+    /// The SHA-256 of the projection's canonical rows, as hex: equal on every replica that applied the same ops.
     package static func digest(_ projection: ProjectionSchema, in db: Database) throws -> String {
         let hasher = SHA256Hasher()
         try ProjectionTables.visitCanonicalRows(projection, in: db, table: { table in hasher.update("table \(table.name)\n") },
@@ -60,17 +41,18 @@ public enum ProjectionTables {
         var done: Int64 = 0
         let stride: Int64 = 10_000
         progress?(0, total)
+        let applier = ProjectionApplier(materializer, in: target)
         let libraryID = try LogTables.uuid(try LogTables.meta("library_id", in: source).textValue ?? "")
         if let prefetch, entity == nil {
             // `prefetch`: the confirmed ops are committed as `source` sees them (see forEachPreparedOp).
             try LogTables.forEachPreparedOp(readers: prefetch, libraryID: libraryID, after: after, upTo: upTo, materializer) { op, steps in
-                try materialize(op, steps: steps, materializer, in: target)
+                try applier.apply(op, steps: steps)
                 done += 1
                 if done % stride == 0 { progress?(done, total) }
             }
         } else {
             try LogTables.forEachConfirmedOp(in: source, libraryID: libraryID, after: after, upTo: upTo, entity: entity) { op in
-                try materialize(op, materializer, in: target)
+                try applier.apply(op)
                 done += 1
                 if done % stride == 0 { progress?(done, total) }
             }
@@ -82,7 +64,7 @@ public enum ProjectionTables {
                                        entity.map { [.text($0)] } ?? []) { try DeviceStore.outboxOp($0, libraryID: libraryID, deviceID: deviceID) }
             for op in ops {
                 if let spec = materializer.entity(of: op) { try DeviceStore.shadowIfNeeded(spec, op.entityID.lowercased, projection, in: target) }
-                try materialize(op, materializer, in: target)
+                try applier.apply(op)
                 pending += 1
                 if pending % Int(stride) == 0 { progress?(done + Int64(pending), total) }
             }

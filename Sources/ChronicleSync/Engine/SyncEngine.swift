@@ -96,6 +96,8 @@ public actor SyncEngine {
     var roundRewind: RewindReport?
     /// A rewind this round moved the cursor back (one that found the two agreeing up to it did not).
     var roundRewindMoved = false
+    /// The store's upkeep (`DeviceStore.performUpkeep`) is done: the first round does it.
+    var upkeepDone = false
 
     /// - Parameters:
     ///   - store: the device store it syncs.
@@ -125,150 +127,6 @@ public actor SyncEngine {
         // again, since an Int made from a Double past its range traps.
         let floor = min(max(0, retryAfterSeconds ?? 0), 86_400) * 1000
         return Int(max(jittered, floor))
-    }
-
-    // MARK: - One round
-
-    /// Pushes everything queued, then pulls until caught up. Retries transient
-    /// failures (up to `retriesPerRoundMax`) and records the result in the store.
-    @discardableResult
-    public func syncOnce() async -> SyncReport {
-        var report = SyncReport()
-        var attempt = 0          // consecutive failures without progress: what backoff and the budget count
-        var progress = 0
-        pulledInRound = 0
-        roundBootstrap = nil
-        roundStartedFromImage = false
-        roundRewind = nil
-        roundRewindMoved = false
-        var gapRemedies = 0
-        while true {
-            report.pulled = pulledInRound
-            do {
-                var head = try await pushAll(&report)
-                var pulled = try await pullAll(waitMilliseconds: 0)
-                // Caught up with the head, yet ops the server acknowledged are still queued: it lost them.
-                let missed = try store.forgetAcknowledgementsTheLogMissed()
-                if roundBootstrap != nil || roundRewind != nil || missed > 0, try !store.unacknowledgedOps(limit: 1).isEmpty {
-                    // Started over from a snapshot, or went back to what the server holds, or it lost
-                    // acknowledged ops: queued ops are pushed again, and the server's answers tell
-                    // which of them it already holds.
-                    head = max(head, try await pushAll(&report))
-                    pulled = try await pullAll(waitMilliseconds: 0)
-                }
-                report.pulled = pulledInRound
-                head = max(head, pulled.head)
-                try store.recordSyncAttempt(error: nil, serverHead: head)
-                report.outcome = .synced
-                break
-            } catch let error as SyncError {
-                switch error {
-                case .transient(let reason, let retryAfter):
-                    try? store.recordSyncAttempt(error: reason)
-                    let done = report.pushed + report.rejected + pulledInRound
-                    attempt = done > progress ? 1 : attempt + 1
-                    progress = done
-                    // A server that asks for a longer wait than backoff ever makes (a damaged file
-                    // being salvaged: 300 s) ends the round now rather than holding `syncOnce` for it;
-                    // the schedule and the app's triggers try again.
-                    let longWait = (retryAfter ?? 0) * 1000 > Double(configuration.backoffMaxMilliseconds)
-                    if attempt > configuration.retriesPerRoundMax || longWait || Task.isCancelled {
-                        report.outcome = .offline(reason: reason)
-                        break
-                    }
-                    report.retries += 1
-                    await signal.wait(milliseconds: backoffMilliseconds(attempt: attempt, retryAfterSeconds: retryAfter))
-                    continue
-                case .terminal(let refusal) where refusal.code == ProtocolError.Code.deviceSeqGap && gapRemedies < Self.gapRemediesMax:
-                    // The server expects an earlier deviceSeq than the queue holds, from the outbox's
-                    // head too: it may have lost ops (restored from a backup). Each remedy below changes
-                    // the store, and the round runs again; a gap that needs more than one (go back, then
-                    // close what dropped history left) is remedied step by step, a few times a round.
-                    gapRemedies += 1
-                    let last = refusal.lastDeviceSeq ?? -1
-                    // Where this store holds an own op numbered after the server's last as confirmed,
-                    // or held the one the server waits for in history it dropped past its horizon,
-                    // the server lost it (it takes a device's ops in order): the store goes back to
-                    // before it. Nothing on the pull may show it: the op at the cursor can match all the
-                    // same, where the lost ops of others were pushed again in the same order, and a
-                    // data directory copied by other means keeps its incarnation. Once a round.
-                    if last >= 0, roundRewind == nil, let lostAt = try? store.seqOfOwnOpsTheServerLost(after: last),
-                       let rewound = await rewind(before: lostAt) {
-                        roundRewind = rewound
-                        continue
-                    }
-                    // Or it holds ops refused after that number, not queued: they go back into the queue
-                    // (the server lost their refusals, or holds them under other numbers; either way it
-                    // answers them again). And where the queue then lacks numbers after the server's last,
-                    // their content went with history the store dropped past its horizon (which the
-                    // server lost too), or they were given up: the queue takes them, before it is sent.
-                    let requeued = last >= 0 ? ((try? store.queueRefusedAgain(after: last)) ?? 0) : 0
-                    if last >= 0, let lost = try? store.closeOutboxGap(after: last) {
-                        report.lostWithServer += lost
-                        continue
-                    }
-                    if requeued > 0 { continue }
-                    // Otherwise a pull finds out (`cursor_ahead`, or another op at the cursor).
-                    if roundRewind == nil {
-                        _ = try? await pullAll(waitMilliseconds: 0)
-                        if roundRewind != nil { continue }
-                    }
-                    let reason = "The server refused the request: \(refusal.message) [\(refusal.code)]"
-                    try? store.recordSyncAttempt(error: reason)
-                    report.outcome = .blocked(reason: reason)
-                case .terminal(let refusal) where refusal.code == ProtocolError.Code.deviceSeqReused && roundRewind == nil:
-                    // The push met numbers the server already answered while this store holds own ops
-                    // numbered after the server's last as confirmed: the server lost them (seed 59 of the
-                    // damage soak, 2,000 steps: its library salvaged). The store goes back before them,
-                    // as for a gap, and the round runs again: they are queued with their numbers, and
-                    // the queue is numbered after the server's last only then.
-                    if let last = refusal.lastDeviceSeq, let lostAt = try? store.seqOfOwnOpsTheServerLost(after: last),
-                       let rewound = await rewind(before: lostAt) {
-                        roundRewind = rewound
-                        continue
-                    }
-                    let reason = "The server refused the request: \(refusal.message) [\(refusal.code)]"
-                    try? store.recordSyncAttempt(error: reason)
-                    report.outcome = .blocked(reason: reason)
-                case .terminal(let refusal):
-                    let reason = "The server refused the request: \(refusal.message) [\(refusal.code)]"
-                    try? store.recordSyncAttempt(error: reason)
-                    report.outcome = .blocked(reason: reason)
-                }
-                break
-            } catch let error as ChronicleError where error.code == .updateRequired {
-                let reason = "Update required: \(error.message) [\(error.code.rawValue)]"
-                try? store.recordSyncAttempt(error: reason)
-                report.outcome = .blocked(reason: reason)
-                break
-            } catch let error as SQLiteError where error.isCorrupt {
-                // Nothing a retry mends: the app (or `chronicle salvage`) has to salvage the store.
-                let damaged = DeviceStore.damaged(store.path, error)
-                let reason = "\(damaged.message) [\(damaged.code.rawValue)]"
-                try? store.recordSyncAttempt(error: reason)
-                report.outcome = .blocked(reason: reason)
-                break
-            } catch {
-                let reason = "The local store failed: \(error)"
-                try? store.recordSyncAttempt(error: reason)
-                report.outcome = .blocked(reason: reason)
-                break
-            }
-        }
-        report.pulled = pulledInRound
-        report.bootstrappedAt = roundBootstrap
-        report.startedFromImage = roundStartedFromImage
-        report.rewound = roundRewindMoved ? roundRewind : nil
-        // Blobs go once the ops are through: a large file never holds up the outbox.
-        if report.outcome == .synced { await uploadBlobs(&report) }
-        if report.outcome == .synced, var policy = configuration.compaction {
-            policy.wholeSegmentsOnly = true
-            if let plan = try? store.compactionPlan(policy), plan.opsToSeal > 0 || plan.dropThrough != nil {
-                report.sealed = (try? store.compact(policy))?.opsSealed ?? 0
-            }
-        }
-        lastReport = report
-        return report
     }
 
     /// Keeps syncing until the task is cancelled: a round, then a long-poll for

@@ -134,6 +134,7 @@ final class SimulatedDevice {
         self.backup = nil
         diskFullPages = nil
         let reopened = try DeviceStore.open(at: path, schema: schema, clock: clock, ids: ids)
+        try reopened.performUpkeep()
         process = (reopened, Self.makeEngine(reopened, transport, configuration))
         let inBackup = Set(backup.written.map(\.opID))
         let lost = writtenOrder.filter { !inBackup.contains($0) && !serverHolds($0) }
@@ -182,6 +183,7 @@ final class SimulatedDevice {
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: report.damagedPath + suffix) }
         diskFullPages = nil
         let reopened = try DeviceStore.open(at: path, schema: schema, clock: clock, ids: ids)
+        try reopened.performUpkeep()
         process = (reopened, Self.makeEngine(reopened, transport, configuration))
         let lostSeqs = report.pendingLost
         let gone = queued.filter { op in lostSeqs.contains { $0.contains(op.deviceSeq) } }.map(\.opID)
@@ -198,6 +200,7 @@ final class SimulatedDevice {
         // Every object the process held is gone before the file is opened again.
         process = nil
         let reopened = try DeviceStore.open(at: path, schema: schema, clock: clock, ids: ids)
+        try reopened.performUpkeep()
         if let pages = diskFullPages { try reopened.limitFileSize(pages: pages) }
         process = (reopened, Self.makeEngine(reopened, transport, configuration))
     }
