@@ -76,20 +76,23 @@ extension Command {
 extension Command {
     static let compact = Command(
         name: "compact", summary: "Seal old ops into LZ4 segments, write a snapshot, give space back.",
-        usage: "chronicle compact [--keep-ops N] [--keep-days D] [--segment-ops N] [--horizon-days D] [--unnamed-file-days D] [--dry-run]",
+        usage: "chronicle compact [--keep-ops N] [--keep-days D] [--segment-ops N] [--horizon-days D] [--keep-snapshot] [--unnamed-file-days D] [--dry-run]",
         details: """
             Keeps the newest ops hot in the log (default --keep-ops 10000; --keep-days D keeps ops confirmed in the last
             D days too) and seals everything older into immutable, hash-chained segments (LZ4 frames that `lz4 -d` opens),
             writes a snapshot of the state (at the head, read from the tables, when no op is pending; otherwise at the
-            seal point, replayed), and VACUUMs. Audit, log and rebuild --from-genesis read the
+            seal point, replayed), and VACUUMs. The store never comes out larger than it went in: where the snapshot
+            (which only lets a rebuild start later in the log) would outweigh what sealing saved, it is left out and the
+            output says so; --keep-snapshot keeps it anyway. Audit, log and rebuild --from-genesis read the
             segments, so the whole history stays. --horizon-days D (off by default) drops sealed history older than D days
             where a snapshot covers it; audit then says where history begins. Files (`chronicle blob`) no row has named
             for --unnamed-file-days D days (default 30; 0 keeps them) are deleted first: added or fetched more than D
             days ago, and named by no row (rows deleted more than D days ago do not count). --dry-run says what would happen.
             Safe to interrupt at any point: every step is one transaction.
             """) { args, ctx in
-        let usage = "chronicle compact [--keep-ops N] [--keep-days D] [--segment-ops N] [--horizon-days D] [--unnamed-file-days D] [--dry-run]"
+        let usage = "chronicle compact [--keep-ops N] [--keep-days D] [--segment-ops N] [--horizon-days D] [--keep-snapshot] [--unnamed-file-days D] [--dry-run]"
         var policy = CompactionPolicy()
+        policy.keepsSnapshotThatGrowsFile = args.flag("keep-snapshot")
         func number(_ name: String) throws -> Int64? {
             guard let text = args.option(name) else { return nil }
             guard let n = Int64(text), n >= 0 else { throw ChronicleError(.usage, "--\(name) takes a whole number (got '\(text)').") }
@@ -160,7 +163,8 @@ extension Command {
             ctx.output.emit(["segments_written": report.segmentsWritten, "ops_sealed": report.opsSealed, "log_bytes_sealed": report.logBytesSealed,
                              "segment_body_bytes": report.segmentBodyBytes, "segment_frame_bytes": report.segmentFrameBytes,
                              "compression_ratio": report.compressionRatio, "snapshot_seq": report.snapshotSeq as Any? ?? NSNull(),
-                             "snapshot_bytes": report.snapshotBytes, "history_dropped_through": report.historyDroppedThrough as Any? ?? NSNull(),
+                             "snapshot_bytes": report.snapshotBytes, "snapshot_left_out_bytes": report.snapshotLeftOut as Any? ?? NSNull(),
+                             "history_dropped_through": report.historyDroppedThrough as Any? ?? NSNull(),
                              "file_bytes_before": before, "file_bytes_after": after, "seconds": report.seconds,
                              "unnamed_files_deleted": dropped.blobs, "unnamed_file_bytes_deleted": dropped.bytes])
             return ExitCode.success
@@ -172,6 +176,9 @@ extension Command {
         }
         ctx.output.line("Sealed \(report.opsSealed) ops into \(report.segmentsWritten) segment\(report.segmentsWritten == 1 ? "" : "s"): \(bytes(report.logBytesSealed)) of log → \(bytes(report.segmentFrameBytes)) (\(String(format: "%.1f", report.compressionRatio))x).")
         if let at = report.snapshotSeq { ctx.output.line("Snapshot of the state at seq \(at): \(bytes(report.snapshotBytes)).") }
+        if let left = report.snapshotLeftOut {
+            ctx.output.line("No snapshot kept: its \(bytes(left)) would have left the file larger than before (a rebuild replays from the last snapshot or the start; --keep-snapshot keeps one).")
+        }
         if let drop = report.historyDroppedThrough { ctx.output.line("Dropped history through seq \(drop) (horizon).") }
         ctx.output.line("File: \(bytes(before)) → \(bytes(after)) in \(String(format: "%.2f", report.seconds)) s.")
         return ExitCode.success

@@ -5,6 +5,7 @@ import Foundation
 extension ServerLibrary: LogLifecycle {
     /// The server's projection holds the confirmed state at its head and nothing else.
     package var projectsConfirmedStateOnly: Bool { true }
+    package var snapshotsServeNewDevices: Bool { true }
 
     package func confirmedStateOnly(in db: Database) throws -> Bool { true }
 

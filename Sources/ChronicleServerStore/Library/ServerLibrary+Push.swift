@@ -65,16 +65,29 @@ extension ServerLibrary {
         }
     }
 
+    /// Answers and writes a device's batch inside `db`'s transaction (`PushBatch`).
     private func push(_ ops: [Op], from device: UUID, collecting: Bool, in db: Database) throws -> (PushResponse, (seq: Int64, time: Int64), PushWrites) {
-        let deviceKey = device.lowercased
-        var writes = PushWrites()
+        try checkEnvelopes(ops, from: device)
+        var batch = try PushBatch(self, ops, device: device, collecting: collecting, in: db)
+        for (op, key) in zip(ops, batch.keys) {
+            if try batch.answerRepeat(op, key) { continue }
+            try batch.checkNext(op)
+            try batch.order(op, key)
+        }
+        try batch.recordDevice()
+        return (PushResponse(results: batch.results, head: batch.seq), (batch.seq, batch.time), batch.writes)
+    }
+
+    /// What a batch must be before anything is answered: this library's ops, written by the
+    /// token's device, not ordered yet, in deviceSeq order.
+    private func checkEnvelopes(_ ops: [Op], from device: UUID) throws {
         var previous: Int64 = 0
         for op in ops {
             guard op.libraryID == libraryID else {
                 throw ProtocolError(403, .wrongLibrary, "Op \(op.opID.lowercased) belongs to library \(op.libraryID.lowercased), not \(libraryID.lowercased).")
             }
             guard op.deviceID == device else {
-                throw ProtocolError(403, .wrongDevice, "Op \(op.opID.lowercased) was written by device \(op.deviceID.lowercased); this token belongs to \(deviceKey).")
+                throw ProtocolError(403, .wrongDevice, "Op \(op.opID.lowercased) was written by device \(op.deviceID.lowercased); this token belongs to \(device.lowercased).")
             }
             guard op.serverSeq == nil, op.serverTime == nil else {
                 throw ProtocolError(400, .alreadyConfirmed, "Op \(op.opID.lowercased) carries a server sequence; only the server assigns one.")
@@ -84,134 +97,6 @@ extension ServerLibrary {
             }
             previous = op.deviceSeq
         }
-
-        var last = try db.scalarInt("SELECT last_device_seq FROM chronicle_devices WHERE device_id = ?1", [.text(deviceKey)]) ?? 0
-        let lastAnswered = last
-        var (seq, time) = try db.query("SELECT server_seq, server_time FROM chronicle_log ORDER BY server_seq DESC LIMIT 1") { ($0.int(0), $0.int(1)) }.first ?? (0, 0)
-        seq = max(seq, try LogTables.sealedUpTo(in: db))
-        time = max(time, tail.withLock { $0.time })
-        // What the server already knows of the batch's op ids, in one query each instead of
-        // two per op; kept up to date below as the batch's own ops are answered.
-        let keys = ops.map { $0.opID.lowercased }
-        let idList = Value.text("[" + keys.map { "\"\($0)\"" }.joined(separator: ",") + "]")
-        var known: [String: (seq: Int64, device: String)] = [:]
-        _ = try db.query("""
-            SELECT op_id, server_seq, device_id FROM chronicle_log WHERE op_id IN (SELECT value FROM json_each(?1))
-            UNION ALL SELECT op_id, server_seq, device_id FROM chronicle_sealed_ops WHERE op_id IN (SELECT value FROM json_each(?1))
-            """, [idList]) { row in if known[row.text(0)] == nil { known[row.text(0)] = (row.int(1), row.text(2)) } }
-        var refused: [String: (code: String, message: String, device: String)] = [:]
-        _ = try db.query("SELECT op_id, code, message, device_id FROM chronicle_rejected_ops WHERE op_id IN (SELECT value FROM json_each(?1))",
-                         [idList]) { row in refused[row.text(0)] = (row.text(1), row.text(2), row.text(3)) }
-        let insert = try db.statement("INSERT INTO chronicle_log(\(LogTables.logColumns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)")
-        var results: [PushResult] = []
-        results.reserveCapacity(ops.count)
-        var targets = TargetChecks()
-
-        /// An op whose id another device's op holds (ordered or refused): refused, and the device's
-        /// sequence moves past it.
-        func refuseClashingID(_ op: Op, _ key: String) throws {
-            if op.deviceSeq > last + 1 {
-                throw gap(deviceKey, expected: last + 1, actual: op.deviceSeq)
-            }
-            results.append(PushResult(opID: op.opID, deviceSeq: op.deviceSeq,
-                                      outcome: .rejected(code: ProtocolError.Code.opIdConflict.rawValue, message: "Op id \(key) already belongs to another device's op.")))
-            last = max(last, op.deviceSeq)
-        }
-
-        for (op, key) in zip(ops, keys) {
-            if let logged = known[key] {
-                if logged.1 == deviceKey {
-                    results.append(PushResult(opID: op.opID, deviceSeq: op.deviceSeq, outcome: .duplicate(serverSeq: logged.0)))
-                    if op.deviceSeq == last + 1 { last = op.deviceSeq }   // a repeat under a new number: see below
-                } else {
-                    // Answered (refused) like any new op: the device's sequence moves past it, so the
-                    // ops behind it can follow.
-                    try refuseClashingID(op, key)
-                }
-                continue
-            }
-            if let answer = refused[key] {
-                if answer.2 == deviceKey {
-                    results.append(PushResult(opID: op.opID, deviceSeq: op.deviceSeq, outcome: .rejected(code: answer.0, message: answer.1),
-                                              verdict: try verdict(op.entityID, in: db)))
-                    // A repeat under the next number: the server took this op under an earlier one (it
-                    // holds nothing of this device's after `last`), so the device's store is a copy from
-                    // before its queue was numbered again (restored from a backup), which numbered its
-                    // ops after this one. The repeat takes the number, as a refusal of a clashing id
-                    // does, so that they can follow.
-                    if op.deviceSeq == last + 1 { last = op.deviceSeq }
-                } else {
-                    // Another device's refused op had this id: refuse this one too, and move past it.
-                    try refuseClashingID(op, key)
-                }
-                continue
-            }
-            if op.deviceSeq > last + 1 {
-                throw gap(deviceKey, expected: last + 1, actual: op.deviceSeq)
-            }
-            if op.deviceSeq <= lastAnswered {
-                // A new op under a deviceSeq the server already answered: the device's store is an
-                // older copy of one that went on syncing. Refused whole, so that the device numbers
-                // its unsent ops after the server's and sends them again: none is lost.
-                throw ProtocolError.deviceSeqReused(device: deviceKey, reused: op.deviceSeq, last: lastAnswered)
-            }
-            let now = max(clock.nowMilliseconds(), time)
-            var rejection: ChronicleError?
-            var accepted = op
-            do {
-                // Ops of every earlier version are accepted: read in the current shape, checked,
-                // and logged exactly as written (readers upcast them again).
-                let current = try schema.upcast(op)
-                let (spec, normalized) = try schema.validate(type: current.type, version: current.version, payload: current.payload,
-                                                             serverAuthored: false)
-                try checkTarget(spec, op.entityID, normalized, &targets, in: db)
-                if current.type == op.type && current.version == op.version { accepted.payload = normalized }
-            } catch let error as ChronicleError {
-                rejection = error
-            }
-            if rejection == nil {
-                // Apply it; a free-tier cap trigger may still refuse it, and then only this op is undone.
-                seq += 1
-                accepted.serverSeq = seq
-                accepted.serverTime = now
-                if capped { try db.execute("SAVEPOINT chronicle_op") }
-                do {
-                    try insert.execute(LogTables.logArguments(accepted))
-                    try ProjectionApplier(materializer, in: db).apply(accepted)
-                    if capped { try db.execute("RELEASE chronicle_op") }
-                } catch let error as SQLiteError where capped && error.message.hasPrefix(FreeTierCap.prefix) {
-                    try db.execute("ROLLBACK TO chronicle_op")
-                    try db.execute("RELEASE chronicle_op")
-                    seq -= 1
-                    rejection = ChronicleError(.freeTierCap, String(error.message.dropFirst(FreeTierCap.prefix.count)))
-                }
-            }
-            if let rejection {
-                refused[key] = (rejection.code.rawValue, rejection.message, deviceKey)
-                let row = RejectedOp(opID: key, deviceID: deviceKey, deviceSeq: op.deviceSeq, type: op.typeAndVersion,
-                                     entityID: op.entityID.lowercased, code: rejection.code.rawValue, message: rejection.message,
-                                     rejectedAt: now)
-                try Self.insertRejected(row, in: db)
-                if collecting { writes.rejected.append(row) }
-                results.append(PushResult(opID: op.opID, deviceSeq: op.deviceSeq,
-                                          outcome: .rejected(code: rejection.code.rawValue, message: rejection.message),
-                                          verdict: try verdict(op.entityID, in: db)))
-            } else {
-                time = now
-                known[key] = (seq, deviceKey)
-                if collecting { writes.accepted.append(accepted) }
-                results.append(PushResult(opID: op.opID, deviceSeq: op.deviceSeq, outcome: .accepted(serverSeq: seq)))
-            }
-            last = max(last, op.deviceSeq)
-        }
-        if last != lastAnswered {
-            try db.execute("""
-                INSERT INTO chronicle_devices(device_id, last_device_seq) VALUES (?1, ?2)
-                ON CONFLICT(device_id) DO UPDATE SET last_device_seq = excluded.last_device_seq
-                """, [.text(deviceKey), .integer(last)])
-            if collecting { writes.device = (deviceKey, last) }
-        }
-        return (PushResponse(results: results, head: seq), (seq, time), writes)
     }
 
     static func insertRejected(_ row: RejectedOp, in db: Database) throws {
@@ -222,7 +107,7 @@ extension ServerLibrary {
                   .text(row.code), .text(row.message), .integer(row.rejectedAt)])
     }
 
-    private func gap(_ device: String, expected: Int64, actual: Int64) -> ProtocolError {
+    func gap(_ device: String, expected: Int64, actual: Int64) -> ProtocolError {
         var error = ProtocolError(409, ProtocolError.Code.deviceSeqGap, "Device \(device) must push deviceSeq \(expected) next, but sent \(actual) (expected \(expected), actual \(actual)); ops in between are missing.")
         // A device that holds its op at `expected` as confirmed learns that this server lost it.
         error.lastDeviceSeq = expected - 1
@@ -233,7 +118,7 @@ extension ServerLibrary {
     /// (a create must be new, anything else must name an existing row), and do the
     /// ids in its payload name rows that exist. Edits to a deleted row are kept:
     /// nothing a person did is thrown away because another device deleted the row.
-    private func checkTarget(_ spec: OpTypeSpec, _ id: UUID, _ payload: Payload, _ checks: inout TargetChecks, in db: Database) throws {
+    func checkTarget(_ spec: OpTypeSpec, _ id: UUID, _ payload: Payload, _ checks: inout TargetChecks, in db: Database) throws {
         guard let entity = schema.entity(spec.entity) else { return }
         let exists = try checks.exists(id.lowercased, in: entity.table, db)
         switch spec.action {

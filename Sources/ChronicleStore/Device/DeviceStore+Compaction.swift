@@ -24,6 +24,12 @@ public struct CompactionPolicy: Sendable, Equatable {
     /// state, however few ops were sealed, so a running server that seals a segment at a time
     /// snapshots less often; a new device then pulls the ops after the snapshot it starts from.
     public var snapshotEveryOps: Int64? = nil
+    /// Keep the new snapshot even where it leaves the file larger than before the compaction.
+    /// Off by default on a device: its log blocks are already compact, so the snapshot (which
+    /// only makes a rebuild start later in the log) can outweigh what sealing saves, and it is
+    /// then left out (`CompactionReport.snapshotLeftOut`). A server always keeps its snapshot, and
+    /// a compaction that drops history past a horizon keeps the one history begins at.
+    public var keepsSnapshotThatGrowsFile = false
     /// A device sealing at least this many ops at once sets its log's entity index aside
     /// (`DeviceStore.setAsideForSealing`); tests lower it.
     var entityIndexAsideOpsMin: Int64 = 40_000
@@ -72,6 +78,9 @@ public struct CompactionReport: Sendable {
     /// server's snapshot holds its state at the head as the snapshot was read, which may be later.
     public var snapshotSeq: Int64?
     public var snapshotBytes: Int64 = 0
+    /// The compressed size of a snapshot the compaction made and left out, because keeping it
+    /// would have left the file larger than before (`CompactionPolicy.keepsSnapshotThatGrowsFile`).
+    public var snapshotLeftOut: Int64?
     public var historyDroppedThrough: Int64?
     public var fileBytesBefore: Int64 = 0
     public var fileBytesAfter: Int64 = 0
@@ -83,6 +92,7 @@ public struct CompactionReport: Sendable {
 
 extension DeviceStore: LogLifecycle {
     package var projectsConfirmedStateOnly: Bool { false }
+    package var snapshotsServeNewDevices: Bool { false }
 
     /// The newest server time this store holds: never later than the server's clock, whatever
     /// this device's clock says (`Schemas/store/device-v9.md`, "Times in the projection").

@@ -56,17 +56,32 @@ extension DeviceStore {
     private func verify(into checks: inout [VerifyCheck], progress: ProgressHandler?) throws -> VerifyReport {
         let integrity = try read { db in try db.query("PRAGMA integrity_check") { $0.text(0) } }
         checks.append(VerifyCheck(name: "sqlite integrity_check", passed: integrity == ["ok"], detail: integrity.prefix(5).joined(separator: "; ")))
-
-        // FTS5's integrity-check is an INSERT, so it runs on the writer and is rolled back.
-        // Each index is compared with its content view (live rows only; premium text only on premium).
         // Indexes a bulk apply left to be rebuilt (recorded as stale) are said to be so, not checked:
-        // the next write that indexes rows, or the next open, rebuilds them.
+        // the next write that indexes rows, or the store's upkeep, rebuilds them.
         let stale = try needsSearchIndexRebuild()
-        for (_, index) in projection.searchIndexes where stale {
-            checks.append(VerifyCheck(name: "fts5 integrity-check \(index.index)", passed: true,
-                                      detail: "stale: a bulk apply left it to be rebuilt; the next write or open rebuilds it"))
+        checks += searchIndexChecks(stale: stale)
+        checks.append(try read { db in try logInvariantsCheck(in: db) })
+        checks.append(try projectionIndexCheck(stale: stale))
+        checks.append(try verifyBlobs())
+        let current = try digest()
+        let replayed = try replayDigest(progress: progress)
+        checks.append(VerifyCheck(name: "digest equals a replay of the log", passed: current == replayed,
+                                  detail: current == replayed ? current : "projection \(current) but replay gives \(replayed)"))
+        return VerifyReport(checks: checks, digest: current)
+    }
+
+    /// FTS5's integrity-check of each search index against its content view (live rows only;
+    /// premium text only on premium), and each phrase index's check; stale ones are said to be so.
+    private func searchIndexChecks(stale: Bool) -> [VerifyCheck] {
+        guard !stale else {
+            return projection.searchIndexes.map { _, index in
+                VerifyCheck(name: "fts5 integrity-check \(index.index)", passed: true,
+                            detail: "stale: a bulk apply left it to be rebuilt; the next write or the store's upkeep rebuilds it")
+            }
         }
-        for (_, index) in projection.searchIndexes where !stale {
+        var checks: [VerifyCheck] = []
+        for (_, index) in projection.searchIndexes {
+            // FTS5's integrity-check is an INSERT, so it runs on the writer and is rolled back.
             let fts = ProjectionSchema.quoted(index.index)
             var detail = "index matches its content"
             var passed = true
@@ -80,94 +95,98 @@ extension DeviceStore {
             }
             checks.append(VerifyCheck(name: "fts5 integrity-check \(index.index)", passed: passed, detail: detail))
         }
+        return checks + phraseIndexes.map(verifyPhraseIndex)
+    }
 
-        for phrase in phraseIndexes where !stale {
-            checks.append(verifyPhraseIndex(phrase))
+    /// The log's invariants: segments and blocks whole and in order, op ids kept for exactly the
+    /// hot ops, this device's confirmed ops accounted for, the outbox's numbers, the guard triggers.
+    private func logInvariantsCheck(in db: Database) throws -> VerifyCheck {
+        let sealedUpTo = try LogTables.sealedUpTo(in: db)
+        let cursor = try LogTables.meta("cursor", in: db).integerValue ?? -1
+        var problems = try LogTables.verifySegments(in: db, libraryID: libraryID, rowLog: false)
+        let blocks = try Self.verifyBlocks(in: db, libraryID: libraryID, deviceID: deviceID, cursor: cursor)
+        problems += blocks.problems
+        let hot = blocks.hotOps
+        // Every hot op's id is kept (an op applies at most once), and no id past the cursor.
+        let ids = try db.query("SELECT count(*), coalesce(max(server_seq), 0) FROM chronicle_op_ids WHERE server_seq > ?1",
+                               [.integer(sealedUpTo)]) { ($0.int(0), $0.int(1)) }[0]
+        if ids.0 != hot || ids.1 > cursor {
+            problems.append("the confirmed op ids after seq \(sealedUpTo) (\(ids.0), up to \(ids.1)) are not the log's \(hot) ops")
         }
-
-        let logCheck = try read { db -> VerifyCheck in
-            let sealedUpTo = try LogTables.sealedUpTo(in: db)
-            let cursor = try LogTables.meta("cursor", in: db).integerValue ?? -1
-            var problems = try LogTables.verifySegments(in: db, libraryID: libraryID, rowLog: false)
-            let blocks = try Self.verifyBlocks(in: db, libraryID: libraryID, deviceID: deviceID, cursor: cursor)
-            problems += blocks.problems
-            let hot = blocks.hotOps
-            // Every hot op's id is kept (an op applies at most once), and no id past the cursor.
-            let ids = try db.query("SELECT count(*), coalesce(max(server_seq), 0) FROM chronicle_op_ids WHERE server_seq > ?1",
-                                   [.integer(sealedUpTo)]) { ($0.int(0), $0.int(1)) }[0]
-            if ids.0 != hot || ids.1 > cursor {
-                problems.append("the confirmed op ids after seq \(sealedUpTo) (\(ids.0), up to \(ids.1)) are not the log's \(hot) ops")
-            }
-            let own = try db.scalarInt("SELECT count(*) FROM chronicle_own_confirmed WHERE server_seq > ?1", [.integer(sealedUpTo)]) ?? 0
-            if own != blocks.ownOps {
-                problems.append("\(own) of this device's ops are recorded as confirmed after seq \(sealedUpTo), but the log holds \(blocks.ownOps)")
-            }
-            if try db.scalarInt("SELECT count(*) FROM chronicle_own_confirmed WHERE server_seq > ?1 OR server_seq <= ?2",
-                                [.integer(cursor), .integer(try LogTables.historyBase(in: db))]) != 0 {
-                problems.append("this device's confirmed ops are recorded past the cursor or before the history base")
-            }
-            let outbox = try db.query("SELECT count(*), coalesce(min(device_seq), 0), coalesce(max(device_seq), 0) FROM chronicle_outbox") { ($0.int(0), $0.int(1), $0.int(2)) }[0]
-            let lastDeviceSeq = try LogTables.meta("last_device_seq", in: db).integerValue ?? -1
-            // Queued ops run from the oldest one to the last device seq. Every number in that run is
-            // accounted for: queued; refused (ops the server rejected left the outbox from anywhere
-            // in the run, and are kept in chronicle_rejected); given up when the queue was numbered
-            // again (`renumberOutbox`, `closeOutboxGap`, a rewind past lost history); or confirmed
-            // as this device's op (refused ops queued again after the server lost their refusals
-            // sit ahead of ops confirmed since). A number may be accounted for twice (a refused op
-            // queued again, or taken after all); none may be missing.
-            // After starting from a snapshot, queued ops the snapshot already held leave the outbox from
-            // anywhere in the run too (recorded as sealed, without their device seq): then only order is checked.
-            let startedFromSnapshot = try LogTables.historyBase(in: db) > 0
-            if outbox.0 > 0 && (startedFromSnapshot || lastDeviceSeq < outbox.1) {
-                if outbox.2 > lastDeviceSeq {
-                    problems.append("outbox device_seq has gaps (queued up to \(outbox.2), past the last device seq \(lastDeviceSeq))")
-                }
-            } else if outbox.0 > 0 {
-                let run = outbox.1...lastDeviceSeq
-                let covered = try Self.accountedDeviceSeqs(in: run, in: db)
-                let missing = run.filter { !covered.contains($0) }
-                if let first = missing.first {
-                    problems.append("outbox device_seq has gaps (\(missing.count) of \(outbox.1)…\(lastDeviceSeq) neither queued, refused, given up nor confirmed, from \(first); \(outbox.0) queued)")
-                }
-            }
-            // (Another device's op with the same id is not: this device's op is refused as an
-            // op_id_conflict when it is pushed, and a pull may bring the other one first.)
-            if try db.scalarInt("SELECT count(*) FROM chronicle_outbox o JOIN chronicle_own_confirmed c ON c.op_id = o.op_id AND c.server_seq > ?1",
-                                [.integer(sealedUpTo)]) != 0 {
-                problems.append("a confirmed op is still in the outbox")
-            }
-            let triggers = Set(try db.query("SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'chronicle_%'") { $0.text(0) })
-            for required in ["chronicle_log_blocks_immutable", "chronicle_log_blocks_leave_only_sealed", "chronicle_log_blocks_gap_free", "chronicle_outbox_once",
-                             "chronicle_outbox_gap_free", "chronicle_outbox_leaves_when_settled", "chronicle_rejected_kept",
-                             "chronicle_segments_contiguous", "chronicle_segments_immutable"] where !triggers.contains(required) {
-                problems.append("guard trigger \(required) is missing")
-            }
-            let sealed = try db.scalarInt("SELECT coalesce(sum(op_count), 0) FROM chronicle_segments") ?? 0
-            let detail = problems.isEmpty
-                ? "\(hot + sealed) confirmed ops (\(sealed) sealed), gap-free; \(outbox.0) pending, gap-free"
-                : problems.joined(separator: "; ")
-            return VerifyCheck(name: "log invariants", passed: problems.isEmpty, detail: detail)
+        let own = try db.scalarInt("SELECT count(*) FROM chronicle_own_confirmed WHERE server_seq > ?1", [.integer(sealedUpTo)]) ?? 0
+        if own != blocks.ownOps {
+            problems.append("\(own) of this device's ops are recorded as confirmed after seq \(sealedUpTo), but the log holds \(blocks.ownOps)")
         }
-        checks.append(logCheck)
+        if try db.scalarInt("SELECT count(*) FROM chronicle_own_confirmed WHERE server_seq > ?1 OR server_seq <= ?2",
+                            [.integer(cursor), .integer(try LogTables.historyBase(in: db))]) != 0 {
+            problems.append("this device's confirmed ops are recorded past the cursor or before the history base")
+        }
+        let (queued, outboxProblems) = try outboxCheck(sealedUpTo: sealedUpTo, in: db)
+        problems += outboxProblems
+        problems += try missingGuardTriggers(in: db).map { "guard trigger \($0) is missing" }
+        let sealed = try db.scalarInt("SELECT coalesce(sum(op_count), 0) FROM chronicle_segments") ?? 0
+        let detail = problems.isEmpty
+            ? "\(hot + sealed) confirmed ops (\(sealed) sealed), gap-free; \(queued) pending, gap-free"
+            : problems.joined(separator: "; ")
+        return VerifyCheck(name: "log invariants", passed: problems.isEmpty, detail: detail)
+    }
 
-        // A bulk apply drops the projection's read indexes and builds them at its close (or the next open does).
+    /// The outbox's ops and what is wrong with their numbers, or a confirmed op still queued.
+    private func outboxCheck(sealedUpTo: Int64, in db: Database) throws -> (queued: Int64, problems: [String]) {
+        var problems: [String] = []
+        let outbox = try db.query("SELECT count(*), coalesce(min(device_seq), 0), coalesce(max(device_seq), 0) FROM chronicle_outbox") { ($0.int(0), $0.int(1), $0.int(2)) }[0]
+        let lastDeviceSeq = try LogTables.meta("last_device_seq", in: db).integerValue ?? -1
+        // Queued ops run from the oldest one to the last device seq. Every number in that run is
+        // accounted for: queued; refused (ops the server rejected left the outbox from anywhere
+        // in the run, and are kept in chronicle_rejected); given up when the queue was numbered
+        // again (`renumberOutbox`, `closeOutboxGap`, a rewind past lost history); or confirmed
+        // as this device's op (refused ops queued again after the server lost their refusals
+        // sit ahead of ops confirmed since). A number may be accounted for twice (a refused op
+        // queued again, or taken after all); none may be missing.
+        // After starting from a snapshot, queued ops the snapshot already held leave the outbox from
+        // anywhere in the run too (recorded as sealed, without their device seq): then only order is checked.
+        let startedFromSnapshot = try LogTables.historyBase(in: db) > 0
+        if outbox.0 > 0 && (startedFromSnapshot || lastDeviceSeq < outbox.1) {
+            if outbox.2 > lastDeviceSeq {
+                problems.append("outbox device_seq has gaps (queued up to \(outbox.2), past the last device seq \(lastDeviceSeq))")
+            }
+        } else if outbox.0 > 0 {
+            let run = outbox.1...lastDeviceSeq
+            let covered = try Self.accountedDeviceSeqs(in: run, in: db)
+            let missing = run.filter { !covered.contains($0) }
+            if let first = missing.first {
+                problems.append("outbox device_seq has gaps (\(missing.count) of \(outbox.1)…\(lastDeviceSeq) neither queued, refused, given up nor confirmed, from \(first); \(outbox.0) queued)")
+            }
+        }
+        // (Another device's op with the same id is not: this device's op is refused as an
+        // op_id_conflict when it is pushed, and a pull may bring the other one first.)
+        if try db.scalarInt("SELECT count(*) FROM chronicle_outbox o JOIN chronicle_own_confirmed c ON c.op_id = o.op_id AND c.server_seq > ?1",
+                            [.integer(sealedUpTo)]) != 0 {
+            problems.append("a confirmed op is still in the outbox")
+        }
+        return (outbox.0, problems)
+    }
+
+    /// The triggers that keep the log append-only and the outbox gap-free, where one is missing.
+    private func missingGuardTriggers(in db: Database) throws -> [String] {
+        let triggers = Set(try db.query("SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'chronicle_%'") { $0.text(0) })
+        return ["chronicle_log_blocks_immutable", "chronicle_log_blocks_leave_only_sealed", "chronicle_log_blocks_gap_free", "chronicle_outbox_once",
+                "chronicle_outbox_gap_free", "chronicle_outbox_leaves_when_settled", "chronicle_rejected_kept",
+                "chronicle_segments_contiguous", "chronicle_segments_immutable"].filter { !triggers.contains($0) }
+    }
+
+    /// The projection's read indexes in place. A bulk apply drops them and builds them at its
+    /// close (or the store's upkeep does).
+    private func projectionIndexCheck(stale: Bool) throws -> VerifyCheck {
         let missing = try read { db in
             try projection.readIndexes.filter { index in
                 try db.scalarInt("SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = ?1", [.text(index.name)]) != 1
             }.map(\.name)
         }
-        checks.append(VerifyCheck(
+        return VerifyCheck(
             name: "projection indexes", passed: stale || missing.isEmpty,
-            detail: stale && !missing.isEmpty ? "\(missing.count) set aside by a bulk apply; its close or the next open builds them"
-                : missing.isEmpty ? "\(projection.readIndexes.count) in place" : "missing: " + missing.joined(separator: ", ")))
-
-        checks.append(try verifyBlobs())
-
-        let current = try digest()
-        let replayed = try replayDigest(progress: progress)
-        checks.append(VerifyCheck(name: "digest equals a replay of the log", passed: current == replayed,
-                                  detail: current == replayed ? current : "projection \(current) but replay gives \(replayed)"))
-        return VerifyReport(checks: checks, digest: current)
+            detail: stale && !missing.isEmpty ? "\(missing.count) set aside by a bulk apply; its close or the store's upkeep builds them"
+                : missing.isEmpty ? "\(projection.readIndexes.count) in place" : "missing: " + missing.joined(separator: ", "))
     }
 
     /// The digest a full replay of the log (and outbox) gives, computed in a

@@ -30,6 +30,9 @@ package protocol LogLifecycle: Sendable {
     /// a device's shows its pending ops on top): a snapshot is then read from it as it is,
     /// at the head, rather than replayed into a scratch database up to the seal point.
     var projectsConfirmedStateOnly: Bool { get }
+    /// True where snapshots are what new devices start from (the server's libraries): a
+    /// compaction then always keeps its new snapshot (`CompactionPolicy.keepsSnapshotThatGrowsFile`).
+    var snapshotsServeNewDevices: Bool { get }
     /// `projectsConfirmedStateOnly`, or true as `db` sees the store now (a device with no op pending).
     func confirmedStateOnly(in db: Database) throws -> Bool
     /// What "now" is on the server's clock, for decisions that compare it with server times

@@ -103,7 +103,7 @@ private func releaseWordTokenizer(_ box: UnsafeMutableRawPointer?) {
 }
 
 /// One phrase instance in the row: which phrase, where, and how many tokens it spans.
-private struct Instance {
+struct Instance {
     var phrase: Int32
     var column: Int32
     var offset: Int32
@@ -112,7 +112,7 @@ private struct Instance {
 }
 
 /// State of one early-stopping tokenization: the byte ranges of tokens `start..<end`.
-private final class TokenWindow {
+final class TokenWindow {
     let start: Int32
     let end: Int32
     var position: Int32 = 0
@@ -127,7 +127,7 @@ private final class TokenWindow {
     }
 }
 
-private func collectToken(_ context: UnsafeMutableRawPointer?, _ flags: Int32, _ token: UnsafePointer<CChar>?, _ length: Int32,
+func collectToken(_ context: UnsafeMutableRawPointer?, _ flags: Int32, _ token: UnsafePointer<CChar>?, _ length: Int32,
                           _ start: Int32, _ end: Int32) -> Int32 {
     guard let context else { return SQLITE_ERROR }
     let window = Unmanaged<TokenWindow>.fromOpaque(context).takeUnretainedValue()
@@ -144,156 +144,17 @@ private func collectToken(_ context: UnsafeMutableRawPointer?, _ flags: Int32, _
     return SQLITE_OK
 }
 
-private func valueBytes(_ value: OpaquePointer?) -> [UInt8] {
+func valueBytes(_ value: OpaquePointer?) -> [UInt8] {
     guard let value, let text = sqlite3_value_text(value) else { return [] }
     return Array(UnsafeBufferPointer(start: text, count: Int(sqlite3_value_bytes(value))))
 }
 
-private func fail(_ context: OpaquePointer, _ message: String, code: Int32) {
+func fail(_ context: OpaquePointer, _ message: String, code: Int32) {
     sqlite3_result_error(context, "chronicle_snippet: " + message, -1)
     sqlite3_result_error_code(context, code)
 }
 
-private func chronicleSnippet(_ api: UnsafePointer<Fts5ExtensionApi>?, _ fts: OpaquePointer?, _ context: OpaquePointer?,
-                              _ count: Int32, _ values: UnsafeMutablePointer<OpaquePointer?>?) {
-    guard let context else { return }
-    guard let api, let fts, let values else {
-        return fail(context, "expects an open marker, a close marker, an ellipsis and a token count", code: SQLITE_ERROR)
-    }
-    let a = api.pointee
-    guard let instCount = a.xInstCount, let inst = a.xInst, let phraseSize = a.xPhraseSize, let phraseCount = a.xPhraseCount,
-          let columnCount = a.xColumnCount, let columnSize = a.xColumnSize, let columnText = a.xColumnText,
-          let tokenize = a.xTokenize, let userData = a.xUserData else {
-        return fail(context, "this SQLite's FTS5 lacks a needed API", code: SQLITE_ERROR)
-    }
-    // Four arguments, or four and the text of every column over a phrase index.
-    let pairs = count == 4 + columnCount(fts) && count > 4
-    guard count == 4 || pairs else {
-        return fail(context, "expects an open marker, a close marker, an ellipsis and a token count (and over a phrase index the text of every column)",
-                    code: SQLITE_ERROR)
-    }
-    let words = userData(fts).map { Unmanaged<WordTokenizer>.fromOpaque($0).takeUnretainedValue() }
-    if pairs && words == nil { return fail(context, "has no word tokenizer for a phrase index", code: SQLITE_ERROR) }
-    let open = valueBytes(values[0]), close = valueBytes(values[1]), ellipsis = valueBytes(values[2])
-    let tokens = Int32(max(1, min(64, sqlite3_value_int(values[3]))))
-
-    // 1. The phrase instances, by column and offset.
-    var n: Int32 = 0
-    var rc = instCount(fts, &n)
-    guard rc == SQLITE_OK else { return fail(context, "could not read the row's matches", code: rc) }
-    let phrases = Int(max(0, phraseCount(fts)))
-    var instances: [Instance] = []
-    instances.reserveCapacity(Int(n))
-    for i in 0..<n {
-        var phrase: Int32 = 0, column: Int32 = 0, offset: Int32 = 0
-        rc = inst(fts, i, &phrase, &column, &offset)
-        guard rc == SQLITE_OK else { return fail(context, "could not read the row's matches", code: rc) }
-        guard phrase >= 0, Int(phrase) < phrases else { continue }
-        instances.append(Instance(phrase: phrase, column: column, offset: offset, size: max(1, phraseSize(fts, phrase)) + (pairs ? 1 : 0)))
-    }
-    instances.sort { ($0.column, $0.offset) < ($1.column, $1.offset) }
-
-    // 2. The window: from each instance, the distinct phrases (then instances) that fit in `tokens`.
-    var column: Int32 = 0
-    var start: Int32 = 0
-    if instances.isEmpty {
-        // No instance (a match through NOT, say): the start of the first column with text.
-        for c in 0..<columnCount(fts) {
-            var text: UnsafePointer<CChar>?
-            var bytes: Int32 = 0
-            if pairs {
-                if sqlite3_value_bytes(values[Int(4 + c)]) > 0 { column = c; break }
-            } else if columnText(fts, c, &text, &bytes) == SQLITE_OK, bytes > 0 { column = c; break }
-        }
-    } else {
-        var best = (distinct: -1, total: 0, index: 0, end: Int32(0))
-        var lastCounted = [Int](repeating: -1, count: phrases)
-        for i in instances.indices {
-            let anchor = instances[i]
-            var distinct = 0, total = 0, end = anchor.end
-            var j = i
-            while j < instances.count, instances[j].column == anchor.column, instances[j].offset < anchor.offset + tokens {
-                let candidate = instances[j]
-                if j == i || candidate.end <= anchor.offset + tokens {
-                    if lastCounted[Int(candidate.phrase)] != i { lastCounted[Int(candidate.phrase)] = i; distinct += 1 }
-                    total += 1
-                    end = max(end, candidate.end)
-                }
-                j += 1
-            }
-            if distinct > best.distinct || (distinct == best.distinct && total > best.total) {
-                best = (distinct, total, i, end)
-            }
-        }
-        let anchor = instances[best.index]
-        column = anchor.column
-        let span = min(tokens, best.end - anchor.offset)
-        start = anchor.offset - (tokens - span) / 2
-        var size: Int32 = 0
-        if columnSize(fts, column, &size) == SQLITE_OK, start + tokens > size { start = size - tokens }
-        start = max(0, start)
-    }
-
-    // 3. The column's text, tokenized only up to the window's end.
-    var text: UnsafePointer<CChar>?
-    var bytes: Int32 = 0
-    if pairs {
-        // The text, then its length (sqlite3_value_bytes after sqlite3_value_text, as SQLite asks).
-        let value = values[Int(4 + column)]
-        text = UnsafeRawPointer(sqlite3_value_text(value)).map { $0.assumingMemoryBound(to: CChar.self) }
-        bytes = sqlite3_value_bytes(value)
-    } else {
-        rc = columnText(fts, column, &text, &bytes)
-        guard rc == SQLITE_OK else { return fail(context, "could not read the row's text", code: rc) }
-    }
-    guard let text, bytes > 0 else { return chronicleResult(context, []) }
-    let window = TokenWindow(start: start, end: start + tokens)
-    rc = withExtendedLifetime(window) {
-        let context = Unmanaged.passUnretained(window).toOpaque()
-        if pairs, let words { return words.tokenize(text, bytes, context, collectToken) }
-        return tokenize(fts, text, bytes, context, collectToken)
-    }
-    guard rc == SQLITE_OK || rc == SQLITE_DONE else { return fail(context, "could not tokenize the row's text", code: rc) }
-    guard let first = window.ranges.first else { return chronicleResult(context, []) }
-
-    // 4. The passage, each run of matched tokens between one pair of markers.
-    var lit = [Bool](repeating: false, count: window.ranges.count)
-    for instance in instances where instance.column == column {
-        let from = max(instance.offset, start), to = min(instance.end, start + Int32(window.ranges.count))
-        if from < to { for t in from..<to { lit[Int(t - start)] = true } }
-    }
-    let source = UnsafeRawBufferPointer(start: text, count: Int(bytes))
-    func copy(_ from: Int32, _ to: Int32, into out: inout [UInt8]) {
-        let lower = Int(max(0, min(from, bytes))), upper = Int(max(0, min(to, bytes)))
-        if lower < upper { out.append(contentsOf: source[lower..<upper]) }
-    }
-    var out: [UInt8] = []
-    out.reserveCapacity(Int(window.ranges.last!.end - first.start) + 32)
-    // Like snippet(): a passage at the text's start or end keeps what lies before its first
-    // token or after its last (an opening quote, a closing full stop).
-    if start > 0 { out += ellipsis }
-    var cursor = start > 0 ? first.start : 0, previousEnd = cursor, inRun = false
-    for (k, range) in window.ranges.enumerated() {
-        if lit[k] && !inRun {
-            copy(cursor, range.start, into: &out)
-            out += open
-            cursor = range.start
-            inRun = true
-        } else if !lit[k] && inRun {
-            copy(cursor, previousEnd, into: &out)
-            out += close
-            cursor = previousEnd
-            inRun = false
-        }
-        previousEnd = range.end
-    }
-    copy(cursor, previousEnd, into: &out)
-    if inRun { out += close }
-    if window.more { out += ellipsis } else { copy(previousEnd, bytes, into: &out) }
-    chronicleResult(context, out)
-}
-
-private func chronicleResult(_ context: OpaquePointer, _ bytes: [UInt8]) {
+func chronicleResult(_ context: OpaquePointer, _ bytes: [UInt8]) {
     guard !bytes.isEmpty else {
         _ = chronicle_result_text(context, "", 0)
         return
