@@ -1,6 +1,8 @@
 // swift-tools-version: 6.0
 // Chronicle: an offline-first sync engine. Layers only point down:
-// C shims → ChronicleCore → ChronicleStore → (Sync/Server) → Tools.
+// C shims → ChronicleCore → ChronicleStore → (Sync/Server) → apps' server extensions
+// (ChronicleArticles) → Tools. The generic server names no app's op types; an app's
+// server-side work is a ServerExtension in a module of its own.
 import PackageDescription
 
 let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
@@ -15,6 +17,7 @@ let package = Package(
         .library(name: "ChronicleServerStore", targets: ["ChronicleServerStore"]),
         .library(name: "ChronicleServer", targets: ["ChronicleServer"]),
         .library(name: "ChroniclePostgres", targets: ["ChroniclePostgres"]),
+        .library(name: "ChronicleArticles", targets: ["ChronicleArticles"]),
         .executable(name: "chronicle", targets: ["chronicle"]),
         .executable(name: "chronicle-bench", targets: ["chronicle-bench"]),
     ],
@@ -54,30 +57,37 @@ let package = Package(
         // The server's order and accounts kept in PostgreSQL, for several servers sharing one database.
         .target(name: "ChroniclePostgres", dependencies: ["ChronicleServerStore", "CPQ"], swiftSettings: strict),
         .target(name: "ChronicleSync", dependencies: ["ChronicleStore"], swiftSettings: strict),
-        .target(name: "ChronicleServer", dependencies: ["ChronicleServerStore", "CMicroHTTPD", "CCrypto", "CXML2", "CTLS"],
+        .target(name: "ChronicleServer", dependencies: ["ChronicleServerStore", "CMicroHTTPD", "CCrypto"],
+                swiftSettings: strict),
+        // The read-it-later app's article fetcher, a ServerExtension: reads saved pages (TLS,
+        // libxml2) into article.parsed ops.
+        .target(name: "ChronicleArticles", dependencies: ["ChronicleServer", "ChronicleServerStore", "CXML2", "CTLS"],
                 swiftSettings: strict),
         // Test support shipped as a module: the seeded simulator, its clocks and faults.
         .target(name: "ChronicleTesting", dependencies: ["ChronicleSync", "ChronicleServer", "ChronicleServerStore", "ChronicleStore", "CSpawn"],
                 swiftSettings: strict),
 
-        .executableTarget(name: "chronicle", dependencies: ["ChronicleStore", "ChronicleSync", "ChronicleServerStore", "ChronicleServer", "ChroniclePostgres"],
+        .executableTarget(name: "chronicle", dependencies: ["ChronicleStore", "ChronicleSync", "ChronicleServerStore", "ChronicleServer", "ChroniclePostgres",
+                                                            "ChronicleArticles"],
                           path: "Tools/chronicle", swiftSettings: strict),
         .executableTarget(name: "chronicle-fixture", dependencies: ["ChronicleStore", "ChronicleTesting"],
                           path: "Tools/chronicle-fixture", swiftSettings: strict),
         // Test support: a real sync server with a fault wrapped around its routes (fault tests).
         .executableTarget(name: "chronicle-test-server", dependencies: ["ChronicleServer", "ChronicleTesting"],
                           path: "Tools/chronicle-test-server", swiftSettings: strict),
-        .executableTarget(name: "chronicle-bench", dependencies: ["ChronicleStore", "ChronicleSync", "ChronicleServerStore", "ChronicleServer", "ChroniclePostgres", "ChronicleTesting", "CSQLite", "CXML2"],
+        .executableTarget(name: "chronicle-bench", dependencies: ["ChronicleStore", "ChronicleSync", "ChronicleServerStore", "ChronicleServer", "ChroniclePostgres", "ChronicleArticles", "ChronicleTesting", "CSQLite", "CXML2"],
                           path: "Tools/chronicle-bench", swiftSettings: strict),
 
         .testTarget(name: "ChronicleCoreTests", dependencies: ["ChronicleCore", "ChronicleStore", "ChronicleTesting"], swiftSettings: strict),
         .testTarget(name: "ChronicleStoreTests", dependencies: ["ChronicleStore", "ChronicleServerStore", "CSQLite", "ChronicleTesting"],
                     swiftSettings: strict),
-        .testTarget(name: "ChronicleServerTests", dependencies: ["ChronicleServer", "ChronicleServerStore", "CMicroHTTPD", "CTLS", "ChronicleTesting"],
+        .testTarget(name: "ChronicleServerTests", dependencies: ["ChronicleServer", "ChronicleServerStore", "ChronicleStore", "ChronicleSync", "CMicroHTTPD", "ChronicleTesting"],
                     swiftSettings: strict),
-        .testTarget(name: "ChronicleSyncTests", dependencies: ["ChronicleSync", "ChronicleServer", "ChronicleServerStore", "CTLS", "ChronicleTesting"],
+        .testTarget(name: "ChronicleSyncTests", dependencies: ["ChronicleSync", "ChronicleServer", "ChronicleServerStore", "ChronicleTesting"],
                     swiftSettings: strict),
-        .testTarget(name: "ChroniclePostgresTests", dependencies: ["ChroniclePostgres", "ChronicleServerStore", "ChronicleServer", "ChronicleSync", "ChronicleTesting"],
+        .testTarget(name: "ChronicleArticlesTests", dependencies: ["ChronicleArticles", "ChronicleServer", "ChronicleServerStore", "ChronicleSync", "CTLS", "ChronicleTesting"],
+                    swiftSettings: strict),
+        .testTarget(name: "ChroniclePostgresTests", dependencies: ["ChroniclePostgres", "ChronicleServerStore", "ChronicleServer", "ChronicleArticles", "ChronicleSync", "ChronicleTesting"],
                     swiftSettings: strict),
         .testTarget(name: "ChronicleSimulationTests", dependencies: ["ChronicleTesting"], swiftSettings: strict),
         .testTarget(name: "ChronicleToolTests", dependencies: ["ChronicleStore", "ChronicleServerStore", "ChroniclePostgres", "ChronicleTesting", "chronicle", "chronicle-test-server"], swiftSettings: strict),

@@ -1,3 +1,4 @@
+import ChronicleArticles
 import ChronicleCore
 import ChroniclePostgres
 import ChronicleServer
@@ -20,12 +21,13 @@ struct SharedServersTests {
         let user: UserRecord
         let password = "correct horse battery staple"
 
-        init(maintenance: MaintenancePolicy = MaintenancePolicy()) throws {
+        /// `extensions`: what each server is handed, made anew for each (an extension serves one server).
+        init(maintenance: MaintenancePolicy = MaintenancePolicy(), extensions: () -> [any ServerExtension] = { [] }) throws {
             let database = try TestDatabase()
             self.database = database
             servers = try ["one", "two"].map { name in
                 try SyncServer(dataDirectory: database.directory + "/\(name)", maintenance: maintenance, shared: try database.server(name),
-                               accounts: Accounts(storage: try PostgresAccountsStorage(conninfo: database.conninfo)))
+                               accounts: Accounts(storage: try PostgresAccountsStorage(conninfo: database.conninfo)), extensions: extensions())
             }
             user = try servers[0].service.accounts.addUser("ada", password: password, schema: .readItLater)
         }
@@ -269,11 +271,9 @@ struct SharedServersTests {
         let page = Page()
         let web = try HTTPServer(configuration: HTTPServer.Configuration(), handler: page)
         defer { web.stop() }
-        var maintenance = MaintenancePolicy()
         var fetch = ArticleFetchPolicy()
         fetch.allowsPrivateAddresses = true
-        maintenance.articleFetch = fetch
-        let pair = try Pair(maintenance: maintenance)
+        let pair = try Pair(extensions: { [ArticleFetcher(policy: fetch)] })
         let a = try pair.device(0), b = try pair.device(1)
         let id = try a.store.write("article.save", payload: ["url": .text("http://127.0.0.1:\(web.port)/shared")]).entityID
         #expect(await a.engine.syncOnce().outcome == .synced)

@@ -1,6 +1,6 @@
 import CXML2
+import ChronicleArticles
 import ChronicleCore
-import ChronicleServer
 import Foundation
 
 /// The article fetcher's reading of pages (`ArticleExtractor.extract`: libxml2's HTML parser,

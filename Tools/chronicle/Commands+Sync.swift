@@ -1,4 +1,5 @@
 import ChronicleCore
+import ChronicleArticles
 import ChroniclePostgres
 import ChronicleServer
 import ChronicleStore
@@ -204,6 +205,7 @@ extension Command {
             limits.accessTokenSeconds = n == 0 ? nil : n * 60
         }
         let maintenance = try maintenancePolicy(&args)
+        let extensions = try serverExtensions(&args)
         let postgres = args.option("postgres") ?? ProcessInfo.processInfo.environment["CHRONICLE_POSTGRES"].flatMap { $0.isEmpty ? nil : $0 }
         let replicasOption = args.option("replicas")
         var pool = (size: 8, timeoutMilliseconds: PostgresServerStore.defaultStatementTimeoutMilliseconds)
@@ -238,7 +240,7 @@ extension Command {
             let served = try servePostgres(conninfo: postgres, data: dataOption, replicas: replicasOption, pool: pool)
             held = served.locks
             server = try SyncServer(dataDirectory: served.store.cacheDirectory, configuration: configuration, limits: limits, maintenance: maintenance,
-                                    log: ServerLog(to: .standardError), shared: served.store, accounts: served.accounts)
+                                    log: ServerLog(to: .standardError), shared: served.store, accounts: served.accounts, extensions: extensions)
             where_ = "order and accounts in \(served.store.label), replicas in \(served.store.cacheDirectory)"
                 + (served.moved.map { "; moved \($0.users) users and \($0.devices) devices there from \(data)/server.sqlite" } ?? "")
         } else {
@@ -246,7 +248,7 @@ extension Command {
             held = [try DataDirectoryLock(dataDirectory: data, purpose: "chronicle serve")]
             try Accounts(dataDirectory: data).refuseIfOrderedElsewhere("`chronicle serve` without --postgres")
             server = try SyncServer(dataDirectory: data, configuration: configuration, limits: limits, maintenance: maintenance,
-                                    log: ServerLog(to: .standardError))
+                                    log: ServerLog(to: .standardError), extensions: extensions)
             where_ = "data in \(data)"
         }
         FileHandle.standardOutput.write(Data("Chronicle server listening on \(server.url.absoluteString) (\(where_))\n".utf8))
@@ -334,6 +336,12 @@ extension Command {
         if let days = try whole("upload-expiry-days", 0...36_500) { maintenance.abandonedUploadSeconds = days == 0 ? nil : Double(days) * 86_400 }
         if let days = try whole("unnamed-file-days", 0...36_500) { maintenance.unnamedBlobSeconds = days == 0 ? nil : Double(days) * 86_400 }
         if let ops = try whole("start-image-ops", 0...1_000_000_000_000) { maintenance.startImageOpsMin = ops == 0 ? nil : ops }
+        return maintenance
+    }
+
+    /// `serve`'s article fetching options: the read-it-later app's `ArticleFetcher`
+    /// (`ChronicleArticles`), where `--fetch-articles` or one of its options is given.
+    static func serverExtensions(_ args: inout Arguments) throws(ChronicleError) -> [any ServerExtension] {
         let fetches = args.flag("fetch-articles"), privately = args.flag("fetch-private-addresses")
         let authorities = args.option("fetch-ca-file")
         if let authorities, !FileManager.default.isReadableFile(atPath: authorities) {
@@ -343,9 +351,9 @@ extension Command {
             var policy = ArticleFetchPolicy()
             policy.allowsPrivateAddresses = privately
             policy.trustedCertificatesFile = authorities
-            maintenance.articleFetch = policy
+            return [ArticleFetcher(policy: policy)]
         }
-        return maintenance
+        return []
     }
 
     /// `--wait S` of remove-user and delete-library: 0 to 3,600 seconds, 30 when not given.

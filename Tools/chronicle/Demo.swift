@@ -1,3 +1,4 @@
+import ChronicleArticles
 import ChronicleCore
 import ChronicleServer
 import ChronicleStore
@@ -44,11 +45,10 @@ struct AirplaneDemo: Sendable {
         let web = try HTTPServer(configuration: HTTPServer.Configuration(), handler: DemoPages())
         defer { web.stop() }
         let pages = "http://127.0.0.1:\(web.port)"
-        var maintenance = MaintenancePolicy()
         var fetch = ArticleFetchPolicy()
         fetch.allowsPrivateAddresses = true   // the pages are on this machine
-        maintenance.articleFetch = fetch
-        let server = try SyncServer(dataDirectory: directory + "/server", maintenance: maintenance)
+        let fetcher = ArticleFetcher(policy: fetch)
+        let server = try SyncServer(dataDirectory: directory + "/server", extensions: [fetcher])
         defer { server.stop() }
         step("1. A sync server is listening on \(server.url.absoluteString) (embedded SQLite in \(directory)/server),")
         say("   reading the pages people save (--fetch-articles); a web server on \(pages) serves them.")
@@ -66,7 +66,7 @@ struct AirplaneDemo: Sendable {
         let tunnels = try phone.store.write("article.save", payload: ["url": .text("\(pages)/tunnels"), "title": .text("Why trains lose signal in tunnels")])
         try phone.store.write("article.tag", entity: swift.entityID, payload: ["tag": .text("swift")])
         report(phone, await phone.online.syncOnce())
-        try await pagesRead(server)
+        try await pagesRead(fetcher)
         report(laptop, await laptop.online.syncOnce())
         try show(laptop)
         say("   (\"Write-Ahead Logging\" was saved with no title: the server took it from the page, with the text and its word count.)")
@@ -106,7 +106,7 @@ struct AirplaneDemo: Sendable {
 
         step("5. The phone reconnects and syncs; the server reads the pages it saved on the plane; the laptop syncs, then the phone.")
         report(phone, await phone.online.syncOnce())
-        try await pagesRead(server)
+        try await pagesRead(fetcher)
         report(laptop, await laptop.online.syncOnce())
         report(phone, await phone.online.syncOnce())
         say("   Phone: " + (try statusLine(phone)))
@@ -160,9 +160,9 @@ struct AirplaneDemo: Sendable {
     private func step(_ text: String) { say("\n" + text) }
 
     /// Waits until the server has read every page saved so far (at most 30 s).
-    private func pagesRead(_ server: SyncServer) async throws {
+    private func pagesRead(_ fetcher: ArticleFetcher) async throws {
         let deadline = Date().addingTimeInterval(30)
-        while server.service.articlesPending > 0, Date() < deadline { try await Task.sleep(nanoseconds: 10_000_000) }
+        while fetcher.pending > 0, Date() < deadline { try await Task.sleep(nanoseconds: 10_000_000) }
     }
 
     /// The random end of the id (the start of a UUIDv7 is its timestamp).

@@ -72,16 +72,16 @@ for t in "${targets[@]}"; do
     if [[ $t == article ]]; then
         # The reader and its contract alone, on libxml2 (Sources/CXML2); seeds are the committed corpus.
         mkdir -p "$build/seeds/article"
-        nice -n 19 swiftc -swift-version 6 -parse-as-library -O -wmo -warnings-as-errors -module-name ChronicleServer \
+        nice -n 19 swiftc -swift-version 6 -parse-as-library -O -wmo -warnings-as-errors -module-name ChronicleArticles \
             -I "$root/Sources/CXML2" $(pkg-config --cflags-only-I libxml-2.0 | sed 's/-I/-Xcc -I/g') -lxml2 -use-ld=lld \
-            -sanitize=fuzzer,address "$root/Sources/ChronicleServer/Articles/ArticleExtractor.swift" \
-            "$root/Sources/ChronicleServer/Articles/ArticleContract.swift" "$entry" -o "$bin"
+            -sanitize=fuzzer,address "$root/Sources/ChronicleArticles/ArticleExtractor.swift" \
+            "$root/Sources/ChronicleArticles/ArticleContract.swift" "$entry" -o "$bin"
     elif [[ $t == response ]]; then
         # The HTTP answer reader and its contract alone (pure Swift); seeds are the committed corpus.
         mkdir -p "$build/seeds/response"
-        nice -n 19 swiftc -swift-version 6 -parse-as-library -O -wmo -warnings-as-errors -module-name ChronicleServer -use-ld=lld \
-            -sanitize=fuzzer,address "$root/Sources/ChronicleServer/Articles/PageResponseReader.swift" \
-            "$root/Sources/ChronicleServer/Articles/PageResponseContract.swift" "$entry" -o "$bin"
+        nice -n 19 swiftc -swift-version 6 -parse-as-library -O -wmo -warnings-as-errors -module-name ChronicleArticles -use-ld=lld \
+            -sanitize=fuzzer,address "$root/Sources/ChronicleArticles/PageResponseReader.swift" \
+            "$root/Sources/ChronicleArticles/PageResponseContract.swift" "$entry" -o "$bin"
     else
         nice -n 19 swiftc "${swift_flags[@]}" -sanitize=fuzzer,address \
             "${library[@]}" "$here/FuzzContract.swift" "$entry" -o "$bin"

@@ -12,7 +12,13 @@ sources, and fails (exit 1, one line per problem) where:
   rules, codecs, protocol messages);
 - a production module (every library target but ChronicleTesting) or the `chronicle` tool holds
   a test double: the in-memory transport, the manual clock, seeded ids, fault injection;
-- a module imports one of the package's modules it does not declare as a dependency.
+- a module imports one of the package's modules it does not declare as a dependency;
+- a library target depends on a module the graph below (`ALLOWED`) does not give it, or is not in
+  the graph at all: a new module, or a new edge, is placed here on purpose;
+- a generic module (the engine: `GENERIC`) reaches an app's module (`APPS`), or its code (doc
+  comments aside) holds a string literal naming an op type of a reference app (`"article.`,
+  `"job.`, `'note.` in SQL, …: the entity part of every op type in `Schemas/*/*.json`). The engine knows apps by
+  their schemas, as data; an app's server-side work is a `ServerExtension` in a module of its own.
 """
 import json
 import os
@@ -23,6 +29,23 @@ import sys
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 DEVICE = ["ChronicleCore", "ChronicleStore", "ChronicleSync"]
 SERVER_AND_TESTING = ["ChronicleServerStore", "ChronicleServer", "ChroniclePostgres", "ChronicleTesting"]
+# The library targets and what each may depend on directly (the README's Modules picture).
+ALLOWED = {
+    "ChronicleCore": {"CLZ4", "CCrypto"},
+    "ChronicleStore": {"ChronicleCore", "CSQLite", "CLZ4", "CCrypto"},
+    "ChronicleSync": {"ChronicleStore"},
+    "ChronicleServerStore": {"ChronicleStore", "CSQLite"},
+    "ChronicleServer": {"ChronicleServerStore", "CMicroHTTPD", "CCrypto"},
+    "ChroniclePostgres": {"ChronicleServerStore", "CPQ"},
+    # The read-it-later app's article fetcher, a ServerExtension.
+    "ChronicleArticles": {"ChronicleServer", "ChronicleServerStore", "CXML2", "CTLS"},
+    "ChronicleTesting": {"ChronicleSync", "ChronicleServer", "ChronicleServerStore", "ChronicleStore", "CSpawn"},
+}
+# The engine: it names no app. Its sources are checked for the apps' op types.
+GENERIC = ["ChronicleCore", "ChronicleStore", "ChronicleSync", "ChronicleServerStore", "ChronicleServer", "ChroniclePostgres"]
+GENERIC_SOURCES = ["ChronicleServer", "ChronicleServerStore", "ChroniclePostgres", "ChronicleSync", "ChronicleStore"]
+# Modules of the reference apps, which the engine never reaches.
+APPS = ["ChronicleArticles"]
 # What Core may not touch: files, processes, sockets.
 CORE_IO = re.compile(r"\b(FileManager|FileHandle|fopen|fread|fwrite|Glibc\.(open|read|write|close)|"
                      r"URLSession|InputStream|OutputStream|socket\(|posix_spawn|Process\(\))")
@@ -66,6 +89,60 @@ def swift_files(path):
                 yield os.path.join(directory, name)
 
 
+def app_op_prefixes():
+    """The entity part of every op type the reference apps' schemas (`Schemas/<app>/v<N>.json`) declare."""
+    prefixes = set()
+    schemas = os.path.join(ROOT, "Schemas")
+    for app in sorted(os.listdir(schemas)):
+        directory = os.path.join(schemas, app)
+        if not os.path.isdir(directory):
+            continue
+        for name in sorted(os.listdir(directory)):
+            if name.endswith(".json"):
+                with open(os.path.join(directory, name), encoding="utf-8") as f:
+                    schema = json.load(f)
+                for op in schema.get("ops", []) if isinstance(schema, dict) else []:
+                    if isinstance(op, dict) and "." in op.get("type", ""):
+                        prefixes.add(op["type"].split(".", 1)[0])
+    return sorted(prefixes)
+
+
+def blank_comments(text):
+    """`text` with every comment's characters (doc comments too) turned into spaces, lines kept:
+    a `//` inside a string literal is not a comment, nor a quote inside a comment a string."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        if text.startswith("//", i):
+            end = text.find("\n", i)
+            end = n if end < 0 else end
+            out.append(" " * (end - i))
+            i = end
+        elif text.startswith("/*", i):
+            depth, j = 1, i + 2
+            while j < n and depth:
+                if text.startswith("/*", j):
+                    depth, j = depth + 1, j + 2
+                elif text.startswith("*/", j):
+                    depth, j = depth - 1, j + 2
+                else:
+                    j += 1
+            out.append(re.sub(r"[^\n]", " ", text[i:j]))
+            i = j
+        elif (m := re.match(r'(#*)("""|")', text[i:i + 40])):
+            hashes, quote = m.group(1), m.group(2)
+            close = quote + hashes
+            j = i + len(m.group(0))
+            while j < n and not text.startswith(close, j):
+                j += 2 if text[j] == "\\" and not hashes else 1
+            j = min(n, j + len(close))
+            out.append(text[i:j])
+            i = j
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
 def strip_comments(text):
     text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
     return "\n".join(line.split("//", 1)[0] if "//" in line and '"' not in line.split("//", 1)[0] else line
@@ -91,6 +168,34 @@ def main():
             continue
         for bad in sorted(reach(module) & set(SERVER_AND_TESTING)):
             problems.append(f"Package.swift: device module {module} depends on {bad}")
+
+    for name, target in sorted(targets.items()):
+        if target["type"] != "regular":
+            continue
+        if name not in ALLOWED:
+            problems.append(f"Package.swift: library target {name} is not in check-layers.py's graph (ALLOWED)")
+            continue
+        for dep in sorted(set(graph[name]) - ALLOWED[name]):
+            problems.append(f"Package.swift: {name} depends on {dep}, which the module graph does not allow")
+    for module in GENERIC:
+        for app in sorted(reach(module) & set(APPS)):
+            problems.append(f"Package.swift: generic module {module} depends on the app module {app}")
+
+    prefixes = app_op_prefixes()
+    if not prefixes:
+        problems.append("Schemas/: no op types found in the apps' schemas")
+    # A string literal (plain or raw) that begins with an app's op type ("article.save", #"job.\(x)"#),
+    # or one quoted in SQL inside a string ('article.save'): comments are blanked, so a quote is code's.
+    app_literal = re.compile(r"""(#*"|')(""" + "|".join(map(re.escape, prefixes)) + r")\.") if prefixes else None
+    for module in GENERIC_SOURCES:
+        for path in swift_files(os.path.join(ROOT, "Sources", module)):
+            rel = os.path.relpath(path, ROOT)
+            with open(path, encoding="utf-8") as f:
+                code = blank_comments(f.read())
+            for match in app_literal.finditer(code) if app_literal else []:
+                line = code[:match.start()].count("\n") + 1
+                problems.append(f"{rel}:{line}: the generic module {module} names the app op type {match.group(0)}… "
+                                f"(an app's server-side work is a ServerExtension in a module of its own)")
 
     modules = {name for name, t in targets.items() if t["type"] in ("regular", "executable", "test")}
     for name, target in sorted(targets.items()):
@@ -125,7 +230,8 @@ def main():
     if problems:
         print(f"check-layers: {len(problems)} problem(s)", file=sys.stderr)
         return 1
-    print(f"check-layers: {len(graph)} targets; device modules reach no server module; Core does no I/O; "
+    print(f"check-layers: {len(graph)} targets; device modules reach no server module; the library targets keep the "
+          f"module graph; the engine names no app op type ({', '.join(prefixes)}); Core does no I/O; "
           f"no test double in production modules")
     return 0
 

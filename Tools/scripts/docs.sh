@@ -6,7 +6,7 @@
 #   bash Tools/scripts/docs.sh [OUTPUT_DIR]     # default .build/docs; one <Module>.doccarchive each
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-modules=(ChronicleCore ChronicleStore ChronicleSync ChronicleServerStore ChronicleServer ChroniclePostgres)
+modules=(ChronicleCore ChronicleStore ChronicleSync ChronicleServerStore ChronicleServer ChroniclePostgres ChronicleArticles)
 out="${1:-.build/docs}"
 graphs=".build/docc/symbol-graphs"
 docc="$(command -v docc || echo /opt/swift/usr/bin/docc)"

@@ -40,9 +40,6 @@ public struct MaintenancePolicy: Sendable, Equatable {
     /// How often files are looked at for `unnamedBlobSeconds` (the look reads each library's
     /// projection where any of its files is old enough).
     public var blobCollectionSeconds: Double = 86_400
-    /// Whether and how saved pages are fetched and read (`ArticleFetcher`); nil (the default):
-    /// never, as the server then opens no connection a user's link asks for.
-    public var articleFetch: ArticleFetchPolicy?
     /// A library whose newest snapshot holds at least this many ops gets a start image of it
     /// (`ServerLibrary.buildStartImage`), made after the compaction that wrote the snapshot (or at
     /// the next pass, where there is none): a new device takes it whole instead of building the

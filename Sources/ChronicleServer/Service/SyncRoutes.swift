@@ -81,7 +81,7 @@ public struct SyncRoutes: HTTPHandler {
             default:
                 answer(HTTPResponse(status: 200, headers: [("Content-Type", "text/plain; version=0.0.4")],
                                     body: Array((service.metrics.render() + service.health.renderMetrics() + service.renderLibraryMetrics()
-                                                      + (service.shared?.renderMetrics() ?? "")).utf8)))
+                                                      + service.renderExtensionMetrics() + (service.shared?.renderMetrics() ?? "")).utf8)))
             }
         case (_, 2) where parts == ["v1", "devices"]:
             guard request.method == "POST" else { return answer(Self.methodNotAllowed(request.method, allowed: "POST")) }

@@ -18,10 +18,10 @@ public final class SyncServer: Sendable {
     public init(dataDirectory: String, configuration: HTTPServer.Configuration = HTTPServer.Configuration(),
                 limits: ServiceLimits = ServiceLimits(), maintenance: MaintenancePolicy = MaintenancePolicy(),
                 log: ServerLog = ServerLog(to: nil), clock: any ChronicleClock = SystemClock(), schemas: [Schema] = [],
-                shared: (any SharedLibraryStore)? = nil, accounts: Accounts? = nil,
+                shared: (any SharedLibraryStore)? = nil, accounts: Accounts? = nil, extensions: [any ServerExtension] = [],
                 wrapping: (@Sendable (any HTTPHandler) -> any HTTPHandler)? = nil) throws {
         let service = try SyncService(dataDirectory: dataDirectory, limits: limits, maintenance: maintenance, log: log, clock: clock,
-                                      schemas: schemas, shared: shared, accounts: accounts)
+                                      schemas: schemas, shared: shared, accounts: accounts, extensions: extensions)
         self.service = service
         host = configuration.host
         let routes = SyncRoutes(service: service)
@@ -52,8 +52,8 @@ public final class SyncServer: Sendable {
         } else {
             fields["compact"] = .text("off")
         }
-        // Whether the server fetches the pages people save (it then opens connections their links ask for).
-        fields["fetch_articles"] = .text(maintenance.articleFetch.map { $0.allowsPrivateAddresses ? "on, private addresses too" : "on" } ?? "off")
+        // What apps added to the server (an article fetcher opens connections its users' links ask for).
+        fields["extensions"] = .text(extensions.isEmpty ? "none" : extensions.map(\.summary).joined(separator: "; "))
         fields["access_token_s"] = limits.accessTokenSeconds.map { .integer(Int64($0)) } ?? .text("off")
         if let shared {
             fields["order"] = .text(shared.label)

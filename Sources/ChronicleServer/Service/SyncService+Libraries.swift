@@ -48,26 +48,6 @@ extension SyncService {
             # TYPE chronicle_libraries_deleted_total counter
             chronicle_libraries_deleted_total \(deleted)
 
-            """ + (articles.map(Self.renderArticleMetrics) ?? "")
-    }
-
-    /// The article fetcher's `/metrics` lines (only where it runs).
-    static func renderArticleMetrics(_ articles: ArticleFetcher) -> String {
-        let counts = articles.counts, pending = articles.pending
-        return """
-            # HELP chronicle_articles_parsed_total Saved pages read into article.parsed ops.
-            # TYPE chronicle_articles_parsed_total counter
-            chronicle_articles_parsed_total \(counts.parsed)
-            # HELP chronicle_articles_unreadable_total Saved pages given empty text: not found, not a web page, too large, a refused address, or failing every try.
-            # TYPE chronicle_articles_unreadable_total counter
-            chronicle_articles_unreadable_total \(counts.unreadable)
-            # HELP chronicle_article_retries_total Fetches that failed in a way that may pass, tried again later.
-            # TYPE chronicle_article_retries_total counter
-            chronicle_article_retries_total \(counts.retried)
-            # HELP chronicle_articles_pending Pages and library searches queued or under way.
-            # TYPE chronicle_articles_pending gauge
-            chronicle_articles_pending \(pending)
-
             """
     }
 
@@ -115,8 +95,8 @@ extension SyncService {
                                        "to": .integer(Int64(schema.version)), "rebuilt_s": .real((migration.seconds * 1000).rounded() / 1000)])
                 }
                 open.add(library, max: limits.openLibrariesMax)
-                // Pages saved while no server read them (it stopped first) are read now.
-                articles?.scan(library: id)
+                // Extensions catch up on what the library took while they did not run (the server stopped first).
+                for each in extensions { each.opened(library: id) }
                 return library
             }
         } catch let error as ProtocolError {

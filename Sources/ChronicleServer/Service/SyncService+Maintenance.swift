@@ -42,10 +42,11 @@ extension SyncService {
         }
     }
 
-    /// Stops the maintenance thread after the compaction step it is on; returns once it has ended.
+    /// Stops the maintenance thread after the compaction step it is on, then the extensions
+    /// (`ServerExtension.stop`); returns once both have ended.
     public func stopMaintenance() {
         maintenance.stop()
-        articles?.stop()
+        for each in extensions { each.stop() }
     }
 
     /// Compacts one library on the server (seal, snapshot, horizon) and wakes nobody: the ops are

@@ -43,15 +43,7 @@ extension SyncService {
             wake(library.libraryID)
             maintenance.markChanged(library.libraryID)
         }
-        if let articles, accepted > 0 {
-            let saved = Dictionary(segment.ops.filter { $0.type == "article.save" }.map { ($0.opID, $0) }, uniquingKeysWith: { a, _ in a })
-            for result in response.results {
-                guard case .accepted = result.outcome else { continue }
-                if let op = saved[result.opID], let url = op.payload["url"]?.textValue {
-                    articles.enqueue(library: library.libraryID, article: op.entityID, url: url)
-                }
-            }
-        }
+        if accepted > 0 { tellExtensions(accepted: response.results, of: segment.ops, library: library.libraryID) }
         return response
     }
 

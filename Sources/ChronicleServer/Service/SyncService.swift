@@ -18,7 +18,8 @@ public final class SyncService: SyncEndpoint {
     /// The server's own files found damaged so far (`/healthz`, `/readyz`).
     public let health = ServerHealth()
     public let limits: ServiceLimits
-    let log: ServerLog
+    /// The server's structured log; extensions write their events to it too.
+    public let log: ServerLog
     let clock: any ChronicleClock
     let libraries = Locked(OpenLibraries())
     let waiters = Locked<Waiters>(Waiters())
@@ -35,8 +36,9 @@ public final class SyncService: SyncEndpoint {
     /// library in the data directory (`ServerBlobFiles`).
     public let blobs: any BlobStorage
     let maintenance = MaintenanceState()
-    /// Reads saved pages into `article.parsed` ops, where `maintenancePolicy.articleFetch` is set.
-    let articles: ArticleFetcher?
+    /// What apps add to the server (`ServerExtension`), told of accepted pushes and opened
+    /// libraries in this order.
+    public let extensions: [any ServerExtension]
     /// Each library's newest snapshot frame while a response is sending it: devices that start
     /// from the snapshot at the same time share one copy (held only while some response holds it).
     /// Checked and filled under its lock, so requests arriving together wait for the one read
@@ -60,10 +62,11 @@ public final class SyncService: SyncEndpoint {
     /// a library is opened with the one of its name, the newest version with its history.
     /// `shared`: libraries ordered in a database several servers share, each served from this
     /// process's replica. `accounts`: users and devices kept elsewhere than the data directory's
-    /// `server.sqlite` (in the database the servers share).
+    /// `server.sqlite` (in the database the servers share). `extensions`: what apps add to the
+    /// server (`ServerExtension`), each attached to this service alone.
     public init(dataDirectory: String, limits: ServiceLimits = ServiceLimits(), maintenance: MaintenancePolicy = MaintenancePolicy(),
                 log: ServerLog = ServerLog(to: nil), clock: any ChronicleClock = SystemClock(), schemas: [Schema] = [],
-                shared: (any SharedLibraryStore)? = nil, accounts: Accounts? = nil) throws {
+                shared: (any SharedLibraryStore)? = nil, accounts: Accounts? = nil, extensions: [any ServerExtension] = []) throws {
         self.dataDirectory = dataDirectory
         self.schemas = schemas
         self.shared = shared
@@ -76,8 +79,8 @@ public final class SyncService: SyncEndpoint {
         self.log = log
         self.clock = clock
         workers = WorkerPool(name: "chronicle.sync.work", threadsMax: max(1, limits.workerThreadsMax))
-        articles = maintenance.articleFetch.map { ArticleFetcher(policy: $0, log: log) }
-        articles?.attach(self)
+        self.extensions = extensions
+        for each in extensions { each.attach(to: self) }
     }
 
     /// The data directory made 0700 (`PrivateFiles`), or narrowed to it, with what is in it
@@ -105,11 +108,7 @@ public final class SyncService: SyncEndpoint {
         if narrowed.count > 20 { log.log("file_modes_narrowed", ["more": .integer(Int64(narrowed.count - 20)), "directory": .text(dataDirectory)]) }
     }
 
-    /// Saved pages queued or being read, and library searches for them (0 where the server
-    /// does not fetch pages).
-    public var articlesPending: Int { articles?.pending ?? 0 }
-
-    /// After an op the server wrote itself (a page read): wakes the library's parked pulls.
+    /// After an op the server wrote itself (an extension's): wakes the library's parked pulls.
     func appended(by op: Op) {
         wake(op.libraryID)
         maintenance.markChanged(op.libraryID)

@@ -1,19 +1,18 @@
 import ChronicleCore
 @testable import ChronicleServer
-@testable import ChronicleStore
-@testable import ChronicleSync
+@testable import ChronicleServerStore
+import ChronicleStore
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
 import Testing
-@testable import ChronicleServerStore
 
 /// `/healthz`, `/readyz` and `/metrics` over real HTTP name the server's files found damaged:
 /// a damaged library leaves the server ready (every other library is served) but shows in all
 /// three; a damaged accounts file makes it not ready from the moment it starts.
 @Suite struct ServerHealthTests {
-    typealias Pages = SalvageTests.Pages
+    typealias Pages = DamagedPages
 
     /// A server on `directory` whose JSON-line log goes to a file the test reads.
     final class Rig: @unchecked Sendable {
@@ -55,9 +54,9 @@ import Testing
     static func problems(_ json: [String: Any]) -> [[String: Any]] { json["problems"] as? [[String: Any]] ?? [] }
 
     @Test func aDamagedLibraryShowsInHealthReadinessAndMetricsAndIsNoLongerCompacted() async throws {
-        let h = try SyncHarness(.inMemory)
+        let h = try LibraryFixture()
         let a = try h.device("A")
-        try Workload(seed: 71).run(300, on: a)
+        try a.write(300, seed: 71)
         #expect(await a.sync().outcome == .synced)
         let libraryID = h.user.libraryID
         let path = try h.library.path
@@ -112,9 +111,9 @@ import Testing
     }
 
     @Test func aDamagedAccountsFileMakesTheServerNotReadyFromItsStart() async throws {
-        let h = try SyncHarness(.inMemory)
+        let h = try LibraryFixture()
         let a = try h.device("A")
-        try Workload(seed: 72).run(20, on: a)
+        try a.write(20, seed: 72)
         #expect(await a.sync().outcome == .synced)
         let path = h.directory + "/server/server.sqlite"
         try Pages.checkpoint(path)
@@ -140,9 +139,9 @@ import Testing
     }
 
     @Test func aWholeServerIsReadyAndSaysSo() async throws {
-        let h = try SyncHarness(.inMemory)
+        let h = try LibraryFixture()
         let a = try h.device("A")
-        try Workload(seed: 73).run(20, on: a)
+        try a.write(20, seed: 73)
         #expect(await a.sync().outcome == .synced)
         let rig = try Rig(directory: h.directory + "/server", schema: h.schema)
         let pull = try await rig.get("/v1/libraries/\(h.user.libraryID.lowercased)/ops?after=0", token: a.token)

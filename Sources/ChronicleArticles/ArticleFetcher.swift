@@ -1,10 +1,11 @@
 import ChronicleCore
+import ChronicleServer
+import ChronicleServerStore
 import ChronicleStore
 import Foundation
-import ChronicleServerStore
 
-/// Reads the pages people save (the article fetcher): an `article.save` the server
-/// accepts is queued, its URL fetched (`ArticlePage`) and read (`ArticleExtractor`), and the
+/// Reads the pages people save (the article fetcher), a `ServerExtension` of the read-it-later
+/// app: an `article.save` the server accepts is queued, its URL fetched (`ArticlePage`) and read (`ArticleExtractor`), and the
 /// server appends an `article.parsed` op with the text and its word count, and the title and
 /// author where the row has none. Devices get it with their next pull like any op; the text is
 /// what `article_text_fts` searches.
@@ -14,14 +15,20 @@ import ChronicleServerStore
 /// and an app can say it could not be read. Nothing is kept of the queue: each library opened
 /// is searched for saved pages with no text yet (`ServerLibrary.rowsAwaiting`), so a page the
 /// server stopped before reading is read after its restart.
-final class ArticleFetcher: @unchecked Sendable {
+///
+/// ```swift
+/// var policy = ArticleFetchPolicy()          // public addresses only
+/// let server = try SyncServer(dataDirectory: dir, extensions: [ArticleFetcher(policy: policy)])
+/// ```
+public final class ArticleFetcher: ServerExtension, @unchecked Sendable {
     struct Key: Hashable { var library: UUID; var article: UUID }
     enum Work { case page(Key, url: String, attempt: Int), scan(UUID) }
 
-    let policy: ArticleFetchPolicy
+    public let policy: ArticleFetchPolicy
     /// The service it works for (set once it is made; weak: the service owns the fetcher).
     private weak var service: SyncService?
-    private let log: ServerLog
+    /// The service's log, once attached.
+    private var log = ServerLog(to: nil)
     private let condition = NSCondition()
     private var queue: [(work: Work, notBefore: DispatchTime)] = []
     private var queued: Set<Key> = []
@@ -33,22 +40,64 @@ final class ArticleFetcher: @unchecked Sendable {
     private var started = false
     /// Pages read, given empty text, and tries that failed (`/metrics`); read under the lock.
     private var tally = (parsed: 0, unreadable: 0, retried: 0)
-    var counts: (parsed: Int, unreadable: Int, retried: Int) {
+    public var counts: (parsed: Int, unreadable: Int, retried: Int) {
         condition.lock()
         defer { condition.unlock() }
         return tally
     }
 
-    init(policy: ArticleFetchPolicy, log: ServerLog) {
+    /// A fetcher that reads pages under `policy` once a service is given it (`SyncServer`'s
+    /// `extensions`); it starts its threads with the first page.
+    public init(policy: ArticleFetchPolicy) {
         self.policy = policy
-        self.log = log
     }
 
-    func attach(_ service: SyncService) {
+    // MARK: - ServerExtension
+
+    public var summary: String {
+        policy.allowsPrivateAddresses ? "article fetcher (private addresses too)" : "article fetcher"
+    }
+
+    public func attach(to service: SyncService) {
         condition.lock()
         self.service = service
+        log = service.log
         condition.unlock()
     }
+
+    /// Queues the pages of the `article.save` ops a push accepted.
+    public func accepted(_ ops: [Op], library: UUID) {
+        for op in ops where op.type == ArticleContract.saveOp {
+            if let url = op.payload[ArticleContract.urlField]?.textValue { enqueue(library: library, article: op.entityID, url: url) }
+        }
+    }
+
+    /// Pages saved while no server read them (it stopped first) are read now.
+    public func opened(library: UUID) {
+        scan(library: library)
+    }
+
+    /// The fetcher's `/metrics` lines.
+    public func metricsText() -> String {
+        let counts = counts, pending = pending
+        return """
+            # HELP chronicle_articles_parsed_total Saved pages read into article.parsed ops.
+            # TYPE chronicle_articles_parsed_total counter
+            chronicle_articles_parsed_total \(counts.parsed)
+            # HELP chronicle_articles_unreadable_total Saved pages given empty text: not found, not a web page, too large, a refused address, or failing every try.
+            # TYPE chronicle_articles_unreadable_total counter
+            chronicle_articles_unreadable_total \(counts.unreadable)
+            # HELP chronicle_article_retries_total Fetches that failed in a way that may pass, tried again later.
+            # TYPE chronicle_article_retries_total counter
+            chronicle_article_retries_total \(counts.retried)
+            # HELP chronicle_articles_pending Pages and library searches queued or under way.
+            # TYPE chronicle_articles_pending gauge
+            chronicle_articles_pending \(pending)
+
+            """
+    }
+
+    // MARK: - The queue
 
     private func library(_ id: UUID) throws -> ServerLibrary {
         condition.lock()
@@ -94,7 +143,7 @@ final class ArticleFetcher: @unchecked Sendable {
 
     /// Stops taking work, and returns once no worker is between a fetch and its op (a fetch
     /// under way is left to end on its own; its op is not written).
-    func stop() {
+    public func stop() {
         condition.lock()
         stopping = true
         queue.removeAll()
@@ -104,7 +153,7 @@ final class ArticleFetcher: @unchecked Sendable {
     }
 
     /// Work in the queue (pages and scans), for tests and `/metrics`.
-    var pending: Int {
+    public var pending: Int {
         condition.lock()
         defer { condition.unlock() }
         return queue.count + running
@@ -147,7 +196,8 @@ final class ArticleFetcher: @unchecked Sendable {
         switch work {
         case .scan(let id):
             do {
-                for (article, url) in try library(id).rowsAwaiting(entity: "article", field: "text", urlField: "url", limit: 10_000) {
+                for (article, url) in try library(id).rowsAwaiting(entity: ArticleContract.entity, field: ArticleContract.textField,
+                                                                      urlField: ArticleContract.urlField, limit: 10_000) {
                     enqueue(library: id, article: article, url: url)
                 }
             } catch {
@@ -160,7 +210,8 @@ final class ArticleFetcher: @unchecked Sendable {
                 let row = try target.verdict(key.article)
                 // Deleted, or read already (by another server). The address read is the row's (as the
                 // server stored it), not the one queued.
-                guard row.exists, !row.deleted, row.fields["text"]?.isNull ?? true, let address = row.fields["url"]?.textValue else { return false }
+                guard row.exists, !row.deleted, row.fields[ArticleContract.textField]?.isNull ?? true,
+                      let address = row.fields[ArticleContract.urlField]?.textValue else { return false }
                 let page = ArticlePage.fetch(address, policy: policy)
                 var parsed = ParsedArticle(title: nil, author: nil, text: "", wordCount: 0, truncated: false)
                 var reason: String?
@@ -178,9 +229,14 @@ final class ArticleFetcher: @unchecked Sendable {
                     }
                     reason = why
                 }
-                var payload: Payload = ["text": .text(parsed.text), "word_count": .integer(Int64(parsed.wordCount))]
-                if let title = parsed.title, row.fields["title"]?.textValue?.isEmpty ?? true { payload["title"] = .text(title) }
-                if let author = parsed.author, row.fields["author"]?.textValue?.isEmpty ?? true { payload["author"] = .text(author) }
+                var payload: Payload = [ArticleContract.textField: .text(parsed.text),
+                                        ArticleContract.wordCountField: .integer(Int64(parsed.wordCount))]
+                if let title = parsed.title, row.fields[ArticleContract.titleField]?.textValue?.isEmpty ?? true {
+                    payload[ArticleContract.titleField] = .text(title)
+                }
+                if let author = parsed.author, row.fields[ArticleContract.authorField]?.textValue?.isEmpty ?? true {
+                    payload[ArticleContract.authorField] = .text(author)
+                }
                 condition.lock()
                 let stopped = stopping
                 if !stopped { appending += 1 }
@@ -192,11 +248,12 @@ final class ArticleFetcher: @unchecked Sendable {
                     condition.broadcast()
                     condition.unlock()
                 }
-                let op = try target.appendServerOp("article.parsed", entity: key.article, payload: payload)
                 condition.lock()
                 let service = self.service
                 condition.unlock()
-                service?.appended(by: op)
+                guard let service else { throw ChronicleError(.invariantViolated, "The article fetcher has no server.") }
+                // Wakes the library's parked pulls, as a push does.
+                let op = try service.appendServerOp(ArticleContract.parsedOp, entity: key.article, payload: payload, library: key.library)
                 condition.lock()
                 if reason == nil { tally.parsed += 1 } else { tally.unreadable += 1 }
                 condition.unlock()

@@ -1,7 +1,7 @@
+@testable import ChronicleArticles
 import ChronicleCore
 @testable import ChronicleServer
-@testable import ChronicleStore
-@testable import ChronicleSync
+import ChronicleStore
 import Foundation
 import Testing
 
@@ -41,19 +41,17 @@ import Testing
         }
     }
 
-    static func policy(private allowed: Bool) -> MaintenancePolicy {
-        var maintenance = MaintenancePolicy()
+    static func policy(private allowed: Bool) -> ArticleFetchPolicy {
         var fetch = ArticleFetchPolicy()
         fetch.allowsPrivateAddresses = allowed
         fetch.bodyBytesMax = 20_000
         fetch.retryDelaysSeconds = [0.05]
         fetch.timeoutSeconds = 10
-        maintenance.articleFetch = fetch
-        return maintenance
+        return fetch
     }
 
     /// Waits (up to 30 s) until the library holds `count` `article.parsed` ops.
-    static func parsedOps(_ h: SyncHarness, count: Int) async throws -> [Op] {
+    static func parsedOps(_ h: ArticleHarness, count: Int) async throws -> [Op] {
         let deadline = Date().addingTimeInterval(30)
         while true {
             let parsed = try h.library.allOps().filter { $0.type == "article.parsed" }
@@ -67,7 +65,7 @@ import Testing
         let web = try HTTPServer(configuration: HTTPServer.Configuration(), handler: pages)
         defer { web.stop() }
         let base = "http://127.0.0.1:\(web.port)"
-        let h = try SyncHarness(.http, maintenance: Self.policy(private: true))
+        let h = try ArticleHarness(fetch: Self.policy(private: true))
         _ = try h.service.setPlan(library: h.user.libraryID, plan: "premium")   // the article text index is premium
         let a = try h.device("A")
         let b = try h.device("B")
@@ -104,7 +102,7 @@ import Testing
         // Read once: another sync, another look at the library, fetch nothing again.
         #expect(await a.sync().outcome == .synced)
         #expect(pages.count("/zeppelin") == 1)
-        let metrics = h.service.metrics.render() + h.service.renderLibraryMetrics()
+        let metrics = h.service.metrics.render() + h.service.renderLibraryMetrics() + h.service.renderExtensionMetrics()
         #expect(metrics.contains("chronicle_articles_parsed_total 3") && metrics.contains("chronicle_articles_unreadable_total 3"), "\(metrics)")
     }
 
@@ -113,7 +111,7 @@ import Testing
         let pages = Pages()
         let web = try HTTPServer(configuration: HTTPServer.Configuration(), handler: pages)
         defer { web.stop() }
-        let h = try SyncHarness(.http, maintenance: Self.policy(private: false))
+        let h = try ArticleHarness(fetch: Self.policy(private: false))
         let a = try h.device("A")
         let id = try a.store.write("article.save", payload: ["url": .text("http://127.0.0.1:\(web.port)/zeppelin")]).entityID
         let other = try a.store.write("article.save", payload: ["url": .text("http://localhost:\(web.port)/zeppelin")]).entityID
@@ -134,12 +132,12 @@ import Testing
         let pages = Pages()
         let web = try HTTPServer(configuration: HTTPServer.Configuration(), handler: pages)
         defer { web.stop() }
-        let h = try SyncHarness(.http)
+        let h = try ArticleHarness()
         let a = try h.device("A")
         let id = try a.store.write("article.save", payload: ["url": .text("http://127.0.0.1:\(web.port)/zeppelin")]).entityID
         #expect(await a.sync().outcome == .synced)
-        h.http?.stop()
-        let later = try SyncServer(dataDirectory: h.directory + "/server", maintenance: Self.policy(private: true))
+        h.http.stop()
+        let later = try SyncServer(dataDirectory: h.directory + "/server", extensions: [ArticleFetcher(policy: Self.policy(private: true))])
         defer { later.stop() }
         _ = try later.service.library(h.user.libraryID)
         let deadline = Date().addingTimeInterval(30)

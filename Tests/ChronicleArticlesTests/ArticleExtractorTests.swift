@@ -1,4 +1,4 @@
-@testable import ChronicleServer
+@testable import ChronicleArticles
 import Foundation
 import Testing
 

@@ -2,10 +2,12 @@ import ChronicleCore
 import ChronicleStore
 import Foundation
 
-/// What the server's article fetcher (`ChronicleServer.ArticleFetcher`) reads of a library.
+/// Rows a server extension has still to fill in (`ChronicleServer.ServerExtension`).
 extension ServerLibrary {
-    /// Up to `limit` live rows of `entity` whose `field` is still NULL, with their `urlField`:
-    /// the saved pages not read yet. Empty where the schema has no such entity or fields.
+    /// Up to `limit` live rows of `entity` whose `field` is still NULL, with their `urlField`: the
+    /// work a server extension left undone, e.g. the saved pages the article fetcher
+    /// (`ChronicleArticles.ArticleFetcher`) has not read yet. Empty where the schema has no such
+    /// entity or fields.
     public func rowsAwaiting(entity: String, field: String, urlField: String, limit: Int) throws -> [(id: UUID, url: String)] {
         guard let spec = schema.entities.first(where: { $0.name == entity }),
               spec.fields.contains(where: { $0.name == field }), spec.fields.contains(where: { $0.name == urlField }) else { return [] }

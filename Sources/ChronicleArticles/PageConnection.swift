@@ -14,9 +14,24 @@ struct ResolvedAddress: @unchecked Sendable {
     /// The numeric form ("93.184.216.34", "2606:2800::1").
     var text: String {
         var copy = storage
-        return withUnsafePointer(to: &copy) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { SocketAddress.describe($0) ?? "?" }
+        var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
+        let written = withUnsafePointer(to: &copy) { pointer -> Bool in
+            switch family {
+            case AF_INET:
+                return pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { v4 in
+                    var raw = v4.pointee.sin_addr
+                    return inet_ntop(AF_INET, &raw, &text, socklen_t(text.count)) != nil
+                }
+            case AF_INET6:
+                return pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { v6 in
+                    var raw = v6.pointee.sin6_addr
+                    return inet_ntop(AF_INET6, &raw, &text, socklen_t(text.count)) != nil
+                }
+            default:
+                return false
+            }
         }
+        return written ? text.withUnsafeBufferPointer { String(cString: $0.baseAddress!) } : "?"
     }
 }
 

@@ -1,4 +1,4 @@
-@testable import ChronicleServer
+@testable import ChronicleArticles
 import Testing
 
 /// The article fetcher's reader of HTTP/1.1 answers, fed every answer three ways: whole, a byte
