@@ -43,10 +43,13 @@ import Testing
     }
 
     /// A policy that keeps the newest `keepOps` ops hot and seals the rest in segments of `segmentOpsMax`.
+    /// These tests are about snapshots: each compaction keeps its snapshot, whatever it costs
+    /// (`aSnapshotThatWouldGrowTheStoreIsLeftOut` tests leaving one out).
     static func policy(keepOps: Int64, segmentOpsMax: Int) -> CompactionPolicy {
         var policy = CompactionPolicy()
         policy.keepOps = keepOps
         policy.segmentOpsMax = segmentOpsMax
+        policy.keepsSnapshotThatGrowsFile = true
         return policy
     }
 
@@ -232,6 +235,46 @@ import Testing
 
         // Nothing left to seal: a second run changes nothing.
         #expect(try f.store.compactionPlan(policy).opsToSeal == 1)
+    }
+
+    @Test("A device's compaction leaves out a snapshot that would make its store larger, says so, and keeps it when asked")
+    func aSnapshotThatWouldGrowTheStoreIsLeftOut() throws {
+        let f = try Fixture()
+        let server = ServerLog(library: f.store.libraryID, seed: 11)
+        let rng = SeededIDGenerator(seed: 13)
+        let device = rng.makeUUID()
+        // Each article saved once with a long title of random hex: the state is as large as the log,
+        // so sealing saves little and a snapshot of the state costs about as much as the log.
+        func saves(_ count: Int) -> [Op] {
+            (0..<count).map { i in
+                server.op("article.save", entity: rng.makeUUID(), from: device, payload: [
+                    "url": .text("https://example.com/\(i)"),
+                    "title": .text((0..<40).map { _ in rng.makeUUID().lowercased }.joined(separator: " ")),
+                ])
+            }
+        }
+        try f.store.applyConfirmed(saves(600))
+        let state = try f.store.digest()
+        var policy = CompactionPolicy()
+        policy.keepOps = 0
+        let report = try f.store.compact(policy)
+        #expect(report.opsSealed == 600 && report.plan.snapshotAt == 600)
+        #expect(report.snapshotSeq == nil && (report.snapshotLeftOut ?? 0) > 100_000, "\(report)")
+        #expect(report.fileBytesAfter <= report.fileBytesBefore, "\(report.fileBytesBefore) → \(report.fileBytesAfter)")
+        #expect(try f.store.snapshotSeqs().isEmpty)
+        // Kept, the snapshot would have made the store larger.
+        #expect(Int64(try f.store.pageCount()) * 4096 + (report.snapshotLeftOut ?? 0) > report.fileBytesAfter)
+        #expect(try f.store.digest() == state)
+        #expect(try f.store.verify().passed)
+        #expect(try f.store.rebuild().digest == state, "a rebuild replays the sealed segments instead")
+
+        // Asked to keep it, it is kept whatever it costs.
+        try f.store.applyConfirmed(saves(100))
+        policy.keepsSnapshotThatGrowsFile = true
+        let kept = try f.store.compact(policy)
+        #expect(kept.snapshotSeq == 700 && kept.snapshotLeftOut == nil)
+        #expect(try f.store.snapshotSeqs() == [700])
+        #expect(try f.store.verify().passed)
     }
 
     @Test func aSnapshotPlusTheOpsAfterItRebuildsWhatTheFullLogDoes() throws {

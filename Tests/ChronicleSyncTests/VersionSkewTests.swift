@@ -134,6 +134,7 @@ import Testing
         var keep = CompactionPolicy()
         keep.keepOps = 0
         keep.segmentOpsMax = 4
+        keep.keepsSnapshotThatGrowsFile = true   // the case is about which snapshot history drops at
         let first = try old.store.compact(keep)
         let snapshotSeq = try #require(first.snapshotSeq)
         #expect(first.historyDroppedThrough == nil)

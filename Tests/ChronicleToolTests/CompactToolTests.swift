@@ -36,6 +36,12 @@ import Testing
         let report = try run.object()
         #expect(report["ops_sealed"] as? Int == 800 && report["segments_written"] as? Int == 3)
         #expect((report["compression_ratio"] as? Double ?? 0) > 2)
+        // The snapshot would have made the store larger than it was: left out, and said so.
+        #expect((report["snapshot_left_out_bytes"] as? Int ?? 0) > 0 && report["snapshot_seq"] is NSNull, "\(report)")
+        #expect((report["file_bytes_after"] as? Int ?? .max) <= (report["file_bytes_before"] as? Int ?? 0))
+        // Asked for, it is written, whatever it costs.
+        let kept = try t.ok("compact", "--keep-ops", "100", "--segment-ops", "300", "--keep-snapshot")
+        #expect(kept.stdout.contains("Snapshot of the state at seq 800"), "\(kept.stdout)")
         #expect(try DeviceStore.open(at: t.store).digest() == digest)
         try t.ok("verify")
         let log = try t.ok("log", "--json").stdout
@@ -53,14 +59,14 @@ import Testing
         let (t, server) = try syncedStore(700)
         defer { server.stop() }
         let digest = try DeviceStore.open(at: t.store).digest()
-        // Steps: 3 segments, the snapshot, the VACUUM.
+        // Steps: 3 segments, the snapshot (kept, as asked), the VACUUM.
         for step in 1...5 {
             let copy = t.directory.appendingPathComponent("copy-\(step).chronicle").path
             try FileManager.default.copyItem(atPath: t.store, toPath: copy)
             if FileManager.default.fileExists(atPath: t.store + "-wal") {   // committed pages may still be in the WAL
                 try FileManager.default.copyItem(atPath: t.store + "-wal", toPath: copy + "-wal")
             }
-            let killed = try Tool.exec(Tool.binary, ["compact", "--keep-ops", "50", "--segment-ops", "250"],
+            let killed = try Tool.exec(Tool.binary, ["compact", "--keep-ops", "50", "--segment-ops", "250", "--keep-snapshot"],
                                        environment: ["CHRONICLE_STORE": copy, "CHRONICLE_COMPACT_STOP_AFTER_STEP": String(step)])
             #expect(killed.status == 137, "step \(step): \(killed.stderr)")
             let store = try DeviceStore.open(at: copy)

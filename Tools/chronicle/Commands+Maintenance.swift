@@ -123,9 +123,10 @@ extension Command {
             lines.append(plan.opsToSeal == 0 ? "Nothing to seal (sealed through seq \(plan.alreadySealedThrough); \(plan.hotOpsAfter) ops stay hot)."
                 : "Seal seqs \(plan.alreadySealedThrough + 1)…\(plan.sealThrough) (\(plan.opsToSeal) ops) into \(plan.segmentsToWrite) segment\(plan.segmentsToWrite == 1 ? "" : "s"); \(plan.hotOpsAfter) ops stay hot.")
             if let at = plan.snapshotAt {
-                lines.append(plan.snapshotAtHead
+                lines.append((plan.snapshotAtHead
                     ? "Write a snapshot of the state at the head (seq \(plan.sealThrough + plan.hotOpsAfter) now), read from the tables as they are."
                     : "Write a snapshot of the state at seq \(at).")
+                    + (policy.keepsSnapshotThatGrowsFile || plan.dropThrough != nil ? "" : " (Left out if it would make the store larger than it is.)"))
             }
             if let drop = plan.snapshotAtDrop { lines.append("Write a snapshot of the state at seq \(drop), where history will begin.") }
             if let drop = plan.dropThrough { lines.append("Drop history through seq \(drop) (older than the horizon; the snapshot covers it).") }

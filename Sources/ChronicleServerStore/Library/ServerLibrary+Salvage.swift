@@ -178,48 +178,93 @@ extension ServerLibrary {
         return seq
     }
 
+    /// What a salvage keeps of a library's history: the sealed end and the last seq kept, and
+    /// each device's last deviceSeq, time and whether any of its ops are kept.
+    private struct KeptHistory {
+        var sealedEnd: Int64 = 0
+        var kept: Int64 = 0
+        var lastOfDevice: [String: Int64] = [:]
+        var withOpsKept = Set<String>()
+        var lastTime: Int64?
+
+        mutating func saw(device: String, deviceSeq: Int64, time: Int64?) {
+            lastOfDevice[device] = max(lastOfDevice[device] ?? 0, deviceSeq)
+            withOpsKept.insert(device)
+            if let time { lastTime = max(lastTime ?? time, time) }
+        }
+    }
+
     /// Keeps the history up to its first op that cannot be read and drops what lies past it
     /// (segments, log rows, sealed op ids, snapshots, later refusals); works out each device's
     /// last answered deviceSeq from what was kept.
     private static func cutHistory(in db: Database, path: String, libraryID: UUID, report: inout LibrarySalvageReport) throws {
         let base = try LogTables.historyBase(in: db)
-        // The ids of sealed ops, if their table could not be read, are made again from the segments kept.
+        var history = try keptHistory(in: db, base: base, libraryID: libraryID, report: &report)
+        report.serverOpsLost = try serverOpsPast(history, libraryID: libraryID, in: db)
+        try dropPast(history, base: base, path: path, report: &report, in: db)
+        _ = try db.query("SELECT device_id, max(device_seq), max(server_time) FROM chronicle_log GROUP BY device_id") { row in
+            history.saw(device: row.text(0), deviceSeq: row.int(1), time: row.int(2))
+        }
+        // Where the history is whole (and every refusal was read), so is what the server answered
+        // each device; otherwise the answers are those of the kept history.
+        let refusals = report.tables.first { $0.name == "chronicle_rejected_ops" }
+        let devices = report.tables.firstIndex { $0.name == "chronicle_devices" }
+        guard history.kept < report.headBefore || refusals?.incomplete == true || devices.map({ report.tables[$0].incomplete }) ?? true else {
+            report.refusalsKept = Int(try db.scalarInt("SELECT count(*) FROM chronicle_rejected_ops") ?? 0)
+            report.devices = Int(try db.scalarInt("SELECT count(*) FROM chronicle_devices") ?? 0)
+            return
+        }
+        try keepRefusals(&history, report: &report, in: db)
+        try recordDevices(history, base: base, report: &report, in: db)
+        if let devices { report.tables[devices].madeAgain = true }
+    }
+
+    /// The sealed segments that can be read from the history's base on, then the log rows that
+    /// continue them without a gap. The ids of sealed ops, if their table could not be read, are
+    /// made again from the segments kept.
+    private static func keptHistory(in db: Database, base: Int64, libraryID: UUID, report: inout LibrarySalvageReport) throws -> KeptHistory {
         let idsLost = report.tables.firstIndex { $0.name == "chronicle_sealed_ops" && $0.incomplete }
         let remember = try idsLost.map { _ in
             try db.statement("INSERT OR IGNORE INTO chronicle_sealed_ops(op_id, server_seq, device_id) VALUES (?1, ?2, ?3)")
         }
-        var lastOfDevice: [String: Int64] = [:]
-        var withOpsKept = Set<String>()
-        var lastTime: Int64?
-        let sealedEnd = try SalvageCopy.keptSegments(try SalvageCopy.segments(in: db), from: base, libraryID: libraryID, in: db) { decoded in
+        var history = KeptHistory()
+        history.sealedEnd = try SalvageCopy.keptSegments(try SalvageCopy.segments(in: db), from: base, libraryID: libraryID, in: db) { decoded in
             for op in decoded.ops {
                 let device = op.deviceID.lowercased
                 try remember?.execute([.text(op.opID.lowercased), .integer(op.serverSeq ?? 0), .text(device)])
-                lastOfDevice[device] = max(lastOfDevice[device] ?? 0, op.deviceSeq)
-                withOpsKept.insert(device)
-                lastTime = op.serverTime
+                history.saw(device: device, deviceSeq: op.deviceSeq, time: op.serverTime)
             }
         }
         if let idsLost {
             report.tables[idsLost].madeAgain = base == 0
             report.oldOpIDsLost = base > 0
         }
-        var kept = sealedEnd
-        for seq in try db.query("SELECT server_seq FROM chronicle_log WHERE server_seq > ?1 ORDER BY server_seq", [.integer(sealedEnd)], { $0.int(0) }) {
-            guard seq == kept + 1 else { break }
-            kept = seq
+        history.kept = history.sealedEnd
+        for seq in try db.query("SELECT server_seq FROM chronicle_log WHERE server_seq > ?1 ORDER BY server_seq", [.integer(history.sealedEnd)], { $0.int(0) }) {
+            guard seq == history.kept + 1 else { break }
+            history.kept = seq
         }
-        // The server's own ops past the kept point that can still be read (plan changes, parsed
-        // articles): no device holds them to push again, so the operator is told what they were.
+        return history
+    }
+
+    /// The server's own ops past the kept point that can still be read (plan changes, parsed
+    /// text): no device holds them to push again, so the operator is told what they were.
+    private static func serverOpsPast(_ history: KeptHistory, libraryID: UUID, in db: Database) throws -> [String] {
         var own: [Op] = []
-        for segment in try SalvageCopy.segments(in: db) where segment.first > sealedEnd {
-            own += SalvageCopy.sound(segment, libraryID: libraryID, in: db)?.ops.filter { $0.deviceID == Op.serverDeviceID && ($0.serverSeq ?? 0) > kept } ?? []
+        for segment in try SalvageCopy.segments(in: db) where segment.first > history.sealedEnd {
+            own += SalvageCopy.sound(segment, libraryID: libraryID, in: db)?.ops.filter { $0.deviceID == Op.serverDeviceID && ($0.serverSeq ?? 0) > history.kept } ?? []
         }
         try db.uncached("SELECT \(LogTables.logColumns) FROM chronicle_log WHERE server_seq > ?1 AND device_id = ?2 ORDER BY server_seq")
-            .forEach([.integer(kept), .text(Op.serverDeviceID.lowercased)]) { row in
+            .forEach([.integer(history.kept), .text(Op.serverDeviceID.lowercased)]) { row in
                 if let op = try? LogTables.logOp(row, libraryID: libraryID) { own.append(op) }
             }
-        report.serverOpsLost = own.map { "seq \($0.serverSeq ?? 0): \($0.type) \($0.entityID.lowercased) \(CanonicalJSON.encode($0.payload))" }
+        return own.map { "seq \($0.serverSeq ?? 0): \($0.type) \($0.entityID.lowercased) \(CanonicalJSON.encode($0.payload))" }
+    }
+
+    /// Drops the segments, log rows, sealed ids and snapshots past what is kept. A library whose
+    /// history starts from a snapshot (a horizon) that cannot be read is beyond salvage.
+    private static func dropPast(_ history: KeptHistory, base: Int64, path: String, report: inout LibrarySalvageReport, in db: Database) throws {
+        let (kept, sealedEnd) = (history.kept, history.sealedEnd)
         try db.execute("DELETE FROM chronicle_segments WHERE first_seq > ?1", [.integer(sealedEnd)])
         report.segmentsDropped = db.changes
         try db.execute("DELETE FROM chronicle_segment_filters WHERE first_seq > ?1", [.integer(sealedEnd)])
@@ -231,38 +276,28 @@ extension ServerLibrary {
             throw ChronicleError(.storeDamaged, "\(path) is damaged beyond salvage: its history starts from a snapshot at seq \(base) (retention horizon), and that snapshot cannot be read. It was left as it was. Restore the data directory from a backup (`chronicle server backup`).")
         }
         report.headKept = kept
-        _ = try db.query("SELECT device_id, max(device_seq), max(server_time) FROM chronicle_log GROUP BY device_id") { row in
-            lastOfDevice[row.text(0)] = max(lastOfDevice[row.text(0)] ?? 0, row.int(1))
-            withOpsKept.insert(row.text(0))
-            lastTime = max(lastTime ?? 0, row.int(2))
-        }
+    }
 
-        // Where the history is whole (and every refusal was read), so is what the server answered
-        // each device; otherwise the answers are those of the kept history.
-        let refusals = report.tables.first { $0.name == "chronicle_rejected_ops" }
-        let devices = report.tables.firstIndex { $0.name == "chronicle_devices" }
-        guard kept < report.headBefore || refusals?.incomplete == true || devices.map({ report.tables[$0].incomplete }) ?? true else {
-            report.refusalsKept = Int(try db.scalarInt("SELECT count(*) FROM chronicle_rejected_ops") ?? 0)
-            report.devices = Int(try db.scalarInt("SELECT count(*) FROM chronicle_devices") ?? 0)
-            return
-        }
-
-        // Refusals given before the kept head's op was taken: answers keep the server's time
-        // order, and whatever came before that op is kept. With no op kept after the snapshot
-        // the library starts from, there is no time to go by, and none is kept.
+    /// Refusals given before the kept head's op was taken: answers keep the server's time
+    /// order, and whatever came before that op is kept. With no op kept after the snapshot
+    /// the library starts from, there is no time to go by, and none is kept.
+    private static func keepRefusals(_ history: inout KeptHistory, report: inout LibrarySalvageReport, in db: Database) throws {
         let before = try db.scalarInt("SELECT count(*) FROM chronicle_rejected_ops") ?? 0
-        if kept < report.headBefore {
-            try db.execute("DELETE FROM chronicle_rejected_ops WHERE ?1 IS NULL OR rejected_at >= ?1", [lastTime.map { .integer($0) } ?? .null])
+        if history.kept < report.headBefore {
+            try db.execute("DELETE FROM chronicle_rejected_ops WHERE ?1 IS NULL OR rejected_at >= ?1", [history.lastTime.map { .integer($0) } ?? .null])
         }
         report.refusalsKept = Int(try db.scalarInt("SELECT count(*) FROM chronicle_rejected_ops") ?? 0)
         report.refusalsDropped = Int(before) - report.refusalsKept
         _ = try db.query("SELECT device_id, max(device_seq) FROM chronicle_rejected_ops GROUP BY device_id") { row in
-            lastOfDevice[row.text(0)] = max(lastOfDevice[row.text(0)] ?? 0, row.int(1))
+            history.lastOfDevice[row.text(0)] = max(history.lastOfDevice[row.text(0)] ?? 0, row.int(1))
         }
+    }
 
-        // Each device's last answered deviceSeq, from the kept history and refusals. A number too
-        // high or too low is mended by the device on its next push (`device_seq_reused`,
-        // `device_seq_gap`): no op is lost.
+    /// Each device's last answered deviceSeq, from the kept history and refusals. A number too
+    /// high or too low is mended by the device on its next push (`device_seq_reused`,
+    /// `device_seq_gap`): no op is lost.
+    private static func recordDevices(_ history: KeptHistory, base: Int64, report: inout LibrarySalvageReport, in db: Database) throws {
+        var lastOfDevice = history.lastOfDevice
         if base > 0 {
             // A device none of whose ops are kept past the library's snapshot may have ops in the
             // history before it, whose numbers went with that history (a refusal kept says nothing
@@ -276,7 +311,7 @@ extension ServerLibrary {
             let above = report.headBefore + Int64(report.refusalsKept)
             let authors = Set(try db.query("SELECT DISTINCT device_id FROM chronicle_sealed_ops WHERE server_seq <= ?1", [.integer(base)]) { $0.text(0) })
                 .union([Op.serverDeviceID.lowercased])
-            for device in authors.union(old.keys) where !withOpsKept.contains(device) {
+            for device in authors.union(old.keys) where !history.withOpsKept.contains(device) {
                 lastOfDevice[device] = max(lastOfDevice[device] ?? 0, old[device] ?? (authors.contains(device) ? above : 0))
             }
         }
@@ -284,6 +319,5 @@ extension ServerLibrary {
         let insert = try db.statement("INSERT INTO chronicle_devices(device_id, last_device_seq) VALUES (?1, ?2)")
         for (device, last) in lastOfDevice.sorted(by: { $0.key < $1.key }) { try insert.execute([.text(device), .integer(last)]) }
         report.devices = lastOfDevice.count
-        if let devices { report.tables[devices].madeAgain = true }
     }
 }

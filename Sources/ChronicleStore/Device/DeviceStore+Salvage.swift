@@ -192,32 +192,63 @@ extension DeviceStore {
     /// Keeps the confirmed history up to its first op that cannot be read: sealed segments that
     /// follow each other and whose bytes match their digests, then log blocks (log rows, before
     /// format v9) without a gap. What lies past that point (segments, blocks, op ids, snapshots)
-    /// is dropped, and the cursor moves back to it: the next sync pulls the rest from the server again.
+    /// is dropped, and the cursor moves back to it: the next sync pulls the rest from the server
+    /// again. This device's own ops past it are queued again.
     private static func cutHistory(in db: Database, path: String, report: inout SalvageReport) throws {
-        let libraryID = try LogTables.meta("library_id", in: db).textValue.flatMap(UUID.init(uuidString:))
-        let deviceID = try LogTables.meta("device_id", in: db).textValue.flatMap(UUID.init(uuidString:))
-        let base = try LogTables.historyBase(in: db)
-        let blocks = try db.scalarInt("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'chronicle_log_blocks'") == 1
-        // The ids of confirmed ops, if their table could not be read, are made again from the
-        // segments and blocks kept (all of them, unless the store started from a snapshot, whose
-        // ops' ids are gone).
-        let idsTable = blocks ? "chronicle_op_ids" : "chronicle_sealed_ids"
-        let idsLost = report.tables.firstIndex { $0.name == idsTable && $0.incomplete }
-        let remember = try idsLost.map { _ in try db.statement("INSERT OR IGNORE INTO \(idsTable)(op_id, server_seq) VALUES (?1, ?2)") }
-        // This device's ops kept, from which `chronicle_own_confirmed` is made again (v9).
-        var ownKept: [Op] = []
-        let segments = try SalvageCopy.segments(in: db)
-        let sealedEnd = try SalvageCopy.keptSegments(segments, from: base, libraryID: libraryID, in: db) { decoded in
-            for op in decoded.ops { try remember?.execute([.null, .integer(op.serverSeq ?? 0)], uuid: op.opID, at: 1) }
-            ownKept += decoded.ops.filter { $0.deviceID == deviceID }
+        var cut = try HistoryCut(in: db, report: &report)
+        try cut.keepLog(in: db)
+        try cut.collectOwnInLaterSegments(in: db)
+        try cut.dropPast(in: db, path: path, report: &report)
+        try queueAgain(cut.own, report: &report, in: db)
+    }
+
+    /// What a salvage keeps of a device's confirmed history, worked out step by step.
+    private struct HistoryCut {
+        let libraryID: UUID?
+        let deviceID: UUID?
+        /// Where the store's history begins (a snapshot it started from, or a horizon).
+        let base: Int64
+        /// Store format v9's log blocks (else the log's rows, before it).
+        let blocks: Bool
+        let segments: [SalvageCopy.StoredSegment]
+        /// Re-records confirmed op ids where their table could not be read.
+        private let remember: Statement?
+        /// The last seq of the sealed segments kept, and of the history kept.
+        private(set) var sealedEnd: Int64 = 0
+        private(set) var kept: Int64 = 0
+        /// This device's ops kept, from which `chronicle_own_confirmed` is made again (v9).
+        private(set) var ownKept: [Op] = []
+        /// This device's ops past the kept point that can still be read: queued again.
+        private(set) var own: [Op] = []
+
+        /// Keeps the sealed segments that can be read and follow each other from the base.
+        init(in db: Database, report: inout SalvageReport) throws {
+            libraryID = try LogTables.meta("library_id", in: db).textValue.flatMap(UUID.init(uuidString:))
+            deviceID = try LogTables.meta("device_id", in: db).textValue.flatMap(UUID.init(uuidString:))
+            base = try LogTables.historyBase(in: db)
+            blocks = try db.scalarInt("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'chronicle_log_blocks'") == 1
+            // The ids of confirmed ops, if their table could not be read, are made again from the
+            // segments and blocks kept (all of them, unless the store started from a snapshot, whose
+            // ops' ids are gone).
+            let idsTable = blocks ? "chronicle_op_ids" : "chronicle_sealed_ids"
+            let idsLost = report.tables.firstIndex { $0.name == idsTable && $0.incomplete }
+            remember = try idsLost.map { _ in try db.statement("INSERT OR IGNORE INTO \(idsTable)(op_id, server_seq) VALUES (?1, ?2)") }
+            segments = try SalvageCopy.segments(in: db)
+            var ownKept: [Op] = []
+            let (remember, deviceID) = (remember, deviceID)
+            sealedEnd = try SalvageCopy.keptSegments(segments, from: base, libraryID: libraryID, in: db) { decoded in
+                for op in decoded.ops { try remember?.execute([.null, .integer(op.serverSeq ?? 0)], uuid: op.opID, at: 1) }
+                ownKept += decoded.ops.filter { $0.deviceID == deviceID }
+            }
+            self.ownKept = ownKept
+            kept = sealedEnd
+            if let idsLost, base == 0 { report.tables[idsLost].madeAgain = true }
         }
-        var kept = sealedEnd
-        if let idsLost, base == 0 { report.tables[idsLost].madeAgain = true }
-        // This device's own ops past the kept point, in readable segments whose bytes match their
-        // digest and in readable log blocks or rows, are queued again below, before that history goes.
-        var own: [Op] = []
-        if blocks {
-            // Blocks that decode and follow each other (the first may start inside the sealed prefix).
+
+        /// Keeps the log after the segments: blocks that decode and follow each other (the first
+        /// may start inside the sealed prefix), or rows without a gap.
+        mutating func keepLog(in db: Database) throws {
+            guard blocks else { return try keepRows(in: db) }
             let stored = try db.query("SELECT first_seq, last_seq FROM chronicle_log_blocks WHERE last_seq > ?1 ORDER BY first_seq",
                                       [.integer(sealedEnd)]) { ($0.int(0), $0.int(1)) }
             var cut = false
@@ -235,49 +266,64 @@ extension DeviceStore {
                     own += ops.filter { $0.deviceID == deviceID && $0.serverSeq! > kept }
                 }
             }
-        } else {
+        }
+
+        /// Before format v9: the log's rows without a gap, and this device's readable rows past them.
+        private mutating func keepRows(in db: Database) throws {
             let logSeqs = try db.query("SELECT server_seq FROM chronicle_log WHERE server_seq > ?1 ORDER BY server_seq", [.integer(sealedEnd)]) { $0.int(0) }
             for seq in logSeqs {
                 guard seq == kept + 1 else { break }
                 kept = seq
             }
-            if let deviceID, let libraryID {
-                try db.uncached("SELECT \(LogTables.logColumns) FROM chronicle_log WHERE server_seq > ?1 ORDER BY server_seq").forEach([.integer(kept)]) { row in
-                    if let op = try? LogTables.logOp(row, libraryID: libraryID), op.deviceID == deviceID { own.append(op) }
-                }
+            guard let deviceID, let libraryID else { return }
+            var own: [Op] = []
+            try db.uncached("SELECT \(LogTables.logColumns) FROM chronicle_log WHERE server_seq > ?1 ORDER BY server_seq").forEach([.integer(kept)]) { row in
+                if let op = try? LogTables.logOp(row, libraryID: libraryID), op.deviceID == deviceID { own.append(op) }
             }
+            self.own += own
         }
-        if let deviceID, let libraryID {
+
+        /// This device's ops in readable segments past the kept point whose bytes match their digest.
+        mutating func collectOwnInLaterSegments(in db: Database) throws {
+            guard let deviceID, let libraryID else { return }
             for segment in segments where segment.first > sealedEnd {
                 guard let decoded = SalvageCopy.sound(segment, libraryID: libraryID, in: db) else { continue }
                 own += decoded.ops.filter { $0.deviceID == deviceID && ($0.serverSeq ?? 0) > kept }
             }
         }
-        report.segmentsDropped = Int(try db.scalarInt("SELECT count(*) FROM chronicle_segments WHERE first_seq > ?1", [.integer(sealedEnd)]) ?? 0)
-        try db.execute("DELETE FROM chronicle_segments WHERE first_seq > ?1", [.integer(sealedEnd)])
-        try db.execute("DELETE FROM chronicle_segment_filters WHERE first_seq > ?1", [.integer(sealedEnd)])
-        if blocks {
-            try db.execute("DELETE FROM chronicle_log_blocks WHERE first_seq > ?1 OR last_seq <= ?2", [.integer(kept), .integer(sealedEnd)])
-            try db.execute("DELETE FROM chronicle_op_ids WHERE server_seq > ?1", [.integer(kept)])
-            try db.execute("DELETE FROM chronicle_own_confirmed")
-            let record = try db.statement("INSERT OR IGNORE INTO chronicle_own_confirmed(server_seq, device_seq, op_id) VALUES (?1, ?2, ?3)")
-            for op in ownKept { try record.execute([.integer(op.serverSeq!), .integer(op.deviceSeq), .text(op.opID.lowercased)]) }
-        } else {
-            try db.execute("DELETE FROM chronicle_log WHERE server_seq > ?1 OR server_seq <= ?2", [.integer(kept), .integer(sealedEnd)])
+
+        /// Drops what lies past the kept point and moves the cursor back to it. A store that
+        /// started from a snapshot that cannot be read is beyond salvage.
+        func dropPast(in db: Database, path: String, report: inout SalvageReport) throws {
+            report.segmentsDropped = Int(try db.scalarInt("SELECT count(*) FROM chronicle_segments WHERE first_seq > ?1", [.integer(sealedEnd)]) ?? 0)
+            try db.execute("DELETE FROM chronicle_segments WHERE first_seq > ?1", [.integer(sealedEnd)])
+            try db.execute("DELETE FROM chronicle_segment_filters WHERE first_seq > ?1", [.integer(sealedEnd)])
+            if blocks {
+                try db.execute("DELETE FROM chronicle_log_blocks WHERE first_seq > ?1 OR last_seq <= ?2", [.integer(kept), .integer(sealedEnd)])
+                try db.execute("DELETE FROM chronicle_op_ids WHERE server_seq > ?1", [.integer(kept)])
+                try db.execute("DELETE FROM chronicle_own_confirmed")
+                let record = try db.statement("INSERT OR IGNORE INTO chronicle_own_confirmed(server_seq, device_seq, op_id) VALUES (?1, ?2, ?3)")
+                for op in ownKept { try record.execute([.integer(op.serverSeq!), .integer(op.deviceSeq), .text(op.opID.lowercased)]) }
+            } else {
+                try db.execute("DELETE FROM chronicle_log WHERE server_seq > ?1 OR server_seq <= ?2", [.integer(kept), .integer(sealedEnd)])
+            }
+            for table in ["chronicle_sealed_ids", "chronicle_sealed_ops"]
+            where try db.scalarInt("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?1", [.text(table)]) == 1 {
+                try db.execute("DELETE FROM \(table) WHERE server_seq > ?1", [.integer(sealedEnd)])
+            }
+            report.snapshotsDropped = Int(try db.scalarInt("SELECT count(*) FROM chronicle_snapshots WHERE seq > ?1", [.integer(kept)]) ?? 0)
+            try db.execute("DELETE FROM chronicle_snapshots WHERE seq > ?1", [.integer(kept)])
+            if base > 0, try db.scalarInt("SELECT count(*) FROM chronicle_snapshots WHERE seq >= ?1", [.integer(base)]) == 0 {
+                throw ChronicleError(.storeDamaged, "\(path) is damaged beyond salvage: it started from a snapshot at seq \(base), and that snapshot cannot be read. Sign this device in again with a new store; the server holds everything it confirmed.")
+            }
+            try LogTables.setMeta("cursor", .integer(kept), in: db)
+            report.confirmedKept = kept
         }
-        for table in ["chronicle_sealed_ids", "chronicle_sealed_ops"]
-        where try db.scalarInt("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?1", [.text(table)]) == 1 {
-            try db.execute("DELETE FROM \(table) WHERE server_seq > ?1", [.integer(sealedEnd)])
-        }
-        report.snapshotsDropped = Int(try db.scalarInt("SELECT count(*) FROM chronicle_snapshots WHERE seq > ?1", [.integer(kept)]) ?? 0)
-        try db.execute("DELETE FROM chronicle_snapshots WHERE seq > ?1", [.integer(kept)])
-        if base > 0, try db.scalarInt("SELECT count(*) FROM chronicle_snapshots WHERE seq >= ?1", [.integer(base)]) == 0 {
-            throw ChronicleError(.storeDamaged, "\(path) is damaged beyond salvage: it started from a snapshot at seq \(base), and that snapshot cannot be read. Sign this device in again with a new store; the server holds everything it confirmed.")
-        }
-        try LogTables.setMeta("cursor", .integer(kept), in: db)
-        report.confirmedKept = kept
-        // Own ops back in the queue with their ids, numbers and content, ahead of the ops queued
-        // since, as `rewind(toAgreedSeq:)` puts them (the guard triggers are not made yet here).
+    }
+
+    /// Own ops back in the queue with their ids, numbers and content, ahead of the ops queued
+    /// since, as `rewind(toAgreedSeq:)` puts them (the guard triggers are not made yet here).
+    private static func queueAgain(_ own: [Op], report: inout SalvageReport, in db: Database) throws {
         var seen = Set<UUID>()
         let unqueued = try own.filter { op in
             try seen.insert(op.opID).inserted && db.scalarInt("SELECT 1 FROM chronicle_outbox WHERE op_id = ?1", [.text(op.opID.lowercased)]) == nil

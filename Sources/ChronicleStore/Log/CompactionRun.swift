@@ -14,6 +14,8 @@ final class CompactionRun<Store: LogLifecycle> {
     private let plan: CompactionPlan
     private var report: CompactionReport
     private var step = 0
+    /// The bytes the store's pages in use took before the compaction (free pages and the WAL aside).
+    private let usedBytesBefore: Int64
 
     init(_ store: Store, _ policy: CompactionPolicy, progress: ProgressHandler?, afterStep: ((Int, String) throws -> Void)?) throws {
         self.store = store
@@ -25,6 +27,14 @@ final class CompactionRun<Store: LogLifecycle> {
         plan = try store.read { db in try store.plan(policy, now: now, in: db) }
         report = CompactionReport(plan: plan)
         report.fileBytesBefore = try store.fileBytes()
+        usedBytesBefore = try Self.usedBytes(store)
+    }
+
+    /// What the file would hold after VACUUM: its pages in use, in bytes.
+    private static func usedBytes(_ store: Store) throws -> Int64 {
+        try store.read { db in
+            ((try db.scalarInt("PRAGMA page_count") ?? 0) - (try db.scalarInt("PRAGMA freelist_count") ?? 0)) * (try db.scalarInt("PRAGMA page_size") ?? 4096)
+        }
     }
 
     func run() throws -> CompactionReport {
@@ -125,20 +135,16 @@ final class CompactionRun<Store: LogLifecycle> {
     /// Whether the newest snapshot, `bytes` compressed, is kept. A server keeps it (new devices
     /// start from it), and so does a compaction that drops history (history begins at one) or is
     /// asked to (`keepsSnapshotThatGrowsFile`). Otherwise, on a store whose space is given back, it
-    /// is kept only if the file then stays no larger than before the compaction: the snapshot only
+    /// is kept only if the store's pages in use then stay no more than before the compaction (what
+    /// VACUUM leaves of the file; the WAL and free pages aside): the snapshot only
     /// speeds a rebuild up, and a device's log blocks are already compact enough that sealing
     /// them can save less than the snapshot takes.
     private func keepsSnapshot(of bytes: Int64) throws -> Bool {
         if store.snapshotsServeNewDevices || plan.dropThrough != nil || policy.keepsSnapshotThatGrowsFile || !policy.givesSpaceBack {
             return true
         }
-        // What the file would hold after VACUUM: its pages in use, plus the snapshot's frame.
-        let (used, pageSize) = try store.read { db in
-            ((try db.scalarInt("PRAGMA page_count") ?? 0) - (try db.scalarInt("PRAGMA freelist_count") ?? 0),
-             try db.scalarInt("PRAGMA page_size") ?? 4096)
-        }
-        let snapshotPages = (bytes + pageSize - 1) / pageSize + 1
-        return (used + snapshotPages) * pageSize <= report.fileBytesBefore
+        // The pages in use after sealing, plus the snapshot's frame and a page for its row.
+        return try Self.usedBytes(store) + bytes + 4096 <= usedBytesBefore
     }
 
     // MARK: 3. Horizon
