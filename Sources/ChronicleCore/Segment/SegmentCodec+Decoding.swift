@@ -25,6 +25,27 @@ struct SegmentBodyDecoder {
     /// Reads the whole body with every check; `entity` (when given) keeps only that entity's
     /// ops, skipping the other ops' payloads without building them.
     mutating func decodeOps(ofEntity entity: UUID?) throws(ChronicleError) -> (libraryID: UUID, ops: [Op]) {
+        let header = try readHeader()
+        let strings = try readStrings()
+        let devices = try readDevices()
+        let firstSeq = header.confirmed ? try readFirstServerSeq(opCount: header.opCount) : 0
+        let ops = try readOps(header, firstSeq: firstSeq, strings: strings, devices: devices, ofEntity: entity)
+        guard reader.isAtEnd else {
+            throw reader.error("\(reader.remaining) unexpected bytes follow the last op.")
+        }
+        return (header.libraryID, ops)
+    }
+
+    /// What the body's header says: its library, whether its ops are confirmed, how many it holds.
+    private struct Header {
+        var libraryID: UUID
+        var confirmed: Bool
+        var opCount: Int
+    }
+
+    /// Reads and checks the header: the body's size, the magic, the format version, the flags,
+    /// the library id and the op count (within the limits and the bytes left).
+    private mutating func readHeader() throws(ChronicleError) -> Header {
         guard reader.bytes.count <= limits.maxDecodedBytes else {
             throw ChronicleError(.segmentTooLarge, "The segment body is \(reader.bytes.count) bytes; "
                 + "the limit is \(limits.maxDecodedBytes).")
@@ -55,18 +76,23 @@ struct SegmentBodyDecoder {
             throw reader.error("it declares \(opCount) ops but only \(reader.remaining) bytes remain.")
         }
         if confirmed && opCount == 0 { throw reader.error("an empty segment is marked confirmed.") }
+        return Header(libraryID: libraryID, confirmed: confirmed, opCount: opCount)
+    }
 
-        let strings = try readStrings()
-        let devices = try readDevices()
-        var firstSeq: Int64 = 0
-        if confirmed {
-            let raw = try reader.varUInt("the first serverSeq")
-            guard raw <= UInt64(Int64.max) - UInt64(opCount - 1) else {
-                throw reader.error("the first serverSeq \(raw) is negative or leaves no room for \(opCount) contiguous seqs.")
-            }
-            firstSeq = Int64(raw)
+    /// A confirmed body's first serverSeq, with room after it for `opCount` contiguous seqs.
+    private mutating func readFirstServerSeq(opCount: Int) throws(ChronicleError) -> Int64 {
+        let raw = try reader.varUInt("the first serverSeq")
+        guard raw <= UInt64(Int64.max) - UInt64(opCount - 1) else {
+            throw reader.error("the first serverSeq \(raw) is negative or leaves no room for \(opCount) contiguous seqs.")
         }
+        return Int64(raw)
+    }
 
+    /// Reads the body's ops (each delta-coded against the previous op of its device), checking
+    /// each one's size and that no op id repeats; keeps only `entity`'s when it is given.
+    private mutating func readOps(_ header: Header, firstSeq: Int64, strings: [String], devices: [UUID],
+                                  ofEntity entity: UUID?) throws(ChronicleError) -> [Op] {
+        let (libraryID, confirmed, opCount) = (header.libraryID, header.confirmed, header.opCount)
         var ops: [Op] = []
         ops.reserveCapacity(entity == nil ? opCount : 0)
         var seen = Set<UUID>(minimumCapacity: opCount)
@@ -102,10 +128,7 @@ struct SegmentBodyDecoder {
                           serverSeq: confirmed ? firstSeq + Int64(position) : nil,
                           serverTime: confirmed ? serverTime : nil))
         }
-        guard reader.isAtEnd else {
-            throw reader.error("\(reader.remaining) unexpected bytes follow the last op.")
-        }
-        return (libraryID, ops)
+        return ops
     }
 
     // MARK: - Tables

@@ -32,10 +32,32 @@ public struct SyncRoutes: HTTPHandler {
 
     public func handle(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void) {
         let parts = request.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+        let answer = answering(request, parts: parts, respond: respond)
+        switch (request.method, parts.count) {
+        case (_, 1) where Self.operatorRoutes.contains(parts[0]):
+            guard request.method == "GET" else { return answer(Self.methodNotAllowed(request.method, allowed: "GET")) }
+            operatorRoute(parts[0], answer: answer)
+        case (_, 2) where parts == ["v1", "devices"]:
+            guard request.method == "POST" else { return answer(Self.methodNotAllowed(request.method, allowed: "POST")) }
+            work.async { answer(register(request)) }   // scrypt takes tens of milliseconds
+        case (_, 2) where parts == ["v1", "session"]:
+            guard request.method == "POST" else { return answer(Self.methodNotAllowed(request.method, allowed: "POST")) }
+            work.async { answer(openSession(request)) }
+        case (_, 4...6) where parts[0] == "v1" && parts[1] == "libraries":
+            libraryRoute(request, parts: parts, answer: answer)
+        default:
+            answer(Self.noRoute(request))
+        }
+    }
+
+    /// `respond`, after counting the answer in the metrics under its route and noting a damaged
+    /// file it reports.
+    private func answering(_ request: HTTPRequest, parts: [String],
+                           respond: @escaping @Sendable (HTTPResponse) -> Void) -> @Sendable (HTTPResponse) -> Void {
         let route = Self.routeName(parts)
         let metrics = service.metrics
         let service = self.service
-        let answer: @Sendable (HTTPResponse) -> Void = { response in
+        return { response in
             metrics.request(method: request.method, route: route, status: response.status)
             // A damaged file is recorded for /healthz, /readyz and /metrics (and logged once), with
             // the internal detail the answer itself does not carry.
@@ -49,67 +71,74 @@ public struct SyncRoutes: HTTPHandler {
             }
             respond(response)
         }
-        switch (request.method, parts.count) {
-        case (_, 1) where Self.operatorRoutes.contains(parts[0]):
-            guard request.method == "GET" else { return answer(Self.methodNotAllowed(request.method, allowed: "GET")) }
-            switch parts[0] {
-            case "healthz":
-                // Liveness: 200 while the process answers, damaged files or not (restarting it
-                // mends nothing); the body lists them.
-                answer(.json(200, service.health.body(readiness: false)))
-            case "readyz":
-                // Readiness: 503 while no token can be checked (the accounts file is damaged), or while
-                // the database several servers share cannot be reached (asked on a worker thread: a
-                // reconnect may take seconds).
-                guard let shared = service.shared else {
-                    return answer(.json(service.health.isReady ? 200 : 503, service.health.body(readiness: true)))
-                }
-                work.async {
-                    if let reason = shared.unreachable() {
-                        let formatter = ISO8601DateFormatter()
-                        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-                        let fields = [#""action":"# + CanonicalJSON.quote("Start PostgreSQL or mend the network to it; requests are answered 503 server_store_unavailable until then, and nothing is written."),
-                                      #""code":"server_store_unavailable""#, #""file":"# + CanonicalJSON.quote(shared.label),
-                                      #""message":"# + CanonicalJSON.quote("It cannot be reached: \(reason)"),
-                                      #""since":"# + CanonicalJSON.quote(formatter.string(from: Date()))]
-                        let body = #"{"status":"unavailable","problems":[{"# + fields.joined(separator: ",") + "}]}"
-                        answer(.json(503, Array(body.utf8)))
-                    } else {
-                        answer(.json(service.health.isReady ? 200 : 503, service.health.body(readiness: true)))
-                    }
-                }
-            default:
-                answer(HTTPResponse(status: 200, headers: [("Content-Type", "text/plain; version=0.0.4")],
-                                    body: Array((service.metrics.render() + service.health.renderMetrics() + service.renderLibraryMetrics()
-                                                      + service.renderExtensionMetrics() + (service.shared?.renderMetrics() ?? "")).utf8)))
+    }
+
+    /// `GET /healthz`, `/readyz` or `/metrics` (`name`).
+    private func operatorRoute(_ name: String, answer: @escaping @Sendable (HTTPResponse) -> Void) {
+        switch name {
+        case "healthz":
+            // Liveness: 200 while the process answers, damaged files or not (restarting it
+            // mends nothing); the body lists them.
+            answer(.json(200, service.health.body(readiness: false)))
+        case "readyz":
+            readiness(answer: answer)
+        default:
+            answer(HTTPResponse(status: 200, headers: [("Content-Type", "text/plain; version=0.0.4")],
+                                body: Array((service.metrics.render() + service.health.renderMetrics() + service.renderLibraryMetrics()
+                                                  + service.renderExtensionMetrics() + (service.shared?.renderMetrics() ?? "")).utf8)))
+        }
+    }
+
+    /// `GET /readyz`.
+    private func readiness(answer: @escaping @Sendable (HTTPResponse) -> Void) {
+        let service = self.service
+        // Readiness: 503 while no token can be checked (the accounts file is damaged), or while
+        // the database several servers share cannot be reached (asked on a worker thread: a
+        // reconnect may take seconds).
+        guard let shared = service.shared else {
+            return answer(.json(service.health.isReady ? 200 : 503, service.health.body(readiness: true)))
+        }
+        work.async {
+            if let reason = shared.unreachable() {
+                let formatter = ISO8601DateFormatter()
+                formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+                let fields = [#""action":"# + CanonicalJSON.quote("Start PostgreSQL or mend the network to it; requests are answered 503 server_store_unavailable until then, and nothing is written."),
+                              #""code":"server_store_unavailable""#, #""file":"# + CanonicalJSON.quote(shared.label),
+                              #""message":"# + CanonicalJSON.quote("It cannot be reached: \(reason)"),
+                              #""since":"# + CanonicalJSON.quote(formatter.string(from: Date()))]
+                let body = #"{"status":"unavailable","problems":[{"# + fields.joined(separator: ",") + "}]}"
+                answer(.json(503, Array(body.utf8)))
+            } else {
+                answer(.json(service.health.isReady ? 200 : 503, service.health.body(readiness: true)))
             }
-        case (_, 2) where parts == ["v1", "devices"]:
-            guard request.method == "POST" else { return answer(Self.methodNotAllowed(request.method, allowed: "POST")) }
-            work.async { answer(register(request)) }   // scrypt takes tens of milliseconds
-        case (_, 2) where parts == ["v1", "session"]:
-            guard request.method == "POST" else { return answer(Self.methodNotAllowed(request.method, allowed: "POST")) }
-            work.async { answer(openSession(request)) }
-        case (_, 4) where parts[0] == "v1" && parts[1] == "libraries" && parts[3] == "ops":
+        }
+    }
+
+    /// The routes under `/v1/libraries/{library}/` (`parts` has 4 to 6 components): ops,
+    /// snapshot, start image, an entity's verdict, blobs.
+    private func libraryRoute(_ request: HTTPRequest, parts: [String], answer: @escaping @Sendable (HTTPResponse) -> Void) {
+        switch (parts.count, parts[3]) {
+        case (4, "ops"):
             guard let library = UUID(text: parts[2]) else { return answer(Self.badID(parts[2])) }
             switch request.method {
             case "POST": work.async { answer(push(request, library: library)) }
             case "GET": work.async { pull(request, library: library, respond: answer) }
             default: answer(Self.methodNotAllowed(request.method, allowed: "GET, POST"))
             }
-        case (_, 4) where parts[0] == "v1" && parts[1] == "libraries" && parts[3] == "snapshot":
+        case (4, "snapshot"):
             guard request.method == "GET" else { return answer(Self.methodNotAllowed(request.method, allowed: "GET")) }
             guard let library = UUID(text: parts[2]) else { return answer(Self.badID(parts[2])) }
             work.async { answer(snapshot(request, library: library)) }
-        case (_, 4) where parts[0] == "v1" && parts[1] == "libraries" && parts[3] == "start-image":
+        case (4, "start-image"):
             guard request.method == "GET" else { return answer(Self.methodNotAllowed(request.method, allowed: "GET")) }
             guard let library = UUID(text: parts[2]) else { return answer(Self.badID(parts[2])) }
             work.async { answer(startImage(request, library: library)) }
-        case (_, 5) where parts[0] == "v1" && parts[1] == "libraries" && parts[3] == "entities":
+        case (5, "entities"):
             guard request.method == "GET" else { return answer(Self.methodNotAllowed(request.method, allowed: "GET")) }
             guard let library = UUID(text: parts[2]) else { return answer(Self.badID(parts[2])) }
             guard let entity = UUID(text: parts[4]) else { return answer(Self.badID(parts[4])) }
             work.async { answer(verdict(request, library: library, entity: entity)) }
-        case (_, 5) where parts[0] == "v1" && parts[1] == "libraries" && parts[3] == "blobs":
+        case (5, "blobs"):
             guard let library = UUID(text: parts[2]) else { return answer(Self.badID(parts[2])) }
             guard let blob = BlobRef(parts[4]) else { return answer(Self.badBlob(parts[4])) }
             switch request.method {
@@ -117,14 +146,19 @@ public struct SyncRoutes: HTTPHandler {
             case "GET": work.async { answer(getBlob(request, library: library, blob: blob)) }
             default: answer(Self.methodNotAllowed(request.method, allowed: "GET, PUT"))
             }
-        case (_, 6) where parts[0] == "v1" && parts[1] == "libraries" && parts[3] == "blobs" && parts[5] == "status":
+        case (6, "blobs") where parts[5] == "status":
             guard request.method == "GET" else { return answer(Self.methodNotAllowed(request.method, allowed: "GET")) }
             guard let library = UUID(text: parts[2]) else { return answer(Self.badID(parts[2])) }
             guard let blob = BlobRef(parts[4]) else { return answer(Self.badBlob(parts[4])) }
             work.async { answer(blobStatus(request, library: library, blob: blob)) }
         default:
-            answer(.error(404, code: .notFound, message: "No route for \(request.method) \(request.path); see Schemas/api/openapi.yaml."))
+            answer(Self.noRoute(request))
         }
+    }
+
+    /// 404: no route for the request's method and path.
+    private static func noRoute(_ request: HTTPRequest) -> HTTPResponse {
+        .error(404, code: .notFound, message: "No route for \(request.method) \(request.path); see Schemas/api/openapi.yaml.")
     }
 
     /// The routes for the operator's network: liveness, readiness and metrics.

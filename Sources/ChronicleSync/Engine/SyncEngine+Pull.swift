@@ -69,63 +69,28 @@ extension SyncEngine {
 
     static let damagedSnapshot: Set<ChronicleError.Code> = [.malformedSnapshot, .futureSnapshotVersion, .malformedFrame, .segmentChecksum, .segmentTooLarge]
 
+    /// Pulls pages from the store's cursor until the server says there are no more, folding
+    /// each in; the next page is fetched meanwhile. Switches to bulk apply when far behind.
     func pullPages(waitMilliseconds: Int, mayStartFromSnapshot: Bool) async throws -> (head: Int64, count: Int) {
         var count = 0
         var cursor = try store.cursor()
         var bulk = false
         var head: Int64 = 0
         let limit = configuration.pullPageOpsMax
-        let transport = self.transport
-        let start = cursor
-        let store = self.store
         // In bulk mode the next page's log blocks and statements are built as it arrives, off the
         // engine's queue, while the page before it is written.
-        var next: Task<(PullPage, PreparedBatch?), Error>? = Task.detached { [transport] in
-            (try await transport.pull(after: start, limit: limit, waitMilliseconds: waitMilliseconds), nil)
-        }
+        var next: Task<(PullPage, PreparedBatch?), Error>? = Self.fetchPage(
+            after: cursor, limit: limit, waitMilliseconds: waitMilliseconds, preparingWithSealingOpsMin: nil,
+            transport: transport, store: store)
         defer { next?.cancel() }
         do {
             while let pending = next {
                 let page: PullPage
                 let prepared: PreparedBatch?
-                do {
-                    (page, prepared) = try await withTaskCancellationHandler { try await pending.value } onCancel: { pending.cancel() }
-                } catch let error as SyncError {
-                    throw error
-                } catch {
-                    throw SyncError.transient(reason: "\(error)", retryAfterSeconds: nil)
-                }
+                (page, prepared) = try await Self.arrival(of: pending)
                 next = nil
                 head = max(head, page.head)
-                // The server holds another op where this store's log ends: it lost what this store
-                // had from it (restored from a backup) and has ordered other ops since. Looked up by
-                // id on both sides, so sealed history costs no decoding.
-                if count == 0, let theirs = page.afterOpID, try store.holdsConfirmed(theirs, at: cursor) == false {
-                    throw Diverged(cursor: cursor)
-                }
-                // The server's copy of the library is another incarnation than the one this store
-                // synced with: its data was restored from a backup. The op at the cursor may match by
-                // chance (others' lost ops pushed again can land where they were), so the whole
-                // history is compared first (once a round; then the new incarnation is kept).
-                // The server's state was carried over from a snapshot of an earlier schema version when
-                // it was updated: a store whose state is not the server's since then (it replays its own
-                // log, which knows more) starts over from the server's snapshot, once a round. So does
-                // one that started, at that very seq, from the server's snapshot of the earlier version
-                // and carried it over itself: the server may have carried over from an earlier snapshot
-                // and replayed up to there, which knows more (who set a field that became mergeOrAsk).
-                if count == 0, let at = page.stateCarriedOverAt, roundRewind == nil {
-                    let started = try store.serverSnapshotSeq() ?? -1
-                    let carriedHere = started == at ? try store.serverSnapshotCarriedOver() : false
-                    if started < at || carriedHere { throw StartOverFromServer() }
-                }
-                if count == 0, let theirs = page.incarnation, case let ours = try store.serverIncarnation(), ours != theirs {
-                    if ours != nil, roundRewind == nil, roundBootstrap == nil, cursor > 0 { throw Diverged(cursor: cursor + 1) }
-                    try store.setServerIncarnation(theirs)
-                }
-                if mayStartFromSnapshot, cursor == 0, count == 0, let snapshotSeq = page.snapshotSeq,
-                   snapshotSeq >= configuration.snapshotStartOpsMin {
-                    throw StartFromSnapshot.requested   // a new device on a big library: start from the snapshot
-                }
+                if count == 0 { try checkFirstPage(page, cursor: cursor, mayStartFromSnapshot: mayStartFromSnapshot) }
                 let ops = page.segment.ops
                 if ops.isEmpty { break }
                 try Self.checkContinues(ops, cursor: cursor)
@@ -137,35 +102,12 @@ extension SyncEngine {
                     bulk = true
                 }
                 if page.more {
-                    let pageLimit = bulk ? max(limit, configuration.bulkPullPageOpsMax) : limit
-                    let prepare = bulk
-                    let sealingOpsMin = configuration.sealOnArrivalOpsMin
-                    next = Task.detached { [transport] in
-                        let page = try await transport.pull(after: after, limit: pageLimit, waitMilliseconds: 0)
-                        return (page, prepare ? store.prepareBatch(page.segment.ops, sealing: true, encoded: page.encoded,
-                                                                   sealingOpsMin: sealingOpsMin) : nil)
-                    }
+                    next = Self.fetchPage(
+                        after: after, limit: bulk ? max(limit, configuration.bulkPullPageOpsMax) : limit, waitMilliseconds: 0,
+                        preparingWithSealingOpsMin: bulk ? configuration.sealOnArrivalOpsMin : nil, transport: transport, store: store)
                 }
                 let pageOps = ops.count
-                if bulk {
-                    // The page's ops are freed off this queue (see `applyBulkBatch`), so nothing here keeps them.
-                    // Pages with more after them go straight into sealed segments; the last one stays hot.
-                    let more = page.more
-                    do {
-                        try store.applyBulkBatch((consume prepared) ?? store.prepareBatch(ops, sealing: more, encoded: page.encoded,
-                                                                                          sealingOpsMin: configuration.sealOnArrivalOpsMin),
-                                                 seal: more)
-                    } catch {
-                        throw divergence(among: ops) ?? error
-                    }
-                    ReleaseInBackground.release((consume page, consume ops))
-                } else {
-                    do {
-                        try store.applyConfirmed(ops)
-                    } catch {
-                        throw divergence(among: ops) ?? error
-                    }
-                }
+                try applyPage(consume page, ops: consume ops, prepared: consume prepared, bulk: bulk)
                 count += pageOps
                 pulledInRound += pageOps
                 cursor = after
@@ -176,5 +118,87 @@ extension SyncEngine {
         }
         if bulk { try store.finishBulk() }
         return (head, count)
+    }
+
+    /// Starts fetching the page after `after`, off the engine's queue; with `sealingOpsMin`
+    /// (bulk mode) the page's batch is prepared for `applyBulkBatch` as it arrives.
+    private static func fetchPage(after: Int64, limit: Int, waitMilliseconds: Int, preparingWithSealingOpsMin sealingOpsMin: Int?,
+                          transport: any SyncTransport, store: DeviceStore) -> Task<(PullPage, PreparedBatch?), Error> {
+        Task.detached { [transport] in
+            let page = try await transport.pull(after: after, limit: limit, waitMilliseconds: waitMilliseconds)
+            return (page, sealingOpsMin.map { store.prepareBatch(page.segment.ops, sealing: true, encoded: page.encoded,
+                                                                 sealingOpsMin: $0) })
+        }
+    }
+
+    /// The page `pending` fetched (and perhaps prepared); any failure other than a `SyncError` is transient.
+    private static func arrival(of pending: Task<(PullPage, PreparedBatch?), Error>) async throws(SyncError) -> (PullPage, PreparedBatch?) {
+        do {
+            return try await withTaskCancellationHandler { try await pending.value } onCancel: { pending.cancel() }
+        } catch let error as SyncError {
+            throw error
+        } catch {
+            throw SyncError.transient(reason: "\(error)", retryAfterSeconds: nil)
+        }
+    }
+
+    /// Checks the first page of a pull against this store, before any of it is folded in: throws
+    /// `Diverged`, `StartOverFromServer` or `StartFromSnapshot.requested` where the server's history
+    /// is not the one this store goes on from, and records the server's incarnation.
+    private func checkFirstPage(_ page: PullPage, cursor: Int64, mayStartFromSnapshot: Bool) throws {
+        // The server holds another op where this store's log ends: it lost what this store
+        // had from it (restored from a backup) and has ordered other ops since. Looked up by
+        // id on both sides, so sealed history costs no decoding.
+        if let theirs = page.afterOpID, try store.holdsConfirmed(theirs, at: cursor) == false {
+            throw Diverged(cursor: cursor)
+        }
+        // The server's copy of the library is another incarnation than the one this store
+        // synced with: its data was restored from a backup. The op at the cursor may match by
+        // chance (others' lost ops pushed again can land where they were), so the whole
+        // history is compared first (once a round; then the new incarnation is kept).
+        // The server's state was carried over from a snapshot of an earlier schema version when
+        // it was updated: a store whose state is not the server's since then (it replays its own
+        // log, which knows more) starts over from the server's snapshot, once a round. So does
+        // one that started, at that very seq, from the server's snapshot of the earlier version
+        // and carried it over itself: the server may have carried over from an earlier snapshot
+        // and replayed up to there, which knows more (who set a field that became mergeOrAsk).
+        if let at = page.stateCarriedOverAt, roundRewind == nil {
+            let started = try store.serverSnapshotSeq() ?? -1
+            let carriedHere = started == at ? try store.serverSnapshotCarriedOver() : false
+            if started < at || carriedHere { throw StartOverFromServer() }
+        }
+        if let theirs = page.incarnation, case let ours = try store.serverIncarnation(), ours != theirs {
+            if ours != nil, roundRewind == nil, roundBootstrap == nil, cursor > 0 { throw Diverged(cursor: cursor + 1) }
+            try store.setServerIncarnation(theirs)
+        }
+        if mayStartFromSnapshot, cursor == 0, let snapshotSeq = page.snapshotSeq,
+           snapshotSeq >= configuration.snapshotStartOpsMin {
+            throw StartFromSnapshot.requested   // a new device on a big library: start from the snapshot
+        }
+    }
+
+    /// Folds one page's ops in: in bulk mode as a batch (prepared on arrival, or here), its memory
+    /// released off this queue; otherwise as confirmed ops. A failure that shows the server's
+    /// history differs from this store's is thrown as `Diverged`.
+    private func applyPage(_ page: consuming PullPage, ops: consuming [Op], prepared: consuming PreparedBatch?, bulk: Bool) throws {
+        if bulk {
+            // The page's ops are freed off this queue (see `applyBulkBatch`), so nothing here keeps them.
+            // Pages with more after them go straight into sealed segments; the last one stays hot.
+            let more = page.more
+            do {
+                try store.applyBulkBatch((consume prepared) ?? store.prepareBatch(ops, sealing: more, encoded: page.encoded,
+                                                                                  sealingOpsMin: configuration.sealOnArrivalOpsMin),
+                                         seal: more)
+            } catch {
+                throw divergence(among: ops) ?? error
+            }
+            ReleaseInBackground.release((consume page, consume ops))
+        } else {
+            do {
+                try store.applyConfirmed(ops)
+            } catch {
+                throw divergence(among: ops) ?? error
+            }
+        }
     }
 }
