@@ -154,7 +154,10 @@ import ChronicleTesting
         #expect(try fast(#"{"u":"\u00e9\ud83c\udf89"}"#) == ["u": .text("é🎉")])
         #expect(try fast(#"{"r":1e-05,"i":-3}"#) == ["r": .real(1e-05), "i": .integer(-3)])
         #expect(try fast(" { \"spaced\" : 1 ,\"b\":true}\n") == ["spaced": .integer(1), "b": .bool(true)])
-        #expect(try fast(#"{"huge":123456789012345678901234}"#) == ["huge": .real(1.2345678901234568e23)])
+        // One parser reads payloads, segments and the wire alike: an integer past 64 bits is refused,
+        // never rounded into a real, and a key named twice is refused, not overwritten.
+        #expect { _ = try fast(#"{"huge":123456789012345678901234}"#) } throws: { ($0 as? ChronicleError)?.message.contains("does not fit in 64 bits") == true }
+        #expect { _ = try fast(#"{"a":1,"a":2}"#) } throws: { ($0 as? ChronicleError)?.message.contains("names the key 'a' twice") == true }
         #expect(throws: ChronicleError.self) { _ = try fast(#"{"a":"\ud83c"}"#) }
     }
 }

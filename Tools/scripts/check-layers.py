@@ -107,9 +107,10 @@ def app_op_prefixes():
     return sorted(prefixes)
 
 
-def blank_comments(text):
+def blank_comments(text, strings_too=False):
     """`text` with every comment's characters (doc comments too) turned into spaces, lines kept:
-    a `//` inside a string literal is not a comment, nor a quote inside a comment a string."""
+    a `//` inside a string literal is not a comment, nor a quote inside a comment a string.
+    `strings_too`: string literals' characters too (their quotes kept)."""
     out, i, n = [], 0, len(text)
     while i < n:
         if text.startswith("//", i):
@@ -135,7 +136,7 @@ def blank_comments(text):
             while j < n and not text.startswith(close, j):
                 j += 2 if text[j] == "\\" and not hashes else 1
             j = min(n, j + len(close))
-            out.append(text[i:j])
+            out.append(re.sub(r"[^\n\"#]", " ", text[i:j]) if strings_too else text[i:j])
             i = j
         else:
             out.append(text[i])
@@ -147,6 +148,44 @@ def strip_comments(text):
     text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
     return "\n".join(line.split("//", 1)[0] if "//" in line and '"' not in line.split("//", 1)[0] else line
                      for line in text.split("\n"))
+
+
+# Sizes a reader can hold: no function (or initializer) in Sources longer than this many lines,
+# no file longer than FILE_LINES_MAX.
+FUNCTION_LINES_MAX = 80
+FILE_LINES_MAX = 500
+DECLARATION = re.compile(r"^\s*(?:@\w+(?:\([^)]*\))?\s+)*(?:(?:public|private|fileprivate|internal|package|static|final|"
+                         r"override|mutating|nonisolated|convenience|required|class)\s+)*(func\s+[^\s(<]+|init[?!]?\s*[(<]|subscript|deinit)")
+
+
+def oversized(rel, text):
+    """Functions over FUNCTION_LINES_MAX lines and a file over FILE_LINES_MAX, counted on the code
+    with comments and string literals blanked (their braces do not count)."""
+    problems = []
+    lines = text.split("\n")
+    if len(lines) > FILE_LINES_MAX:
+        problems.append(f"{rel}: {len(lines)} lines (at most {FILE_LINES_MAX})")
+    code = blank_comments(text, strings_too=True).split("\n")
+    for start, line in enumerate(code):
+        match = DECLARATION.match(line)
+        if not match:
+            continue
+        depth, opened, end = 0, False, start
+        while end < len(code):
+            for ch in code[end]:
+                if ch == "{":
+                    depth += 1
+                    opened = True
+                elif ch == "}":
+                    depth -= 1
+            if opened and depth <= 0:
+                break
+            if not opened and (depth < 0 or (end > start and DECLARATION.match(code[end]))):
+                break   # a requirement without a body
+            end += 1
+        if opened and end - start + 1 > FUNCTION_LINES_MAX:
+            problems.append(f"{rel}:{start + 1}: {match.group(1).strip()} is {end - start + 1} lines (at most {FUNCTION_LINES_MAX})")
+    return problems
 
 
 def main():
@@ -217,6 +256,8 @@ def main():
                 for match in CORE_IO.finditer(code):
                     line = code[:match.start()].count("\n") + 1
                     problems.append(f"{rel}:{line}: ChronicleCore uses {match.group(0)} (Core does no I/O)")
+            if rel.startswith("Sources/"):
+                problems += oversized(rel, text)
             if production:
                 for match in DOUBLES.finditer(code):
                     line = code[:match.start()].count("\n") + 1
@@ -232,7 +273,7 @@ def main():
         return 1
     print(f"check-layers: {len(graph)} targets; device modules reach no server module; the library targets keep the "
           f"module graph; the engine names no app op type ({', '.join(prefixes)}); Core does no I/O; "
-          f"no test double in production modules")
+          f"no test double in production modules; no function in Sources over {FUNCTION_LINES_MAX} lines, no file over {FILE_LINES_MAX}")
     return 0
 
 

@@ -95,7 +95,7 @@ extension UUID {
                     i += 1
                     continue
                 }
-                let high = Self.nibble(utf8[i]), low = Self.nibble(utf8[i + 1])
+                let high = Hex.nibble(utf8[i]), low = Hex.nibble(utf8[i + 1])
                 bad |= (high | low) & 0xF0
                 out[b] = high << 4 | (low & 0x0F)
                 b += 1
@@ -105,14 +105,5 @@ extension UUID {
         }
         guard parsed else { return nil }
         self.init(uuid: value)
-    }
-
-    /// A hex digit's value (either case), or 0xFF for a byte that is not one.
-    @inline(__always)
-    private static func nibble(_ c: UInt8) -> UInt8 {
-        let digit = c &- UInt8(ascii: "0")
-        if digit < 10 { return digit }
-        let letter = (c | 0x20) &- UInt8(ascii: "a")
-        return letter < 6 ? letter + 10 : 0xFF
     }
 }

@@ -108,6 +108,22 @@ struct JSONScanner {
         return start..<offset
     }
 
+    /// An object of scalars, `{"key":scalar,…}`, each key once: an op's payload.
+    mutating func flatObject() throws(ChronicleError) -> Payload {
+        try expect(UInt8(ascii: "{"), "'{'")
+        var payload = Payload()
+        if consume(UInt8(ascii: "}")) { return payload }
+        repeat {
+            let keyStart = offset
+            let key = try key(in: "a payload")
+            let value = try scalar("the payload field '\(key)'")
+            guard payload.updateValue(value, forKey: key) == nil else {
+                throw error("the payload names the key '\(key)' twice.", at: keyStart)
+            }
+        } while try another(closing: UInt8(ascii: "}"), in: "a payload")
+        return payload
+    }
+
     // MARK: - Scalars
 
     /// A string, number, boolean or null; `name` says whose value it is when
@@ -262,14 +278,7 @@ struct JSONScanner {
         guard offset + 4 <= bytes.count else { throw error("a \\u escape is cut short.") }
         var value: UInt32 = 0
         for _ in 0..<4 {
-            let c = bytes[offset]
-            let nibble: UInt8
-            switch c {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): nibble = c - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): nibble = c - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): nibble = c - UInt8(ascii: "A") + 10
-            default: throw error("a \\u escape needs four hex digits.")
-            }
+            guard let nibble = Hex.value(of: bytes[offset]) else { throw error("a \\u escape needs four hex digits.") }
             value = value << 4 | UInt32(nibble)
             offset += 1
         }

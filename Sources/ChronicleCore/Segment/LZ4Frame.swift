@@ -127,7 +127,7 @@ public enum LZ4Frame {
         }
         let found = UInt32(littleEndian: source.loadUnaligned(as: UInt32.self))
         guard found == magic else {
-            let start = source.prefix(4).map { String(format: "%02x", $0) }.joined(separator: " ")
+            let start = source.prefix(4).map { Hex.encode([$0]) }.joined(separator: " ")
             throw ChronicleError(.malformedFrame, "The data is not an LZ4 frame: it starts with \(start) "
                 + "rather than the magic 04 22 4d 18.")
         }

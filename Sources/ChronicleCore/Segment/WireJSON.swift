@@ -191,18 +191,7 @@ public enum WireJSON {
         guard scanner.peek() == UInt8(ascii: "{") else {
             throw scanner.error("'payload' must be an object, not \(scanner.describeNext()).")
         }
-        try scanner.expect(UInt8(ascii: "{"), "'{'")
-        var payload = Payload()
-        if scanner.consume(UInt8(ascii: "}")) { return payload }
-        repeat {
-            let keyStart = scanner.offset
-            let key = try scanner.key(in: "a payload")
-            let value = try scanner.scalar("the payload field '\(key)'")
-            guard payload.updateValue(value, forKey: key) == nil else {
-                throw scanner.error("the payload names the key '\(key)' twice.", at: keyStart)
-            }
-        } while try scanner.another(closing: UInt8(ascii: "}"), in: "a payload")
-        return payload
+        return try scanner.flatObject()
     }
 
     // MARK: - Typed fields

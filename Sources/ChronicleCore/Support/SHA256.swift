@@ -36,10 +36,7 @@ public final class SHA256Hasher {
     }
 
     public func hexDigest() -> String {
-        finalize().map { byte in
-            let hex = String(byte, radix: 16)
-            return byte < 16 ? "0" + hex : hex
-        }.joined()
+        Hex.encode(finalize())
     }
 
     public static func hex(_ string: String) -> String {

@@ -29,7 +29,7 @@ extension Accounts {
         }
         let now = clock.nowMilliseconds()
         let expiresAt = now + Int64(lifetimeSeconds) * 1000
-        let token = Self.accessTokenPrefix + Secrets.hex(Secrets.randomBytes(32))
+        let token = Self.accessTokenPrefix + Hex.encode(Secrets.randomBytes(32))
         let device = identity.deviceID.lowercased
         do {
             // Quiet: a new token revokes nothing. (A token the cap deletes may still be taken

@@ -28,7 +28,7 @@ final class ServerCore: Sendable {
     private let registry = Locked(Registry())
     /// The start of every request id this server gives: random, so that ids from two servers
     /// (or two runs) sharing one log never meet.
-    private let requestIDPrefix = Secrets.hex(Secrets.randomBytes(6))
+    private let requestIDPrefix = Hex.encode(Secrets.randomBytes(6))
     private let requestCount = Atomic<UInt64>(0)
 
     /// A new request's id: this server's prefix and the request's number.

@@ -47,82 +47,104 @@ extension DeviceStore {
             try writeTransaction { db in try Self.forgetDisagreement(in: db) }
             return report
         }
-        let (libraryID, deviceID) = (self.libraryID, self.deviceID)
         _ = try rebuild(beforeReplay: { db in
             let cursor = try LogTables.meta("cursor", in: db).integerValue ?? 0
             try Self.forgetDisagreement(in: db)
             guard cursor > head else { return }
-            if head == 0 { try db.execute("DELETE FROM chronicle_meta WHERE key = ?1", [.text(Self.stateCarriedOverKey)]) }
-            if let started = try LogTables.meta(Self.serverSnapshotKey, in: db).integerValue, head < started {
-                try db.execute("DELETE FROM chronicle_meta WHERE key = ?1", [.text(Self.serverSnapshotKey)])
-                try db.execute("DELETE FROM chronicle_meta WHERE key = ?1", [.text(Self.serverSnapshotCarriedOverKey)])
-            }
-            // Keep whole segments only; before a snapshot the store started from there is no op to keep.
-            var point = head
-            if let spanning = try db.scalarInt("SELECT first_seq FROM chronicle_segments WHERE first_seq <= ?1 AND last_seq > ?1", [.integer(point)]) {
-                point = spanning - 1
-            }
-            let base = try LogTables.historyBase(in: db)
-            if point < base { point = 0 }
-            report.rewoundTo = point
-
-            // This device's ops after the point, from the segments and the log, in server order.
-            var own: [Op] = []
-            try LogTables.forEachConfirmedOp(in: db, libraryID: libraryID, after: point) { op in
-                report.dropped += 1
-                if op.deviceID == deviceID { own.append(op) }
-            }
-
-            // The confirmed history after the point goes; the triggers that guard it are set aside
-            // for this one change and put back as they were.
-            try Self.withTriggersAside(["chronicle_log_blocks_leave_only_sealed", "chronicle_segments_dropped_only_behind_a_snapshot"]
-                                       + Self.requeueTriggers, in: db) {
-                try db.execute("DELETE FROM chronicle_segments WHERE first_seq > ?1", [.integer(point)])
-                try db.execute("DELETE FROM chronicle_op_ids WHERE server_seq > ?1", [.integer(point)])
-                try db.execute("DELETE FROM chronicle_own_confirmed WHERE server_seq > ?1", [.integer(point)])
-                try db.execute("DELETE FROM chronicle_snapshots WHERE seq > ?1", [.integer(point)])
-                if point < base {
-                    try LogTables.setMeta("history_base_seq", .integer(0), in: db)
-                    try db.execute("DELETE FROM chronicle_meta WHERE key IN ('history_dropped_at', 'history_base_op_id')")
-                }
-                // After the segments: a block that spans the point is encoded again from the new sealed end.
-                try Self.truncateBlocks(after: point, libraryID: libraryID, in: db)
-                // Own ops back in the queue, ahead of the ops queued since (their numbers are lower).
-                // An op queued under the number of one of them (written before the server refused that
-                // number as used again) moves after them where there is room, so that both are queued.
-                let unqueued = try own.filter { op in
-                    try db.scalarInt("SELECT 1 FROM chronicle_outbox WHERE op_id = ?1", [.text(op.opID.lowercased)]) == nil
-                }
-                try Self.makeRoomInQueue(for: unqueued.map(\.deviceSeq), in: db)
-                let queue = try db.statement("""
-                    INSERT INTO chronicle_outbox(device_seq, op_id, type, version, entity_id, payload, device_time, base_seq)
-                    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-                    """)
-                for op in own where try db.scalarInt("SELECT 1 FROM chronicle_outbox WHERE op_id = ?1 OR device_seq = ?2",
-                                                     [.text(op.opID.lowercased), .integer(op.deviceSeq)]) == nil {
-                    try queue.execute([.integer(op.deviceSeq), .text(op.opID.lowercased), .text(op.type), .integer(Int64(op.version)),
-                                       .text(op.entityID.lowercased), .text(CanonicalJSON.encode(op.payload)), .integer(op.deviceTime),
-                                       .integer(op.baseSeq)])
-                    report.requeued += 1
-                }
-                // Refused ops after this device's last op the log still holds: the restored server may
-                // have lost those refusals, and would wait for their numbers before any op after them.
-                // That includes an op refused as an op_id_conflict, whose id the log holds as another
-                // device's op (so `chronicle_outbox_once` is set aside too): the server refuses it again.
-                let keptOwn = try Self.lastOwnDeviceSeq(in: db)
-                report.refusedRequeued = try Self.queueRefusedAgain(after: keptOwn, in: db)
-                // Own ops whose content is no longer here cannot be queued again: below the history
-                // base, those that went with dropped history; anywhere, those whose last copy was on
-                // a page a salvage could not read (seed 724 of the damage soak, where the server had
-                // lost them to a restore). Their numbers are given up, so the outbox still accounts
-                // for each.
-                report.lost = try Self.giveUpUnheldNumbers(in: db)
-            }
-            try LogTables.setMeta("cursor", .integer(point), in: db)
-            // Every queued op is pushed again: the answers say which ones the server holds.
-            try LogTables.setMeta("acked_device_seq", .integer(0), in: db)
+            try self.goBack(to: head, report: &report, in: db)
         }, alsoInTransaction: nil)
         return report
+    }
+
+    /// `rewind`'s change to the log, inside the rebuild's transaction (before its replay).
+    private func goBack(to head: Int64, report: inout RewindReport, in db: Database) throws {
+        if head == 0 { try db.execute("DELETE FROM chronicle_meta WHERE key = ?1", [.text(Self.stateCarriedOverKey)]) }
+        if let started = try LogTables.meta(Self.serverSnapshotKey, in: db).integerValue, head < started {
+            try db.execute("DELETE FROM chronicle_meta WHERE key = ?1", [.text(Self.serverSnapshotKey)])
+            try db.execute("DELETE FROM chronicle_meta WHERE key = ?1", [.text(Self.serverSnapshotCarriedOverKey)])
+        }
+        // Keep whole segments only; before a snapshot the store started from there is no op to keep.
+        var point = head
+        if let spanning = try db.scalarInt("SELECT first_seq FROM chronicle_segments WHERE first_seq <= ?1 AND last_seq > ?1", [.integer(point)]) {
+            point = spanning - 1
+        }
+        let base = try LogTables.historyBase(in: db)
+        if point < base { point = 0 }
+        report.rewoundTo = point
+
+        // This device's ops after the point, from the segments and the log, in server order.
+        var own: [Op] = []
+        var dropped: Int64 = 0
+        try LogTables.forEachConfirmedOp(in: db, libraryID: libraryID, after: point) { op in
+            dropped += 1
+            if op.deviceID == deviceID { own.append(op) }
+        }
+        report.dropped = dropped
+
+        // The confirmed history after the point goes; the triggers that guard it are set aside
+        // for this one change and put back as they were.
+        try Self.withTriggersAside(["chronicle_log_blocks_leave_only_sealed", "chronicle_segments_dropped_only_behind_a_snapshot"]
+                                   + Self.requeueTriggers, in: db) {
+            try dropHistory(after: point, base: base, in: db)
+            // Own ops back in the queue, ahead of the ops queued since (their numbers are lower).
+            report.requeued = try Self.queueAgain(own, in: db)
+            // Refused ops after this device's last op the log still holds: the restored server may
+            // have lost those refusals, and would wait for their numbers before any op after them.
+            // That includes an op refused as an op_id_conflict, whose id the log holds as another
+            // device's op (so `chronicle_outbox_once` is set aside too): the server refuses it again.
+            let keptOwn = try Self.lastOwnDeviceSeq(in: db)
+            report.refusedRequeued = try Self.queueRefusedAgain(after: keptOwn, in: db)
+            // Own ops whose content is no longer here cannot be queued again: below the history
+            // base, those that went with dropped history; anywhere, those whose last copy was on
+            // a page a salvage could not read (seed 724 of the damage soak, where the server had
+            // lost them to a restore). Their numbers are given up, so the outbox still accounts
+            // for each.
+            report.lost = try Self.giveUpUnheldNumbers(in: db)
+        }
+        try LogTables.setMeta("cursor", .integer(point), in: db)
+        // Every queued op is pushed again: the answers say which ones the server holds.
+        try LogTables.setMeta("acked_device_seq", .integer(0), in: db)
+    }
+
+    /// Drops the confirmed history after `point`: segments, op ids, snapshots, log blocks (a
+    /// block that spans the point is encoded again from the new sealed end).
+    private func dropHistory(after point: Int64, base: Int64, in db: Database) throws {
+        try db.execute("DELETE FROM chronicle_segments WHERE first_seq > ?1", [.integer(point)])
+        try db.execute("DELETE FROM chronicle_op_ids WHERE server_seq > ?1", [.integer(point)])
+        try db.execute("DELETE FROM chronicle_own_confirmed WHERE server_seq > ?1", [.integer(point)])
+        try db.execute("DELETE FROM chronicle_snapshots WHERE seq > ?1", [.integer(point)])
+        if point < base {
+            try LogTables.setMeta("history_base_seq", .integer(0), in: db)
+            try db.execute("DELETE FROM chronicle_meta WHERE key IN ('history_dropped_at', 'history_base_op_id')")
+        }
+        try Self.truncateBlocks(after: point, libraryID: libraryID, in: db)
+    }
+
+    /// Puts this device's confirmed ops the store is giving up back into the outbox, with their
+    /// ids, numbers and content, ahead of the ops queued since (their numbers are lower). An op
+    /// queued under the number of one of them (written before the server refused that number as
+    /// used again) moves after them where there is room, so that both are queued. Ops already
+    /// queued are skipped. Returns how many were queued.
+    static func queueAgain(_ own: [Op], in db: Database) throws -> Int {
+        var seen = Set<UUID>()
+        let unqueued = try own.filter { op in
+            try seen.insert(op.opID).inserted && db.scalarInt("SELECT 1 FROM chronicle_outbox WHERE op_id = ?1", [.text(op.opID.lowercased)]) == nil
+        }
+        guard !unqueued.isEmpty else { return 0 }
+        try makeRoomInQueue(for: unqueued.map(\.deviceSeq), in: db)
+        let queue = try db.statement("""
+            INSERT INTO chronicle_outbox(device_seq, op_id, type, version, entity_id, payload, device_time, base_seq)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+            """)
+        var queued = 0
+        for op in unqueued where try db.scalarInt("SELECT 1 FROM chronicle_outbox WHERE op_id = ?1 OR device_seq = ?2",
+                                                  [.text(op.opID.lowercased), .integer(op.deviceSeq)]) == nil {
+            try queue.execute([.integer(op.deviceSeq), .text(op.opID.lowercased), .text(op.type), .integer(Int64(op.version)),
+                               .text(op.entityID.lowercased), .text(CanonicalJSON.encode(op.payload)), .integer(op.deviceTime),
+                               .integer(op.baseSeq)])
+            queued += 1
+        }
+        return queued
     }
 
     /// Meta key: the seq of the snapshot of an earlier schema version the projection's state was

@@ -324,22 +324,8 @@ extension DeviceStore {
     /// Own ops back in the queue with their ids, numbers and content, ahead of the ops queued
     /// since, as `rewind(toAgreedSeq:)` puts them (the guard triggers are not made yet here).
     private static func queueAgain(_ own: [Op], report: inout SalvageReport, in db: Database) throws {
-        var seen = Set<UUID>()
-        let unqueued = try own.filter { op in
-            try seen.insert(op.opID).inserted && db.scalarInt("SELECT 1 FROM chronicle_outbox WHERE op_id = ?1", [.text(op.opID.lowercased)]) == nil
-        }
-        guard !unqueued.isEmpty else { return }
-        try makeRoomInQueue(for: unqueued.map(\.deviceSeq), in: db)
-        let queue = try db.statement("""
-            INSERT INTO chronicle_outbox(device_seq, op_id, type, version, entity_id, payload, device_time, base_seq)
-            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-            """)
-        for op in unqueued where try db.scalarInt("SELECT 1 FROM chronicle_outbox WHERE device_seq = ?1", [.integer(op.deviceSeq)]) == nil {
-            try queue.execute([.integer(op.deviceSeq), .text(op.opID.lowercased), .text(op.type), .integer(Int64(op.version)),
-                               .text(op.entityID.lowercased), .text(CanonicalJSON.encode(op.payload)), .integer(op.deviceTime),
-                               .integer(op.baseSeq)])
-            report.requeued += 1
-        }
+        report.requeued = try queueAgain(own, in: db)
+        guard report.requeued > 0 else { return }
         // Every queued op is pushed again: the answers say which ones the server holds.
         try LogTables.setMeta("acked_device_seq", .integer(0), in: db)
     }

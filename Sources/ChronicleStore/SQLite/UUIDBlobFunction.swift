@@ -1,4 +1,5 @@
 import CSQLite
+import ChronicleCore
 import Foundation
 
 /// `chronicle_uuid_blob(text)`: the 16 bytes of a UUID written as text (`8-4-4-4-12` hex
@@ -28,22 +29,13 @@ public enum UUIDBlobFunction {
                     guard text[position] == UInt8(ascii: "-") else { return false }
                     position += 1
                 }
-                guard let high = hexDigit(text[position]), let low = hexDigit(text[position + 1]) else { return false }
+                guard let high = Hex.value(of: text[position]), let low = Hex.value(of: text[position + 1]) else { return false }
                 out[byte] = high << 4 | low
                 position += 2
             }
             return true
         }
         return ok ? bytes : nil
-    }
-
-    private static func hexDigit(_ c: UInt8) -> UInt8? {
-        switch c {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 }
 

@@ -139,34 +139,86 @@ package enum SalvageCopy {
     /// that only the rows on broken pages are left out. What cannot be read is reported as the
     /// ranges of keys it covers, adjacent ones joined.
     static func copyByKey(_ table: String, in out: Database, alphabet: [UInt8] = textAlphabet) throws -> SalvageReport.Table {
-        let quoted = ProjectionSchema.quoted(table)
         var result = SalvageReport.Table(name: table, rowsCopied: 0, unreadable: [], lostWhole: false)
-        let columns: [(name: String, type: String, pk: Int64)]
-        do {
-            columns = try query("PRAGMA damaged.table_info(\(quoted))", in: out) { ($0.text(1), $0.text(2).uppercased(), $0.int(5)) }
-        } catch let error as SQLiteError where error.isCorrupt {
+        guard let copier = try KeyedCopy(table, in: out, alphabet: alphabet) else {
             result.lostWhole = true
             return result
         }
-        guard let key = columns.filter({ $0.pk > 0 }).min(by: { $0.pk < $1.pk }) else {
-            result.lostWhole = true
-            return result
+        // Keys below every text key's first character (or an empty blob) sort first: the range
+        // from nothing to the first bound covers them.
+        let top = copier.parts(KeyRange(low: [], high: nil, depth: 0, splits: true))
+        var pending = Array(top.reversed())
+        var failedAtTop = 0
+        // Unreadable ranges in key order; one that starts where the one before ends joins it.
+        var lost: [(low: [UInt8], high: [UInt8]?)] = []
+        while let r = pending.popLast() {
+            if let count = try copier.copy(r.low, r.high) {
+                result.rowsCopied += count
+                continue
+            }
+            if r.depth == 1 { failedAtTop += 1 }
+            // Split where some parts read: that finds the broken leaves. Where none does, or
+            // deep enough, the range is reported as it is.
+            let inner = r.splits && r.depth < copier.depthMax ? copier.parts(r) : []
+            if try inner.contains(where: { try copier.readable($0.low, $0.high) }) {
+                pending += inner.reversed()
+            } else if let previous = lost.last, previous.high == r.low {
+                lost[lost.count - 1].high = r.high
+            } else {
+                lost.append((r.low, r.high))
+            }
         }
-        let blob = key.type.contains("BLOB")
-        // Ids made from the clock share their first characters (a UUIDv7's are its time): a range
-        // is split as deep as its keys go (text: a character a level; blobs: half a byte, so a
-        // level is sixteen ranges rather than 256), but only where some of its parts read.
-        let depthMax = blob ? 32 : 36
-        // Bounds are written into the statement as literals: only this alphabet's characters (or
-        // hex digits) ever make them.
-        precondition(!alphabet.contains(UInt8(ascii: "'")) && alphabet == alphabet.sorted(), "a key alphabet is sorted and has no quote")
+        result.unreadableKeys = lost.map { "from '\(copier.shown($0.low))' to " + ($0.high.map { "'\(copier.shown($0))'" } ?? "the end") }
+        if result.rowsCopied == 0, failedAtTop == top.count {
+            result.lostWhole = true
+            result.unreadableKeys = []
+        }
+        return result
+    }
+
+    /// Copies a `WITHOUT ROWID` table's rows by ranges of its first key column (`copyByKey`).
+    private struct KeyedCopy {
+        let quoted: String
+        let out: Database
+        let alphabet: [UInt8]
+        /// Whether the key is a blob (else text).
+        let blob: Bool
+        let column: String
+        /// Ids made from the clock share their first characters (a UUIDv7's are its time): a range
+        /// is split as deep as its keys go (text: a character a level; blobs: half a byte, so a
+        /// level is sixteen ranges rather than 256), but only where some of its parts read.
+        var depthMax: Int { blob ? 32 : 36 }
+
+        /// Nil where the table's columns or its key cannot be read.
+        init?(_ table: String, in out: Database, alphabet: [UInt8]) throws {
+            quoted = ProjectionSchema.quoted(table)
+            let columns: [(name: String, type: String, pk: Int64)]
+            do {
+                columns = try query("PRAGMA damaged.table_info(\(quoted))", in: out) { ($0.text(1), $0.text(2).uppercased(), $0.int(5)) }
+            } catch let error as SQLiteError where error.isCorrupt {
+                return nil
+            }
+            guard let key = columns.filter({ $0.pk > 0 }).min(by: { $0.pk < $1.pk }) else { return nil }
+            // Bounds are written into the statement as literals: only this alphabet's characters (or
+            // hex digits) ever make them.
+            precondition(!alphabet.contains(UInt8(ascii: "'")) && alphabet == alphabet.sorted(), "a key alphabet is sorted and has no quote")
+            self.out = out
+            self.alphabet = alphabet
+            blob = key.type.contains("BLOB")
+            column = ProjectionSchema.quoted(key.name)
+        }
+
         func literal(_ bytes: [UInt8]) -> String {
-            blob ? "x'" + bytes.map { String(format: "%02x", $0) }.joined() + "'" : "'" + String(decoding: bytes, as: UTF8.self) + "'"
+            blob ? "x'" + Hex.encode(bytes) + "'" : "'" + String(decoding: bytes, as: UTF8.self) + "'"
         }
-        let column = ProjectionSchema.quoted(key.name)
+
+        /// A key as a report shows it.
+        func shown(_ bytes: [UInt8]) -> String { blob ? Hex.encode(bytes) : String(decoding: bytes, as: UTF8.self) }
+
         func range(_ low: [UInt8], _ high: [UInt8]?) -> String {
             "\(column) >= \(literal(low))" + (high.map { " AND \(column) < \(literal($0))" } ?? "")
         }
+
         /// Copies the keys in [low, high) (high nil: no end); nil where SQLite cannot read them.
         func copy(_ low: [UInt8], _ high: [UInt8]?) throws -> Int64? {
             do {
@@ -176,6 +228,7 @@ package enum SalvageCopy {
                 return nil
             }
         }
+
         /// Whether SQLite can read the keys of [low, high), copying nothing.
         func readable(_ low: [UInt8], _ high: [UInt8]?) throws -> Bool {
             do {
@@ -185,6 +238,7 @@ package enum SalvageCopy {
                 return false
             }
         }
+
         /// The parts of a range, together covering it: first the keys that are `low` itself (or
         /// continue below the first split), then one part a character (or half-byte) value.
         func parts(_ r: KeyRange) -> [KeyRange] {
@@ -205,37 +259,6 @@ package enum SalvageCopy {
                          splits: i > 0 || (blob && !evenBlob))
             }
         }
-        // Keys below every text key's first character (or an empty blob) sort first: the range
-        // from nothing to the first bound covers them.
-        let top = parts(KeyRange(low: [], high: nil, depth: 0, splits: true))
-        var pending = Array(top.reversed())
-        var failedAtTop = 0
-        // Unreadable ranges in key order; one that starts where the one before ends joins it.
-        var lost: [(low: [UInt8], high: [UInt8]?)] = []
-        while let r = pending.popLast() {
-            if let count = try copy(r.low, r.high) {
-                result.rowsCopied += count
-                continue
-            }
-            if r.depth == 1 { failedAtTop += 1 }
-            // Split where some parts read: that finds the broken leaves. Where none does, or
-            // deep enough, the range is reported as it is.
-            let inner = r.splits && r.depth < depthMax ? parts(r) : []
-            if try inner.contains(where: { try readable($0.low, $0.high) }) {
-                pending += inner.reversed()
-            } else if let previous = lost.last, previous.high == r.low {
-                lost[lost.count - 1].high = r.high
-            } else {
-                lost.append((r.low, r.high))
-            }
-        }
-        func shown(_ bytes: [UInt8]) -> String { blob ? bytes.map { String(format: "%02x", $0) }.joined() : String(decoding: bytes, as: UTF8.self) }
-        result.unreadableKeys = lost.map { "from '\(shown($0.low))' to " + ($0.high.map { "'\(shown($0))'" } ?? "the end") }
-        if result.rowsCopied == 0, failedAtTop == top.count {
-            result.lostWhole = true
-            result.unreadableKeys = []
-        }
-        return result
     }
 
     /// Row ids copied per statement while the pages read well.
