@@ -70,31 +70,3 @@ final class LibraryFixture: @unchecked Sendable {
                       token: token)
     }
 }
-
-/// Pages of an SQLite file, damaged the way a failing disk does: the page's bytes overwritten.
-enum DamagedPages {
-    /// Merges the WAL into the file, so that the pages on disk are the store's.
-    static func checkpoint(_ path: String) throws {
-        let db = try Database(path: path, options: { var o = Database.Options(); o.create = false; return o }())
-        _ = try db.query("PRAGMA wal_checkpoint(TRUNCATE)") { $0.int(0) }
-    }
-
-    static func pageSize(_ path: String) throws -> Int {
-        let db = try Database(path: path, options: { var o = Database.Options(); o.readOnly = true; return o }())
-        return Int(try db.scalarInt("PRAGMA page_size") ?? 4096)
-    }
-
-    static func rootPage(of table: String, in path: String) throws -> Int {
-        let db = try Database(path: path, options: { var o = Database.Options(); o.readOnly = true; return o }())
-        return Int(try #require(try db.scalarInt("SELECT rootpage FROM sqlite_schema WHERE name = ?1", [.text(table)])))
-    }
-
-    /// Overwrites the header of `page` (its first bytes after the file header on page 1).
-    static func damage(page: Int, in path: String) throws {
-        let size = try pageSize(path)
-        let handle = try #require(FileHandle(forUpdatingAtPath: path))
-        defer { try? handle.close() }
-        try handle.seek(toOffset: UInt64((page - 1) * size + (page == 1 ? 100 : 0)))
-        handle.write(Data(repeating: 0xEE, count: 16))
-    }
-}

@@ -2,6 +2,7 @@ import ChronicleCore
 @testable import ChronicleServer
 @testable import ChronicleServerStore
 import ChronicleStore
+import ChronicleTesting
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking

@@ -10,62 +10,7 @@ import ChronicleTesting
 /// reported by `verify`, and salvaged: everything still readable is kept, the projection is
 /// rebuilt, and the server gives back what the log lost.
 @Suite struct SalvageTests {
-    /// Pages of a store file, damaged the way a failing disk does: the page's bytes overwritten.
-    enum Pages {
-        /// Merges the WAL into the file, so that the pages on disk are the store's.
-        static func checkpoint(_ path: String) throws {
-            let db = try Database(path: path, options: { var o = Database.Options(); o.create = false; return o }())
-            _ = try db.query("PRAGMA wal_checkpoint(TRUNCATE)") { $0.int(0) }
-        }
-
-        static func pageSize(_ path: String) throws -> Int {
-            let db = try Database(path: path, options: { var o = Database.Options(); o.readOnly = true; return o }())
-            return Int(try db.scalarInt("PRAGMA page_size") ?? 4096)
-        }
-
-        static func rootPage(of table: String, in path: String) throws -> Int {
-            let db = try Database(path: path, options: { var o = Database.Options(); o.readOnly = true; return o }())
-            return Int(try #require(try db.scalarInt("SELECT rootpage FROM sqlite_schema WHERE name = ?1", [.text(table)])))
-        }
-
-        /// The children of an interior page, in key order (the file format's b-tree pages: type 5
-        /// for a table, 2 for an index or a `WITHOUT ROWID` table; the cell count at offset 3, the
-        /// right-most child at 8, the cell pointers from 12, each cell starting with its child).
-        static func children(of page: Int, in path: String) throws -> [Int] {
-            let size = try pageSize(path)
-            let bytes = try Array(Data(contentsOf: URL(fileURLWithPath: path)))
-            let start = (page - 1) * size
-            let header = start + (page == 1 ? 100 : 0)
-            guard bytes[header] == 5 || bytes[header] == 2 else { return [] }
-            func u16(_ at: Int) -> Int { Int(bytes[at]) << 8 | Int(bytes[at + 1]) }
-            func u32(_ at: Int) -> Int { Int(bytes[at]) << 24 | Int(bytes[at + 1]) << 16 | Int(bytes[at + 2]) << 8 | Int(bytes[at + 3]) }
-            let cells = u16(header + 3)
-            return (0..<cells).map { u32(start + u16(header + 12 + 2 * $0)) } + [u32(header + 8)]
-        }
-
-        /// Overwrites the header of `page` (its first bytes after the file header on page 1).
-        static func damage(page: Int, in path: String) throws {
-            let size = try pageSize(path)
-            let handle = try #require(FileHandle(forUpdatingAtPath: path))
-            defer { try? handle.close() }
-            try handle.seek(toOffset: UInt64((page - 1) * size + (page == 1 ? 100 : 0)))
-            handle.write(Data(repeating: 0xEE, count: 16))
-        }
-
-        /// A leaf page from the middle of `table`, damaged; the table must span several pages.
-        static func damageMiddleLeaf(of table: String, in path: String) throws {
-            var page = try rootPage(of: table, in: path)
-            var children = try children(of: page, in: path)
-            #expect(children.count >= 3, "\(table) spans several pages")
-            // Down the middle to a leaf: a table of wide rows (a `WITHOUT ROWID` one keeps whole
-            // rows in its interior pages too) is more than two levels deep.
-            while !children.isEmpty {
-                page = children[children.count / 2]
-                children = try Self.children(of: page, in: path)
-            }
-            try damage(page: page, in: path)
-        }
-    }
+    typealias Pages = DamagedPages
 
     /// A device with history of its own and another's, and changes waiting to sync.
     static func library(_ h: SyncHarness, confirmed: Int, pending: Int) async throws -> (a: TestDevice, b: TestDevice) {
