@@ -87,7 +87,7 @@ extension SyncEngine {
             while let pending = next {
                 let page: PullPage
                 let prepared: PreparedBatch?
-                (page, prepared) = try await Self.arrival(of: pending)
+                (page, prepared) = try await Self.awaited(pending)
                 next = nil
                 head = max(head, page.head)
                 if count == 0 { try checkFirstPage(page, cursor: cursor, mayStartFromSnapshot: mayStartFromSnapshot) }
@@ -128,17 +128,6 @@ extension SyncEngine {
             let page = try await transport.pull(after: after, limit: limit, waitMilliseconds: waitMilliseconds)
             return (page, sealingOpsMin.map { store.prepareBatch(page.segment.ops, sealing: true, encoded: page.encoded,
                                                                  sealingOpsMin: $0) })
-        }
-    }
-
-    /// The page `pending` fetched (and perhaps prepared); any failure other than a `SyncError` is transient.
-    private static func arrival(of pending: Task<(PullPage, PreparedBatch?), Error>) async throws(SyncError) -> (PullPage, PreparedBatch?) {
-        do {
-            return try await withTaskCancellationHandler { try await pending.value } onCancel: { pending.cancel() }
-        } catch let error as SyncError {
-            throw error
-        } catch {
-            throw SyncError.transient(reason: "\(error)", retryAfterSeconds: nil)
         }
     }
 

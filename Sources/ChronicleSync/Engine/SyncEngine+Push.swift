@@ -36,9 +36,11 @@ extension SyncEngine {
         Task.detached { try await transport.push(segment) }
     }
 
-    static func answer(of push: Task<PushResponse, any Error>) async throws(SyncError) -> PushResponse {
+    /// What a request running as `task` gave (a push's answer, a pulled page), waited for and
+    /// cancelled with the caller; any failure other than a `SyncError` is transient.
+    static func awaited<T: Sendable>(_ task: Task<T, any Error>) async throws(SyncError) -> T {
         do {
-            return try await withTaskCancellationHandler { try await push.value } onCancel: { push.cancel() }
+            return try await withTaskCancellationHandler { try await task.value } onCancel: { task.cancel() }
         } catch let error as SyncError {
             throw error
         } catch {
@@ -100,7 +102,7 @@ extension SyncEngine {
             upcoming = Self.readAhead(after: last.deviceSeq, limit: state.batch, sendsAhead: sendsAhead, store: store, transport: transport)
             let response: PushResponse
             do throws(SyncError) {
-                response = try await Self.answer(of: answer)
+                response = try await Self.awaited(answer)
             } catch {
                 // What was read and sent behind this batch assumed it went through.
                 Self.abandon(upcoming)
