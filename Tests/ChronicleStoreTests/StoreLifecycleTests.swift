@@ -153,6 +153,11 @@ import Testing
         let store = try DeviceStore.open(at: path)
         #expect(try store.status().formatVersion == StoreFormat.currentVersion)
         #expect(FileManager.default.fileExists(atPath: path + ".backup-v1"))
+        // The backup is the store as it was: whole, at format v1, in no journal mode it would need a -wal for.
+        let backup = try Database(path: path + ".backup-v1", options: { var o = Database.Options(); o.readOnly = true; return o }())
+        #expect(try backup.query("PRAGMA integrity_check") { $0.text(0) } == ["ok"])
+        #expect(try backup.scalarInt("SELECT value FROM chronicle_meta WHERE key = 'format_version'") == 1)
+        #expect(try backup.scalarText("PRAGMA journal_mode") == "delete")
         // The phrase indexes of format v6 and v7 are made and filled at its upkeep.
         #expect(try store.performUpkeep().phraseIndexesToFill)
         #expect(store.waitForPhraseIndexing(timeoutSeconds: 60))

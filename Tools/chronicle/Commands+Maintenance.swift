@@ -192,7 +192,7 @@ extension Command {
         usage: "chronicle migrate [--dry-run]",
         details: """
             Opening an older store migrates it anyway; this does it explicitly and tells you each step: a backup first
-            (<store>.backup-v<N>, made with VACUUM INTO), each store-format step in its own transaction, then, when the
+            (<store>.backup-v<N>, a copy made with SQLite's backup API), each store-format step in its own transaction, then, when the
             app schema changed, the projection rebuilt from the log (older ops are read through upcasters; the log is
             never rewritten). Safe to interrupt: the next run or open carries on. --dry-run only lists the steps.
             A store from a newer Chronicle is refused and left untouched.

@@ -46,7 +46,7 @@ extension DeviceStore {
         }
         var steps: [String] = []
         let backup = format < StoreFormat.currentVersion ? "\(path).backup-v\(format)" : nil
-        if let backup { steps.append("back up the store to \(backup) (VACUUM INTO)") }
+        if let backup { steps.append("back up the store to \(backup)") }
         for version in format..<StoreFormat.currentVersion {
             steps.append("store format v\(version) → v\(version + 1): " + (formatStepSummary[version] ?? "schema change"))
         }
@@ -97,7 +97,7 @@ extension DeviceStore {
     }
 
     /// Brings an older store format up to the current one: a backup first
-    /// (`VACUUM INTO <path>.backup-v<N>`), then one transaction per step, so an
+    /// (`<path>.backup-v<N>`, through SQLite's backup API), then one transaction per step, so an
     /// interrupted migration leaves the store at the last completed step.
     static func migrateFormat(_ db: Database, from format: Int64, afterStep: ((String) throws -> Void)? = nil) throws {
         let backup = "\(db.path).backup-v\(format)"
@@ -105,7 +105,7 @@ extension DeviceStore {
             // Into a temporary name first, then renamed: a backup killed half-way is never mistaken for a whole one.
             let partial = backup + ".partial"
             try? FileManager.default.removeItem(atPath: partial)
-            try db.vacuum(into: partial)
+            try db.backup(to: partial)
             try FileManager.default.moveItem(atPath: partial, toPath: backup)
             try afterStep?("backed up")
         }

@@ -1,5 +1,6 @@
 import CSQLite
 import ChronicleCore
+import Foundation
 
 /// One SQLite connection with a prepared-statement cache.
 ///
@@ -106,6 +107,36 @@ public final class Database {
     public func vacuum(into path: String) throws {
         try PrivateFiles.file(path)
         try execute("VACUUM INTO ?1", [.text(path)])
+    }
+
+    /// A copy of the database at one moment into a new file at `path` (made 0600), through
+    /// SQLite's online backup API: its pages copied as they are, in one step under one read
+    /// transaction. About three times faster than `vacuum(into:)` (which rebuilds every b-tree:
+    /// 0.3 s against 1.0 s for a 335 MB store), at the cost of copying free pages too; a
+    /// migration's backup before its first step uses it. The copy is synced to the disk.
+    public func backup(to path: String) throws {
+        try PrivateFiles.file(path)
+        do {
+            // No journal and no syncs while it is written: a copy that does not finish is deleted by its caller.
+            let copy = try Database(path: path, options: { var o = Options(); o.scratch = true; return o }())
+            guard let backup = sqlite3_backup_init(copy.handle, "main", handle, "main") else {
+                throw SQLiteError(extendedCode: sqlite3_extended_errcode(copy.handle), message: String(cString: sqlite3_errmsg(copy.handle)), sql: nil)
+            }
+            let stepped = sqlite3_backup_step(backup, -1)
+            let finished = sqlite3_backup_finish(backup)
+            guard stepped == SQLITE_DONE, finished == SQLITE_OK else {
+                let code = finished != SQLITE_OK ? finished : stepped
+                throw SQLiteError(extendedCode: code, message: String(cString: sqlite3_errstr(code)), sql: "backup to \(path)")
+            }
+            // A plain rollback-journal file, whatever mode the source is in.
+            try copy.execute("PRAGMA journal_mode = DELETE")
+        }
+        // Closed: now to the disk.
+        guard let file = FileHandle(forUpdatingAtPath: path) else {
+            throw SQLiteError(extendedCode: SQLITE_CANTOPEN, message: "the backup at \(path) cannot be opened to sync it", sql: nil)
+        }
+        defer { try? file.close() }
+        try file.synchronize()
     }
 
     /// Runs `body` (whole transactions) with `synchronous = NORMAL`: commits stop waiting for
