@@ -15,6 +15,40 @@ import Testing
         return limits
     }
 
+    /// The recipes schema of `OwnSchema`, with caps of its own.
+    static func recipesWithCaps(_ caps: String) throws -> Schema {
+        try Schema.load(json: try OwnSchema.v1.replacingOccurrences(of: #""version": 1,"#, with: #""version": 1, "caps": \#(caps),"#))
+    }
+
+    @Test("Caps a schema file declares hold on a server given no flag; the operator's cap for the same entity replaces one")
+    func capsDeclaredInTheSchemaHold() async throws {
+        let schema = try Self.recipesWithCaps(#"[ { "entity": "recipe", "maximum": 2 } ]"#)
+        #expect(FreeTierCap.caps(of: schema, overriddenBy: []) == [FreeTierCap(entity: "recipe", maximum: 2)])
+        let h = try SyncHarness(.http, schema: schema)
+        let a = try h.device("A")
+        for title in ["One", "Two", "Three: past the cap"] {
+            try a.store.write("recipe.create", payload: ["title": .text(title)])
+        }
+        let report = await a.sync()
+        #expect(report.rejected == 1)
+        #expect(try a.store.notices().map(\.code) == ["free_tier_cap"])
+        #expect(try a.store.notices().first?.message.contains("at most 2 recipes") == true)
+
+        // An operator's cap for the same entity replaces the schema's; one for another entity adds to it.
+        var limits = ServiceLimits()
+        limits.freeTierCaps = [FreeTierCap(entity: "recipe", maximum: 3)]
+        #expect(FreeTierCap.caps(of: schema, overriddenBy: limits.freeTierCaps) == [FreeTierCap(entity: "recipe", maximum: 3)])
+        let other = FreeTierCap(entity: "photo", maximum: 9)
+        #expect(FreeTierCap.caps(of: schema, overriddenBy: [other]) == [FreeTierCap(entity: "recipe", maximum: 2), other])
+        let raised = try SyncHarness(.inMemory, limits: limits, schema: schema)
+        let b = try raised.device("B")
+        for title in ["One", "Two", "Three", "Four: past the cap"] {
+            try b.store.write("recipe.create", payload: ["title": .text(title)])
+        }
+        #expect(await b.sync().rejected == 1)
+        #expect(try b.store.notices().first?.message.contains("at most 3 recipes") == true)
+    }
+
     @Test(arguments: TransportKind.allCases)
     func aFreeTierCapRefusesTheOpAndTheDeviceSaysWhatToDo(kind: TransportKind) async throws {
         let h = try SyncHarness(kind, limits: Self.capped())

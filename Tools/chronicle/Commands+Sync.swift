@@ -90,7 +90,8 @@ extension Command {
             network /healthz (liveness; lists files found damaged), /readyz (503 while server.sqlite is damaged) and /metrics.
             --free-caps sets the limits free libraries live under (premium ones have none), enforced by triggers in each
             library's database: e.g. --free-caps article=1000,highlight.article_id=50 (at most 1,000 articles, and 50
-            highlights per article). An op past a cap is refused with free_tier_cap and the device shows why. Default: none.
+            highlights per article). An op past a cap is refused with free_tier_cap and the device shows why. A schema file may
+            declare caps of its own ("caps"); one given here for the same entity (and field) replaces it. Default: none.
             The server compacts each library on its own once it has taken pushes: when a whole segment's worth of ops
             (--compact-segment-ops, default 10,000) lies past what it keeps hot (--compact-keep-ops, default 100,000;
             --compact-keep-days D also keeps the last D days), it seals them into LZ4 segments (pulls and audits read

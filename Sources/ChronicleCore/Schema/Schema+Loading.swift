@@ -15,8 +15,36 @@ extension Schema {
         let ops = try parseOpTypes(root["ops"] as? [[String: Any]] ?? [], entityByName: entityByName)
         let plan = try parsePlan(root["plan"] as? [String: Any], entities: entities, entityByName: entityByName)
         let upcasters = try parseUpcasters(root["upcasters"] as? [[String: Any]] ?? [], ops: ops)
-        return Schema(name: name, version: version, entities: entities, ops: ops, plan: plan,
+        let caps = try parseCaps(root["caps"], entityByName: entityByName)
+        return Schema(name: name, version: version, entities: entities, ops: ops, plan: plan, caps: caps,
                       fingerprint: fingerprint(text), upcasters: upcasters)
+    }
+
+    /// The `caps` array: each names an entity, optionally one of its id fields (`per`), and a
+    /// `maximum` of zero or more.
+    private static func parseCaps(_ raw: Any?, entityByName: [String: EntitySpec]) throws(ChronicleError) -> [CapSpec] {
+        guard let raw else { return [] }
+        guard let list = raw as? [[String: Any]] else { throw invalid("'caps' must be an array of objects.") }
+        var caps: [CapSpec] = []
+        for (index, cap) in list.enumerated() {
+            let at = "caps[\(index)]"
+            guard let entityName = cap["entity"] as? String, let entity = entityByName[entityName] else {
+                throw invalid("\(at) must name one of the schema's entities in 'entity'.")
+            }
+            guard let maximum = cap["maximum"] as? Int, maximum >= 0 else {
+                throw invalid("\(at) needs a 'maximum' of zero or more rows.")
+            }
+            let per = cap["per"] as? String
+            if cap["per"] != nil, per == nil || entity.field(per!)?.references == nil {
+                throw invalid("\(at): 'per' must be one of \(entityName)'s id fields (a field that references another entity).")
+            }
+            let key = (entityName, per)
+            guard !caps.contains(where: { ($0.entity, $0.per) == key }) else {
+                throw invalid("\(at) caps \(entityName)\(per.map { " per \($0)" } ?? "") a second time.")
+            }
+            caps.append(CapSpec(entity: entityName, per: per, maximum: maximum))
+        }
+        return caps
     }
 
     /// An `invalid_schema` error with `message`.
@@ -270,7 +298,7 @@ extension Schema {
             chain += next.upcasters
         }
         return Schema(name: newest.name, version: newest.version, entities: newest.entities, ops: newest.ops, plan: newest.plan,
-                      fingerprint: newest.fingerprint, upcasters: chain)
+                      caps: newest.caps, fingerprint: newest.fingerprint, upcasters: chain)
     }
 
     /// The schema's JSON text and the revision of the rules that fold ops into the projection

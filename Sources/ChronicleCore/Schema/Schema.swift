@@ -94,6 +94,21 @@ public struct PlanSpec: Sendable {
     public let premium: String
 }
 
+/// A limit a free library of the schema lives under (premium ones have none), declared in the
+/// schema file's `caps`: at most `maximum` live rows of `entity`, in all or per value of its id
+/// field `per` (highlights per article). The server enforces it (`FreeTierCap`).
+public struct CapSpec: Sendable, Equatable {
+    public let entity: String
+    public let per: String?
+    public let maximum: Int
+
+    public init(entity: String, per: String? = nil, maximum: Int) {
+        self.entity = entity
+        self.per = per
+        self.maximum = maximum
+    }
+}
+
 /// An application schema: entity types, fields with merge rules, search
 /// indexes and op types. Defined once, as data, under `Schemas/`.
 public struct Schema: Sendable {
@@ -102,6 +117,8 @@ public struct Schema: Sendable {
     public let entities: [EntitySpec]
     public let ops: [OpTypeSpec]
     public let plan: PlanSpec?
+    /// The limits a free library lives under, as the schema declares them (none by default).
+    public let caps: [CapSpec]
     /// Upcasters from every earlier version of this schema's op types, oldest first.
     public let upcasters: [Upcaster]
     let upcasterIndex: [String: Int]
@@ -124,8 +141,9 @@ public struct Schema: Sendable {
         opIndex[type]?.max { $0.key < $1.key }.map { ops[$0.value] }
     }
 
-    init(name: String, version: Int, entities: [EntitySpec], ops: [OpTypeSpec], plan: PlanSpec?, fingerprint: String,
-         upcasters: [Upcaster] = []) {
+    init(name: String, version: Int, entities: [EntitySpec], ops: [OpTypeSpec], plan: PlanSpec?, caps: [CapSpec] = [],
+         fingerprint: String, upcasters: [Upcaster] = []) {
+        self.caps = caps
         self.upcasters = upcasters
         var index: [String: Int] = [:]
         for (offset, upcaster) in upcasters.enumerated() { index["\(upcaster.fromType)@\(upcaster.fromVersion)"] = offset }

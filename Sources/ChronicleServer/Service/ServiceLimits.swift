@@ -22,7 +22,8 @@ public struct ServiceLimits: Sendable {
     /// of up to `ServerLibrary.cacheKilobytes`; past this many, the least recently used one that
     /// no request is using is closed, and opened again when next asked for.
     public var openLibrariesMax = 256
-    /// Limits free libraries live under (premium ones have none); empty = no caps.
+    /// Limits free libraries live under (premium ones have none), beside those their schema
+    /// declares (`Schema.caps`); one here for the same entity (and field) replaces the schema's.
     public var freeTierCaps: [FreeTierCap] = []
     /// Whether opening a library installs `freeTierCaps` in its file, in place of the cap
     /// triggers it has. False for a tool working beside a running server (`besideARunningServer`):

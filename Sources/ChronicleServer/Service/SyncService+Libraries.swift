@@ -87,7 +87,7 @@ extension SyncService {
                     throw ProtocolError(404, .unknownLibrary, "The server has no library \(id.lowercased): it is being deleted.")
                 }
                 guard open.deletions == deletions else { return nil }
-                let caps = limits.installsFreeTierCaps ? limits.freeTierCaps : nil
+                let caps = limits.installsFreeTierCaps ? FreeTierCap.caps(of: schema, overriddenBy: limits.freeTierCaps) : nil
                 let library = try shared?.library(id, schema: schema, caps: caps)
                     ?? ServerLibrary.openOrCreate(at: path, libraryID: id, schema: schema, clock: clock, caps: caps)
                 if let migration = library.schemaMigration {

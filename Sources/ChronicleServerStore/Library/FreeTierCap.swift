@@ -21,6 +21,19 @@ public struct FreeTierCap: Sendable, Equatable, CustomStringConvertible {
         self.maximum = maximum
     }
 
+    /// A cap as a schema file declares it (`Schema.caps`).
+    public init(_ spec: CapSpec) {
+        self.init(entity: spec.entity, per: spec.per, maximum: spec.maximum)
+    }
+
+    /// The caps a library of `schema` lives under: the schema's own, each replaced by a cap the
+    /// operator gave for the same entity (and field), then the operator's others (each applies
+    /// where its entity exists).
+    public static func caps(of schema: Schema, overriddenBy given: [FreeTierCap]) -> [FreeTierCap] {
+        let declared = schema.caps.map(FreeTierCap.init).filter { cap in !given.contains { $0.entity == cap.entity && $0.per == cap.per } }
+        return declared + given
+    }
+
     /// `article=1000` or `highlight.article_id=50`, as `chronicle serve --free-cap` takes them.
     public init?(_ text: String) {
         let parts = text.split(separator: "=", maxSplits: 1).map(String.init)
