@@ -22,7 +22,7 @@ import Testing
 
     @Test func capsAreReadInOrder() throws {
         let schema = try Self.schema(caps: #"[ { "entity": "book", "maximum": 100 }, { "entity": "note", "per": "book_id", "maximum": 0 } ]"#)
-        #expect(schema.caps == [CapSpec(entity: "book", maximum: 100), CapSpec(entity: "note", per: "book_id", maximum: 0)])
+        #expect(schema.caps == [FreeTierCap(entity: "book", maximum: 100), FreeTierCap(entity: "note", per: "book_id", maximum: 0)])
         #expect(try Self.schema(caps: "").caps.isEmpty)
         #expect(Schema.readItLater.caps.isEmpty && Schema.fieldService.caps.isEmpty, "the built-in schemas declare none")
     }

@@ -22,10 +22,10 @@ extension Schema {
 
     /// The `caps` array: each names an entity, optionally one of its id fields (`per`), and a
     /// `maximum` of zero or more.
-    private static func parseCaps(_ raw: Any?, entityByName: [String: EntitySpec]) throws(ChronicleError) -> [CapSpec] {
+    private static func parseCaps(_ raw: Any?, entityByName: [String: EntitySpec]) throws(ChronicleError) -> [FreeTierCap] {
         guard let raw else { return [] }
         guard let list = raw as? [[String: Any]] else { throw invalid("'caps' must be an array of objects.") }
-        var caps: [CapSpec] = []
+        var caps: [FreeTierCap] = []
         for (index, cap) in list.enumerated() {
             let at = "caps[\(index)]"
             guard let entityName = cap["entity"] as? String, let entity = entityByName[entityName] else {
@@ -42,7 +42,7 @@ extension Schema {
             guard !caps.contains(where: { ($0.entity, $0.per) == key }) else {
                 throw invalid("\(at) caps \(entityName)\(per.map { " per \($0)" } ?? "") a second time.")
             }
-            caps.append(CapSpec(entity: entityName, per: per, maximum: maximum))
+            caps.append(FreeTierCap(entity: entityName, per: per, maximum: maximum))
         }
         return caps
     }

@@ -94,21 +94,6 @@ public struct PlanSpec: Sendable {
     public let premium: String
 }
 
-/// A limit a free library of the schema lives under (premium ones have none), declared in the
-/// schema file's `caps`: at most `maximum` live rows of `entity`, in all or per value of its id
-/// field `per` (highlights per article). The server enforces it (`FreeTierCap`).
-public struct CapSpec: Sendable, Equatable {
-    public let entity: String
-    public let per: String?
-    public let maximum: Int
-
-    public init(entity: String, per: String? = nil, maximum: Int) {
-        self.entity = entity
-        self.per = per
-        self.maximum = maximum
-    }
-}
-
 /// An application schema: entity types, fields with merge rules, search
 /// indexes and op types. Defined once, as data, under `Schemas/`.
 public struct Schema: Sendable {
@@ -118,7 +103,7 @@ public struct Schema: Sendable {
     public let ops: [OpTypeSpec]
     public let plan: PlanSpec?
     /// The limits a free library lives under, as the schema declares them (none by default).
-    public let caps: [CapSpec]
+    public let caps: [FreeTierCap]
     /// Upcasters from every earlier version of this schema's op types, oldest first.
     public let upcasters: [Upcaster]
     let upcasterIndex: [String: Int]
@@ -141,7 +126,7 @@ public struct Schema: Sendable {
         opIndex[type]?.max { $0.key < $1.key }.map { ops[$0.value] }
     }
 
-    init(name: String, version: Int, entities: [EntitySpec], ops: [OpTypeSpec], plan: PlanSpec?, caps: [CapSpec] = [],
+    init(name: String, version: Int, entities: [EntitySpec], ops: [OpTypeSpec], plan: PlanSpec?, caps: [FreeTierCap] = [],
          fingerprint: String, upcasters: [Upcaster] = []) {
         self.caps = caps
         self.upcasters = upcasters

@@ -1,9 +1,8 @@
-import ChronicleCore
-import ChronicleStore
 
-/// A limit a free library lives under; premium libraries have none. Enforced by a
-/// trigger in the server's library database, so no code path can get around it:
-/// an op that would pass it is rejected terminally with `free_tier_cap`.
+/// A limit a free library lives under; premium libraries have none. Declared in a schema
+/// file's `caps` (`Schema.caps`) or given to the server (`chronicle serve --free-caps`).
+/// Enforced by a trigger in the server's library database, so no code path can get around
+/// it: an op that would pass it is rejected terminally with `free_tier_cap`.
 ///
 /// ```swift
 /// FreeTierCap(entity: "article", maximum: 1_000)                 // saved articles
@@ -21,16 +20,11 @@ public struct FreeTierCap: Sendable, Equatable, CustomStringConvertible {
         self.maximum = maximum
     }
 
-    /// A cap as a schema file declares it (`Schema.caps`).
-    public init(_ spec: CapSpec) {
-        self.init(entity: spec.entity, per: spec.per, maximum: spec.maximum)
-    }
-
     /// The caps a library of `schema` lives under: the schema's own, each replaced by a cap the
     /// operator gave for the same entity (and field), then the operator's others (each applies
     /// where its entity exists).
     public static func caps(of schema: Schema, overriddenBy given: [FreeTierCap]) -> [FreeTierCap] {
-        let declared = schema.caps.map(FreeTierCap.init).filter { cap in !given.contains { $0.entity == cap.entity && $0.per == cap.per } }
+        let declared = schema.caps.filter { cap in !given.contains { $0.entity == cap.entity && $0.per == cap.per } }
         return declared + given
     }
 
@@ -55,7 +49,7 @@ public struct FreeTierCap: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// The triggers that enforce it (on creating a row and on restoring a deleted one).
-    func triggers(_ schema: Schema, _ projection: ProjectionSchema) throws -> [String] {
+    package func triggers(_ schema: Schema, _ projection: ProjectionSchema) throws -> [String] {
         // A server hosts libraries of several schemas: a cap applies where its entity exists.
         guard let spec = schema.entity(entity) else { return [] }
         var owner: EntitySpec?
@@ -94,5 +88,5 @@ public struct FreeTierCap: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// Trigger messages start with this, so the push loop can tell a cap from a real failure.
-    static let prefix = "free_tier_cap: "
+    package static let prefix = "free_tier_cap: "
 }
