@@ -24,6 +24,8 @@ struct PushBatch {
     /// Op ids refused before, with the answer and the device; kept up to date as ops are refused.
     private var refused: [String: (code: String, message: String, device: String)] = [:]
     private let insert: Statement
+    /// Applies accepted ops to the library's projection (the server keeps no search indexes).
+    private let applier: ProjectionApplier
     private var targets = TargetChecks()
     private(set) var results: [PushResult] = []
     private(set) var writes = ServerLibrary.PushWrites()
@@ -36,10 +38,9 @@ struct PushBatch {
         keys = ops.map { $0.opID.lowercased }
         last = try db.scalarInt("SELECT last_device_seq FROM chronicle_devices WHERE device_id = ?1", [.text(deviceKey)]) ?? 0
         lastAnswered = last
-        let (seq, time) = try db.query("SELECT server_seq, server_time FROM chronicle_log ORDER BY server_seq DESC LIMIT 1") { ($0.int(0), $0.int(1)) }.first ?? (0, 0)
-        self.seq = max(seq, try LogTables.sealedUpTo(in: db))
-        self.time = max(time, library.tail.withLock { $0.time })
+        (seq, time) = try library.logEnd(in: db)
         insert = try db.statement("INSERT INTO chronicle_log(\(LogTables.logColumns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)")
+        applier = ProjectionApplier(library.materializer, in: db)
         results.reserveCapacity(ops.count)
         try loadAnswers()
     }
@@ -158,7 +159,7 @@ struct PushBatch {
         if capped { try db.execute("SAVEPOINT chronicle_op") }
         do {
             try insert.execute(LogTables.logArguments(accepted))
-            try ProjectionApplier(library.materializer, in: db).apply(accepted)
+            try applier.apply(accepted)
             if capped { try db.execute("RELEASE chronicle_op") }
             return nil
         } catch let error as SQLiteError where capped && error.message.hasPrefix(FreeTierCap.prefix) {

@@ -99,6 +99,13 @@ extension ServerLibrary {
         }
     }
 
+    /// The seq the next op follows (the hot log's last, or the sealed end past it) and the server
+    /// time it may not be earlier than (the last op's, or the tail's: server times never go back).
+    func logEnd(in db: Database) throws -> (seq: Int64, time: Int64) {
+        let last = try db.query("SELECT server_seq, server_time FROM chronicle_log ORDER BY server_seq DESC LIMIT 1") { ($0.int(0), $0.int(1)) }.first ?? (0, 0)
+        return (max(last.0, try LogTables.sealedUpTo(in: db)), max(last.1, tail.withLock { $0.time }))
+    }
+
     static func insertRejected(_ row: RejectedOp, in db: Database) throws {
         try db.execute("""
             INSERT INTO chronicle_rejected_ops(op_id, device_id, device_seq, type, entity_id, code, message, rejected_at)
@@ -165,9 +172,7 @@ extension ServerLibrary {
                                     beforeCommit: (PushWrites) throws -> Int64?) throws -> Op {
         let op = try writer.withLock { db in
             try db.transaction { db -> Op in
-                var last = try db.query("SELECT server_seq, server_time FROM chronicle_log ORDER BY server_seq DESC LIMIT 1") { ($0.int(0), $0.int(1)) }.first ?? (0, 0)
-                last.0 = max(last.0, try LogTables.sealedUpTo(in: db))
-                last.1 = max(last.1, tail.withLock { $0.time })
+                let last = try logEnd(in: db)
                 let deviceSeq = (try db.scalarInt("SELECT last_device_seq FROM chronicle_devices WHERE device_id = ?1",
                                                   [.text(Op.serverDeviceID.lowercased)]) ?? 0) + 1
                 let now = max(clock.nowMilliseconds(), last.1)
