@@ -86,10 +86,8 @@ extension DeviceStore {
             done.schemaChange = change
         }
         if due.searchIndexesStale {
-            try writeTransaction(spillToFiles: true) { db in
-                guard try needsSearchIndexRebuild(in: db), !bulkInProgress.withLock({ $0 }) else { return }
-                try rebuildBulkIndexes(in: db)
-            }
+            // What a write outside a bulk apply does first (nothing while one runs).
+            _ = try writeTransaction(spillToFiles: true) { db in try prepareSearchIndexing(in: db) }
             done.searchIndexesStale = true
         }
         if !due.redefinedSearchIndexes.isEmpty, let made = try? recreateRedefinedSearchIndexes() {
